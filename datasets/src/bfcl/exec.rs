@@ -1,0 +1,321 @@
+//! Executing BFCL tool calls in-process with Python call semantics.
+//!
+//! Every BFCL tool is a plain Python function called as `f(**kwargs)`. What the agent
+//! sees when it gets the call wrong is CPython's `TypeError` text with the (opaque)
+//! name it used, e.g. `function_1() missing 3 required positional arguments: 'n', 'k',
+//! and 'p'` - often the only way it can learn parameter names - so [`bind`] reproduces
+//! CPython's binding rules and messages exactly. [`signature`] holds the Python
+//! signature of all 71 functions (50 implemented, 21 decoys), and [`call_pure`] runs
+//! the pure ones (see [`super::pure`]).
+
+use std::fmt;
+
+use super::pyvalue::PyValue;
+
+/// A Python exception raised by a tool call: its class name and `str(e)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PyException {
+    /// The exception class, e.g. `"TypeError"`.
+    pub kind: String,
+    /// `str(e)` as CPython gives it.
+    pub message: String,
+}
+
+impl PyException {
+    /// Builds an exception of class `kind` with text `message`.
+    pub fn new(kind: &str, message: impl Into<String>) -> Self {
+        PyException {
+            kind: kind.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// The text the agent sees: Python's `str(e)`.
+    pub fn text(&self) -> String {
+        self.message.clone()
+    }
+}
+
+impl fmt::Display for PyException {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for PyException {}
+
+/// How a function is implemented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FnKind {
+    /// Pure computation, run by [`call_pure`].
+    Pure,
+    /// Calls a web API (run by the REST backends).
+    Rest,
+    /// Appears only as a doc in `exec_multiple`; has a stand-in implementation.
+    Decoy,
+}
+
+/// A Python default value of a parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DefaultValue {
+    None,
+    Bool(bool),
+    Int(i64),
+    Str(&'static str),
+}
+
+impl DefaultValue {
+    /// The default as a Python value.
+    pub fn to_value(self) -> PyValue {
+        match self {
+            DefaultValue::None => PyValue::None,
+            DefaultValue::Bool(b) => PyValue::Bool(b),
+            DefaultValue::Int(n) => PyValue::int(n),
+            DefaultValue::Str(s) => PyValue::str(s),
+        }
+    }
+}
+
+/// One positional-or-keyword parameter.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    pub name: &'static str,
+    /// `None` for a required parameter.
+    pub default: Option<DefaultValue>,
+}
+
+/// The Python signature of a BFCL function.
+#[derive(Debug, Clone, Copy)]
+pub struct Signature {
+    /// The real (BFCL) function name.
+    pub name: &'static str,
+    pub params: &'static [Param],
+    pub kind: FnKind,
+}
+
+const fn req(name: &'static str) -> Param {
+    Param {
+        name,
+        default: None,
+    }
+}
+
+const fn opt(name: &'static str, default: DefaultValue) -> Param {
+    Param {
+        name,
+        default: Some(default),
+    }
+}
+
+macro_rules! sig {
+    ($kind:ident, $name:literal, [$($p:expr),* $(,)?]) => {
+        Signature { name: $name, params: &[$($p),*], kind: FnKind::$kind }
+    };
+}
+
+/// All 71 signatures: parameter names and order from the BFCL docs, defaults from the
+/// Python originals. Note `book_room`'s `price`: optional in the doc, required in Python.
+/// `retrieve_holiday_by_year` is `(country, year)` in Python although its doc lists
+/// `year` first (the reference runs report `missing ... 'country' and 'year'`).
+pub static SIGNATURES: &[Signature] = &[
+    // --- pure (31 used + get_fibonacci_number) ---
+    sig!(Pure, "calculate_triangle_area", [req("base"), req("height")]),
+    sig!(Pure, "get_distance", [req("pointA"), req("pointB")]),
+    sig!(Pure, "math_factorial", [req("n")]),
+    sig!(Pure, "quadratic_roots", [req("a"), req("b"), req("c")]),
+    sig!(Pure, "geometry_area_circle", [req("radius")]),
+    sig!(Pure, "get_prime_factors", [req("number")]),
+    sig!(Pure, "math_gcd", [req("a"), req("b")]),
+    sig!(Pure, "math_lcm", [req("a"), req("b")]),
+    sig!(Pure, "calculate_final_velocity", [req("initial_velocity"), req("acceleration"), req("time")]),
+    sig!(Pure, "calculate_displacement", [req("initial_velocity"), req("acceleration"), req("time")]),
+    sig!(Pure, "calculate_electrostatic_potential_energy", [req("charge"), req("voltage")]),
+    sig!(Pure, "calculate_density", [req("mass"), req("volume")]),
+    sig!(Pure, "mat_mul", [req("matA"), req("matB")]),
+    sig!(Pure, "calculate_mean", [req("numbers")]),
+    sig!(Pure, "calculate_standard_deviation", [req("numbers")]),
+    sig!(Pure, "calc_binomial_probability", [req("n"), req("k"), req("p")]),
+    sig!(Pure, "calculate_permutations", [req("n"), req("k")]),
+    sig!(Pure, "get_fibonacci_sequence", [req("n")]),
+    sig!(Pure, "get_fibonacci_number", [req("n")]),
+    sig!(Pure, "estimate_derivative", [req("function"), req("x")]),
+    sig!(Pure, "calculate_cosine_similarity", [req("vectorA"), req("vectorB")]),
+    sig!(Pure, "mortgage_calculator", [req("loan_amount"), req("interest_rate"), req("loan_period")]),
+    sig!(Pure, "calculate_future_value", [req("present_value"), req("interest_rate"), req("periods")]),
+    sig!(Pure, "sort_array", [req("array"), opt("reverse", DefaultValue::Bool(false))]),
+    sig!(Pure, "linear_regression", [req("x"), req("y"), req("point")]),
+    sig!(Pure, "add_binary_numbers", [req("a"), req("b")]),
+    sig!(Pure, "maxPoints", [req("points")]),
+    sig!(Pure, "calculate_investment_value", [
+        req("initial_investment"), req("annual_contribution"), req("years"),
+        req("annual_return"), req("inflation_rate"),
+        opt("adjust_for_inflation", DefaultValue::Bool(true)),
+    ]),
+    sig!(Pure, "calculate_nutritional_needs", [
+        req("weight"), req("height"), req("age"), req("gender"), req("activity_level"), req("goal"),
+    ]),
+    sig!(Pure, "book_room", [
+        req("room_type"), req("price"), req("check_in_date"), req("check_out_date"),
+        req("customer_id"), opt("discount_code", DefaultValue::None),
+    ]),
+    sig!(Pure, "order_food", [req("item"), req("quantity"), req("price")]),
+    sig!(Pure, "polygon_area", [req("vertices")]),
+    // --- REST (19) ---
+    sig!(Rest, "get_weather_data", [req("coordinates")]),
+    sig!(Rest, "get_coordinates_from_city", [req("city_name")]),
+    sig!(Rest, "convert_currency", [req("amount"), req("from_currency"), req("to_currency")]),
+    sig!(Rest, "find_term_on_urban_dictionary", [req("term")]),
+    sig!(Rest, "get_coordinate_by_ip_address", [req("ip_address")]),
+    sig!(Rest, "get_zipcode_by_ip_address", [req("ip_address")]),
+    sig!(Rest, "get_covid_death_by_country", [req("country")]),
+    sig!(Rest, "get_active_covid_case_by_country", [req("country")]),
+    sig!(Rest, "get_rating_by_amazon_ASIN", [req("ASIN")]),
+    sig!(Rest, "get_price_by_amazon_ASIN", [req("ASIN")]),
+    sig!(Rest, "get_product_name_by_amazon_ASIN", [req("ASIN")]),
+    sig!(Rest, "get_company_name_by_stock_name", [req("stock_name")]),
+    sig!(Rest, "get_stock_price_by_stock_name", [req("stock_name")]),
+    sig!(Rest, "get_stock_history", [req("stock_name"), req("interval"), opt("diffandsplits", DefaultValue::Str("true"))]),
+    sig!(Rest, "retrieve_city_based_on_zipcode", [req("zipcode")]),
+    sig!(Rest, "retrieve_holiday_by_year", [req("country"), req("year")]),
+    sig!(Rest, "get_time_zone_by_coord", [req("long"), req("lat")]),
+    sig!(Rest, "get_movie_rating", [req("movie_name")]),
+    sig!(Rest, "get_movie_director", [req("movie_name")]),
+    // --- decoys (21) ---
+    sig!(Decoy, "adjust_for_inflation", [req("investment_value"), req("inflation_rates")]),
+    sig!(Decoy, "apply_discount", [req("total"), req("discount")]),
+    sig!(Decoy, "calculate_basal_metabolic_rate", [req("weight"), req("height"), req("age"), req("gender")]),
+    sig!(Decoy, "calculate_daily_energy_expenditure", [req("basal_metabolic_rate"), req("activity_level")]),
+    sig!(Decoy, "calculate_intercept", [req("x"), req("y"), req("slope")]),
+    sig!(Decoy, "calculate_interest_rate", [req("principal"), req("rate"), req("time")]),
+    sig!(Decoy, "calculate_slope", [req("x"), req("y")]),
+    sig!(Decoy, "calculate_total", [req("quantities"), req("prices")]),
+    sig!(Decoy, "calculate_total_price", [req("room_price"), req("nights"), opt("discount", DefaultValue::Int(0))]),
+    sig!(Decoy, "compound_interest", [req("principal"), req("rate"), req("times_compounded"), req("years")]),
+    sig!(Decoy, "confirm_booking", [req("customer_id"), req("room_number"), req("total_price")]),
+    sig!(Decoy, "convert_binary_to_decimal", [req("binary")]),
+    sig!(Decoy, "convert_coordinates", [req("coordinates")]),
+    sig!(Decoy, "convert_decimal_to_hex", [req("decimal")]),
+    sig!(Decoy, "convert_temperature", [req("temperature"), req("unit_from"), req("unit_to")]),
+    sig!(Decoy, "generate_random_number", [req("min"), req("max")]),
+    sig!(Decoy, "get_director_by_movie_name", [req("movie_name")]),
+    sig!(Decoy, "get_movie_genre", [req("movie_name")]),
+    sig!(Decoy, "inflation_adjustment", [req("amount"), req("inflation_rate"), req("years")]),
+    sig!(Decoy, "predict_value", [req("slope"), req("intercept"), req("x")]),
+    sig!(Decoy, "validate_polygon", [req("vertices")]),
+];
+
+/// The signature of a function by its real BFCL name.
+pub fn signature(real_name: &str) -> Option<&'static Signature> {
+    SIGNATURES.iter().find(|s| s.name == real_name)
+}
+
+/// Arguments bound to a signature: one entry per parameter, in signature order, with
+/// defaults filled in.
+#[derive(Debug, Clone)]
+pub struct BoundArgs {
+    pub values: Vec<(&'static str, PyValue)>,
+}
+
+impl BoundArgs {
+    /// The bound value of parameter `name`.
+    pub fn get(&self, name: &str) -> Option<&PyValue> {
+        self.values.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The value of the `i`-th parameter.
+    pub fn at(&self, i: usize) -> Option<&PyValue> {
+        self.values.get(i).map(|(_, v)| v)
+    }
+}
+
+/// CPython's `missing N required positional argument(s): ...` clause.
+pub fn missing_text(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    let list = match quoted.len() {
+        0 => String::new(),
+        1 => quoted[0].clone(),
+        2 => format!("{} and {}", quoted[0], quoted[1]),
+        n => format!("{}, and {}", quoted[..n - 1].join(", "), quoted[n - 1]),
+    };
+    format!(
+        "missing {} required positional argument{}: {list}",
+        names.len(),
+        if names.len() == 1 { "" } else { "s" }
+    )
+}
+
+/// Binds keyword arguments as `display_name(**kwargs)` would in CPython. The first
+/// unknown keyword (in argument order) is reported before any missing argument.
+pub fn bind(
+    sig: &Signature,
+    display_name: &str,
+    kwargs: &[(String, PyValue)],
+) -> Result<BoundArgs, PyException> {
+    let mut slots: Vec<Option<PyValue>> = vec![None; sig.params.len()];
+    for (k, v) in kwargs {
+        match sig.params.iter().position(|p| p.name == k) {
+            Some(i) => {
+                if slots[i].is_some() {
+                    return Err(PyException::new(
+                        "TypeError",
+                        format!("{display_name}() got multiple values for argument '{k}'"),
+                    ));
+                }
+                slots[i] = Some(v.clone());
+            }
+            None => {
+                return Err(PyException::new(
+                    "TypeError",
+                    format!("{display_name}() got an unexpected keyword argument '{k}'"),
+                ))
+            }
+        }
+    }
+    let missing: Vec<&str> = sig
+        .params
+        .iter()
+        .zip(&slots)
+        .filter(|(p, s)| s.is_none() && p.default.is_none())
+        .map(|(p, _)| p.name)
+        .collect();
+    if !missing.is_empty() {
+        return Err(PyException::new(
+            "TypeError",
+            format!("{display_name}() {}", missing_text(&missing)),
+        ));
+    }
+    let values = sig
+        .params
+        .iter()
+        .zip(slots)
+        .map(|(p, s)| {
+            let v = s
+                .or_else(|| p.default.map(DefaultValue::to_value))
+                .unwrap_or(PyValue::None);
+            (p.name, v)
+        })
+        .collect();
+    Ok(BoundArgs { values })
+}
+
+/// Runs a pure function (the 31 used ones plus `get_fibonacci_number`) on bound
+/// arguments. `None` when `real_name` is not a pure function.
+pub fn call_pure(real_name: &str, args: &BoundArgs) -> Option<Result<PyValue, PyException>> {
+    super::pure::call(real_name, args)
+}
+
+/// Convenience: bind `kwargs` to `real_name`'s signature under `display_name` and run
+/// it if pure. `None` when the function is unknown or not pure.
+pub fn run_pure(
+    real_name: &str,
+    display_name: &str,
+    kwargs: &[(String, PyValue)],
+) -> Option<Result<PyValue, PyException>> {
+    let sig = signature(real_name)?;
+    if sig.kind != FnKind::Pure {
+        return None;
+    }
+    Some(bind(sig, display_name, kwargs).and_then(|b| call_pure(real_name, &b).unwrap_or_else(|| {
+        Err(PyException::new("NameError", format!("name '{display_name}' is not defined")))
+    })))
+}

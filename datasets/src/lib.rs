@@ -1,0 +1,4 @@
+//! The benchmark's environments. Each module owns its data loading, its executable
+//! tools and its grader; none of them knows about the store or about models.
+
+pub mod bfcl;

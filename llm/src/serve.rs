@@ -1,0 +1,178 @@
+//! `serve`: exposes any [`Backend`] as a local OpenAI-compatible
+//! `POST /v1/chat/completions` endpoint (plus `GET /v1/models`).
+//!
+//! A deliberately small HTTP/1.1 server on raw tokio sockets: bodies with
+//! `Content-Length` only, one request per connection (`Connection: close`).
+//! That is all OpenAI clients need, and it keeps hyper's server stack out of
+//! the build. Bind it to 127.0.0.1.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::backend::Backend;
+use crate::error::{ErrorKind, LlmError};
+use crate::wire;
+
+/// Largest request body accepted (bytes).
+pub const MAX_BODY: usize = 32 << 20;
+const MAX_HEAD: usize = 64 << 10;
+
+/// Binds `addr` and serves `backend` until the task is dropped or an accept
+/// error occurs. Use [`bind`] + [`serve_listener`] to learn the port first.
+pub async fn serve(backend: Arc<dyn Backend>, addr: SocketAddr) -> Result<(), LlmError> {
+    let listener = bind(addr).await?;
+    serve_listener(backend, listener).await
+}
+
+/// Binds a listener (port 0 picks a free port; read it with `local_addr`).
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, LlmError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| LlmError::new(ErrorKind::Fatal, format!("cannot listen on {addr}: {e}")))
+}
+
+/// Serves `backend` on an already bound listener.
+pub async fn serve_listener(backend: Arc<dyn Backend>, listener: TcpListener) -> Result<(), LlmError> {
+    let counter = Arc::new(AtomicU64::new(0));
+    loop {
+        let (stream, _) = listener
+            .accept()
+            .await
+            .map_err(|e| LlmError::new(ErrorKind::Fatal, format!("accept failed: {e}")))?;
+        let backend = backend.clone();
+        let counter = counter.clone();
+        tokio::spawn(async move {
+            // A broken client connection only affects that client.
+            let _ = handle(stream, backend, counter).await;
+        });
+    }
+}
+
+async fn handle(
+    mut stream: TcpStream,
+    backend: Arc<dyn Backend>,
+    counter: Arc<AtomicU64>,
+) -> std::io::Result<()> {
+    let req = match read_request(&mut stream).await? {
+        Ok(r) => r,
+        Err((status, msg)) => {
+            return write_json(&mut stream, status, &error_json(msg, "invalid_request_error")).await
+        }
+    };
+    let path = req.path.split('?').next().unwrap_or("");
+    match (req.method.as_str(), path) {
+        ("POST", "/v1/chat/completions") | ("POST", "/chat/completions") => {}
+        ("GET", "/v1/models") | ("GET", "/models") => {
+            let body = json!({"object": "list", "data": [{"id": backend.name(), "object": "model"}]});
+            return write_json(&mut stream, 200, &body).await;
+        }
+        _ => {
+            let msg = format!("no route for {} {}", req.method, req.path);
+            return write_json(&mut stream, 404, &error_json(msg, "not_found_error")).await;
+        }
+    }
+    let parsed = serde_json::from_slice::<Value>(&req.body)
+        .map_err(|e| format!("body is not JSON: {e}"))
+        .and_then(|v| wire::parse_request_body(&v));
+    let chat = match parsed {
+        Ok(c) => c,
+        Err(msg) => {
+            return write_json(&mut stream, 400, &error_json(msg, "invalid_request_error")).await
+        }
+    };
+    match backend.chat(&chat).await {
+        Ok(resp) => {
+            let id = format!("chatcmpl-otb-{}", counter.fetch_add(1, Ordering::Relaxed));
+            write_json(&mut stream, 200, &wire::response_body(&resp, &chat.model, &id)).await
+        }
+        Err(e) => {
+            let (status, body) = wire::error_response(&e);
+            write_json(&mut stream, status, &body).await
+        }
+    }
+}
+
+fn error_json(message: String, ty: &str) -> Value {
+    json!({"error": {"message": message, "type": ty, "code": ty}})
+}
+
+struct HttpRequest {
+    method: String,
+    path: String,
+    body: Vec<u8>,
+}
+
+/// Reads one request; the inner `Err` is a client error to answer.
+async fn read_request(
+    stream: &mut TcpStream,
+) -> std::io::Result<Result<HttpRequest, (u16, String)>> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p;
+        }
+        if buf.len() > MAX_HEAD {
+            return Ok(Err((431, "request head too large".into())));
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(Err((400, "connection closed before the request head ended".into())));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or("").split_whitespace();
+    let method = first.next().unwrap_or("").to_owned();
+    let path = first.next().unwrap_or("").to_owned();
+    let mut content_length = 0usize;
+    for line in lines {
+        if let Some((k, v)) = line.split_once(':') {
+            if k.trim().eq_ignore_ascii_case("content-length") {
+                match v.trim().parse() {
+                    Ok(n) => content_length = n,
+                    Err(_) => return Ok(Err((400, "bad Content-Length".into()))),
+                }
+            } else if k.trim().eq_ignore_ascii_case("transfer-encoding") {
+                return Ok(Err((411, "chunked bodies are not supported; send Content-Length".into())));
+            }
+        }
+    }
+    if content_length > MAX_BODY {
+        return Ok(Err((413, format!("body larger than {MAX_BODY} bytes"))));
+    }
+    let mut body = buf.split_off(head_end + 4);
+    while body.len() < content_length {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(Err((400, "connection closed before the body ended".into())));
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    body.truncate(content_length);
+    Ok(Ok(HttpRequest { method, path, body }))
+}
+
+async fn write_json(stream: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {
+    let body = body.to_string();
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        _ => "Error",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}

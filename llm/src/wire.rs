@@ -1,0 +1,478 @@
+//! The OpenAI chat-completions wire format, in both directions.
+//!
+//! Only this module knows the JSON field names of the OpenAI API. The client
+//! ([`crate::openai`]) renders requests and parses responses; the server
+//! ([`crate::serve`]) parses requests and renders responses.
+
+use serde_json::{json, Map, Value};
+
+use crate::error::{ErrorKind, LlmError};
+use crate::types::{
+    ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,
+};
+
+/// Renders a request as a chat-completions JSON body.
+pub fn request_body(req: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(req.model.clone()));
+    body.insert(
+        "messages".into(),
+        Value::Array(req.messages.iter().map(message_json).collect()),
+    );
+    if !req.tools.is_empty() {
+        let tools = req.tools.iter().map(tool_json).collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &req.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Named(n) => json!({"type": "function", "function": {"name": n}}),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
+    match &req.sampling {
+        Sampling::Standard {
+            temperature,
+            top_p,
+            max_tokens,
+        } => {
+            if let Some(t) = temperature {
+                body.insert("temperature".into(), json!(t));
+            }
+            if let Some(p) = top_p {
+                body.insert("top_p".into(), json!(p));
+            }
+            if let Some(m) = max_tokens {
+                body.insert("max_tokens".into(), json!(m));
+            }
+        }
+        Sampling::Reasoning {
+            reasoning_effort,
+            max_completion_tokens,
+        } => {
+            if let Some(e) = reasoning_effort {
+                body.insert("reasoning_effort".into(), json!(e));
+            }
+            if let Some(m) = max_completion_tokens {
+                body.insert("max_completion_tokens".into(), json!(m));
+            }
+        }
+    }
+    if let Some(seed) = req.seed {
+        body.insert("seed".into(), json!(seed));
+    }
+    Value::Object(body)
+}
+
+fn message_json(m: &Message) -> Value {
+    let mut o = Map::new();
+    o.insert("role".into(), json!(m.role.as_str()));
+    o.insert(
+        "content".into(),
+        m.content.clone().map(Value::String).unwrap_or(Value::Null),
+    );
+    if !m.tool_calls.is_empty() {
+        let calls = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments_raw}})
+            })
+            .collect();
+        o.insert("tool_calls".into(), Value::Array(calls));
+    }
+    if let Some(id) = &m.tool_call_id {
+        o.insert("tool_call_id".into(), json!(id));
+    }
+    if let Some(n) = &m.name {
+        o.insert("name".into(), json!(n));
+    }
+    Value::Object(o)
+}
+
+fn tool_json(t: &ToolDef) -> Value {
+    let mut f = Map::new();
+    f.insert("name".into(), json!(t.name));
+    if let Some(d) = &t.description {
+        f.insert("description".into(), json!(d));
+    }
+    if let Some(p) = &t.parameters {
+        f.insert("parameters".into(), p.clone());
+    }
+    json!({"type": "function", "function": Value::Object(f)})
+}
+
+/// Parses a chat-completions response body (HTTP status 200).
+///
+/// Not JSON, or JSON without a usable choice -> `Malformed`; an `error`
+/// object -> classified by its code/type; a refusal -> `Refusal`.
+pub fn parse_response_body(text: &str) -> Result<ChatResponse, LlmError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| {
+        LlmError::new(
+            ErrorKind::Malformed,
+            format!("response is not valid JSON ({e}); {} bytes", text.len()),
+        )
+    })?;
+    if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
+        return Err(LlmError::new(
+            classify_error_object(err, None),
+            format!("error object in a 200 response: {}", truncate(&err.to_string(), 500)),
+        ));
+    }
+    let choice = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or_else(|| LlmError::new(ErrorKind::Malformed, "response has no choices"))?;
+    let msg = choice
+        .get("message")
+        .ok_or_else(|| LlmError::new(ErrorKind::Malformed, "choice has no message"))?;
+    let finish_reason = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let content = content_text(msg.get("content"));
+    let mut tool_calls = Vec::new();
+    if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
+        for (i, c) in calls.iter().enumerate() {
+            let f = c.get("function").unwrap_or(&Value::Null);
+            let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {
+                LlmError::new(ErrorKind::Malformed, format!("tool call {i} has no function name"))
+            })?;
+            let raw = match f.get("arguments") {
+                Some(Value::String(s)) => s.clone(),
+                None | Some(Value::Null) => String::new(),
+                // Some servers send the arguments as an object.
+                Some(other) => other.to_string(),
+            };
+            let id = c
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("call_{i}"));
+            tool_calls.push(ToolCall::new(id, name, raw));
+        }
+    }
+    let refusal = msg
+        .get("refusal")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty());
+    let filtered = finish_reason.as_deref() == Some("content_filter");
+    if (refusal.is_some() || filtered) && content.is_none() && tool_calls.is_empty() {
+        return Err(LlmError::new(
+            ErrorKind::Refusal,
+            format!("model refused: {}", truncate(refusal.unwrap_or("content_filter"), 300)),
+        ));
+    }
+    let u = v.get("usage").unwrap_or(&Value::Null);
+    let num = |x: Option<&Value>| x.and_then(Value::as_u64).unwrap_or(0);
+    let usage = Usage {
+        prompt: num(u.get("prompt_tokens")),
+        completion: num(u.get("completion_tokens")),
+        reasoning: num(u.pointer("/completion_tokens_details/reasoning_tokens")),
+    };
+    Ok(ChatResponse {
+        content,
+        tool_calls,
+        usage,
+        latency_ms: 0,
+        finish_reason,
+    })
+}
+
+/// Message content: a string, or an array of text parts.
+fn content_text(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => {
+            let text: String = parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            Some(text)
+        }
+        _ => None,
+    }
+}
+
+/// Classifies an error body (from any status). Uses the machine-readable
+/// `code`, `type` and `status` fields only.
+pub fn classify_error_object(err: &Value, http_status: Option<u16>) -> ErrorKind {
+    let numeric = |k: &str| -> Option<u16> {
+        match err.get(k)? {
+            Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        }
+    };
+    for field in ["code", "type"] {
+        if let Some(s) = err.get(field).and_then(Value::as_str) {
+            match s {
+                "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => {
+                    return ErrorKind::RateLimit
+                }
+                "server_error" | "api_error" | "overloaded_error" | "service_unavailable"
+                | "internal_error" | "upstream_error" => return ErrorKind::Transient,
+                "timeout" | "request_timeout" | "timeout_error" => return ErrorKind::Timeout,
+                "content_filter" | "content_policy_violation" | "refusal" => {
+                    return ErrorKind::Refusal
+                }
+                "invalid_request_error" | "invalid_api_key" | "authentication_error"
+                | "permission_error" | "not_found_error" | "model_not_found"
+                | "insufficient_quota" | "context_length_exceeded" => return ErrorKind::Fatal,
+                _ => {}
+            }
+        }
+    }
+    if let Some(code) = numeric("code").or_else(|| numeric("status")) {
+        if (400..600).contains(&code) {
+            return ErrorKind::from_status(code);
+        }
+    }
+    match http_status {
+        Some(s) if !(200..300).contains(&s) => ErrorKind::from_status(s),
+        // An unexplained error object in a 200: the server failed, try again.
+        _ => ErrorKind::Transient,
+    }
+}
+
+/// Parses a chat-completions request body (for [`crate::serve`]).
+/// Fields this crate does not model are ignored; `sample_index` is 0 unless
+/// the non-standard field `otb_sample_index` is present.
+pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
+    let model = v
+        .get("model")
+        .and_then(Value::as_str)
+        .ok_or("missing string field `model`")?
+        .to_owned();
+    let msgs = v
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("missing array field `messages`")?;
+    let mut messages = Vec::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
+        let role = match m.get("role").and_then(Value::as_str) {
+            Some("system") | Some("developer") => Role::System,
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("tool") => Role::Tool,
+            other => return Err(format!("message {i}: unknown role {other:?}")),
+        };
+        let mut tool_calls = Vec::new();
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            for (j, c) in calls.iter().enumerate() {
+                let name = c
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .ok_or(format!("message {i} tool call {j}: no function name"))?;
+                let raw = match c.pointer("/function/arguments") {
+                    Some(Value::String(s)) => s.clone(),
+                    None | Some(Value::Null) => String::new(),
+                    Some(o) => o.to_string(),
+                };
+                let id = c.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+                tool_calls.push(ToolCall::new(id, name, raw));
+            }
+        }
+        messages.push(Message {
+            role,
+            content: content_text(m.get("content")),
+            tool_calls,
+            tool_call_id: m.get("tool_call_id").and_then(Value::as_str).map(str::to_owned),
+            name: m.get("name").and_then(Value::as_str).map(str::to_owned),
+        });
+    }
+    let mut tools = Vec::new();
+    if let Some(ts) = v.get("tools").and_then(Value::as_array) {
+        for (i, t) in ts.iter().enumerate() {
+            let f = t.get("function").ok_or(format!("tool {i}: no `function`"))?;
+            tools.push(ToolDef {
+                name: f
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or(format!("tool {i}: no name"))?
+                    .to_owned(),
+                description: f.get("description").and_then(Value::as_str).map(str::to_owned),
+                parameters: f.get("parameters").cloned(),
+            });
+        }
+    }
+    let tool_choice = match v.get("tool_choice") {
+        None | Some(Value::Null) => ToolChoice::Auto,
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            "none" => ToolChoice::None,
+            other => return Err(format!("unknown tool_choice {other:?}")),
+        },
+        Some(o) => ToolChoice::Named(
+            o.pointer("/function/name")
+                .and_then(Value::as_str)
+                .ok_or("tool_choice object without function.name")?
+                .to_owned(),
+        ),
+    };
+    let u32_field = |k: &str| v.get(k).and_then(Value::as_u64).and_then(|x| u32::try_from(x).ok());
+    let sampling = if v.get("reasoning_effort").is_some() || v.get("max_completion_tokens").is_some()
+    {
+        Sampling::Reasoning {
+            reasoning_effort: v.get("reasoning_effort").and_then(Value::as_str).map(str::to_owned),
+            max_completion_tokens: u32_field("max_completion_tokens"),
+        }
+    } else {
+        Sampling::Standard {
+            temperature: v.get("temperature").and_then(Value::as_f64),
+            top_p: v.get("top_p").and_then(Value::as_f64),
+            max_tokens: u32_field("max_tokens"),
+        }
+    };
+    Ok(ChatRequest {
+        model,
+        messages,
+        tools,
+        tool_choice,
+        sampling,
+        seed: v.get("seed").and_then(Value::as_u64),
+        sample_index: u32_field("otb_sample_index").unwrap_or(0),
+    })
+}
+
+/// Renders a response as a chat-completions JSON body (for [`crate::serve`]).
+pub fn response_body(resp: &ChatResponse, model: &str, id: &str) -> Value {
+    let mut msg = Map::new();
+    msg.insert("role".into(), json!("assistant"));
+    msg.insert(
+        "content".into(),
+        resp.content.clone().map(Value::String).unwrap_or(Value::Null),
+    );
+    if !resp.tool_calls.is_empty() {
+        let calls = resp
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments_raw}})
+            })
+            .collect();
+        msg.insert("tool_calls".into(), Value::Array(calls));
+    }
+    json!({
+        "id": id,
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": Value::Object(msg), "finish_reason": resp.finish_reason}],
+        "usage": {
+            "prompt_tokens": resp.usage.prompt,
+            "completion_tokens": resp.usage.completion,
+            "total_tokens": resp.usage.prompt + resp.usage.completion,
+            "completion_tokens_details": {"reasoning_tokens": resp.usage.reasoning},
+        },
+    })
+}
+
+/// HTTP status and body that report `err` to an OpenAI-compatible client.
+pub fn error_response(err: &LlmError) -> (u16, Value) {
+    let (status, ty) = match err.kind {
+        ErrorKind::RateLimit => (429, "rate_limit_error"),
+        ErrorKind::Transient => (503, "server_error"),
+        ErrorKind::Malformed => (502, "server_error"),
+        ErrorKind::Refusal => (400, "content_filter"),
+        ErrorKind::Fatal => (400, "invalid_request_error"),
+        ErrorKind::Timeout => (504, "timeout"),
+        ErrorKind::CacheMiss => (404, "not_found_error"),
+    };
+    (status, json!({"error": {"message": err.message, "type": ty, "code": ty}}))
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary.
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_request() -> ChatRequest {
+        let mut req = ChatRequest::new(
+            "m",
+            vec![
+                Message::system("sys"),
+                Message::user("hi"),
+                Message::assistant_tool_calls(None, vec![ToolCall::new("c1", "f", r#"{"x":1}"#)]),
+                Message::tool_result("c1", "42"),
+            ],
+        );
+        req.tools = vec![ToolDef {
+            name: "f".into(),
+            description: Some("does f".into()),
+            parameters: Some(json!({"type": "object", "properties": {"x": {"type": "integer"}}})),
+        }];
+        req.tool_choice = ToolChoice::Named("f".into());
+        req.sampling = Sampling::Standard {
+            temperature: Some(0.5),
+            top_p: None,
+            max_tokens: Some(64),
+        };
+        req.seed = Some(7);
+        req
+    }
+
+    #[test]
+    fn request_round_trips_through_the_wire_format() {
+        let req = sample_request();
+        let back = parse_request_body(&request_body(&req)).unwrap();
+        assert_eq!(back, req);
+    }
+
+    #[test]
+    fn reasoning_sampling_sends_no_temperature() {
+        let mut req = sample_request();
+        req.sampling = Sampling::Reasoning {
+            reasoning_effort: Some("low".into()),
+            max_completion_tokens: Some(100),
+        };
+        let b = request_body(&req);
+        assert!(b.get("temperature").is_none());
+        assert_eq!(b["reasoning_effort"], "low");
+        assert_eq!(b["max_completion_tokens"], 100);
+    }
+
+    #[test]
+    fn response_round_trips() {
+        let mut resp = ChatResponse::calls(vec![ToolCall::new("c9", "f", "{\"x\": 2}")]);
+        resp.usage = Usage {
+            prompt: 10,
+            completion: 5,
+            reasoning: 2,
+        };
+        let text = response_body(&resp, "m", "id").to_string();
+        assert_eq!(parse_response_body(&text).unwrap(), resp);
+    }
+
+    #[test]
+    fn error_objects_and_refusals_are_classified() {
+        let e = parse_response_body(r#"{"error":{"type":"rate_limit_error","message":"x"}}"#);
+        assert_eq!(e.unwrap_err().kind, ErrorKind::RateLimit);
+        let e = parse_response_body(r#"{"error":{"code":503,"message":"x"}}"#);
+        assert_eq!(e.unwrap_err().kind, ErrorKind::Transient);
+        let e = parse_response_body(r#"{"error":{"code":"invalid_api_key"}}"#);
+        assert_eq!(e.unwrap_err().kind, ErrorKind::Fatal);
+        let e = parse_response_body(
+            r#"{"choices":[{"message":{"content":null,"refusal":"no"},"finish_reason":"stop"}]}"#,
+        );
+        assert_eq!(e.unwrap_err().kind, ErrorKind::Refusal);
+        let e = parse_response_body(r#"{"choices":[{"mess"#);
+        assert_eq!(e.unwrap_err().kind, ErrorKind::Malformed);
+        let e = parse_response_body(r#"{"choices":[]}"#);
+        assert_eq!(e.unwrap_err().kind, ErrorKind::Malformed);
+    }
+}

@@ -1,0 +1,70 @@
+//! The embedded backend answers a tool-call request with a valid call to an
+//! offered tool (SmolLM2-135M). Needs the model file: run
+//! `cargo run -p llm --example fetch_model -- smollm2-135m` once (or set
+//! OTB_EMBEDDED_MODEL); the test is skipped with a message otherwise.
+
+#![cfg(feature = "embedded")]
+
+use llm::models::{cached_model, default_cache_dir};
+use llm::{Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef};
+use serde_json::json;
+
+fn model() -> Option<std::path::PathBuf> {
+    match cached_model("smollm2-135m", &default_cache_dir()) {
+        Ok(Some(p)) => Some(p),
+        other => {
+            eprintln!(
+                "SKIPPED: SmolLM2 model not available ({other:?}); run `cargo run -p llm --example fetch_model -- smollm2-135m`"
+            );
+            None
+        }
+    }
+}
+
+fn tools() -> Vec<ToolDef> {
+    vec![
+        ToolDef {
+            name: "get_weather".into(),
+            description: Some("Current weather for a city.".into()),
+            parameters: Some(json!({
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                "required": ["city"]
+            })),
+        },
+        ToolDef {
+            name: "lookup".into(),
+            description: Some("Opaque tool without a schema.".into()),
+            parameters: None,
+        },
+    ]
+}
+
+#[tokio::test]
+async fn embedded_tool_call_is_valid() {
+    let Some(path) = model() else { return };
+    let b = EmbeddedBackend::load(EmbeddedConfig::new(path)).unwrap();
+    for choice in [ToolChoice::Required, ToolChoice::Named("lookup".into())] {
+        let mut req = ChatRequest::new(
+            "smollm2-135m",
+            vec![Message::system("You are a helpful assistant."), Message::user("What is the weather in Paris?")],
+        );
+        req.tools = tools();
+        req.tool_choice = choice.clone();
+        req.sampling = Sampling::Standard { temperature: None, top_p: None, max_tokens: Some(96) };
+        let r = b.chat(&req).await.unwrap();
+        assert!(!r.tool_calls.is_empty(), "{choice:?}: no call in {r:?}");
+        for c in &r.tool_calls {
+            assert!(["get_weather", "lookup"].contains(&c.name.as_str()), "{r:?}");
+            let args = c.arguments.as_ref().unwrap_or_else(|| panic!("arguments not JSON: {r:?}"));
+            assert!(args.is_object(), "{r:?}");
+            if c.name == "get_weather" {
+                assert!(args["city"].is_string(), "{r:?}");
+            }
+        }
+        if let ToolChoice::Named(n) = &choice {
+            assert_eq!(&r.tool_calls[0].name, n);
+        }
+        assert!(r.usage.prompt > 0 && r.usage.completion > 0);
+    }
+}

@@ -1,0 +1,219 @@
+//! The `openai` backend against a local server that injects faults. Each
+//! fault must end as the documented outcome, and nothing from a failed call
+//! may be cached.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{completion, start, tool_completion, Reply};
+use llm::{
+    Backend, CachedClient, CallCache, ChatRequest, ErrorKind, Message, OpenAiBackend,
+    OpenAiConfig, Replay, RetryPolicy,
+};
+use serde_json::json;
+
+fn backend(base_url: &str, attempts: u32) -> OpenAiBackend {
+    let mut cfg = OpenAiConfig::new(base_url);
+    cfg.retry = RetryPolicy::fast(attempts);
+    cfg.timeout = Duration::from_secs(5);
+    OpenAiBackend::new(cfg).unwrap()
+}
+
+fn cached(b: OpenAiBackend, tag: &str) -> CachedClient {
+    let cache = CallCache::open(common::tempdir(tag)).unwrap();
+    CachedClient::new(Arc::new(b), Arc::new(cache))
+}
+
+fn req(q: &str) -> ChatRequest {
+    ChatRequest::new("m", vec![Message::user(q)])
+}
+
+#[tokio::test]
+async fn rate_limit_honours_retry_after_then_succeeds() {
+    let srv = start(|i, _| match i {
+        0 => Reply::json(429, json!({"error": {"type": "rate_limit_error"}})).header("Retry-After", "1"),
+        _ => Reply::json(200, completion("ok")),
+    })
+    .await;
+    let c = cached(backend(&srv.base_url, 3), "ratelimit");
+    let t = Instant::now();
+    let r = c.chat(&req("a")).await.unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(950), "Retry-After ignored: {:?}", t.elapsed());
+    assert_eq!(r.content.as_deref(), Some("ok"));
+    assert_eq!(r.usage.reasoning, 1);
+    assert_eq!(srv.count(), 2);
+}
+
+#[tokio::test]
+async fn server_error_is_retried_and_success_is_cached() {
+    let srv = start(|i, _| match i {
+        0 => Reply::raw(500, "oops"),
+        _ => Reply::json(200, completion("fine")),
+    })
+    .await;
+    let c = cached(backend(&srv.base_url, 3), "5xx");
+    assert_eq!(c.chat(&req("a")).await.unwrap().content.as_deref(), Some("fine"));
+    assert_eq!(srv.count(), 2);
+    // Hit: no further request reaches the server.
+    assert_eq!(c.chat(&req("a")).await.unwrap().content.as_deref(), Some("fine"));
+    assert_eq!(srv.count(), 2);
+    let s = c.stats();
+    assert_eq!((s.hits, s.misses, s.errors), (1, 1, 0));
+    assert_eq!(s.usage.prompt, 22);
+}
+
+#[tokio::test]
+async fn error_object_in_200_is_classified() {
+    // A typed error object: classified by its type, not retried when fatal.
+    let srv = start(|_, _| Reply::json(200, json!({"error": {"type": "invalid_request_error", "message": "bad"}}))).await;
+    let c = cached(backend(&srv.base_url, 3), "err200");
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
+    assert!(c.cache().is_empty());
+
+    // An untyped one: the server failed; retried as transient until attempts run out.
+    let srv = start(|_, _| Reply::json(200, json!({"error": {"message": "upstream died"}}))).await;
+    let c = cached(backend(&srv.base_url, 3), "err200b");
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Transient, 3));
+    assert_eq!(srv.count(), 3);
+    assert!(c.cache().is_empty());
+}
+
+#[tokio::test]
+async fn truncated_json_is_malformed_and_not_cached() {
+    let srv = start(|_, _| {
+        let full = completion("cut").to_string();
+        Reply::raw(200, full[..full.len() / 2].to_owned())
+    })
+    .await;
+    let c = cached(backend(&srv.base_url, 3), "trunc");
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Malformed, 1));
+    assert!(c.cache().is_empty());
+    // Not cached: asking again reaches the server again.
+    let _ = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!(srv.count(), 2);
+    assert_eq!(c.stats().errors, 2);
+}
+
+#[tokio::test]
+async fn slow_response_times_out_after_retries() {
+    let srv = start(|_, _| Reply::json(200, completion("late")).delayed(Duration::from_secs(3))).await;
+    let mut cfg = OpenAiConfig::new(&srv.base_url);
+    cfg.retry = RetryPolicy::fast(2);
+    cfg.timeout = Duration::from_millis(300);
+    let c = cached(OpenAiBackend::new(cfg).unwrap(), "slow");
+    let t = Instant::now();
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Timeout, 2));
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(c.cache().is_empty());
+}
+
+#[tokio::test]
+async fn non_json_tool_arguments_are_kept_and_flagged() {
+    let srv = start(|_, _| Reply::json(200, tool_completion("lookup", "{query: 'oslo'"))).await;
+    let c = cached(backend(&srv.base_url, 3), "badargs");
+    let r = c.chat(&req("a")).await.unwrap();
+    assert_eq!(r.tool_calls.len(), 1);
+    assert_eq!(r.tool_calls[0].name, "lookup");
+    assert_eq!(r.tool_calls[0].arguments_raw, "{query: 'oslo'");
+    assert!(r.tool_calls[0].arguments_malformed());
+    // It is a response, so it is cached, flag included.
+    let rows = c.cache().entries().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].n_malformed_arguments, 1);
+}
+
+#[tokio::test]
+async fn auth_failure_is_fatal_without_retry() {
+    let srv = start(|_, _| Reply::json(401, json!({"error": {"type": "invalid_request_error", "code": "invalid_api_key"}}))).await;
+    let e = backend(&srv.base_url, 5).chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
+    assert_eq!(srv.count(), 1);
+}
+
+#[tokio::test]
+async fn quota_429_is_fatal_by_its_type() {
+    let srv = start(|_, _| Reply::json(429, json!({"error": {"type": "insufficient_quota"}}))).await;
+    let e = backend(&srv.base_url, 5).chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
+}
+
+#[tokio::test]
+async fn connection_refused_is_transient() {
+    // Bind then drop a listener to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let e = backend(&format!("http://127.0.0.1:{port}/v1"), 2)
+        .chat(&req("a"))
+        .await
+        .unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Transient, 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_is_bounded_per_endpoint() {
+    let srv = start(|_, _| Reply::json(200, completion("x")).delayed(Duration::from_millis(50))).await;
+    let mut cfg = OpenAiConfig::new(&srv.base_url);
+    cfg.max_concurrency = 3;
+    let b = Arc::new(OpenAiBackend::new(cfg).unwrap());
+    let mut tasks = Vec::new();
+    for i in 0..12 {
+        let b = b.clone();
+        tasks.push(tokio::spawn(async move { b.chat(&req(&i.to_string())).await }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(srv.count(), 12);
+    let peak = srv.peak_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((1..=3).contains(&peak), "peak {peak}");
+}
+
+#[tokio::test]
+async fn request_body_carries_tools_and_sampling() {
+    let srv = start(|_, body| {
+        let ok = body["tools"][0]["function"]["name"] == "f"
+            && body["tool_choice"] == "required"
+            && body["seed"] == 3
+            && body.get("temperature").is_none()
+            && body["max_completion_tokens"] == 9;
+        if ok {
+            Reply::json(200, completion("ok"))
+        } else {
+            Reply::json(400, json!({"error": {"message": body.to_string()}}))
+        }
+    })
+    .await;
+    let mut r = req("a");
+    r.tools = vec![llm::ToolDef {
+        name: "f".into(),
+        description: None,
+        parameters: Some(json!({"type": "object"})),
+    }];
+    r.tool_choice = llm::ToolChoice::Required;
+    r.seed = Some(3);
+    r.sampling = llm::Sampling::Reasoning {
+        reasoning_effort: Some("low".into()),
+        max_completion_tokens: Some(9),
+    };
+    backend(&srv.base_url, 1).chat(&r).await.unwrap();
+}
+
+#[tokio::test]
+async fn replay_answers_hits_and_names_misses() {
+    let srv = start(|_, _| Reply::json(200, completion("stored"))).await;
+    let c = cached(backend(&srv.base_url, 1), "replay");
+    c.for_stage("explore").chat(&req("a")).await.unwrap();
+    let replay = Replay::new(c.cache().clone(), "explore");
+    assert_eq!(replay.chat(&req("a")).await.unwrap().content.as_deref(), Some("stored"));
+    let e = replay.chat(&req("b")).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::CacheMiss);
+    assert!(e.message.contains(&llm::request_key(&req("b"))), "{}", e.message);
+    assert!(e.message.contains("stage explore"), "{}", e.message);
+    assert_eq!(srv.count(), 1);
+    assert_eq!(c.cache().entries().unwrap()[0].stage.as_deref(), Some("explore"));
+}

@@ -1,0 +1,249 @@
+//! Running (or planning) stages against the store.
+//!
+//! The experiment driver walks its DAG in ordinary code and calls
+//! [`Session::stage`] for each node, passing the upstream [`Entry`]s it depends on.
+//! Dependencies are therefore dynamic (a ToolObserver loop can stop when every
+//! instance is frozen), and the same driver code serves `otb run` (mode
+//! [`Mode::Run`]) and `otb status` ([`Mode::Status`], which never computes anything).
+
+use crate::digest::Digest;
+use crate::error::StageError;
+use crate::key::KeyComponents;
+use crate::store::{Entry, Lookup, Staging, Store, Usage};
+use crate::table::{Row, TableMeta};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Run,
+    Status,
+}
+
+/// What happened to (or would happen to) one node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeState {
+    /// Found in the store, verified, reused.
+    Fresh,
+    /// Computed in this session.
+    Ran,
+    /// Status mode: would be computed; the reasons say why.
+    WouldRun { reasons: Vec<String> },
+    /// Status mode: cannot be keyed yet because an upstream node would run first.
+    Blocked { on: String },
+}
+
+/// One line of the run/status report.
+#[derive(Clone, Debug)]
+pub struct NodeReport {
+    pub node: String,
+    pub stage: String,
+    pub key: Option<Digest>,
+    pub state: NodeState,
+    pub rows: u64,
+    pub wall_ms: u64,
+    pub usage: Usage,
+}
+
+/// An upstream table a stage reads: the name it is known by and the entry, or `None`
+/// when (in status mode) the upstream node has not been computed yet.
+pub type Input<'a> = (&'a str, Option<&'a Entry>);
+
+/// The stage's view while it runs: its inputs, a place to write outputs, progress.
+pub struct StageCtx<'a> {
+    staging: Staging,
+    node: &'a str,
+    usage: Usage,
+    multi: &'a MultiProgress,
+    quiet: bool,
+}
+
+impl StageCtx<'_> {
+    /// Write an output table.
+    pub fn write<R: Row>(&mut self, rows: &[R]) -> Result<&TableMeta, StageError> {
+        Ok(self.staging.write(rows)?)
+    }
+
+    /// Add model-call accounting to this stage's manifest.
+    pub fn add_usage(&mut self, u: &Usage) {
+        self.usage.add(u);
+    }
+
+    /// A progress bar for `total` items (hidden with `--quiet`).
+    pub fn progress(&self, total: u64) -> ProgressBar {
+        if self.quiet {
+            return ProgressBar::hidden();
+        }
+        let pb = self.multi.add(ProgressBar::new(total));
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>28} [{bar:30}] {pos}/{len} {elapsed_precise} ETA {eta} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        pb.set_prefix(self.node.to_string());
+        pb
+    }
+
+    pub fn node(&self) -> &str {
+        self.node
+    }
+}
+
+/// One `otb run` / `otb status` over a store.
+pub struct Session<'s> {
+    store: &'s Store,
+    mode: Mode,
+    quiet: bool,
+    multi: MultiProgress,
+    reports: Vec<NodeReport>,
+}
+
+impl<'s> Session<'s> {
+    pub fn new(store: &'s Store, mode: Mode, quiet: bool) -> Session<'s> {
+        let multi = MultiProgress::new();
+        if quiet || mode == Mode::Status {
+            multi.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        Session {
+            store,
+            mode,
+            quiet,
+            multi,
+            reports: Vec::new(),
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn store(&self) -> &Store {
+        self.store
+    }
+
+    pub fn reports(&self) -> &[NodeReport] {
+        &self.reports
+    }
+
+    /// Number of nodes computed in this session.
+    pub fn executed(&self) -> usize {
+        self.reports
+            .iter()
+            .filter(|r| r.state == NodeState::Ran)
+            .count()
+    }
+
+    /// Print a line above the progress bars (or to stderr when there are none).
+    pub fn println(&self, line: &str) {
+        if self.quiet {
+            return;
+        }
+        if self.multi.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            let _ = self.multi.println(line);
+        }
+    }
+
+    /// Ensure the output of one node: reuse it if its key is in the store, otherwise
+    /// (run mode) compute it with `run` and publish it. Returns `None` only in status
+    /// mode, for a node that would run or is blocked.
+    pub fn stage<F>(
+        &mut self,
+        node: &str,
+        stage: &str,
+        code_version: u32,
+        params: serde_json::Value,
+        inputs: &[Input<'_>],
+        run: F,
+    ) -> Result<Option<Entry>, StageError>
+    where
+        F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError>,
+    {
+        let mut report = NodeReport {
+            node: node.to_string(),
+            stage: stage.to_string(),
+            key: None,
+            state: NodeState::Fresh,
+            rows: 0,
+            wall_ms: 0,
+            usage: Usage::default(),
+        };
+        if let Some((name, _)) = inputs.iter().find(|(_, e)| e.is_none()) {
+            report.state = NodeState::Blocked {
+                on: format!("input `{name}` is not computed yet"),
+            };
+            self.reports.push(report);
+            return Ok(None);
+        }
+        let components = KeyComponents {
+            stage: stage.to_string(),
+            code_version,
+            params,
+            inputs: inputs
+                .iter()
+                .filter_map(|(n, e)| e.map(|e| (n.to_string(), e.digest().clone())))
+                .collect(),
+        };
+        let key = components.key();
+        report.key = Some(key.clone());
+        let corrupt = match self.store.lookup(&components) {
+            Lookup::Hit(entry) => {
+                self.store.record_slot(node, &components)?;
+                report.rows = entry.rows();
+                report.wall_ms = entry.manifest.wall_ms;
+                report.usage = entry.manifest.usage.clone();
+                self.reports.push(report);
+                return Ok(Some(entry));
+            }
+            Lookup::Miss => None,
+            Lookup::Corrupt { reason } => Some(reason),
+        };
+        if self.mode == Mode::Status {
+            let reasons = match (corrupt, self.store.slot(node)) {
+                (Some(reason), _) => vec![format!("stored output is corrupt: {reason}")],
+                (None, None) => vec!["never run".to_string()],
+                (None, Some(slot)) if slot.key == key => {
+                    vec!["output missing from the store (removed by gc?)".to_string()]
+                }
+                (None, Some(slot)) => {
+                    let ch = components.changes_since(&slot.components);
+                    if ch.is_empty() {
+                        vec!["key changed".to_string()]
+                    } else {
+                        ch.iter().map(|c| c.to_string()).collect()
+                    }
+                }
+            };
+            report.state = NodeState::WouldRun { reasons };
+            self.reports.push(report);
+            return Ok(None);
+        }
+        let start = Instant::now();
+        let mut ctx = StageCtx {
+            staging: self.store.begin(&components)?,
+            node,
+            usage: Usage::default(),
+            multi: &self.multi,
+            quiet: self.quiet,
+        };
+        run(&mut ctx)?;
+        let wall_ms = start.elapsed().as_millis() as u64;
+        let StageCtx { staging, usage, .. } = ctx;
+        let entry = self.store.commit(staging, node, wall_ms, usage.clone())?;
+        self.store.record_slot(node, &components)?;
+        report.state = NodeState::Ran;
+        report.rows = entry.rows();
+        report.wall_ms = wall_ms;
+        report.usage = usage;
+        self.println(&format!(
+            "  ran {node} in {:.1}s ({} rows)",
+            wall_ms as f64 / 1000.0,
+            report.rows
+        ));
+        self.reports.push(report);
+        Ok(Some(entry))
+    }
+}

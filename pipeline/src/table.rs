@@ -1,0 +1,390 @@
+//! Typed rows <-> Parquet. Only this module knows the on-disk column layout.
+//!
+//! Stages work with plain Rust structs (`#[derive(Serialize, Deserialize)]`) that
+//! implement [`Row`], which names the table and declares its columns. Scalars map to
+//! Parquet columns of the same type; anything structured (tool arguments, execution
+//! outputs) goes in a [`ColType::Json`] column as canonical JSON text, so analysis tools
+//! (polars, pandas, duckdb) can read every table without this crate.
+
+use crate::digest::{canonical_json, Digest};
+use crate::error::{StoreError, StoreErrorKind};
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The Parquet type of a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColType {
+    Str,
+    I64,
+    F64,
+    Bool,
+    /// Any serde value, stored as canonical JSON text in a UTF-8 column.
+    Json,
+}
+
+impl ColType {
+    fn arrow(self) -> DataType {
+        match self {
+            ColType::Str | ColType::Json => DataType::Utf8,
+            ColType::I64 => DataType::Int64,
+            ColType::F64 => DataType::Float64,
+            ColType::Bool => DataType::Boolean,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ColType::Str => "string",
+            ColType::I64 => "int64",
+            ColType::F64 => "float64",
+            ColType::Bool => "bool",
+            ColType::Json => "string (JSON)",
+        }
+    }
+}
+
+/// One column of a table: name, type and a line of documentation for `otb export`.
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub ty: ColType,
+    pub doc: &'static str,
+}
+
+/// Shorthand for declaring columns.
+pub const fn col(name: &'static str, ty: ColType, doc: &'static str) -> Column {
+    Column { name, ty, doc }
+}
+
+/// A typed row of a stored table. Every column is nullable (`Option` fields map to null).
+pub trait Row: Serialize + DeserializeOwned {
+    /// The table's file stem, e.g. `scores` -> `scores.parquet`.
+    const TABLE: &'static str;
+    /// What one row is, for the exported schema docs.
+    const DOC: &'static str;
+    fn columns() -> &'static [Column];
+}
+
+fn schema_of(columns: &[Column]) -> Arc<Schema> {
+    Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|c| {
+                let f = Field::new(c.name, c.ty.arrow(), true);
+                if c.ty == ColType::Json {
+                    f.with_metadata(HashMap::from([(
+                        "otb:json".to_string(),
+                        "true".to_string(),
+                    )]))
+                } else {
+                    f
+                }
+            })
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Summary of one written table.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TableMeta {
+    pub file: String,
+    pub digest: Digest,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+fn bad(path: &Path, msg: impl Into<String>) -> StoreError {
+    StoreError::new(StoreErrorKind::Table(msg.into()), path)
+}
+
+/// Convert rows into one Arrow record batch.
+pub fn rows_to_batch<R: Row>(rows: &[R], path: &Path) -> Result<RecordBatch, StoreError> {
+    let columns = R::columns();
+    let objects: Vec<Map<String, Value>> = rows
+        .iter()
+        .map(|r| match serde_json::to_value(r) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err(bad(
+                path,
+                format!("rows of `{}` must serialize to objects", R::TABLE),
+            )),
+            Err(e) => Err(bad(path, format!("serializing a `{}` row: {e}", R::TABLE))),
+        })
+        .collect::<Result<_, _>>()?;
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
+    for c in columns {
+        let get = |m: &Map<String, Value>| m.get(c.name).cloned().unwrap_or(Value::Null);
+        let mismatch = |v: &Value| {
+            bad(
+                path,
+                format!(
+                    "column `{}.{}` expects {}, got {v}",
+                    R::TABLE,
+                    c.name,
+                    c.ty.name()
+                ),
+            )
+        };
+        let array: ArrayRef = match c.ty {
+            ColType::Str => {
+                let mut b = StringBuilder::new();
+                for m in &objects {
+                    match get(m) {
+                        Value::Null => b.append_null(),
+                        Value::String(s) => b.append_value(s),
+                        v => return Err(mismatch(&v)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColType::Json => {
+                let mut b = StringBuilder::new();
+                for m in &objects {
+                    match get(m) {
+                        Value::Null => b.append_null(),
+                        v => b.append_value(canonical_json(&v)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColType::I64 => {
+                let mut b = Int64Builder::new();
+                for m in &objects {
+                    match get(m) {
+                        Value::Null => b.append_null(),
+                        v => match v.as_i64() {
+                            Some(i) => b.append_value(i),
+                            None => return Err(mismatch(&v)),
+                        },
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColType::F64 => {
+                let mut b = Float64Builder::new();
+                for m in &objects {
+                    match get(m) {
+                        Value::Null => b.append_null(),
+                        v => match v.as_f64() {
+                            Some(x) => b.append_value(x),
+                            None => return Err(mismatch(&v)),
+                        },
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            ColType::Bool => {
+                let mut b = BooleanBuilder::new();
+                for m in &objects {
+                    match get(m) {
+                        Value::Null => b.append_null(),
+                        Value::Bool(x) => b.append_value(x),
+                        v => return Err(mismatch(&v)),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+        };
+        arrays.push(array);
+    }
+    RecordBatch::try_new(schema_of(columns), arrays)
+        .map_err(|e| bad(path, format!("building `{}`: {e}", R::TABLE)))
+}
+
+/// Write rows as a Parquet file (snappy, deterministic bytes for equal rows), fsync it,
+/// and return its digest.
+pub fn write_rows<R: Row>(rows: &[R], path: &Path) -> Result<TableMeta, StoreError> {
+    let batch = rows_to_batch(rows, path)?;
+    let io = |e: std::io::Error| StoreError::io(path, e);
+    let file = std::fs::File::create(path).map_err(io)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_created_by("opaquetools".to_string())
+        .build();
+    let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(props))
+        .map_err(|e| bad(path, format!("parquet writer: {e}")))?;
+    writer
+        .write(&batch)
+        .map_err(|e| bad(path, format!("parquet write: {e}")))?;
+    let mut file = writer
+        .into_inner()
+        .map_err(|e| bad(path, format!("parquet close: {e}")))?;
+    file.flush().map_err(io)?;
+    file.sync_all().map_err(io)?;
+    let bytes = file.metadata().map_err(io)?.len();
+    Ok(TableMeta {
+        file: path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        digest: Digest::of_file(path).map_err(io)?,
+        rows: rows.len() as u64,
+        bytes,
+    })
+}
+
+/// Read a Parquet file written by [`write_rows`] back into typed rows.
+pub fn read_rows<R: Row>(path: &Path) -> Result<Vec<R>, StoreError> {
+    let file = std::fs::File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| bad(path, format!("not a readable Parquet file: {e}")))?
+        .build()
+        .map_err(|e| bad(path, format!("parquet reader: {e}")))?;
+    let columns = R::columns();
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(path, format!("reading a record batch: {e}")))?;
+        let mut objects: Vec<Map<String, Value>> = vec![Map::new(); batch.num_rows()];
+        for c in columns {
+            let Some(array) = batch.column_by_name(c.name) else {
+                return Err(bad(path, format!("missing column `{}`", c.name)));
+            };
+            fill_column(path, c, array.as_ref(), &mut objects)?;
+        }
+        for m in objects {
+            out.push(
+                serde_json::from_value(Value::Object(m))
+                    .map_err(|e| bad(path, format!("decoding a `{}` row: {e}", R::TABLE)))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+fn fill_column(
+    path: &Path,
+    c: &Column,
+    array: &dyn Array,
+    objects: &mut [Map<String, Value>],
+) -> Result<(), StoreError> {
+    let wrong = || bad(path, format!("column `{}` is not {}", c.name, c.ty.name()));
+    let any = array.as_any();
+    for (i, m) in objects.iter_mut().enumerate() {
+        let v = if array.is_null(i) {
+            Value::Null
+        } else {
+            match c.ty {
+                ColType::Str => Value::String(
+                    any.downcast_ref::<StringArray>()
+                        .ok_or_else(wrong)?
+                        .value(i)
+                        .to_string(),
+                ),
+                ColType::Json => {
+                    let s = any
+                        .downcast_ref::<StringArray>()
+                        .ok_or_else(wrong)?
+                        .value(i);
+                    serde_json::from_str(s).map_err(|e| {
+                        bad(path, format!("column `{}` row {i}: bad JSON: {e}", c.name))
+                    })?
+                }
+                ColType::I64 => {
+                    Value::from(any.downcast_ref::<Int64Array>().ok_or_else(wrong)?.value(i))
+                }
+                ColType::F64 => {
+                    let x = any
+                        .downcast_ref::<Float64Array>()
+                        .ok_or_else(wrong)?
+                        .value(i);
+                    serde_json::Number::from_f64(x)
+                        .map(Value::Number)
+                        .unwrap_or(Value::Null)
+                }
+                ColType::Bool => Value::Bool(
+                    any.downcast_ref::<BooleanArray>()
+                        .ok_or_else(wrong)?
+                        .value(i),
+                ),
+            }
+        };
+        m.insert(c.name.to_string(), v);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Demo {
+        id: String,
+        n: i64,
+        x: Option<f64>,
+        ok: bool,
+        args: serde_json::Value,
+    }
+
+    impl Row for Demo {
+        const TABLE: &'static str = "demo";
+        const DOC: &'static str = "a test row";
+        fn columns() -> &'static [Column] {
+            const C: &[Column] = &[
+                col("id", ColType::Str, "id"),
+                col("n", ColType::I64, "count"),
+                col("x", ColType::F64, "value"),
+                col("ok", ColType::Bool, "flag"),
+                col("args", ColType::Json, "arguments"),
+            ];
+            C
+        }
+    }
+
+    fn rows() -> Vec<Demo> {
+        vec![
+            Demo {
+                id: "a".into(),
+                n: 1,
+                x: Some(0.1),
+                ok: true,
+                args: serde_json::json!({"k": [1, 2.5]}),
+            },
+            Demo {
+                id: "b".into(),
+                n: -7,
+                x: None,
+                ok: false,
+                args: serde_json::Value::Null,
+            },
+        ]
+    }
+
+    #[test]
+    fn roundtrip_and_deterministic_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p1 = dir.path().join("a.parquet");
+        let p2 = dir.path().join("b.parquet");
+        let m1 = write_rows(&rows(), &p1).unwrap();
+        let m2 = write_rows(&rows(), &p2).unwrap();
+        assert_eq!(m1.digest, m2.digest, "equal rows must give equal bytes");
+        assert_eq!(m1.rows, 2);
+        let back: Vec<Demo> = read_rows(&p1).unwrap();
+        assert_eq!(back, rows());
+    }
+
+    #[test]
+    fn truncated_file_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.parquet");
+        write_rows(&rows(), &p).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+        assert!(read_rows::<Demo>(&p).is_err());
+    }
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# make reproduce-table2: rescore the authors' released runs (when OTB_RELEASED_RUNS
+# points at them), run the experiment grid (resumable: finished stages are reused),
+# and print Table 2 with paper / released / this-run values.
+#
+# Environment:
+#   EXP=experiments/table2.toml   experiment file
+#   SUBSET=N                      first N instances per category (quick run)
+#   OTB_RELEASED_RUNS=DIR         the authors' released BFCL run tree
+#   OTB_RECORDED=FILE             their frozen API responses (default: DIR/../recorded_api_responses.json)
+#   OTB_EXPECTED=DIR              their reference configs (default: DIR/../tool_configs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OTB=${OTB:-target/release/otb}
+EXP=${EXP:-experiments/table2.toml}
+OUT=${OUT:-outputs/table2}
+mkdir -p "$OUT"
+
+if [ -n "${SUBSET:-}" ]; then
+  sub="$OUT/$(basename "$EXP" .toml)-subset$SUBSET.toml"
+  awk -v n="$SUBSET" -v dir="$(cd "$(dirname "$EXP")" && pwd)" '
+    /^\[bfcl\]/ { print; print "subset = " n; next }
+    /^subset *=/ { next }
+    { print }' "$EXP" > "$sub"
+  EXP="$sub"
+fi
+
+table_args=(--experiment "$EXP" --out "$OUT")
+if [ -n "${OTB_RELEASED_RUNS:-}" ]; then
+  rel="$OTB_RELEASED_RUNS"
+  rec="${OTB_RECORDED:-$rel/../recorded_api_responses.json}"
+  expd="${OTB_EXPECTED:-$rel/../tool_configs}"
+  table_args+=(--released "$rel")
+  [ -f "$rec" ] && table_args+=(--recorded "$rec")
+  [ -d "$expd" ] && table_args+=(--expected "$expd")
+fi
+
+"$OTB" run "$EXP"
+"$OTB" table table2 "${table_args[@]}"

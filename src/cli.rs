@@ -1,0 +1,328 @@
+//! Command definitions (clap) and dispatch.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use pipeline::{Access, Mode, NodeState, Session, Store, StoreErrorKind};
+use stages::experiment::{ConfigError, Experiment};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "otb",
+    version,
+    about = "OpaqueToolsBench and ToolObserver as a cached Parquet pipeline"
+)]
+struct Cli {
+    /// Store directory (default: $OTB_STORE, else outputs/store).
+    #[arg(long, global = true, env = "OTB_STORE")]
+    store: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every stage of an experiment that is not already in the store.
+    Run {
+        experiment: PathBuf,
+        /// No progress bars or per-stage lines; only the summary.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Show each stage as fresh / would run / blocked, and why a stale one is stale.
+    Status { experiment: PathBuf },
+    /// Write the experiment's tables as flat Parquet files with a schema README.
+    Export {
+        experiment: PathBuf,
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Remove store entries not referenced by the given experiments (lists them).
+    Gc {
+        #[arg(long, required = true, num_args = 1..)]
+        keep: Vec<PathBuf>,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Execute one Python-syntax BFCL call (real function name) and print the result's repr.
+    Exec {
+        call: String,
+        #[arg(long, value_enum, default_value_t = Backend::Simulated)]
+        backend: Backend,
+        /// Frozen responses file for --backend recorded.
+        #[arg(long)]
+        recorded: Option<PathBuf>,
+    },
+    /// The authors' released runs.
+    Released {
+        #[command(subcommand)]
+        command: ReleasedCommand,
+    },
+    /// Render a paper table.
+    Table {
+        #[arg(value_enum)]
+        table: TableName,
+        /// Experiment whose results fill the "this run" columns.
+        #[arg(long)]
+        experiment: Option<PathBuf>,
+        /// The authors' released run tree for the "released" columns
+        /// (default: $OTB_RELEASED_RUNS).
+        #[arg(long, env = "OTB_RELEASED_RUNS")]
+        released: Option<PathBuf>,
+        /// Frozen API responses used when rescoring released runs.
+        #[arg(long, env = "OTB_RECORDED")]
+        recorded: Option<PathBuf>,
+        /// Reference configs whose stored execution results are the expected values.
+        #[arg(long, env = "OTB_EXPECTED")]
+        expected: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Markdown)]
+        format: Format,
+        /// Also write CSV and Parquet here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReleasedCommand {
+    /// Rescore every run directory under DIR with this project's grader.
+    Score {
+        dir: PathBuf,
+        #[arg(long, value_enum, default_value_t = Backend::Recorded)]
+        backend: Backend,
+        #[arg(long)]
+        recorded: Option<PathBuf>,
+        #[arg(long)]
+        expected: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Csv)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Backend {
+    Simulated,
+    Recorded,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Markdown,
+    Csv,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum TableName {
+    Table2,
+}
+
+/// An error caused by the user's input (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// 2 for bad input (unreadable/invalid experiment, unwritable store, bad arguments),
+/// 1 for everything else.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if cause.is::<BadInput>() || cause.is::<ConfigError>() {
+            return 2;
+        }
+        if let Some(e) = cause.downcast_ref::<pipeline::StoreError>() {
+            if matches!(
+                e.kind,
+                StoreErrorKind::NotWritable(_) | StoreErrorKind::Format { .. }
+            ) {
+                return 2;
+            }
+        }
+        if cause.is::<stages::InputError>() {
+            return 2;
+        }
+    }
+    1
+}
+
+fn store_root(cli_store: &Option<PathBuf>) -> PathBuf {
+    cli_store
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("outputs").join("store"))
+}
+
+pub fn main() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    let root = store_root(&cli.store);
+    match cli.command {
+        Command::Run { experiment, quiet } => {
+            let exp = Experiment::load(&experiment)?;
+            let store = Store::open(&root, Access::ReadWrite)?;
+            let mut session = Session::new(&store, Mode::Run, quiet);
+            stages::driver::drive(&exp, &mut session)?;
+            let reports = session.reports();
+            let ran = session.executed();
+            let errors: u64 = reports
+                .iter()
+                .filter(|r| r.state == NodeState::Ran)
+                .map(|r| r.usage.errors)
+                .sum();
+            println!(
+                "{}: {} stages, {ran} ran, {} fresh{}",
+                exp.name,
+                reports.len(),
+                reports.len() - ran,
+                if errors > 0 {
+                    format!(", {errors} model-call errors recorded")
+                } else {
+                    String::new()
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status { experiment } => {
+            let exp = Experiment::load(&experiment)?;
+            let store = Store::open(&root, Access::ReadOnly)?;
+            let mut session = Session::new(&store, Mode::Status, true);
+            stages::driver::drive(&exp, &mut session)?;
+            print!("{}", stages::report::status_text(session.reports()));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { experiment, to } => {
+            let exp = Experiment::load(&experiment)?;
+            let store = Store::open(&root, Access::ReadOnly)?;
+            let mut session = Session::new(&store, Mode::Status, true);
+            let run = stages::driver::drive(&exp, &mut session)?;
+            if session
+                .reports()
+                .iter()
+                .any(|r| r.state != NodeState::Fresh)
+            {
+                return Err(BadInput(format!(
+                    "{} is not complete in {}; run `otb run {}` first",
+                    exp.name,
+                    root.display(),
+                    experiment.display()
+                ))
+                .into());
+            }
+            let written = stages::export::export(&run, &to)?;
+            for w in written {
+                println!("{}", w.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gc { keep, dry_run } => {
+            let store = Store::open(&root, Access::ReadWrite)?;
+            let mut keys = std::collections::BTreeSet::new();
+            for path in &keep {
+                let exp = Experiment::load(path)?;
+                let mut session = Session::new(&store, Mode::Status, true);
+                stages::driver::drive(&exp, &mut session)?;
+                keys.extend(session.reports().iter().filter_map(|r| r.key.clone()));
+            }
+            if dry_run {
+                for (stage, dir) in store.entries()? {
+                    let k = dir
+                        .file_name()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    if !keys.contains(&pipeline::Digest(k)) {
+                        println!("would remove {stage}/{}", dir.display());
+                    }
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let removed = store.gc(&keys)?;
+            let total: u64 = removed.iter().map(|(_, b)| b).sum();
+            for (p, bytes) in &removed {
+                println!("removed {} ({bytes} bytes)", p.display());
+            }
+            println!(
+                "gc: removed {} entries, {total} bytes; kept {} referenced keys",
+                removed.len(),
+                keys.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Exec {
+            call,
+            backend,
+            recorded,
+        } => {
+            let exec = executor(backend, recorded.as_deref())?;
+            println!(
+                "{}",
+                stages::bfcl::exec_call_line(&exec, &call).map_err(|e| BadInput(e))?
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Released {
+            command:
+                ReleasedCommand::Score {
+                    dir,
+                    backend,
+                    recorded,
+                    expected,
+                    format,
+                },
+        } => {
+            let exec = executor(backend, recorded.as_deref())?;
+            let rows = stages::released::score(&dir, &exec, expected.as_deref())
+                .with_context(|| format!("scoring released runs under {}", dir.display()))?;
+            print!("{}", stages::released::render(&rows, format == Format::Csv));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Table {
+            table: TableName::Table2,
+            experiment,
+            released,
+            recorded,
+            expected,
+            format,
+            out,
+        } => {
+            let exp = experiment.as_deref().map(Experiment::load).transpose()?;
+            let store = Store::open(&root, Access::ReadOnly)?;
+            let exec = match &recorded {
+                Some(r) => executor(Backend::Recorded, Some(r))?,
+                None => executor(Backend::Simulated, None)?,
+            };
+            let table = stages::table2::build(
+                &store,
+                exp.as_ref(),
+                released.as_deref(),
+                &exec,
+                expected.as_deref(),
+            )?;
+            print!("{}", table.render(format == Format::Csv));
+            if let Some(dir) = out {
+                for p in table.write(&dir)? {
+                    eprintln!("wrote {}", p.display());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn executor(
+    backend: Backend,
+    recorded: Option<&Path>,
+) -> Result<datasets::bfcl::executor::Executor> {
+    match backend {
+        Backend::Simulated => Ok(stages::bfcl::make_executor(None)?),
+        Backend::Recorded => {
+            let path = recorded
+                .ok_or_else(|| BadInput("--backend recorded needs --recorded FILE".into()))?;
+            if !path.is_file() {
+                return Err(BadInput(format!(
+                    "recorded responses file {} does not exist",
+                    path.display()
+                ))
+                .into());
+            }
+            Ok(stages::bfcl::make_executor(Some(path))?)
+        }
+    }
+}

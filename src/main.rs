@@ -1,0 +1,34 @@
+//! `otb`: the command line of opaquetools. Argument parsing and dispatch only; the
+//! work lives in the `pipeline`, `stages`, `datasets` and `llm` crates.
+
+mod cli;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match cli::main() {
+        Ok(code) => code,
+        Err(err) => {
+            let code = cli::exit_code(&err);
+            eprintln!("otb: error: {}", one_line(&err));
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// The error and its causes on one line (`a: b: c`), without repeating a cause that the
+/// message already contains.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let s = cause.to_string();
+        if out.contains(&s) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&s);
+    }
+    out.replace('\n', " ")
+}

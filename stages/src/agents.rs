@@ -1,0 +1,312 @@
+//! The models a stage talks to, behind two small traits: [`Agent`] (uses tools) and
+//! [`Editor`] (rewrites documentation). Model specs in experiment files select one:
+//!
+//! | spec                 | what                                                        |
+//! |----------------------|-------------------------------------------------------------|
+//! | `scripted:schema`    | deterministic agent: picks a tool by word overlap, takes parameter names from the schema or from a `Parameters: a, b` sentence in the description, fills them with the question's literals in order; with no names known it calls with no arguments |
+//! | `scripted:empty`     | deterministic agent: calls the first tool with no arguments |
+//! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions |
+//! | `scripted:silent`    | deterministic editor that never proposes a change           |
+//!
+//! The scripted models exist so that the whole pipeline (stages, store, grader) is
+//! tested end to end without a model; real models come through the `llm` crate.
+
+use crate::rows::CallRecord;
+use crate::InputError;
+use serde_json::{Map, Value};
+
+/// Token usage and latency of one model call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub reasoning_tokens: u64,
+    pub latency_ms: u64,
+    pub cached: bool,
+}
+
+/// A failed model call, classified.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallFailure {
+    pub kind: String,
+    pub message: String,
+}
+
+/// The first assistant message of an agent turn.
+#[derive(Clone, Debug, Default)]
+pub struct AgentTurn {
+    pub calls: Vec<CallRecord>,
+    pub content: Option<String>,
+    pub usage: CallUsage,
+    pub error: Option<CallFailure>,
+}
+
+/// Uses tools: one turn per instance.
+pub trait Agent: Send + Sync {
+    fn act(&self, system: &str, question: &str, tools: &[Value], seed: u64) -> AgentTurn;
+}
+
+/// The editor's reply to one prompt.
+#[derive(Clone, Debug, Default)]
+pub struct EditorReply {
+    pub text: Option<String>,
+    pub usage: CallUsage,
+    pub error: Option<CallFailure>,
+}
+
+/// Rewrites documentation: prompt text in, reply text out.
+pub trait Editor: Send + Sync {
+    fn complete(&self, prompt: &str, seed: u64) -> EditorReply;
+}
+
+/// Build the agent named by a model spec.
+pub fn make_agent(spec: &str) -> Result<Box<dyn Agent>, InputError> {
+    match spec {
+        "scripted:schema" => Ok(Box::new(SchemaAgent)),
+        "scripted:empty" => Ok(Box::new(EmptyAgent)),
+        s if s.starts_with("scripted:") => Err(InputError(format!(
+            "unknown scripted agent `{s}` (valid: scripted:schema, scripted:empty)"
+        ))),
+        s => crate::llm_models::agent(s),
+    }
+}
+
+/// Build the editor named by a model spec.
+pub fn make_editor(spec: &str) -> Result<Box<dyn Editor>, InputError> {
+    match spec {
+        "scripted:errors" => Ok(Box::new(ErrorsEditor)),
+        "scripted:silent" => Ok(Box::new(SilentEditor)),
+        s if s.starts_with("scripted:") => Err(InputError(format!(
+            "unknown scripted editor `{s}` (valid: scripted:errors, scripted:silent)"
+        ))),
+        s => crate::llm_models::editor(s),
+    }
+}
+
+struct EmptyAgent;
+
+impl Agent for EmptyAgent {
+    fn act(&self, _system: &str, _question: &str, tools: &[Value], _seed: u64) -> AgentTurn {
+        let calls = tools
+            .first()
+            .and_then(|t| t.get("name").and_then(Value::as_str))
+            .map(|name| {
+                vec![CallRecord {
+                    function: name.to_string(),
+                    args: Value::Object(Map::new()),
+                    raw: None,
+                }]
+            })
+            .unwrap_or_default();
+        AgentTurn {
+            calls,
+            ..Default::default()
+        }
+    }
+}
+
+struct SchemaAgent;
+
+fn words(s: &str) -> Vec<String> {
+    s.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.len() > 2)
+        .map(|w| w.to_lowercase())
+        .collect()
+}
+
+/// Parameter names from the schema, else from a `Parameters: a, b` sentence.
+fn param_names(tool: &Value) -> Vec<String> {
+    if let Some(props) = tool
+        .pointer("/parameters/properties")
+        .and_then(Value::as_object)
+    {
+        return props.keys().cloned().collect();
+    }
+    let desc = tool
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let Some(pos) = desc.find("Parameters:") else {
+        return Vec::new();
+    };
+    desc[pos + "Parameters:".len()..]
+        .split('.')
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        .collect()
+}
+
+/// The question's literals in order: numbers (int or float) and quoted strings.
+fn literals(question: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = question.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\'' || c == '"' {
+            if let Some(end) = chars[i + 1..].iter().position(|&d| d == c) {
+                let s: String = chars[i + 1..i + 1 + end].iter().collect();
+                if !s.is_empty() && !s.contains(' ') || s.len() > 1 && end < 40 {
+                    out.push(Value::String(s));
+                    i += end + 2;
+                    continue;
+                }
+            }
+        }
+        let starts_number = c.is_ascii_digit()
+            || (c == '-'
+                && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit())
+                && (i == 0 || !chars[i - 1].is_alphanumeric()));
+        if starts_number && (i == 0 || !chars[i - 1].is_alphabetic()) {
+            let mut j = i + 1;
+            while j < chars.len()
+                && (chars[j].is_ascii_digit()
+                    || chars[j] == ','
+                        && chars.get(j + 1).is_some_and(|d| d.is_ascii_digit())
+                        && chars.get(j + 4).is_none_or(|d| !d.is_ascii_digit())
+                    || chars[j] == '.' && chars.get(j + 1).is_some_and(|d| d.is_ascii_digit()))
+            {
+                j += 1;
+            }
+            let text: String = chars[i..j].iter().filter(|&&d| d != ',').collect();
+            let v = if text.contains('.') {
+                text.parse::<f64>()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(Value::Number)
+            } else {
+                text.parse::<i64>().ok().map(Value::from)
+            };
+            if let Some(v) = v {
+                out.push(v);
+            }
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+impl Agent for SchemaAgent {
+    fn act(&self, _system: &str, question: &str, tools: &[Value], _seed: u64) -> AgentTurn {
+        let q: Vec<String> = words(question);
+        let best = tools
+            .iter()
+            .enumerate()
+            .max_by_key(|(i, t)| {
+                let text = format!(
+                    "{} {}",
+                    t.get("name").and_then(Value::as_str).unwrap_or(""),
+                    t.get("description").and_then(Value::as_str).unwrap_or("")
+                );
+                let overlap = words(&text).iter().filter(|w| q.contains(w)).count();
+                (overlap, usize::MAX - i)
+            })
+            .map(|(_, t)| t);
+        let Some(tool) = best else {
+            return AgentTurn::default();
+        };
+        let name = tool
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mut args = Map::new();
+        let mut lits = literals(question).into_iter();
+        for p in param_names(tool) {
+            match lits.next() {
+                Some(v) => {
+                    args.insert(p, v);
+                }
+                None => break,
+            }
+        }
+        AgentTurn {
+            calls: vec![CallRecord {
+                function: name,
+                args: Value::Object(args),
+                raw: None,
+            }],
+            ..Default::default()
+        }
+    }
+}
+
+struct SilentEditor;
+
+impl Editor for SilentEditor {
+    fn complete(&self, _prompt: &str, _seed: u64) -> EditorReply {
+        EditorReply {
+            text: Some(String::new()),
+            ..Default::default()
+        }
+    }
+}
+
+struct ErrorsEditor;
+
+impl Editor for ErrorsEditor {
+    fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+        let mut out = String::new();
+        for line in prompt.lines() {
+            let Some(open) = line.find("() missing ") else {
+                continue;
+            };
+            let name_start = line[..open]
+                .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map(|p| p + 1)
+                .unwrap_or(0);
+            let name = &line[name_start..open];
+            let names: Vec<&str> = line[open..].split('\'').skip(1).step_by(2).collect();
+            if !name.is_empty() && !names.is_empty() {
+                out.push_str(&format!(
+                    "FUNCTION: {name}\nDESCRIPTION: Takes keyword arguments. Parameters: {}.\n",
+                    names.join(", ")
+                ));
+            }
+        }
+        EditorReply {
+            text: Some(out),
+            ..Default::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn literals_in_order() {
+        assert_eq!(
+            literals("roll 20 times, p=0.6, exactly 5 and -3 in 'Paris'"),
+            vec![json!(20), json!(0.6), json!(5), json!(-3), json!("Paris")]
+        );
+        assert_eq!(
+            literals("a loan of 1,000,000 dollars"),
+            vec![json!(1000000)]
+        );
+    }
+
+    #[test]
+    fn schema_agent_uses_description_parameters() {
+        let tools = vec![json!({"name": "function_1", "description": "Parameters: n, k."})];
+        let turn = SchemaAgent.act("", "n is 20 and k is 5", &tools, 0);
+        assert_eq!(turn.calls[0].args, json!({"n": 20, "k": 5}));
+    }
+
+    #[test]
+    fn errors_editor_reads_missing_argument_texts() {
+        let prompt = "Outcome:\nERROR: function_2() missing 3 required positional arguments: 'n', 'k', and 'p'\n";
+        let reply = ErrorsEditor.complete(prompt, 0).text.unwrap();
+        assert_eq!(
+            reply,
+            "FUNCTION: function_2\nDESCRIPTION: Takes keyword arguments. Parameters: n, k, p.\n"
+        );
+    }
+}

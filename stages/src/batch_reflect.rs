@@ -1,0 +1,305 @@
+//! Stage `batch-reflect`, online form (BFCL): one editor request per instance with its
+//! tools and its single observed example; the reply's `FUNCTION:` / `DESCRIPTION:`
+//! blocks rewrite descriptions; an instance whose docs do not change is frozen.
+//! Semantics: `../shared/spec/toolobserver.md`, "Online mode".
+
+use crate::agents::Editor;
+use crate::rows::{DocRow, EditRow, ScoreRow, TrajectoryRow};
+use pipeline::{StageCtx, StageError, Usage};
+use serde_json::Value;
+use std::collections::HashMap;
+
+pub const STAGE: &str = "batch-reflect";
+pub const VERSION: u32 = 1;
+
+/// One tool as the editor sees it.
+pub fn render_tool(tool: &Value) -> String {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or("?");
+    let desc = match tool.get("description").and_then(Value::as_str) {
+        Some(d) if !d.trim().is_empty() => d.to_string(),
+        _ => "No description provided".to_string(),
+    };
+    let params = match tool
+        .pointer("/parameters/properties")
+        .and_then(Value::as_object)
+    {
+        Some(props) if !props.is_empty() => {
+            let required: Vec<&str> = tool
+                .pointer("/parameters/required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            props
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "  - {k}: {} ({})",
+                        v.get("type").and_then(Value::as_str).unwrap_or("any"),
+                        if required.contains(&k.as_str()) {
+                            "required"
+                        } else {
+                            "optional"
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        _ => "  No parameter information".to_string(),
+    };
+    format!("Name: {name}\nDescription: {desc}\nParameters:\n{params}")
+}
+
+/// `name(k=v, ...)` with JSON values.
+pub fn render_call(function: &str, args: &Value, raw: Option<&str>) -> String {
+    match (args.as_object(), raw) {
+        (Some(m), _) => format!(
+            "{function}({})",
+            m.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (None, Some(r)) => format!("{function}(<unparsable arguments: {r}>)"),
+        (None, None) => format!("{function}()"),
+    }
+}
+
+/// The observed example: question, calls, outcome (never the ground truth).
+pub fn render_example(question: &str, traj: &TrajectoryRow, score: Option<&ScoreRow>) -> String {
+    let calls = if traj.calls.is_empty() {
+        "(no calls)".to_string()
+    } else {
+        traj.calls
+            .iter()
+            .map(|c| render_call(&c.function, &c.args, c.raw.as_deref()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let outcome = score
+        .map(|s| s.outcome.clone())
+        .unwrap_or_else(|| "ERROR: No execution results available".to_string());
+    format!("User question: {question}\nCalls made:\n{calls}\nOutcome: {outcome}")
+}
+
+/// Parsed editor reply: (tool name, new description) blocks, and how many blocks
+/// needed the lenient rules (markdown bold, headings, bullets, lower case, backticks).
+#[derive(Debug, Default, PartialEq)]
+pub struct ParsedReply {
+    pub blocks: Vec<(String, String)>,
+    pub lenient: usize,
+}
+
+/// Strip markdown decoration around a `KEY:` header; returns (rest, was_lenient).
+fn header<'a>(line: &'a str, key: &str) -> Option<(&'a str, bool)> {
+    if let Some(rest) = line.strip_prefix(&format!("{key}:")) {
+        return Some((rest, false));
+    }
+    let t = line.trim_start_matches(['#', '-', '*', '>', ' ']);
+    let upper = t.to_ascii_uppercase();
+    if !upper.starts_with(key) {
+        return None;
+    }
+    let after = t[key.len()..].trim_start_matches(['*', '_', ' ']);
+    let rest = after.strip_prefix(':')?;
+    Some((rest.trim_start_matches(['*', '_']), true))
+}
+
+pub fn parse_reply(text: &str) -> ParsedReply {
+    let mut out = ParsedReply::default();
+    let mut name: Option<(String, bool)> = None;
+    let mut desc: Option<String> = None;
+    let flush =
+        |name: &mut Option<(String, bool)>, desc: &mut Option<String>, out: &mut ParsedReply| {
+            if let (Some((n, lenient)), Some(d)) = (name.take(), desc.take()) {
+                let d = d.trim().to_string();
+                if !n.is_empty() && !d.is_empty() {
+                    out.lenient += lenient as usize;
+                    out.blocks.push((n, d));
+                }
+            }
+        };
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some((rest, lenient)) = header(trimmed, "FUNCTION") {
+            flush(&mut name, &mut desc, &mut out);
+            let n = rest
+                .trim()
+                .trim_matches(['`', '*', '"', '\''])
+                .trim()
+                .to_string();
+            name = Some((n, lenient));
+        } else if let Some((rest, lenient)) = header(trimmed, "DESCRIPTION") {
+            if let Some((_, l)) = name.as_mut() {
+                *l |= lenient;
+            }
+            desc = Some(rest.trim().to_string());
+        } else if let Some(d) = desc.as_mut() {
+            if !trimmed.is_empty() {
+                d.push(' ');
+                d.push_str(trimmed);
+            }
+        }
+    }
+    flush(&mut name, &mut desc, &mut out);
+    out
+}
+
+pub struct ReflectParams<'a> {
+    pub model: &'a str,
+    pub template: &'a str,
+    pub round: i64,
+    pub seed: u64,
+    pub skip_success: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    ctx: &mut StageCtx<'_>,
+    editor: &dyn Editor,
+    params: &ReflectParams<'_>,
+    questions: &HashMap<String, String>,
+    docs: &[DocRow],
+    trajectories: &[TrajectoryRow],
+    scores: &[ScoreRow],
+) -> Result<(), StageError> {
+    let traj: HashMap<&str, &TrajectoryRow> = trajectories
+        .iter()
+        .map(|t| (t.instance_id.as_str(), t))
+        .collect();
+    let score: HashMap<&str, &ScoreRow> =
+        scores.iter().map(|s| (s.instance_id.as_str(), s)).collect();
+    let pb = ctx.progress(docs.len() as u64);
+    let mut usage = Usage::default();
+    let mut new_docs = Vec::with_capacity(docs.len());
+    let mut edits = Vec::with_capacity(docs.len());
+    for d in docs {
+        let mut next = d.clone();
+        next.round = params.round;
+        next.changed = false;
+        let mut edit = EditRow {
+            instance_id: d.instance_id.clone(),
+            round: params.round,
+            model: params.model.to_string(),
+            sent: false,
+            reply: None,
+            updated: Vec::new(),
+            lenient_parses: 0,
+            error_kind: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+        };
+        let t = traj.get(d.instance_id.as_str());
+        let s = score.get(d.instance_id.as_str()).copied();
+        let skip = d.frozen
+            || t.is_none_or(|t| t.calls.is_empty())
+            || (params.skip_success && s.is_some_and(|s| s.e));
+        if !skip {
+            if let Some(t) = t {
+                let tools = d.tools.as_array().cloned().unwrap_or_default();
+                let tool_text = tools
+                    .iter()
+                    .map(render_tool)
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                let question = questions
+                    .get(&d.instance_id)
+                    .map(String::as_str)
+                    .unwrap_or("");
+                let prompt = params
+                    .template
+                    .replace("{{tools}}", &tool_text)
+                    .replace("{{example}}", &render_example(question, t, s));
+                let reply = editor.complete(&prompt, params.seed);
+                edit.sent = true;
+                usage.calls += 1;
+                usage.cached_calls += reply.usage.cached as u64;
+                usage.prompt_tokens += reply.usage.prompt_tokens;
+                usage.completion_tokens += reply.usage.completion_tokens;
+                usage.reasoning_tokens += reply.usage.reasoning_tokens;
+                edit.prompt_tokens = reply.usage.prompt_tokens as i64;
+                edit.completion_tokens = reply.usage.completion_tokens as i64;
+                edit.reasoning_tokens = reply.usage.reasoning_tokens as i64;
+                if let Some(err) = &reply.error {
+                    usage.errors += 1;
+                    edit.error_kind = Some(err.kind.clone());
+                }
+                if let Some(text) = &reply.text {
+                    let parsed = parse_reply(text);
+                    edit.lenient_parses = parsed.lenient as i64;
+                    let mut tools = tools;
+                    for (name, desc) in parsed.blocks {
+                        if let Some(tool) = tools
+                            .iter_mut()
+                            .find(|t| t.get("name").and_then(Value::as_str) == Some(name.as_str()))
+                        {
+                            if tool.get("description").and_then(Value::as_str)
+                                != Some(desc.as_str())
+                            {
+                                tool["description"] = Value::String(desc);
+                                edit.updated.push(name);
+                            }
+                        }
+                    }
+                    next.tools = Value::Array(tools);
+                }
+                edit.reply = reply.text;
+            }
+        }
+        next.changed = !edit.updated.is_empty();
+        next.frozen = !next.changed;
+        new_docs.push(next);
+        edits.push(edit);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    ctx.add_usage(&usage);
+    ctx.write(&new_docs)?;
+    ctx.write(&edits)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strict_blocks() {
+        let r = parse_reply("FUNCTION: function_1\nDESCRIPTION: Adds two numbers.\nUse a and b.\n\nFUNCTION: function_2\nDESCRIPTION: x\n");
+        assert_eq!(
+            r.blocks,
+            vec![
+                (
+                    "function_1".to_string(),
+                    "Adds two numbers. Use a and b.".to_string()
+                ),
+                ("function_2".to_string(), "x".to_string())
+            ]
+        );
+        assert_eq!(r.lenient, 0);
+    }
+
+    #[test]
+    fn markdown_headers_are_accepted_and_counted() {
+        let r = parse_reply("**FUNCTION:** `function_1`\n**DESCRIPTION:** Computes n!.\n## Function: function_2\n- Description: y");
+        assert_eq!(r.blocks.len(), 2);
+        assert_eq!(
+            r.blocks[0],
+            ("function_1".to_string(), "Computes n!.".to_string())
+        );
+        assert_eq!(r.blocks[1], ("function_2".to_string(), "y".to_string()));
+        assert_eq!(r.lenient, 2);
+    }
+
+    #[test]
+    fn tool_rendering_says_when_nothing_is_known() {
+        let t = render_tool(&json!({"name": "function_1", "description": ""}));
+        assert_eq!(t, "Name: function_1\nDescription: No description provided\nParameters:\n  No parameter information");
+        let t = render_tool(
+            &json!({"name": "f", "description": "d", "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}),
+        );
+        assert!(t.ends_with("  - n: integer (required)"), "{t}");
+    }
+}

@@ -1,0 +1,31 @@
+//! BFCL glue used by several commands: building the executor, `otb exec`.
+
+use datasets::bfcl::exec::PyException;
+use datasets::bfcl::executor::Executor;
+use datasets::bfcl::pyparse::parse_call;
+use datasets::bfcl::rest::{BackendChain, RestError};
+use std::path::Path;
+
+/// Seed of the simulated REST world (fixed: part of the benchmark's definition).
+pub const SIMULATED_SEED: u64 = 0;
+
+/// `recorded` then `simulated` when a frozen-responses file is given, else `simulated`.
+pub fn make_executor(recorded: Option<&Path>) -> Result<Executor, RestError> {
+    let chain = match recorded {
+        Some(p) => BackendChain::paper(p, SIMULATED_SEED)?,
+        None => BackendChain::simulated(SIMULATED_SEED),
+    };
+    Ok(Executor::new(chain))
+}
+
+/// `otb exec`: parse one Python call string (real function name) and execute it.
+/// Returns the result's `repr`, or the Python error text, as one line; a call string
+/// that does not parse is an `Err` (bad input).
+pub fn exec_call_line(exec: &Executor, call: &str) -> Result<String, String> {
+    let c = parse_call(call).map_err(|e| format!("cannot parse call `{call}`: {e}"))?;
+    let out: Result<_, PyException> = exec.execute(&c.name, &c.name, &c.kwargs);
+    Ok(match out {
+        Ok(v) => v.repr(),
+        Err(e) => format!("{}: {}", e.kind, e.text()),
+    })
+}

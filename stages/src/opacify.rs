@@ -1,0 +1,35 @@
+//! Stage `opacify`: the documentation each setting shows (round 0 docs).
+
+use crate::bfcl_data::instance_of;
+use crate::rows::{DocRow, InstanceRow};
+use datasets::bfcl::opacify::{opacify, Setting};
+use pipeline::{StageCtx, StageError};
+use serde_json::{json, Value};
+
+pub const STAGE: &str = "opacify";
+pub const VERSION: u32 = 1;
+
+pub fn run(
+    ctx: &mut StageCtx<'_>,
+    setting: &str,
+    instances: &[InstanceRow],
+) -> Result<(), StageError> {
+    let s = Setting::parse(setting).map_err(|e| StageError::failed(STAGE, e.to_string()))?;
+    let rows: Vec<DocRow> = instances
+        .iter()
+        .map(|row| {
+            let o = opacify(&instance_of(row), s);
+            DocRow {
+                instance_id: row.instance_id.clone(),
+                setting: setting.to_string(),
+                round: 0,
+                tools: Value::Array(o.tools),
+                name_mapping: json!(o.name_mapping),
+                changed: true,
+                frozen: false,
+            }
+        })
+        .collect();
+    ctx.write(&rows)?;
+    Ok(())
+}

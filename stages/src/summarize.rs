@@ -1,0 +1,199 @@
+//! Stage `summarize`: per (setting, round) aggregates of the instance scores --
+//! E, P, A and corrected A as means over instances (polars), with bootstrap 95%
+//! percentile intervals over instances, and error counts.
+
+use crate::rows::ScoreRow;
+use pipeline::{col as column, ColType::*, Column, Entry, Row, StageCtx, StageError};
+use polars::prelude::*;
+use serde::{Deserialize, Serialize};
+
+pub const STAGE: &str = "summarize";
+pub const VERSION: u32 = 1;
+/// Bootstrap settings (part of the key).
+pub const BOOTSTRAP: (u32, u64) = (1000, 0);
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SummaryRow {
+    pub label: String,
+    pub setting: String,
+    pub round: i64,
+    pub n: i64,
+    pub e: f64,
+    pub p: f64,
+    pub a: f64,
+    pub a_corrected: f64,
+    pub e_lo: f64,
+    pub e_hi: f64,
+    pub p_lo: f64,
+    pub p_hi: f64,
+    pub a_lo: f64,
+    pub a_hi: f64,
+    pub errors: i64,
+}
+
+impl Row for SummaryRow {
+    const TABLE: &'static str = "summary";
+    const DOC: &'static str = "E/P/A per setting and round with bootstrap 95% intervals";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            column("label", Str, "setting/round label"),
+            column("setting", Str, "documentation setting"),
+            column("round", I64, "ToolObserver round (0 = base docs)"),
+            column("n", I64, "instances"),
+            column("e", F64, "execution accuracy"),
+            column("p", F64, "parameter accuracy"),
+            column("a", F64, "AST accuracy (reference behaviour)"),
+            column(
+                "a_corrected",
+                F64,
+                "AST accuracy with the hallucination check",
+            ),
+            column("e_lo", F64, "E, bootstrap 2.5th percentile"),
+            column("e_hi", F64, "E, bootstrap 97.5th percentile"),
+            column("p_lo", F64, "P, 2.5th percentile"),
+            column("p_hi", F64, "P, 97.5th percentile"),
+            column("a_lo", F64, "A, 2.5th percentile"),
+            column("a_hi", F64, "A, 97.5th percentile"),
+            column(
+                "errors",
+                I64,
+                "instances whose model call failed (error rows)",
+            ),
+        ];
+        C
+    }
+}
+
+/// A small deterministic generator (splitmix64) so intervals are reproducible.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Bootstrap 95% percentile interval of the mean.
+pub fn bootstrap_ci(values: &[f64], resamples: u32, seed: u64) -> (f64, f64) {
+    let n = values.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN);
+    }
+    let mut rng = SplitMix(seed);
+    let mut means: Vec<f64> = (0..resamples)
+        .map(|_| {
+            (0..n)
+                .map(|_| values[(rng.next() % n as u64) as usize])
+                .sum::<f64>()
+                / n as f64
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let at = |q: f64| means[((q * (means.len() - 1) as f64).round() as usize).min(means.len() - 1)];
+    (at(0.025), at(0.975))
+}
+
+fn polars_err(e: PolarsError) -> StageError {
+    StageError::failed(STAGE, format!("polars: {e}"))
+}
+
+fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<f64>, StageError> {
+    let c = df.column(name).map_err(polars_err)?;
+    let c = c.cast(&DataType::Float64).map_err(polars_err)?;
+    let ca = c.f64().map_err(polars_err)?;
+    Ok((0..ca.len())
+        .map(|i| ca.get(i).unwrap_or(f64::NAN))
+        .collect())
+}
+
+/// Aggregate the score tables named by label (`setting/rK[ sN]`).
+pub fn summarize(inputs: &[(String, Entry)]) -> Result<Vec<SummaryRow>, StageError> {
+    let mut out = Vec::new();
+    for (label, entry) in inputs {
+        let path = entry.table_path(ScoreRow::TABLE);
+        let file = std::fs::File::open(&path)
+            .map_err(|e| StageError::failed(STAGE, format!("{}: {e}", path.display())))?;
+        let df = ParquetReader::new(file).finish().map_err(polars_err)?;
+        let agg = df
+            .clone()
+            .lazy()
+            .select([
+                len().alias("n"),
+                col("e").cast(DataType::Float64).mean().alias("e"),
+                col("p").mean().alias("p"),
+                col("a").mean().alias("a"),
+                col("a_corrected").mean().alias("a_corrected"),
+                col("error_kind")
+                    .is_not_null()
+                    .cast(DataType::Int64)
+                    .sum()
+                    .alias("errors"),
+            ])
+            .collect()
+            .map_err(polars_err)?;
+        let get = |name: &str| -> Result<f64, StageError> {
+            Ok(f64_column(&agg, name)?.first().copied().unwrap_or(f64::NAN))
+        };
+        let (e, p, a) = (
+            f64_column(&df, "e")?,
+            f64_column(&df, "p")?,
+            f64_column(&df, "a")?,
+        );
+        let (bn, seed) = BOOTSTRAP;
+        let (e_lo, e_hi) = bootstrap_ci(&e, bn, seed);
+        let (p_lo, p_hi) = bootstrap_ci(&p, bn, seed);
+        let (a_lo, a_hi) = bootstrap_ci(&a, bn, seed);
+        let (setting, rest) = label.split_once("/r").unwrap_or((label.as_str(), "0"));
+        let round = rest
+            .split(' ')
+            .next()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0);
+        out.push(SummaryRow {
+            label: label.clone(),
+            setting: setting.to_string(),
+            round,
+            n: get("n")? as i64,
+            e: get("e")?,
+            p: get("p")?,
+            a: get("a")?,
+            a_corrected: get("a_corrected")?,
+            e_lo,
+            e_hi,
+            p_lo,
+            p_hi,
+            a_lo,
+            a_hi,
+            errors: get("errors")? as i64,
+        });
+    }
+    Ok(out)
+}
+
+pub fn run(ctx: &mut StageCtx<'_>, inputs: &[(String, Entry)]) -> Result<(), StageError> {
+    let rows = summarize(inputs)?;
+    ctx.write(&rows)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bootstrap_interval_brackets_the_mean_and_is_deterministic() {
+        let v: Vec<f64> = (0..100)
+            .map(|i| if i % 4 == 0 { 1.0 } else { 0.0 })
+            .collect();
+        let (lo, hi) = bootstrap_ci(&v, 1000, 0);
+        assert!(lo < 0.25 && 0.25 < hi, "{lo} {hi}");
+        assert!(lo > 0.1 && hi < 0.4, "{lo} {hi}");
+        assert_eq!(bootstrap_ci(&v, 1000, 0), (lo, hi));
+        let same = vec![1.0; 10];
+        assert_eq!(bootstrap_ci(&same, 100, 3), (1.0, 1.0));
+    }
+}

@@ -1,0 +1,427 @@
+//! `otb table table2`: Table 2 of the paper (BFCL-Opaque, E/P/A) with three sources
+//! per cell -- the paper's printed value, the authors' released runs rescored by this
+//! project's grader, and this project's own run from the store -- and the differences.
+
+use crate::experiment::Experiment;
+use crate::released::csv_field;
+use crate::summarize::SummaryRow;
+use datasets::bfcl::executor::Executor;
+use datasets::bfcl::opacify::Setting;
+use datasets::bfcl::released::score_tree;
+use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Settings in table order with the paper's row labels.
+pub const SETTINGS: [(&str, &str); 3] = [
+    ("names", "Anon. Fn. Names Only"),
+    ("names+desc", "Anon. Fn. + Real Desc"),
+    ("names+params", "Anon. Fn. + Param Names"),
+];
+pub const METHODS: [&str; 5] = ["Gold", "Base", "+TO", "+P2P", "+ET"];
+
+/// The paper's printed Table 2 (`targets.md`): setting, model, method, E, P, A, n.
+/// Printed Gold cells swap E and P relative to the released runs, and the four
+/// n=50 Play2Prompt cells cover only exec_multiple.
+#[rustfmt::skip]
+pub const PAPER: &[(&str, &str, &str, f64, f64, f64, u32)] = &[
+    ("names", "GPT-5", "Gold", 0.95, 0.96, 0.96, 150), ("names", "GPT-5", "Base", 0.00, 0.00, 0.60, 150),
+    ("names", "GPT-5", "+TO", 0.80, 0.78, 0.89, 150), ("names", "GPT-5", "+P2P", 0.44, 0.45, 0.76, 50),
+    ("names", "GPT-5", "+ET", 0.00, 0.00, 0.60, 150),
+    ("names", "GPT-5-mini", "Gold", 0.93, 0.94, 0.96, 150), ("names", "GPT-5-mini", "Base", 0.00, 0.00, 0.60, 150),
+    ("names", "GPT-5-mini", "+TO", 0.66, 0.63, 0.85, 150), ("names", "GPT-5-mini", "+P2P", 0.43, 0.43, 0.77, 50),
+    ("names", "GPT-5-mini", "+ET", 0.00, 0.00, 0.60, 150),
+    ("names+desc", "GPT-5", "Gold", 0.95, 0.96, 0.96, 150), ("names+desc", "GPT-5", "Base", 0.00, 0.00, 0.60, 150),
+    ("names+desc", "GPT-5", "+TO", 0.86, 0.82, 0.91, 150), ("names+desc", "GPT-5", "+P2P", 0.53, 0.54, 0.82, 50),
+    ("names+desc", "GPT-5", "+ET", 0.00, 0.00, 0.60, 150),
+    ("names+desc", "GPT-5-mini", "Gold", 0.93, 0.94, 0.96, 150), ("names+desc", "GPT-5-mini", "Base", 0.00, 0.00, 0.60, 150),
+    ("names+desc", "GPT-5-mini", "+TO", 0.84, 0.81, 0.91, 150), ("names+desc", "GPT-5-mini", "+P2P", 0.55, 0.55, 0.82, 50),
+    ("names+desc", "GPT-5-mini", "+ET", 0.00, 0.00, 0.60, 150),
+    ("names+params", "GPT-5", "Gold", 0.95, 0.96, 0.96, 150), ("names+params", "GPT-5", "Base", 0.82, 0.85, 0.96, 150),
+    ("names+params", "GPT-5", "+TO", 0.83, 0.86, 0.95, 150), ("names+params", "GPT-5", "+P2P", 0.79, 0.81, 0.95, 150),
+    ("names+params", "GPT-5", "+ET", 0.75, 0.77, 0.94, 150),
+    ("names+params", "GPT-5-mini", "Gold", 0.93, 0.94, 0.96, 150), ("names+params", "GPT-5-mini", "Base", 0.84, 0.88, 0.96, 150),
+    ("names+params", "GPT-5-mini", "+TO", 0.85, 0.89, 0.96, 150), ("names+params", "GPT-5-mini", "+P2P", 0.77, 0.80, 0.95, 150),
+    ("names+params", "GPT-5-mini", "+ET", 0.76, 0.79, 0.95, 150),
+];
+
+/// One cell value from one source.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CellRow {
+    pub setting: String,
+    pub model: String,
+    pub method: String,
+    pub source: String,
+    pub n: i64,
+    pub e: f64,
+    pub p: f64,
+    pub a: f64,
+    pub e_lo: Option<f64>,
+    pub e_hi: Option<f64>,
+    pub errors: Option<i64>,
+}
+
+impl Row for CellRow {
+    const TABLE: &'static str = "table2";
+    const DOC: &'static str = "one Table 2 cell (setting x model x method) from one source";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("setting", Str, "names, names+desc or names+params"),
+            col("model", Str, "agent model"),
+            col("method", Str, "Gold, Base, +TO, +P2P, +ET"),
+            col("source", Str, "paper (printed), released (authors' runs rescored here) or run (this project's run)"),
+            col("n", I64, "instances"),
+            col("e", F64, "execution accuracy"),
+            col("p", F64, "parameter accuracy"),
+            col("a", F64, "AST accuracy"),
+            col("e_lo", F64, "E bootstrap 2.5th percentile (run only)"),
+            col("e_hi", F64, "E bootstrap 97.5th percentile (run only)"),
+            col("errors", I64, "model-call error rows (run only)"),
+        ];
+        C
+    }
+}
+
+pub struct Table2 {
+    pub cells: Vec<CellRow>,
+    pub notes: Vec<String>,
+}
+
+fn model_label(gen_hypers: &str) -> String {
+    match gen_hypers.split('_').next().unwrap_or("") {
+        "gpt5" => "GPT-5".into(),
+        "gpt5mini" => "GPT-5-mini".into(),
+        other => other.to_string(),
+    }
+}
+
+fn method_label(method_dir: &str, is_base_config: bool) -> Option<&'static str> {
+    match (method_dir, is_base_config) {
+        ("tool_observer", true) => Some("Gold"),
+        ("tool_observer", false) => Some("Base"),
+        ("play2prompt", false) => Some("+P2P"),
+        ("easytool", false) => Some("+ET"),
+        _ => None,
+    }
+}
+
+/// Rescore the released tree and pool categories (weighted by n) per cell.
+fn released_cells(
+    root: &Path,
+    exec: &Executor,
+    expected: Option<&Path>,
+) -> Result<(Vec<CellRow>, usize), StageError> {
+    let fail =
+        |e: datasets::bfcl::released::ReleasedError| StageError::failed("table2", e.to_string());
+    let rows = score_tree(root, exec, expected).map_err(fail)?;
+    let disagreements = rows
+        .iter()
+        .map(|r| r.disagreements_with_released_scored)
+        .sum();
+    // Last version with results per (method, config, gen_hypers).
+    let mut last: BTreeMap<(String, String, String), u32> = BTreeMap::new();
+    for r in &rows {
+        let k = (r.method.clone(), r.config.clone(), r.gen_hypers.clone());
+        let v = last.entry(k).or_insert(0);
+        *v = (*v).max(r.version);
+    }
+    // (setting, model, method) -> (sum e*n, sum p*n, sum a*n, n)
+    let mut acc: BTreeMap<(String, String, String), (f64, f64, f64, usize)> = BTreeMap::new();
+    for r in &rows {
+        let Some((_cat, suffix)) = datasets::bfcl::released::split_config(&r.config) else {
+            continue;
+        };
+        let is_base = suffix == "base";
+        let settings: Vec<&str> = if is_base {
+            SETTINGS.iter().map(|(s, _)| *s).collect()
+        } else {
+            match Setting::from_reference_suffix(suffix) {
+                Some(s) if s != Setting::Gold => vec![s.as_str()],
+                _ => continue,
+            }
+        };
+        let Some(mut method) = method_label(&r.method, is_base) else {
+            continue;
+        };
+        if r.method == "tool_observer" && !is_base {
+            let lv = last
+                .get(&(r.method.clone(), r.config.clone(), r.gen_hypers.clone()))
+                .copied()
+                .unwrap_or(0);
+            if r.version == 0 {
+                method = "Base";
+            } else if r.version == lv {
+                method = "+TO";
+            } else {
+                continue;
+            }
+        } else if r.version != 0 {
+            continue;
+        }
+        for s in settings {
+            let e = acc
+                .entry((
+                    s.to_string(),
+                    model_label(&r.gen_hypers),
+                    method.to_string(),
+                ))
+                .or_default();
+            e.0 += r.e * r.n as f64;
+            e.1 += r.p * r.n as f64;
+            e.2 += r.a * r.n as f64;
+            e.3 += r.n;
+        }
+    }
+    let cells = acc
+        .into_iter()
+        .filter(|(_, v)| v.3 > 0)
+        .map(|((setting, model, method), (e, p, a, n))| CellRow {
+            setting,
+            model,
+            method,
+            source: "released".into(),
+            n: n as i64,
+            e: e / n as f64,
+            p: p / n as f64,
+            a: a / n as f64,
+            e_lo: None,
+            e_hi: None,
+            errors: None,
+        })
+        .collect();
+    Ok((cells, disagreements))
+}
+
+/// This project's run: the experiment's `summarize` output (must be in the store).
+fn run_cells(store: &Store, exp: &Experiment) -> Result<(Vec<CellRow>, Vec<String>), StageError> {
+    let mut session = Session::new(store, Mode::Status, true);
+    let out = crate::driver::drive(exp, &mut session)
+        .map_err(|e| StageError::failed("table2", e.to_string()))?;
+    let mut notes = Vec::new();
+    let Some(summary) = out.by_stage(crate::summarize::STAGE).next() else {
+        notes.push(format!(
+            "{}: no results in the store yet (run `otb run {}`)",
+            exp.name,
+            exp.path.display()
+        ));
+        return Ok((Vec::new(), notes));
+    };
+    let rows: Vec<SummaryRow> = summary.entry.read()?;
+    let pending = session
+        .reports()
+        .iter()
+        .filter(|r| r.key.is_none() || !matches!(r.state, pipeline::NodeState::Fresh))
+        .count();
+    if pending > 0 {
+        notes.push(format!(
+            "{}: {pending} stages not computed yet; cells show what exists",
+            exp.name
+        ));
+    }
+    let model = exp.agent.clone();
+    let mut cells = Vec::new();
+    let cell = |setting: &str, method: &str, r: &SummaryRow| CellRow {
+        setting: setting.to_string(),
+        model: model.clone(),
+        method: method.to_string(),
+        source: "run".into(),
+        n: r.n,
+        e: r.e,
+        p: r.p,
+        a: r.a,
+        e_lo: Some(r.e_lo),
+        e_hi: Some(r.e_hi),
+        errors: Some(r.errors),
+    };
+    let gold = rows.iter().find(|r| r.setting == "gold" && r.round == 0);
+    for (s, _) in SETTINGS {
+        if let Some(g) = gold {
+            cells.push(cell(s, "Gold", g));
+        }
+        if let Some(b) = rows.iter().find(|r| r.setting == s && r.round == 0) {
+            if exp
+                .bfcl
+                .methods
+                .iter()
+                .any(|m| m == "base" || m == "toolobserver")
+            {
+                cells.push(cell(s, "Base", b));
+            }
+        }
+        if exp.bfcl.methods.iter().any(|m| m == "toolobserver") {
+            if let Some(t) = rows
+                .iter()
+                .filter(|r| r.setting == s)
+                .max_by_key(|r| r.round)
+            {
+                cells.push(cell(s, "+TO", t));
+            }
+        }
+    }
+    Ok((cells, notes))
+}
+
+pub fn build(
+    store: &Store,
+    exp: Option<&Experiment>,
+    released: Option<&Path>,
+    exec: &Executor,
+    expected: Option<&Path>,
+) -> Result<Table2, StageError> {
+    let mut cells: Vec<CellRow> = PAPER
+        .iter()
+        .map(|&(s, m, meth, e, p, a, n)| CellRow {
+            setting: s.into(),
+            model: m.into(),
+            method: meth.into(),
+            source: "paper".into(),
+            n: n as i64,
+            e,
+            p,
+            a,
+            e_lo: None,
+            e_hi: None,
+            errors: None,
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if let Some(root) = released {
+        let (c, dis) = released_cells(root, exec, expected)?;
+        cells.extend(c);
+        notes.push(format!(
+            "released: rescored {} with this project's grader; {dis} instance verdicts differ from the released scored files",
+            root.display()
+        ));
+    }
+    if let Some(exp) = exp {
+        let (c, n) = run_cells(store, exp)?;
+        cells.extend(c);
+        notes.extend(n);
+    }
+    Ok(Table2 { cells, notes })
+}
+
+fn fmt3(e: f64, p: f64, a: f64) -> String {
+    let f = |x: f64| {
+        let s = format!("{x:.2}");
+        s.strip_prefix('0').map(str::to_string).unwrap_or(s)
+    };
+    format!("{}/{}/{}", f(e), f(p), f(a))
+}
+
+impl Table2 {
+    fn get(&self, setting: &str, model: &str, method: &str, source: &str) -> Option<&CellRow> {
+        self.cells.iter().find(|c| {
+            c.setting == setting && c.model == model && c.method == method && c.source == source
+        })
+    }
+
+    /// Markdown (one block per setting; rows = model x source) or CSV
+    /// (`setting,model,method,source,n,E,P,A`).
+    pub fn render(&self, csv: bool) -> String {
+        let mut out = String::new();
+        if csv {
+            out.push_str("setting,model,method,source,n,E,P,A\n");
+            for c in &self.cells {
+                out.push_str(&format!(
+                    "{},{},{},{},{},{:.4},{:.4},{:.4}\n",
+                    c.setting,
+                    csv_field(&c.model),
+                    c.method,
+                    c.source,
+                    c.n,
+                    c.e,
+                    c.p,
+                    c.a
+                ));
+            }
+            return out;
+        }
+        out.push_str("Table 2 -- BFCL-Opaque, E/P/A (paper = printed; released = authors' runs rescored here; run = this store; Δ = released - paper)\n\n");
+        out.push_str(&format!(
+            "| Documentation | Model | Source | {} |\n|---|---|---|{}\n",
+            METHODS.join(" | "),
+            "---|".repeat(METHODS.len())
+        ));
+        let mut models: Vec<&str> = Vec::new();
+        for c in &self.cells {
+            if !models.contains(&c.model.as_str()) {
+                models.push(&c.model);
+            }
+        }
+        for (s, label) in SETTINGS {
+            for m in &models {
+                for source in ["paper", "released", "Δ", "run"] {
+                    let mut any = false;
+                    let vals: Vec<String> = METHODS
+                        .iter()
+                        .map(|meth| {
+                            if source == "Δ" {
+                                match (
+                                    self.get(s, m, meth, "released"),
+                                    self.get(s, m, meth, "paper"),
+                                ) {
+                                    (Some(r), Some(p)) => {
+                                        any = true;
+                                        format!(
+                                            "{:+.2}/{:+.2}/{:+.2}",
+                                            r.e - p.e,
+                                            r.p - p.p,
+                                            r.a - p.a
+                                        )
+                                    }
+                                    _ => String::new(),
+                                }
+                            } else {
+                                match self.get(s, m, meth, source) {
+                                    Some(c) => {
+                                        any = true;
+                                        let mut v = fmt3(c.e, c.p, c.a);
+                                        if c.n != 150 {
+                                            v.push_str(&format!(" (n={})", c.n));
+                                        }
+                                        if let (Some(lo), Some(hi)) = (c.e_lo, c.e_hi) {
+                                            v.push_str(&format!(" E∈[{lo:.2},{hi:.2}]"));
+                                        }
+                                        if let Some(err) = c.errors.filter(|&e| e > 0) {
+                                            v.push_str(&format!(" {err} err"));
+                                        }
+                                        v
+                                    }
+                                    None => String::new(),
+                                }
+                            }
+                        })
+                        .collect();
+                    if any {
+                        out.push_str(&format!(
+                            "| {label} | {m} | {source} | {} |\n",
+                            vals.join(" | ")
+                        ));
+                    }
+                }
+            }
+        }
+        for n in &self.notes {
+            out.push_str(&format!("\n{n}"));
+        }
+        out.push('\n');
+        out
+    }
+
+    /// Write `table2.csv`, `table2.parquet` and `table2.md` into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StageError> {
+        let fail = |p: &Path, e: std::io::Error| {
+            StageError::failed("table2", format!("{}: {e}", p.display()))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+        let csv = dir.join("table2.csv");
+        std::fs::write(&csv, self.render(true)).map_err(|e| fail(&csv, e))?;
+        let md = dir.join("table2.md");
+        std::fs::write(&md, self.render(false)).map_err(|e| fail(&md, e))?;
+        let pq = dir.join("table2.parquet");
+        pipeline::table::write_rows(&self.cells, &pq)?;
+        Ok(vec![md, csv, pq])
+    }
+}

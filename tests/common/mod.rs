@@ -1,0 +1,130 @@
+//! Helpers for end-to-end tests of the `otb` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn otb() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_otb"));
+    c.env_remove("OTB_STORE")
+        .env_remove("OTB_FAULT_PAUSE")
+        .env_remove("OTB_LLM_BASE_URL")
+        .env_remove("OTB_RELEASED_RUNS");
+    c
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A scratch directory with an experiment file over the mini fixture.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new(extra_bfcl: &str, models: &str) -> Scratch {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = Scratch { dir };
+        s.write_exp(extra_bfcl, models);
+        s
+    }
+
+    pub fn write_exp(&self, extra_bfcl: &str, models: &str) {
+        let text = format!(
+            "name = \"mini\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names\", \"names+params\"]\nmethods = [\"gold\", \"base\", \"toolobserver\"]\nrounds = 3\n{extra_bfcl}\n[models]\n{models}\n",
+            fixture("mini_bfcl.jsonl").display()
+        );
+        std::fs::write(self.exp(), text).expect("write exp");
+    }
+
+    pub fn exp(&self) -> PathBuf {
+        self.dir.path().join("exp.toml")
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    pub fn otb(&self, args: &[&str]) -> Output {
+        otb()
+            .arg("--store")
+            .arg(self.store())
+            .args(args)
+            .output()
+            .expect("run otb")
+    }
+
+    pub fn run(&self) -> RunResult {
+        let out = self.otb(&["run", self.exp().to_str().expect("utf8")]);
+        RunResult::from(out)
+    }
+
+    pub fn status(&self) -> String {
+        let out = self.otb(&["status", self.exp().to_str().expect("utf8")]);
+        assert!(
+            out.status.success(),
+            "status failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+pub const MODELS: &str = "agent = \"scripted:schema\"\neditor = \"scripted:errors\"";
+
+pub struct RunResult {
+    pub stdout: String,
+    pub stderr: String,
+    pub ran: Vec<String>,
+    pub total: usize,
+}
+
+impl From<Output> for RunResult {
+    fn from(out: Output) -> RunResult {
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "otb run failed:\n{stdout}\n{stderr}");
+        let ran = stderr
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("ran "))
+            .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
+            .collect();
+        // Summary: `mini: N stages, X ran, Y fresh`
+        let summary = stdout.lines().last().unwrap_or("").to_string();
+        let total = summary
+            .split(": ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no summary line in {stdout:?}"));
+        let r = RunResult {
+            stdout,
+            stderr,
+            ran,
+            total,
+        };
+        assert_eq!(
+            r.executed(),
+            r.ran.len(),
+            "summary and per-stage lines disagree:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        r
+    }
+}
+
+impl RunResult {
+    /// Stages executed, from the summary line.
+    pub fn executed(&self) -> usize {
+        let summary = self.stdout.lines().last().unwrap_or("");
+        summary
+            .split(", ")
+            .find_map(|p| p.strip_suffix(" ran"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no `N ran` in {summary:?}"))
+    }
+}
