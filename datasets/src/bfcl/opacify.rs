@@ -293,7 +293,10 @@ mod tests {
     fn parse_settings() {
         for s in Setting::ALL {
             assert_eq!(Setting::parse(s.as_str()), Ok(s));
-            assert_eq!(Setting::from_reference_suffix(s.reference_suffix()), Some(s));
+            assert_eq!(
+                Setting::from_reference_suffix(s.reference_suffix()),
+                Some(s)
+            );
         }
         let err = Setting::parse("opaque").unwrap_err().to_string();
         assert!(
@@ -309,7 +312,10 @@ mod tests {
             json!({"name": "b", "description": "B", "parameters": {"type": "dict", "properties": {"y": {"type": "array", "items": {"type": "tuple"}}}}}),
         ];
         let names = opacify_with(&docs, Setting::Names.modifications());
-        assert_eq!(names.tools[1], json!({"name": "function_2", "description": ""}));
+        assert_eq!(
+            names.tools[1],
+            json!({"name": "function_2", "description": ""})
+        );
         assert_eq!(names.real_name("function_1"), Some("a"));
         let params = opacify_with(&docs, Setting::NamesParams.modifications());
         assert_eq!(
@@ -350,14 +356,19 @@ mod tests {
                 .collect();
             variants.push(("name[all:increasing_number]_desc[all:blank]".into(), extra));
             for (suffix, mods) in variants {
-                let path = dir.join(format!("{}_{suffix}_config.json", category.reference_name()));
+                let path = dir.join(format!(
+                    "{}_{suffix}_config.json",
+                    category.reference_name()
+                ));
                 let Ok(text) = std::fs::read_to_string(&path) else {
                     continue;
                 };
                 let config: Value = serde_json::from_str(&text).unwrap();
                 let tests = config["tests"].as_array().unwrap();
-                let ours: Vec<&Instance> =
-                    instances.iter().filter(|i| i.category == category).collect();
+                let ours: Vec<&Instance> = instances
+                    .iter()
+                    .filter(|i| i.category == category)
+                    .collect();
                 assert_eq!(tests.len(), ours.len(), "{}", path.display());
                 for test in tests {
                     let id = test["test_id"].as_u64().unwrap() as usize;

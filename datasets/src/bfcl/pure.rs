@@ -860,3 +860,427 @@ fn polygon_area(vertices: &PyValue) -> R {
     };
     div(&abs_area, &float(2.0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::exec::{run_pure, signature, FnKind, SIGNATURES};
+    use super::super::pyparse::parse_call;
+    use super::*;
+
+    fn run(call: &str) -> String {
+        let c = parse_call(call).unwrap_or_else(|e| panic!("{call}: {e}"));
+        match run_pure(&c.name, &c.name, &c.kwargs) {
+            Some(Ok(v)) => v.repr(),
+            Some(Err(e)) => format!("{}: {}", e.kind, e.message),
+            None => format!("not pure: {}", c.name),
+        }
+    }
+
+    /// Expected values: python3 evaluating each call against the formulas of
+    /// `bfcl-functions.md` written out as Python (e.g. `calculate_triangle_area = lambda
+    /// base, height: base * height / 2`, `math_lcm = lambda a, b: a * b / math_gcd(a, b)`,
+    /// `calc_binomial_probability = lambda n, k, p: fact(n) / (fact(k) * fact(n - k)) *
+    /// (p**k * (1 - p) ** (n - k))`, ...), printing `repr(result)` or
+    /// `f"{type(e).__name__}: {e}"`.
+    const CASES: &[(&str, &str)] = &[
+        ("calculate_triangle_area(base=500, height=300)", "75000.0"),
+        ("calculate_triangle_area(base=7, height=3)", "10.5"),
+        ("calculate_triangle_area(base=2.5, height='a')", "TypeError: can't multiply sequence by non-int of type 'float'"),
+        ("get_distance(pointA=(45.76, 4.85), pointB=(48.85, 2.35))", "3.9746823772472712"),
+        ("get_distance(pointA=[0, 0], pointB=[3, 4])", "5.0"),
+        ("get_distance(pointA=[0, 0, 9], pointB=[1, 1, 9])", "1.4142135623730951"),
+        ("get_distance(pointA=[0], pointB=[1, 1])", "IndexError: list index out of range"),
+        ("get_distance(pointA=5, pointB=[1, 1])", "TypeError: 'int' object is not subscriptable"),
+        ("math_factorial(n=7)", "5040"),
+        ("math_factorial(n=0)", "1"),
+        ("math_factorial(n=-3)", "1"),
+        ("math_factorial(n=30)", "265252859812191058636308480000000"),
+        ("math_factorial(n=True)", "1"),
+        ("math_factorial(n=5.0)", "TypeError: 'float' object cannot be interpreted as an integer"),
+        ("math_factorial(n='5')", "TypeError: can only concatenate str (not \"int\") to str"),
+        ("quadratic_roots(a=3, b=7, c=-10)", "[1.0, -3.3333333333333335]"),
+        ("quadratic_roots(a=5, b=-8, c=2)", "[1.2898979485566355, 0.31010205144336445]"),
+        ("quadratic_roots(a=1, b=2, c=5)", "[{'real': -1.0, 'imaginary': 2.0}, {'real': -1.0, 'imaginary': -2.0}]"),
+        ("quadratic_roots(a=0, b=2, c=1)", "ZeroDivisionError: float division by zero"),
+        ("quadratic_roots(a=1.5, b=0.1, c=-2.25)", "[1.1918650632992736, -1.2585317299659404]"),
+        ("geometry_area_circle(radius=15)", "706.8583470577034"),
+        ("geometry_area_circle(radius=0.5)", "0.7853981633974483"),
+        ("geometry_area_circle(radius=10**200)", "OverflowError: int too large to convert to float"),
+        ("get_prime_factors(number=4567)", "[4567]"),
+        ("get_prime_factors(number=7891)", "[13, 607]"),
+        ("get_prime_factors(number=360)", "[2, 2, 2, 3, 3, 5]"),
+        ("get_prime_factors(number=1)", "[]"),
+        ("get_prime_factors(number=0)", "[]"),
+        ("get_prime_factors(number=-12)", "[]"),
+        ("get_prime_factors(number=97.0)", "[97]"),
+        ("get_prime_factors(number=2**40)", "[2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]"),
+        ("get_prime_factors(number='12')", "TypeError: '>' not supported between instances of 'str' and 'int'"),
+        ("math_gcd(a=450, b=300)", "150"),
+        ("math_gcd(a=-4, b=6)", "2"),
+        ("math_gcd(a=0, b=0)", "0"),
+        ("math_gcd(a=7.5, b=2.5)", "2.5"),
+        ("math_gcd(a=[0, 0], b=[1, 2])", "TypeError: unsupported operand type(s) for %: 'list' and 'list'"),
+        ("math_lcm(a=24, b=18)", "72.0"),
+        ("math_lcm(a=-4, b=6)", "-12.0"),
+        ("math_lcm(a=0, b=0)", "ZeroDivisionError: division by zero"),
+        ("math_lcm(a=0.0, b=0)", "ZeroDivisionError: float division by zero"),
+        ("calculate_final_velocity(initial_velocity=0, acceleration=9.8, time=12)", "117.60000000000001"),
+        ("calculate_final_velocity(initial_velocity=1, acceleration=2, time=3)", "7"),
+        ("calculate_displacement(initial_velocity=15.0, acceleration=9.8, time=10)", "640.0"),
+        ("calculate_displacement(initial_velocity=25, acceleration=15, time=8)", "680.0"),
+        ("calculate_displacement(initial_velocity=1, acceleration=0.3, time=0.7)", "0.7735"),
+        ("calculate_electrostatic_potential_energy(charge=7.8, voltage=15.2)", "118.55999999999999"),
+        ("calculate_electrostatic_potential_energy(charge=5, voltage=10)", "50"),
+        ("calculate_electrostatic_potential_energy(charge='ab', voltage=3)", "'ababab'"),
+        ("calculate_density(mass=50, volume=10)", "5.0"),
+        ("calculate_density(mass=1, volume=3)", "0.3333333333333333"),
+        ("calculate_density(mass=1, volume=0)", "ZeroDivisionError: division by zero"),
+        ("calculate_density(mass=1.0, volume=0)", "ZeroDivisionError: float division by zero"),
+        ("mat_mul(matA=[[1, 2], [3, 4]], matB=[[5, 6], [7, 8]])", "[[19, 22], [43, 50]]"),
+        ("mat_mul(matA=[[1.5, 2], [3, 4]], matB=[[5, 6], [7, 8]])", "[[21.5, 25.0], [43, 50]]"),
+        ("mat_mul(matA=[[1, 2, 3]], matB=[[1], [2], [3]])", "[[14]]"),
+        ("mat_mul(matA=[[1, 2]], matB=[[1, 2]])", "[[1, 2]]"),
+        ("mat_mul(matA=[], matB=[])", "[]"),
+        ("mat_mul(matA=[[1]], matB=[])", "IndexError: list index out of range"),
+        ("calculate_mean(numbers=[22, 24, 26, 28, 30])", "26.0"),
+        ("calculate_mean(numbers=[0.1, 0.2, 0.3])", "0.20000000000000004"),
+        ("calculate_mean(numbers=[])", "ZeroDivisionError: division by zero"),
+        ("calculate_mean(numbers=4567)", "TypeError: 'int' object is not iterable"),
+        ("calculate_mean(numbers=['a'])", "TypeError: unsupported operand type(s) for +: 'int' and 'str'"),
+        ("calculate_mean(numbers=[True, 2, 3.5])", "2.1666666666666665"),
+        ("calculate_standard_deviation(numbers=[1000,2000,3000,4000,5000,7000,9000,15000,20000,30000])", "8879.189152169245"),
+        ("calculate_standard_deviation(numbers=[4567])", "0.0"),
+        ("calculate_standard_deviation(numbers=[0.1, 0.2, 0.3, 0.4])", "0.11180339887498948"),
+        ("calculate_standard_deviation(numbers=[])", "ZeroDivisionError: division by zero"),
+        ("calc_binomial_probability(n=20, k=5, p=1/6)", "0.1294102919789905"),
+        ("calc_binomial_probability(n=20, k=5, p=0.6)", "0.0012944935222876579"),
+        ("calc_binomial_probability(n=5, k=7, p=0.5)", "0.000744047619047619"),
+        ("calc_binomial_probability(n=200, k=100, p=0.5)", "0.05634847900925642"),
+        ("calc_binomial_probability(n=10, k=3, p=1)", "0.0"),
+        ("calc_binomial_probability(n=10, k=0, p=0)", "1.0"),
+        ("calculate_permutations(n=26, k=5)", "7893600.0"),
+        ("calculate_permutations(n=18, k=24)", "6402373705728000.0"),
+        ("calculate_permutations(n=300, k=2)", "89700.0"),
+        ("get_fibonacci_sequence(n=20)", "[0, 1, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987, 1597, 2584, 4181]"),
+        ("get_fibonacci_sequence(n=1)", "[0, 1]"),
+        ("get_fibonacci_sequence(n=-5)", "[0, 1]"),
+        ("get_fibonacci_sequence(n=5.5)", "[0, 1, 1, 2, 3, 5]"),
+        ("get_fibonacci_sequence(n='a')", "TypeError: '<' not supported between instances of 'int' and 'str'"),
+        ("get_fibonacci_number(n=15)", "377"),
+        ("get_fibonacci_number(n=1)", "0"),
+        ("get_fibonacci_number(n=2)", "1"),
+        ("get_fibonacci_number(n=0)", "'Input should be a positive integer.'"),
+        ("get_fibonacci_number(n=100)", "218922995834555169026"),
+        ("get_fibonacci_number(n=3.5)", "TypeError: 'float' object cannot be interpreted as an integer"),
+        ("estimate_derivative(function='lambda x: 3*x**2 + 2*x + 1', x=5)", "32.00000264769187"),
+        ("estimate_derivative(function='lambda x: 4*x**3 + 3*x**2 + 2*x + 1', x=7)", "632.0010470517445"),
+        ("estimate_derivative(function='lambda x: x**5 - 2*x**4 + 3*x**3 - 2*x**2 + x - 1', x=2)", "45.00002148688509"),
+        ("estimate_derivative(function='lambda x:x**2', x=3.5)", "7.000000579182597"),
+        ("estimate_derivative(function='3*x**2 + 2*x + 1', x=5)", "TypeError: 'int' object is not callable"),
+        ("estimate_derivative(function='square', x=5)", "NameError: name 'square' is not defined"),
+        ("estimate_derivative(function=5, x=5)", "TypeError: eval() arg 1 must be a string, bytes or code object"),
+        ("estimate_derivative(function='lambda x: x', x='a')", "TypeError: can only concatenate str (not \"float\") to str"),
+        ("calculate_cosine_similarity(vectorA=[0.5, 0.7, 0.2, 0.9, 0.1], vectorB=[0.4, 0.6, 0.3, 0.8, 0.2])", "0.9884017323417256"),
+        ("calculate_cosine_similarity(vectorA=[9.8], vectorB=[12])", "1.0"),
+        ("calculate_cosine_similarity(vectorA=[1, 2], vectorB=[3, 4])", "0.9838699100999074"),
+        ("calculate_cosine_similarity(vectorA=[0, 0], vectorB=[3, 4])", "ZeroDivisionError: float division by zero"),
+        ("calculate_cosine_similarity(vectorA=[1, 2, 3], vectorB=[3, 4])", "IndexError: list index out of range"),
+        ("calculate_cosine_similarity(vectorA=[1, 2], vectorB=[3, 4, 5])", "0.6957010852370434"),
+        ("mortgage_calculator(loan_amount=350000, interest_rate=0.035, loan_period=30)", "1571.656407330882"),
+        ("mortgage_calculator(loan_amount=500000, interest_rate=4.5, loan_period=25)", "187500.0"),
+        ("mortgage_calculator(loan_amount=500000, interest_rate=4.5, loan_period=300)", "OverflowError: (34, 'Numerical result out of range')"),
+        ("mortgage_calculator(loan_amount=500000, interest_rate=0, loan_period=30)", "ZeroDivisionError: float division by zero"),
+        ("calculate_future_value(present_value=5000, interest_rate=0.05, periods=10)", "8144.47313388721"),
+        ("calculate_future_value(present_value=1000000, interest_rate=0.1, periods=3)", "1331000.0000000005"),
+        ("calculate_future_value(present_value=1000, interest_rate=1, periods=3)", "8000"),
+        ("sort_array(array=[34, 2, 56, 7, 9, 12], reverse=True)", "[56, 34, 12, 9, 7, 2]"),
+        ("sort_array(array=[1, 2.0, True, 1.0, 0.5])", "[0.5, 1, True, 1.0, 2.0]"),
+        ("sort_array(array=[1, 2.0, True, 1.0, 0.5], reverse=True)", "[2.0, 1, True, 1.0, 0.5]"),
+        ("sort_array(array=['b', 'a', 'C'])", "['C', 'a', 'b']"),
+        ("sort_array(array=[1, 'a', 2])", "TypeError: '<' not supported between instances of 'str' and 'int'"),
+        ("sort_array(array=[3, 2, 'a'])", "TypeError: '<' not supported between instances of 'str' and 'int'"),
+        ("sort_array(array=[[2, 1], [1, 5], [1]])", "[[1], [1, 5], [2, 1]]"),
+        ("sort_array(array='bca')", "['a', 'b', 'c']"),
+        ("sort_array(array=[3, 1], reverse='yes')", "TypeError: 'str' object cannot be interpreted as an integer"),
+        ("sort_array(array=[3, 1], reverse=None)", "TypeError: 'NoneType' object cannot be interpreted as an integer"),
+        ("sort_array(array=5)", "TypeError: 'int' object is not iterable"),
+        ("linear_regression(x=[1,2,3],y=[4,5,6],point=10)", "13.0"),
+        ("linear_regression(x=[1,2,-3],y=[4,-5,6],point=10)", "-15.476190476190476"),
+        ("linear_regression(x=[1,2,-3],y=[4,-5,6],point=1)", "-0.04761904761904745"),
+        ("linear_regression(x=[0.5, 1.5, 2.5],y=[1, 2.5, 2],point=4)", "3.083333333333333"),
+        ("linear_regression(x=[1,1,1],y=[4,5,6],point=10)", "ZeroDivisionError: division by zero"),
+        ("add_binary_numbers(a='0011',b='1100')", "'1111'"),
+        ("add_binary_numbers(a='10011',b='1100')", "'11111'"),
+        ("add_binary_numbers(a='0',b='0')", "'0'"),
+        ("add_binary_numbers(a='-111',b='0b1_01')", "'b10'"),
+        ("add_binary_numbers(a='12',b='1')", "ValueError: invalid literal for int() with base 2: '12'"),
+        ("add_binary_numbers(a=101,b='1')", "TypeError: int() can't convert non-string with explicit base"),
+        ("maxPoints(points=[[1,1],[2,2],[3,4],[5,5]])", "3"),
+        ("maxPoints(points=[[1,1],[2,3],[4,6],[5,5]])", "2"),
+        ("maxPoints(points=[[1,1]])", "1"),
+        ("maxPoints(points=[[1,1],[1,1],[1,1]])", "3"),
+        ("maxPoints(points=[[1,1],[1,2],[1,3],[2,2]])", "3"),
+        ("maxPoints(points=[[0,0],[1,-0.0],[2,0]])", "3"),
+        ("calculate_investment_value(initial_investment=10000,annual_contribution=1000,years=5,annual_return=0.05,inflation_rate=[0.01,0.02,0.03,0.04,0.04])", "16145.646273400002"),
+        ("calculate_investment_value(initial_investment=1000000,annual_contribution=1000,years=3,annual_return=0.1,inflation_rate=[0.01,0.04,0.04], adjust_for_inflation=False)", "1334310.0"),
+        ("calculate_investment_value(initial_investment=1000,annual_contribution=100,years=3,annual_return=0.1,inflation_rate=[0.01])", "IndexError: list index out of range"),
+        ("calculate_investment_value(initial_investment=1000,annual_contribution=100,years=3,annual_return=0.1,inflation_rate=[0.01], adjust_for_inflation=False)", "1662.0000000000002"),
+        ("calculate_investment_value(initial_investment=1000,annual_contribution=100,years=2.0,annual_return=0.1,inflation_rate=[0.01])", "TypeError: 'float' object cannot be interpreted as an integer"),
+        ("calculate_nutritional_needs(weight=100,height=170,age=30,gender='male',activity_level=1,goal='lose')", "{'calories': 1988.2984000000001, 'proteins_g': 149.12238, 'fats_g': 55.23051111111111, 'carbohydrates_g': 223.68357000000003}"),
+        ("calculate_nutritional_needs(weight=59,height=170,age=80,gender='female',activity_level=4,goal='lose')", "{'calories': 1524.15985, 'proteins_g': 114.31198875, 'fats_g': 42.33777361111111, 'carbohydrates_g': 171.46798312500002}"),
+        ("calculate_nutritional_needs(weight=70,height=180,age=25,gender='other',activity_level=0,goal='gain')", "{'calories': 3434.1187, 'proteins_g': 257.5589025, 'fats_g': 95.39218611111112, 'carbohydrates_g': 386.33835375}"),
+        ("calculate_nutritional_needs(weight=70,height=180,age=25,gender='male',activity_level=6,goal='gain')", "IndexError: list index out of range"),
+        ("calculate_nutritional_needs(weight=70,height=180,age=25,gender='male',activity_level=1.0,goal='gain')", "TypeError: list indices must be integers or slices, not float"),
+        ("calculate_nutritional_needs(weight=70,height=180,age=25,gender='male',activity_level='1',goal='gain')", "TypeError: unsupported operand type(s) for -: 'str' and 'int'"),
+        ("book_room(room_type='deluxe',price=1000,check_in_date='08-11-2024',check_out_date='08-15-2024',customer_id='123')", "{'customer_id': '123', 'room_number': 'deluxe', 'check_in_date': '08-11-2024', 'check_out_date': '08-15-2024', 'total_price': 1000}"),
+        ("book_room(room_type='king',price=10000,check_in_date='12-11-2023',check_out_date='08-15-2024',customer_id=123,discount_code='DISCOUNT10')", "{'customer_id': 123, 'room_number': 'king', 'check_in_date': '12-11-2023', 'check_out_date': '08-15-2024', 'total_price': 9000.0}"),
+        ("book_room(room_type='king',price='x',check_in_date='a',check_out_date='b',customer_id='c',discount_code='DISCOUNT10')", "TypeError: can't multiply sequence by non-int of type 'float'"),
+        ("order_food(item=['burger','ice cream'], quantity=[10,7], price=[5,2])", "64"),
+        ("order_food(item=['dumplings','rice bowl'], quantity=[101,20], price=[0.1,10])", "210.1"),
+        ("order_food(item=['a','b','c'], quantity=[1,2], price=[1,2])", "IndexError: list index out of range"),
+        ("order_food(item=['a'], quantity=[1,2], price=[1.5,2])", "1.5"),
+        ("order_food(item='burger', quantity=10, price=5)", "TypeError: 'int' object is not subscriptable"),
+        ("polygon_area(vertices=[[1,2],[3,4],[1,3]])", "1.0"),
+        ("polygon_area(vertices=[[1,2],[3,4],[1,4],[3,7]])", "0.0"),
+        ("polygon_area(vertices=[[0,0],[4,0],[4,3.5]])", "7.0"),
+        ("polygon_area(vertices=[[1,2],[3,4]])", "ValueError: A polygon must have at least 3 vertices."),
+    ];
+
+    #[test]
+    fn pure_functions_match_python() {
+        let mut failures = Vec::new();
+        for (call, want) in CASES {
+            let got = run(call);
+            if got != *want {
+                failures.push(format!("{call}\n   want {want}\n    got {got}"));
+            }
+        }
+        assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    }
+
+    #[test]
+    fn every_pure_function_is_covered_and_dispatched() {
+        let pure: Vec<&str> = SIGNATURES
+            .iter()
+            .filter(|s| s.kind == FnKind::Pure)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(pure.len(), 32);
+        assert_eq!(SIGNATURES.len(), 71);
+        for name in pure {
+            assert!(
+                CASES.iter().any(|(c, _)| c.starts_with(&format!("{name}("))),
+                "no test case for {name}"
+            );
+        }
+        assert!(signature("get_weather_data").is_some());
+        assert!(run_pure("get_weather_data", "f", &[]).is_none());
+    }
+
+    /// No input may panic: every pure function with no arguments, with each argument
+    /// replaced by values of every type, and with hostile sizes.
+    #[test]
+    fn never_panics() {
+        let samples = [
+            PyValue::None,
+            PyValue::Bool(true),
+            PyValue::int(0),
+            PyValue::int(-7),
+            PyValue::Int(BigInt::from(10u8).pow(400)),
+            PyValue::Float(f64::NAN),
+            PyValue::Float(-0.0),
+            PyValue::Float(f64::INFINITY),
+            PyValue::str(""),
+            PyValue::str("lambda x: (lambda f: f(f))(lambda f: f(f))"),
+            PyValue::List(vec![]),
+            PyValue::List(vec![PyValue::List(vec![PyValue::int(1)]), PyValue::str("a")]),
+            PyValue::Tuple(vec![PyValue::Float(1.5)]),
+            PyValue::Dict(vec![(PyValue::str("a"), PyValue::int(1))]),
+        ];
+        for sig in SIGNATURES.iter().filter(|s| s.kind == FnKind::Pure) {
+            let r = run_pure(sig.name, "function_1", &[]);
+            let want_missing = sig.params.iter().any(|p| p.default.is_none());
+            assert_eq!(matches!(r, Some(Err(_))), want_missing, "{}", sig.name);
+            // a valid-looking baseline of small ints, then one slot varied at a time
+            for slot in 0..sig.params.len() {
+                for s in &samples {
+                    let kwargs: Vec<(String, PyValue)> = sig
+                        .params
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| {
+                            let v = if i == slot { s.clone() } else { PyValue::int(3) };
+                            (p.name.to_string(), v)
+                        })
+                        .collect();
+                    let _ = run_pure(sig.name, "function_1", &kwargs);
+                }
+            }
+        }
+        // wrong-typed arguments give errors, not panics
+        assert!(run("math_factorial(n='x')").starts_with("TypeError"));
+        assert!(run("mat_mul(matA='ab', matB=3)").starts_with("TypeError"));
+        // resource guards instead of hangs
+        assert_eq!(run("math_factorial(n=10**9)"), "MemoryError: result too large");
+        assert_eq!(run("get_fibonacci_sequence(n=10**9)"), "MemoryError: result too large");
+        assert_eq!(run("get_prime_factors(number=12.5)"), "TimeoutError: execution took too long");
+    }
+
+    /// Every ground truth of exec_simple / exec_multiple whose function is pure executes,
+    /// and matches the `execution_result` stored in the exec_multiple config.
+    #[test]
+    fn ground_truths_execute() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/data/otb/bfcl/tool_configs");
+        let mut checked = 0;
+        for file in [
+            "executable_simple_base_config.json",
+            "executable_multiple_function_base_config.json",
+        ] {
+            let Ok(text) = std::fs::read_to_string(dir.join(file)) else {
+                eprintln!("skipping: {} not present", dir.join(file).display());
+                return;
+            };
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+            for t in v["tests"].as_array().unwrap() {
+                let gt = t["ground_truth"][0].as_str().unwrap();
+                let call = parse_call(gt).unwrap();
+                let Some(result) = run_pure(&call.name, &call.name, &call.kwargs) else {
+                    continue;
+                };
+                let got = result.unwrap_or_else(|e| panic!("{gt}: {e}"));
+                if let Some(expected) = t.get("execution_result").and_then(|r| r.get(0)) {
+                    let want = PyValue::from_json(expected);
+                    assert!(
+                        got.py_eq(&want) && same_types(&got, &want),
+                        "{gt}: got {got}, want {want}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 30, "only {checked} stored results compared");
+    }
+
+    /// Same Python type all the way down (JSON cannot tell a tuple from a list).
+    fn same_types(a: &PyValue, b: &PyValue) -> bool {
+        match (a, b) {
+            (PyValue::List(x) | PyValue::Tuple(x), PyValue::List(y) | PyValue::Tuple(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_types(p, q))
+            }
+            (PyValue::Dict(x), PyValue::Dict(y)) => x.iter().all(|(k, v)| {
+                y.iter()
+                    .find(|(k2, _)| k.py_eq(k2))
+                    .is_some_and(|(_, v2)| same_types(v, v2))
+            }),
+            _ => a.type_name() == b.type_name(),
+        }
+    }
+
+    /// Replays every call of the paper's released runs (`released_runs/*/scored.json`
+    /// paired with `results.json`) to a pure function: our output (or exception text,
+    /// with the opaque name) must equal what the reference executor recorded.
+    #[test]
+    fn released_runs_replay() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/data/otb/bfcl/released_runs");
+        if !root.exists() {
+            eprintln!("skipping: {} not present", root.display());
+            return;
+        }
+        let mut files = Vec::new();
+        let mut stack = vec![root];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.to_string_lossy().ends_with("scored.json") {
+                    files.push(p);
+                }
+            }
+        }
+        let (mut checked, mut failures) = (0, Vec::new());
+        for scored in files {
+            let results = scored.with_file_name(
+                scored
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace("scored.json", "results.json"),
+            );
+            let Ok(rtext) = std::fs::read_to_string(&results) else {
+                continue;
+            };
+            let lines: Vec<serde_json::Value> = rtext
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            let s: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&scored).unwrap()).unwrap();
+            for ev in s["detailed_evaluations"].as_array().into_iter().flatten() {
+                let Some(line) = ev["index"].as_u64().and_then(|i| lines.get(i as usize)) else {
+                    continue;
+                };
+                if line["question"] != ev["question"] {
+                    continue;
+                }
+                let Some(calls) = ev["model_result"]
+                    .as_str()
+                    .and_then(|m| serde_json::from_str::<serde_json::Value>(m).ok())
+                else {
+                    continue;
+                };
+                let (Some(calls), Some(outs)) =
+                    (calls.as_array(), ev["executed_result"].as_array())
+                else {
+                    continue;
+                };
+                if calls.len() != outs.len() {
+                    continue;
+                }
+                for (c, out) in calls.iter().zip(outs) {
+                    let shown = c["function"].as_str().unwrap_or_default();
+                    let real = line["name_mapping"]
+                        .as_object()
+                        .and_then(|m| m.iter().find(|(_, v)| v.as_str() == Some(shown)))
+                        .map(|(k, _)| k.as_str())
+                        .unwrap_or(shown);
+                    let Some(args) = c["args"].as_object() else {
+                        continue;
+                    };
+                    if !args.keys().all(|k| super::super::pyparse::is_identifier(k)) {
+                        continue; // the reference produced a SyntaxError for these
+                    }
+                    let kwargs: Vec<(String, PyValue)> = args
+                        .iter()
+                        .map(|(k, v)| (k.clone(), PyValue::from_json(v)))
+                        .collect();
+                    let Some(got) = run_pure(real, shown, &kwargs) else {
+                        continue;
+                    };
+                    let is_error = out.as_object().is_some_and(|o| {
+                        o.len() == 2 && o.contains_key("error") && o.contains_key("function_call")
+                    });
+                    let ok = match (&got, is_error) {
+                        (Err(e), true) => Some(e.message.as_str()) == out["error"].as_str(),
+                        (Ok(v), false) => {
+                            let want = PyValue::from_json(out);
+                            v.py_eq(&want) && same_types(v, &want)
+                        }
+                        _ => false,
+                    };
+                    checked += 1;
+                    if !ok {
+                        failures.push(format!("{real} {shown} {args:?}: got {got:?}, want {out}"));
+                    }
+                }
+            }
+        }
+        failures.sort();
+        failures.dedup();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert!(checked > 100, "only {checked} calls replayed");
+    }
+}

@@ -152,9 +152,8 @@ pub fn discover_runs(root: &Path) -> Result<Vec<RunRef>, ReleasedError> {
                 }
                 for (edit, edit_dir) in sorted_dirs(&improvements)? {
                     for (vname, vdir) in sorted_dirs(&edit_dir)? {
-                        let Some(version) = vname
-                            .strip_prefix('v')
-                            .and_then(|n| n.parse::<u32>().ok())
+                        let Some(version) =
+                            vname.strip_prefix('v').and_then(|n| n.parse::<u32>().ok())
                         else {
                             continue;
                         };
@@ -229,8 +228,8 @@ pub fn read_results(path: &Path) -> Result<Vec<ReleasedRow>, ReleasedError> {
         let question = as_str(field("question")?)
             .ok_or_else(|| malformed("`question` is not a string".into()))?
             .to_string();
-        let result = as_str(field("result")?)
-            .ok_or_else(|| malformed("`result` is not a string".into()))?;
+        let result =
+            as_str(field("result")?).ok_or_else(|| malformed("`result` is not a string".into()))?;
         let ground_truth = match field("ground_truth")? {
             PyValue::List(items) => items
                 .iter()
@@ -513,7 +512,9 @@ pub fn score_tree(
             sums[2] += score.a;
             sums[3] += score.a_corrected;
             if let Some(v) = released.as_ref().and_then(|r| r.get(&index)) {
-                if v.valid != score.e || (v.p - score.p).abs() > 1e-9 || (v.a - score.a).abs() > 1e-9
+                if v.valid != score.e
+                    || (v.p - score.p).abs() > 1e-9
+                    || (v.a - score.a).abs() > 1e-9
                 {
                     notes.push(format!(
                         "{index}: ours E={} ({}) P={:.4} A={:.4} vs released E={} P={:.4} A={:.4}",
@@ -675,14 +676,18 @@ pub fn table2_cell(
         disagreements: 0,
     };
     for category in Category::ALL {
-        let config = format!("{}_{}", category.reference_name(), setting.reference_suffix());
-        let candidates = rows
+        let config = format!(
+            "{}_{}",
+            category.reference_name(),
+            setting.reference_suffix()
+        );
+        let mut candidates = rows
             .iter()
             .filter(|r| r.method == method && r.config == config && r.gen_hypers == gen_hypers);
         let row = if column == Column::ToolObserver {
             candidates.max_by_key(|r| r.version)
         } else {
-            candidates.filter(|r| r.version == 0).last()
+            candidates.rfind(|r| r.version == 0)
         };
         if let Some(r) = row {
             let w = r.n as f64;
@@ -784,7 +789,11 @@ impl JsonParser<'_> {
                 if self.depth > MAX_DEPTH {
                     return self.err("nesting too deep");
                 }
-                let v = if c == b'{' { self.object() } else { self.array() };
+                let v = if c == b'{' {
+                    self.object()
+                } else {
+                    self.array()
+                };
                 self.depth -= 1;
                 v
             }
@@ -1045,15 +1054,33 @@ mod tests {
         let targets: [(Setting, [&str; 5]); 3] = [
             (
                 Setting::Names,
-                [".96/.95/.96", ".00/.00/.60", ".80/.78/.89", ".46/.40/.74", ".00/.00/.60"],
+                [
+                    ".96/.95/.96",
+                    ".00/.00/.60",
+                    ".80/.78/.89",
+                    ".46/.40/.74",
+                    ".00/.00/.60",
+                ],
             ),
             (
                 Setting::NamesDesc,
-                [".96/.95/.96", ".00/.00/.60", ".86/.82/.91", ".58/.54/.82", ".00/.00/.60"],
+                [
+                    ".96/.95/.96",
+                    ".00/.00/.60",
+                    ".86/.82/.91",
+                    ".58/.54/.82",
+                    ".00/.00/.60",
+                ],
             ),
             (
                 Setting::NamesParams,
-                [".96/.95/.96", ".82/.85/.96", ".83/.86/.95", ".79/.81/.95", ".75/.77/.94"],
+                [
+                    ".96/.95/.96",
+                    ".82/.85/.96",
+                    ".83/.86/.95",
+                    ".79/.81/.95",
+                    ".75/.77/.94",
+                ],
             ),
         ];
         let fmt = |x: f64| {
@@ -1076,7 +1103,10 @@ mod tests {
                     cell.disagreements
                 );
                 if got != want {
-                    mismatches.push(format!("{setting} {}: got {got}, want {want}", column.label()));
+                    mismatches.push(format!(
+                        "{setting} {}: got {got}, want {want}",
+                        column.label()
+                    ));
                 }
             }
             eprintln!("{line}");
@@ -1097,9 +1127,10 @@ mod tests {
 
     #[test]
     fn config_names() {
-        let (c, s) =
-            split_config("executable_multiple_function_name[all:increasing_number]_param[all:remove_all]")
-                .unwrap();
+        let (c, s) = split_config(
+            "executable_multiple_function_name[all:increasing_number]_param[all:remove_all]",
+        )
+        .unwrap();
         assert_eq!(c, Category::Multiple);
         assert_eq!(Setting::from_reference_suffix(s), Some(Setting::NamesDesc));
         assert_eq!(split_config("executable_simple_base").unwrap().1, "base");
