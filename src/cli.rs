@@ -60,6 +60,11 @@ enum Command {
         #[command(subcommand)]
         command: ReleasedCommand,
     },
+    /// Import external runs into the store and grade them with the `evaluate` stage.
+    Import {
+        #[command(subcommand)]
+        command: ImportCommand,
+    },
     /// Render a paper table.
     Table {
         #[arg(value_enum)]
@@ -101,6 +106,23 @@ enum ReleasedCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum ImportCommand {
+    /// The authors' released BFCL runs under DIR: one import + evaluate node per run version.
+    ReleasedRuns {
+        dir: PathBuf,
+        /// Reference tool_configs/ directory (default: tool_configs/ beside DIR).
+        #[arg(long)]
+        configs: Option<PathBuf>,
+        /// Frozen API responses (recorded, then simulated backend); default: simulated.
+        #[arg(long)]
+        recorded: Option<PathBuf>,
+        /// No progress bars or per-stage lines.
+        #[arg(long)]
+        quiet: bool,
+    },
+}
+
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Backend {
     Simulated,
@@ -115,7 +137,10 @@ enum Format {
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum TableName {
+    /// BFCL-Opaque E/P/A (paper / released / this run).
     Table2,
+    /// Mean ToolObserver rounds to convergence, and the per-round curve (CSV + PNG with --out).
+    Table5,
 }
 
 /// An error caused by the user's input (exit code 2).
@@ -271,6 +296,43 @@ pub fn main() -> Result<ExitCode> {
             let rows = stages::released::score(&dir, &exec, expected.as_deref())
                 .with_context(|| format!("scoring released runs under {}", dir.display()))?;
             print!("{}", stages::released::render(&rows, format == Format::Csv));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import {
+            command:
+                ImportCommand::ReleasedRuns {
+                    dir,
+                    configs,
+                    recorded,
+                    quiet,
+                },
+        } => {
+            use stages::import_released as imp;
+            let plan = imp::prepare(&dir, configs.as_deref(), recorded.as_deref())?;
+            let store = Store::open(&root, Access::ReadWrite)?;
+            let mut session = Session::new(&store, Mode::Run, quiet);
+            let imported = imp::import(&plan, &mut session)?;
+            print!("{}", imp::render(&imported, &session));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Table {
+            table: TableName::Table5,
+            experiment,
+            format,
+            out,
+            ..
+        } => {
+            let path =
+                experiment.ok_or_else(|| BadInput("table5 needs --experiment EXP.toml".into()))?;
+            let exp = Experiment::load(&path)?;
+            let store = Store::open(&root, Access::ReadOnly)?;
+            let table = stages::table5::build(&store, &exp)?;
+            print!("{}", table.render(format == Format::Csv));
+            if let Some(dir) = out {
+                for p in table.write(&dir)? {
+                    eprintln!("wrote {}", p.display());
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Table {

@@ -107,3 +107,44 @@ fn changing_the_editor_prompt_reruns_only_reflect_rounds_and_dependents() {
         rerun.ran
     );
 }
+
+#[test]
+fn table5_reports_rounds_to_convergence_and_writes_the_curve() {
+    let s = Scratch::new("", MODELS);
+    s.run();
+    let out_dir = s.dir.path().join("t5");
+    let out = s.otb(&[
+        "table",
+        "table5",
+        "--experiment",
+        s.exp().to_str().unwrap(),
+        "--format",
+        "csv",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("names,"))
+        .unwrap_or_else(|| panic!("{text}"))
+        .split(',')
+        .collect();
+    // Fixture: every `names` instance makes a call with no arguments in round 0, gets
+    // a "missing arguments" error, is rewritten in round 1 and frozen in round 2.
+    assert_eq!(names[2], "5");
+    assert_eq!(names[3], "2.0000", "{text}");
+    assert_eq!(names[4], "5", "all converged before K");
+    let curve = std::fs::read_to_string(out_dir.join("rounds.csv")).unwrap();
+    assert!(
+        curve.lines().any(|l| l.starts_with("names,1,5,")),
+        "{curve}"
+    );
+    let png = std::fs::read(out_dir.join("rounds.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}

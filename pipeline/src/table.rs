@@ -3,10 +3,10 @@
 //! Stages work with plain Rust structs (`#[derive(Serialize, Deserialize)]`) that
 //! implement [`Row`], which names the table and declares its columns. Scalars map to
 //! Parquet columns of the same type; anything structured (tool arguments, execution
-//! outputs) goes in a [`ColType::Json`] column as canonical JSON text, so analysis tools
+//! outputs) goes in a [`ColType::Json`] column as JSON text (key order preserved), so analysis tools
 //! (polars, pandas, duckdb) can read every table without this crate.
 
-use crate::digest::{canonical_json, Digest};
+use crate::digest::Digest;
 use crate::error::{StoreError, StoreErrorKind};
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{
@@ -32,7 +32,7 @@ pub enum ColType {
     I64,
     F64,
     Bool,
-    /// Any serde value, stored as canonical JSON text in a UTF-8 column.
+    /// Any serde value, stored as JSON text (object key order kept) in a UTF-8 column.
     Json,
 }
 
@@ -156,7 +156,10 @@ pub fn rows_to_batch<R: Row>(rows: &[R], path: &Path) -> Result<RecordBatch, Sto
                 for m in &objects {
                     match get(m) {
                         Value::Null => b.append_null(),
-                        v => b.append_value(canonical_json(&v)),
+                        // serde_json keeps object key order (feature `preserve_order`),
+                        // so tool schemas keep their parameter order; the bytes are
+                        // still deterministic for equal rows.
+                        v => b.append_value(v.to_string()),
                     }
                 }
                 Arc::new(b.finish())

@@ -74,7 +74,7 @@ pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> 
     std::fs::create_dir_all(dest).map_err(|e| fail(format!("{}: {e}", dest.display())))?;
     let mut written = Vec::new();
     let mut schema = String::from(
-        "# Exported tables\n\nWritten by `otb export`. JSON columns hold canonical JSON text.\n\n",
+        "# Exported tables\n\nWritten by `otb export`. JSON columns hold JSON text (object key order as produced).\n\n",
     );
     doc_of::<InstanceRow>(&mut schema, false);
     doc_of::<DocRow>(&mut schema, true);

@@ -20,13 +20,16 @@ pub mod evaluate;
 pub mod experiment;
 pub mod explore;
 pub mod export;
+pub mod import_released;
 pub mod llm_models;
 pub mod opacify;
+pub mod plot;
 pub mod released;
 pub mod report;
 pub mod rows;
 pub mod summarize;
 pub mod table2;
+pub mod table5;
 
 /// Bad input that the user can fix (unknown model spec, missing file): exit code 2.
 #[derive(Debug, thiserror::Error)]

@@ -733,8 +733,27 @@ fn bitop(sym: char, a: &PyValue, b: &PyValue) -> Result<PyValue, PyException> {
 }
 
 const MATH_FUNCS: &[&str] = &[
-    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp",
-    "log", "log10", "log2", "sqrt", "pow", "fabs", "floor", "ceil", "factorial", "hypot",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "exp",
+    "log",
+    "log10",
+    "log2",
+    "sqrt",
+    "pow",
+    "fabs",
+    "floor",
+    "ceil",
+    "factorial",
+    "hypot",
 ];
 
 fn attr(o: &Callable, name: &str) -> Result<Callable, PyException> {
@@ -824,11 +843,7 @@ fn call(f: &Callable, args: &[Callable], depth: usize) -> Result<Callable, PyExc
             eval(&cl.def.body, &scope, depth + 1)
         }
         Callable::Builtin(name) => {
-            let vals: Vec<PyValue> = args
-                .iter()
-                .cloned()
-                .map(value)
-                .collect::<Result<_, _>>()?;
+            let vals: Vec<PyValue> = args.iter().cloned().map(value).collect::<Result<_, _>>()?;
             builtin(name, &vals).map(Callable::Value)
         }
     }
@@ -842,7 +857,10 @@ fn arity(name: &str, args: &[PyValue], n: usize) -> Result<(), PyException> {
     Err(exc(
         "TypeError",
         if n == 1 {
-            format!("{short}() takes exactly one argument ({} given)", args.len())
+            format!(
+                "{short}() takes exactly one argument ({} given)",
+                args.len()
+            )
         } else {
             format!("{short} expected {n} arguments, got {}", args.len())
         },
@@ -887,7 +905,10 @@ fn float_to_int(x: f64) -> Result<PyValue, PyException> {
         return Err(exc("ValueError", "cannot convert float NaN to integer"));
     }
     if x.is_infinite() {
-        return Err(exc("OverflowError", "cannot convert float infinity to integer"));
+        return Err(exc(
+            "OverflowError",
+            "cannot convert float infinity to integer",
+        ));
     }
     Ok(PyValue::Int(BigInt::from_f64(x).unwrap_or_default()))
 }
@@ -937,10 +958,7 @@ fn builtin(name: &str, args: &[PyValue]) -> Result<PyValue, PyException> {
                 v if v.is_number() => Ok(PyValue::Int(v.as_bigint().unwrap_or_default())),
                 other => Err(exc(
                     "TypeError",
-                    format!(
-                        "type {} doesn't define __round__ method",
-                        other.type_name()
-                    ),
+                    format!("type {} doesn't define __round__ method", other.type_name()),
                 )),
             }
         }
@@ -959,9 +977,10 @@ fn builtin(name: &str, args: &[PyValue]) -> Result<PyValue, PyException> {
             } else {
                 args.to_vec()
             };
-            let mut best = items.first().cloned().ok_or_else(|| {
-                exc("ValueError", format!("{name}() arg is an empty sequence"))
-            })?;
+            let mut best = items
+                .first()
+                .cloned()
+                .ok_or_else(|| exc("ValueError", format!("{name}() arg is an empty sequence")))?;
             for it in &items[1..] {
                 let better = if name == "min" {
                     py_lt(it, &best)?
@@ -1030,7 +1049,9 @@ fn builtin(name: &str, args: &[PyValue]) -> Result<PyValue, PyException> {
             let y = as_float(name, &args[1])?;
             match float_pow(x, y) {
                 Err(e) if e.kind == "ZeroDivisionError" => Err(domain()),
-                Err(e) if e.kind == "OverflowError" => Err(exc("OverflowError", "math range error")),
+                Err(e) if e.kind == "OverflowError" => {
+                    Err(exc("OverflowError", "math range error"))
+                }
                 other => other.map(PyValue::Float),
             }
         }
@@ -1112,12 +1133,12 @@ mod tests {
         let x = PyValue::int(5);
         let run = || -> Result<PyValue, PyException> {
             with_eval_stack(|| {
-            let f = eval_expression(s, &[("function", PyValue::str(s)), ("x", x.clone())])?;
-            let h = PyValue::Float(1e-10);
-            let xh = binop(BinOp::Add, &x, &h)?;
-            let a = f.call(&[xh])?;
-            let b = f.call(std::slice::from_ref(&x))?;
-            binop(BinOp::Div, &binop(BinOp::Sub, &a, &b)?, &h)
+                let f = eval_expression(s, &[("function", PyValue::str(s)), ("x", x.clone())])?;
+                let h = PyValue::Float(1e-10);
+                let xh = binop(BinOp::Add, &x, &h)?;
+                let a = f.call(&[xh])?;
+                let b = f.call(std::slice::from_ref(&x))?;
+                binop(BinOp::Div, &binop(BinOp::Sub, &a, &b)?, &h)
             })
         };
         match run() {
@@ -1132,7 +1153,10 @@ mod tests {
         assert_eq!(deriv("lambda x: 3*x**2 + 2*x + 1"), "32.00000264769187");
         assert_eq!(deriv(""), "SyntaxError | invalid syntax (<string>, line 0)");
         assert_eq!(deriv("   lambda x: x"), "1.000000082740371");
-        assert_eq!(deriv("lambda x: x +"), "SyntaxError | invalid syntax (<string>, line 1)");
+        assert_eq!(
+            deriv("lambda x: x +"),
+            "SyntaxError | invalid syntax (<string>, line 1)"
+        );
         assert_eq!(
             deriv("4x^3"),
             "SyntaxError | invalid decimal literal (<string>, line 1)"
@@ -1165,16 +1189,28 @@ mod tests {
             deriv("math.foo"),
             "AttributeError | module 'math' has no attribute 'foo'"
         );
-        assert_eq!(deriv("lambda x: math.log(-x)"), "ValueError | math domain error");
-        assert_eq!(deriv("lambda x: math.sqrt(-x)"), "ValueError | math domain error");
+        assert_eq!(
+            deriv("lambda x: math.log(-x)"),
+            "ValueError | math domain error"
+        );
+        assert_eq!(
+            deriv("lambda x: math.sqrt(-x)"),
+            "ValueError | math domain error"
+        );
         assert_eq!(deriv("lambda x: [x][0]"), "1.000000082740371");
-        assert_eq!(deriv("lambda x: math.exp(1000)"), "OverflowError | math range error");
+        assert_eq!(
+            deriv("lambda x: math.exp(1000)"),
+            "OverflowError | math range error"
+        );
         assert_eq!(deriv("lambda x: x if x>0 else -x"), "1.000000082740371");
         assert_eq!(
             deriv("lambda x: undefined_thing*x"),
             "NameError | name 'undefined_thing' is not defined"
         );
-        assert_eq!(deriv("function"), "TypeError | 'str' object is not callable");
+        assert_eq!(
+            deriv("function"),
+            "TypeError | 'str' object is not callable"
+        );
         assert_eq!(
             deriv("lambda x: (lambda f: f(f))(lambda f: f(f))"),
             "RecursionError | maximum recursion depth exceeded"
@@ -1188,6 +1224,9 @@ mod tests {
         );
         assert_eq!(deriv("abs"), "1.000000082740371");
         // python3: f=eval('lambda t: math.sin(t)**2 + math.e'); ... -> -0.5440226047426222
-        assert_eq!(deriv("lambda t: math.sin(t)**2 + math.e"), "-0.5440226047426222");
+        assert_eq!(
+            deriv("lambda t: math.sin(t)**2 + math.e"),
+            "-0.5440226047426222"
+        );
     }
 }

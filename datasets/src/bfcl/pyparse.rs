@@ -131,6 +131,174 @@ pub fn parse_expr(s: &str) -> Result<PyValue, ParseError> {
     Ok(v)
 }
 
+/// Parses JSON text the way Python's `json.loads` does, into a [`PyValue`]: object key
+/// order is preserved, integers stay exact (big ints included), other numbers are
+/// correctly rounded floats, and `NaN` / `Infinity` / `-Infinity` are accepted.
+///
+/// Prefer this over `serde_json::Value` + [`PyValue::from_json`] when exactness
+/// matters: without serde_json's `float_roundtrip` feature its float parsing can be off
+/// by one ulp (`117.60000000000001` reads as `117.6`), and without `preserve_order` its
+/// objects come back sorted by key.
+pub fn from_json_str(s: &str) -> Result<PyValue, ParseError> {
+    let mut p = Parser::new(s);
+    let v = json_value(&mut p, 0)?;
+    p.skip_ws();
+    if p.pos != p.src.len() {
+        return Err(p.err("extra data after the JSON value"));
+    }
+    Ok(v)
+}
+
+fn json_value(p: &mut Parser, depth: usize) -> Result<PyValue, ParseError> {
+    if depth > 1000 {
+        return Err(p.err("JSON nested too deeply"));
+    }
+    p.skip_ws();
+    match p.peek() {
+        Some('{') => {
+            p.bump();
+            let mut entries: Vec<(PyValue, PyValue)> = Vec::new();
+            p.skip_ws();
+            if p.eat("}") {
+                return Ok(PyValue::Dict(entries));
+            }
+            loop {
+                p.skip_ws();
+                if p.peek() != Some('"') {
+                    return Err(p.err("expected a string key"));
+                }
+                let k = json_string(p)?;
+                p.skip_ws();
+                if !p.eat(":") {
+                    return Err(p.err("expected ':'"));
+                }
+                let v = json_value(p, depth + 1)?;
+                let k = PyValue::Str(k);
+                match entries.iter_mut().find(|(k2, _)| k2.py_eq(&k)) {
+                    Some(slot) => slot.1 = v,
+                    None => entries.push((k, v)),
+                }
+                p.skip_ws();
+                if p.eat(",") {
+                    continue;
+                }
+                if p.eat("}") {
+                    return Ok(PyValue::Dict(entries));
+                }
+                return Err(p.err("expected ',' or '}'"));
+            }
+        }
+        Some('[') => {
+            p.bump();
+            let mut items = Vec::new();
+            p.skip_ws();
+            if p.eat("]") {
+                return Ok(PyValue::List(items));
+            }
+            loop {
+                items.push(json_value(p, depth + 1)?);
+                p.skip_ws();
+                if p.eat(",") {
+                    continue;
+                }
+                if p.eat("]") {
+                    return Ok(PyValue::List(items));
+                }
+                return Err(p.err("expected ',' or ']'"));
+            }
+        }
+        Some('"') => json_string(p).map(PyValue::Str),
+        Some('t') if p.eat("true") => Ok(PyValue::Bool(true)),
+        Some('f') if p.eat("false") => Ok(PyValue::Bool(false)),
+        Some('n') if p.eat("null") => Ok(PyValue::None),
+        Some('N') if p.eat("NaN") => Ok(PyValue::Float(f64::NAN)),
+        Some('I') if p.eat("Infinity") => Ok(PyValue::Float(f64::INFINITY)),
+        Some('-') if p.eat("-Infinity") => Ok(PyValue::Float(f64::NEG_INFINITY)),
+        Some('-' | '0'..='9') => {
+            let start = p.pos;
+            p.eat("-");
+            let mut is_float = false;
+            while let Some(c) = p.peek() {
+                match c {
+                    '0'..='9' => {}
+                    '.' | 'e' | 'E' => is_float = true,
+                    '+' | '-' if is_float => {}
+                    _ => break,
+                }
+                p.bump();
+            }
+            let text = &p.src[start..p.pos];
+            let bad = || ParseError {
+                pos: start,
+                message: format!("invalid JSON number {text:?}"),
+            };
+            if is_float {
+                text.parse::<f64>().map(PyValue::Float).map_err(|_| bad())
+            } else {
+                text.parse::<BigInt>().map(PyValue::Int).map_err(|_| bad())
+            }
+        }
+        _ => Err(p.err("expected a JSON value")),
+    }
+}
+
+fn json_string(p: &mut Parser) -> Result<String, ParseError> {
+    let start = p.pos;
+    p.bump(); // opening quote
+    let mut out = String::new();
+    loop {
+        let c = p.bump().ok_or_else(|| ParseError {
+            pos: start,
+            message: "unterminated JSON string".to_string(),
+        })?;
+        match c {
+            '"' => return Ok(out),
+            '\\' => {
+                let e = p.bump().ok_or_else(|| p.err("unterminated escape"))?;
+                match e {
+                    '"' => out.push('"'),
+                    '\\' => out.push('\\'),
+                    '/' => out.push('/'),
+                    'b' => out.push('\x08'),
+                    'f' => out.push('\x0c'),
+                    'n' => out.push('\n'),
+                    'r' => out.push('\r'),
+                    't' => out.push('\t'),
+                    'u' => {
+                        let hex4 = |p: &mut Parser| -> Result<u32, ParseError> {
+                            let h: String = p.rest().chars().take(4).collect();
+                            if h.len() != 4 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
+                                return Err(p.err("invalid \\u escape"));
+                            }
+                            p.pos += 4;
+                            u32::from_str_radix(&h, 16).map_err(|_| p.err("invalid \\u escape"))
+                        };
+                        let hi = hex4(p)?;
+                        let code = if (0xD800..0xDC00).contains(&hi) && p.rest().starts_with("\\u")
+                        {
+                            let save = p.pos;
+                            p.pos += 2;
+                            let lo = hex4(p)?;
+                            if (0xDC00..0xE000).contains(&lo) {
+                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                            } else {
+                                p.pos = save;
+                                hi
+                            }
+                        } else {
+                            hi
+                        };
+                        // a lone surrogate cannot live in a Rust string
+                        out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                    }
+                    _ => return Err(p.err("invalid JSON escape")),
+                }
+            }
+            c => out.push(c),
+        }
+    }
+}
+
 /// Python's reserved words (which cannot be names or keyword-argument names).
 pub fn is_keyword(s: &str) -> bool {
     matches!(
@@ -283,7 +451,13 @@ impl<'a> Parser<'a> {
         self.depth = self.depth.saturating_sub(1);
     }
 
-    fn apply(&self, op: BinOp, a: &PyValue, b: &PyValue, pos: usize) -> Result<PyValue, ParseError> {
+    fn apply(
+        &self,
+        op: BinOp,
+        a: &PyValue,
+        b: &PyValue,
+        pos: usize,
+    ) -> Result<PyValue, ParseError> {
         binop(op, a, b).map_err(|e| ParseError {
             pos,
             message: format!("{}: {}", e.kind, e.message),
@@ -523,7 +697,11 @@ impl<'a> Parser<'a> {
     pub(crate) fn number(&mut self) -> Result<PyValue, ParseError> {
         let start = self.pos;
         let rest = self.rest();
-        let lower2: String = rest.chars().take(2).collect::<String>().to_ascii_lowercase();
+        let lower2: String = rest
+            .chars()
+            .take(2)
+            .collect::<String>()
+            .to_ascii_lowercase();
         let radix = match lower2.as_str() {
             "0x" => 16,
             "0o" => 8,
@@ -831,7 +1009,10 @@ mod tests {
         assert_eq!(e("1E-5"), "1e-05");
         assert_eq!(e("True + True"), "2");
         assert_eq!(e("None"), "None");
-        assert_eq!(e("[1, 2.0, 'a', (3,), {'k': [True]}]"), "[1, 2.0, 'a', (3,), {'k': [True]}]");
+        assert_eq!(
+            e("[1, 2.0, 'a', (3,), {'k': [True]}]"),
+            "[1, 2.0, 'a', (3,), {'k': [True]}]"
+        );
         assert_eq!(e("(45.76, 4.85)"), "(45.76, 4.85)");
         assert_eq!(e("()"), "()");
         assert_eq!(e("(1)"), "1");
@@ -840,7 +1021,10 @@ mod tests {
         assert_eq!(e("{'a': 1, 'a': 2, 'b': 3}"), "{'a': 2, 'b': 3}"); // later value wins
         assert_eq!(e("{1: 'x', 1.0: 'y'}"), "{1: 'y'}"); // repr({1:'x', 1.0:'y'})
         assert_eq!(e("1/0"), "ERR ZeroDivisionError: division by zero");
-        assert_eq!(e("012"), "ERR leading zeros in decimal integer literals are not permitted");
+        assert_eq!(
+            e("012"),
+            "ERR leading zeros in decimal integer literals are not permitted"
+        );
         assert_eq!(e("00"), "0");
         assert_eq!(e("1j"), "ERR complex literals are not supported");
         assert_eq!(e("4x"), "ERR invalid decimal literal");
@@ -856,7 +1040,10 @@ mod tests {
     fn strings() {
         assert_eq!(e(r#""lit""#), "'lit'");
         assert_eq!(e(r#"'it\'s'"#), "\"it's\""); // repr('it\'s')
-        assert_eq!(e(r#"'a\nb\t\x41\u00e9\U0001F600\101\\'"#), "'a\\nb\\tAé\u{1F600}A\\\\'");
+        assert_eq!(
+            e(r#"'a\nb\t\x41\u00e9\U0001F600\101\\'"#),
+            "'a\\nb\\tAé\u{1F600}A\\\\'"
+        );
         assert_eq!(e(r#"r'a\nb'"#), "'a\\\\nb'"); // repr(r'a\nb')
         assert_eq!(e(r#"'a' "b" 'c'"#), "'abc'");
         assert_eq!(e(r#"'''x'y"z'''"#), "'x\\'y\"z'"); // repr('''x'y"z''')
@@ -895,6 +1082,21 @@ mod tests {
         assert!(!is_identifier("0"));
         assert!(!is_identifier("my-arg"));
         assert!(!is_identifier("class"));
+    }
+
+    #[test]
+    fn json_is_exact_and_ordered() {
+        let v = from_json_str(
+            r#"{"b": 117.60000000000001, "a": [1, -2.5e3, 123456789012345678901234567890, true, null],
+                "s": "x\"\u00e9\ud83d\ude00\/", "n": NaN}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            v.repr(),
+            "{'b': 117.60000000000001, 'a': [1, -2500.0, 123456789012345678901234567890, True, None], 's': 'x\"é\u{1F600}/', 'n': nan}"
+        );
+        assert!(from_json_str("[1,]").is_err());
+        assert!(from_json_str("{} x").is_err());
     }
 
     /// Every ground truth of the BFCL-Opaque configs must parse.

@@ -520,9 +520,7 @@ pub fn num_cmp(a: &PyValue, b: &PyValue) -> Option<Ordering> {
 pub fn py_lt(a: &PyValue, b: &PyValue) -> Result<bool, PyException> {
     use PyValue as P;
     match (a, b) {
-        (x, y) if x.is_number() && y.is_number() => {
-            Ok(num_cmp(x, y) == Some(Ordering::Less))
-        }
+        (x, y) if x.is_number() && y.is_number() => Ok(num_cmp(x, y) == Some(Ordering::Less)),
         (P::Str(x), P::Str(y)) => Ok(x < y),
         (P::List(x), P::List(y)) | (P::Tuple(x), P::Tuple(y)) => {
             for (p, q) in x.iter().zip(y) {
@@ -632,9 +630,7 @@ pub fn binop(op: BinOp, a: &PyValue, b: &PyValue) -> Result<PyValue, PyException
     }
     match (op, a, b) {
         (BinOp::Add, P::Str(x), P::Str(y)) => Ok(P::Str(format!("{x}{y}"))),
-        (BinOp::Add, P::List(x), P::List(y)) => {
-            Ok(P::List(x.iter().chain(y).cloned().collect()))
-        }
+        (BinOp::Add, P::List(x), P::List(y)) => Ok(P::List(x.iter().chain(y).cloned().collect())),
         (BinOp::Add, P::Tuple(x), P::Tuple(y)) => {
             Ok(P::Tuple(x.iter().chain(y).cloned().collect()))
         }
@@ -758,10 +754,18 @@ fn int_binop(op: BinOp, x: &BigInt, y: &BigInt) -> Result<PyValue, PyException> 
                 return float_pow(fx, fy).map(PyValue::Float);
             }
             if x.is_zero() || x.is_one() || y.is_zero() {
-                return Ok(PyValue::Int(if y.is_zero() { BigInt::one() } else { x.clone() }));
+                return Ok(PyValue::Int(if y.is_zero() {
+                    BigInt::one()
+                } else {
+                    x.clone()
+                }));
             }
             if *x == BigInt::from(-1) {
-                return Ok(PyValue::Int(if y.bit(0) { x.clone() } else { BigInt::one() }));
+                return Ok(PyValue::Int(if y.bit(0) {
+                    x.clone()
+                } else {
+                    BigInt::one()
+                }));
             }
             let e = y.to_u32().ok_or_else(memory_error)?;
             if (x.bits() - 1).saturating_mul(u64::from(e)) > MAX_INT_BITS {
@@ -885,7 +889,10 @@ pub fn float_pow(iv: f64, iw: f64) -> Result<f64, PyException> {
     }
     let r = base.powf(iw);
     if r.is_infinite() {
-        return Err(exc("OverflowError", "(34, 'Numerical result out of range')"));
+        return Err(exc(
+            "OverflowError",
+            "(34, 'Numerical result out of range')",
+        ));
     }
     Ok(if negate { -r } else { r })
 }
@@ -901,23 +908,23 @@ mod tests {
     #[test]
     fn float_repr_matches_cpython() {
         let cases: &[(f64, &str)] = &[
-            (1e-05, "1e-05"),                             // repr(1e-05)
-            (0.1 + 0.2, "0.30000000000000004"),           // repr(0.1+0.2)
-            (1e16, "1e+16"),                              // repr(1e16)
-            (123456789012345678.0, "1.2345678901234568e+17"), // repr(123456789012345678.0)
-            (-0.0, "-0.0"),                               // repr(-0.0)
-            (5e-324, "5e-324"),                           // repr(5e-324)
-            (0.0001, "0.0001"),                           // repr(0.0001)
-            (9999999999999998.0, "9999999999999998.0"),   // repr(9999999999999998.0)
-            (1.5e300, "1.5e+300"),                        // repr(1.5e300)
-            (72.0, "72.0"),                               // repr(72.0)
-            (1e15, "1000000000000000.0"),                 // repr(1e15)
-            (f64::INFINITY, "inf"),                       // repr(float('inf'))
-            (f64::NEG_INFINITY, "-inf"),                  // repr(float('-inf'))
-            (f64::NAN, "nan"),                            // repr(float('nan'))
-            (-1.25e-7, "-1.25e-07"),                      // repr(-1.25e-7)
-            (32.00000264769187, "32.00000264769187"),     // repr(32.00000264769187)
-            (0.5, "0.5"),                                 // repr(0.5)
+            (1e-05, "1e-05"),                                    // repr(1e-05)
+            (0.1 + 0.2, "0.30000000000000004"),                  // repr(0.1+0.2)
+            (1e16, "1e+16"),                                     // repr(1e16)
+            (123456789012345678.0, "1.2345678901234568e+17"),    // repr(123456789012345678.0)
+            (-0.0, "-0.0"),                                      // repr(-0.0)
+            (5e-324, "5e-324"),                                  // repr(5e-324)
+            (0.0001, "0.0001"),                                  // repr(0.0001)
+            (9999999999999998.0, "9999999999999998.0"),          // repr(9999999999999998.0)
+            (1.5e300, "1.5e+300"),                               // repr(1.5e300)
+            (72.0, "72.0"),                                      // repr(72.0)
+            (1e15, "1000000000000000.0"),                        // repr(1e15)
+            (f64::INFINITY, "inf"),                              // repr(float('inf'))
+            (f64::NEG_INFINITY, "-inf"),                         // repr(float('-inf'))
+            (f64::NAN, "nan"),                                   // repr(float('nan'))
+            (-1.25e-7, "-1.25e-07"),                             // repr(-1.25e-7)
+            (32.00000264769187, "32.00000264769187"),            // repr(32.00000264769187)
+            (0.5, "0.5"),                                        // repr(0.5)
             (1.7976931348623157e308, "1.7976931348623157e+308"), // repr(sys.float_info.max)
         ];
         for (x, want) in cases {
@@ -954,7 +961,10 @@ mod tests {
         assert_eq!(PyValue::Tuple(vec![]).repr(), "()");
         let d = PyValue::Dict(vec![
             (PyValue::str("a"), PyValue::int(1)),
-            (PyValue::str("b"), PyValue::List(vec![PyValue::None, PyValue::Bool(true)])),
+            (
+                PyValue::str("b"),
+                PyValue::List(vec![PyValue::None, PyValue::Bool(true)]),
+            ),
         ]);
         assert_eq!(d.repr(), "{'a': 1, 'b': [None, True]}"); // repr({'a':1,'b':[None,True]})
         assert_eq!(d.py_str(), d.repr());
@@ -980,7 +990,7 @@ mod tests {
             (PyValue::str("a"), PyValue::int(1)),
         ]);
         assert!(d1.py_eq(&d2)); // {'a':1,'b':2} == {'b':2.0,'a':1}
-        // 2**53+1 == float(2**53+1) -> False (float rounds to 2**53)
+                                // 2**53+1 == float(2**53+1) -> False (float rounds to 2**53)
         let big = int("9007199254740993");
         assert!(!big.py_eq(&PyValue::Float(9007199254740992.0)));
         assert!(int("9007199254740992").py_eq(&PyValue::Float(9007199254740992.0)));
@@ -1011,13 +1021,19 @@ mod tests {
         // repr(math.factorial(30)/math.factorial(23)) -> 10260432000.0
         let f30: BigInt = (1..=30u32).map(BigInt::from).product();
         let f23: BigInt = (1..=23u32).map(BigInt::from).product();
-        assert_eq!(float_repr(int_truediv(&f30, &f23).unwrap()), "10260432000.0");
+        assert_eq!(
+            float_repr(int_truediv(&f30, &f23).unwrap()),
+            "10260432000.0"
+        );
         // repr(100/3**200) -> 3.764861949599026e-94
         let x = int_truediv(&BigInt::from(100), &BigInt::from(3u8).pow(200)).unwrap();
         assert_eq!(float_repr(x), "3.764861949599026e-94");
         // repr(1/10**400) -> 0.0 ; repr(-1/10**320) -> -1e-320
         let big400 = BigInt::from(10u8).pow(400);
-        assert_eq!(float_repr(int_truediv(&BigInt::one(), &big400).unwrap()), "0.0");
+        assert_eq!(
+            float_repr(int_truediv(&BigInt::one(), &big400).unwrap()),
+            "0.0"
+        );
         let big320 = BigInt::from(10u8).pow(320);
         assert_eq!(
             float_repr(int_truediv(&BigInt::from(-1), &big320).unwrap()),
@@ -1027,18 +1043,30 @@ mod tests {
         let e = int_truediv(&big400, &BigInt::one()).unwrap_err();
         assert_eq!(e.message, "integer division result too large for a float");
         // float(10**400) -> OverflowError: int too large to convert to float
-        assert_eq!(int_to_f64(&big400).unwrap_err().message, "int too large to convert to float");
+        assert_eq!(
+            int_to_f64(&big400).unwrap_err().message,
+            "int too large to convert to float"
+        );
         // repr(0/-5) -> -0.0
-        assert_eq!(float_repr(int_truediv(&BigInt::zero(), &BigInt::from(-5)).unwrap()), "-0.0");
+        assert_eq!(
+            float_repr(int_truediv(&BigInt::zero(), &BigInt::from(-5)).unwrap()),
+            "-0.0"
+        );
         // repr(float(2**1024-2**970-1)) -> 1.7976931348623157e+308 ; float(2**1024-2**970)
         // -> OverflowError (the tie rounds up to 2**1024)
         let top = (BigInt::one() << 1024u32) - (BigInt::one() << 970u32) - 1;
-        assert_eq!(float_repr(int_to_f64(&top).unwrap()), "1.7976931348623157e+308");
+        assert_eq!(
+            float_repr(int_to_f64(&top).unwrap()),
+            "1.7976931348623157e+308"
+        );
         let over = (BigInt::one() << 1024u32) - (BigInt::one() << 970u32);
         assert!(int_to_f64(&over).is_err());
         // 1/0 -> ZeroDivisionError: division by zero
         let e = int_truediv(&BigInt::one(), &BigInt::zero()).unwrap_err();
-        assert_eq!((e.kind.as_str(), e.message.as_str()), ("ZeroDivisionError", "division by zero"));
+        assert_eq!(
+            (e.kind.as_str(), e.message.as_str()),
+            ("ZeroDivisionError", "division by zero")
+        );
     }
 
     #[test]
@@ -1064,7 +1092,10 @@ mod tests {
             "OverflowError: (34, 'Numerical result out of range')"
         ); // 10.0**400
         assert_eq!(r(BinOp::Div, i(1), i(6)), "0.16666666666666666"); // 1/6
-        assert_eq!(r(BinOp::Div, i(1), f(0.0)), "ZeroDivisionError: float division by zero");
+        assert_eq!(
+            r(BinOp::Div, i(1), f(0.0)),
+            "ZeroDivisionError: float division by zero"
+        );
         assert_eq!(r(BinOp::FloorDiv, i(-7), i(2)), "-4"); // -7//2
         assert_eq!(r(BinOp::Mod, i(-7), i(2)), "1"); // -7%2
         assert_eq!(r(BinOp::Mod, i(7), i(-2)), "-1"); // 7%-2
@@ -1075,8 +1106,14 @@ mod tests {
             r(BinOp::FloorDiv, i(1), i(0)),
             "ZeroDivisionError: integer division or modulo by zero"
         );
-        assert_eq!(r(BinOp::Mod, i(1), i(0)), "ZeroDivisionError: integer modulo by zero");
-        assert_eq!(r(BinOp::Mod, f(1.0), i(0)), "ZeroDivisionError: float modulo");
+        assert_eq!(
+            r(BinOp::Mod, i(1), i(0)),
+            "ZeroDivisionError: integer modulo by zero"
+        );
+        assert_eq!(
+            r(BinOp::Mod, f(1.0), i(0)),
+            "ZeroDivisionError: float modulo"
+        );
         assert_eq!(
             r(BinOp::FloorDiv, f(1.0), i(0)),
             "ZeroDivisionError: float floor division by zero"
@@ -1106,9 +1143,15 @@ mod tests {
         ); // 1.0 * 10**309
         let e = unary(UnaryOp::Neg, &PyValue::str("a")).unwrap_err();
         assert_eq!(e.message, "bad operand type for unary -: 'str'");
-        assert_eq!(unary(UnaryOp::Neg, &PyValue::Bool(true)).unwrap().repr(), "-1");
+        assert_eq!(
+            unary(UnaryOp::Neg, &PyValue::Bool(true)).unwrap().repr(),
+            "-1"
+        );
         // 2**100 -> 1267650600228229401496703205376
-        assert_eq!(r(BinOp::Pow, i(2), i(100)), "1267650600228229401496703205376");
+        assert_eq!(
+            r(BinOp::Pow, i(2), i(100)),
+            "1267650600228229401496703205376"
+        );
         assert!(binop(BinOp::Pow, &i(10), &int("100000000000")).is_err()); // refused, no hang
     }
 
@@ -1119,7 +1162,10 @@ mod tests {
         assert!(py_lt(&PyValue::str("B"), &PyValue::str("a")).unwrap());
         let e = py_lt(&PyValue::int(1), &PyValue::str("a")).unwrap_err();
         // 1 < 'a' -> TypeError: '<' not supported between instances of 'int' and 'str'
-        assert_eq!(e.message, "'<' not supported between instances of 'int' and 'str'");
+        assert_eq!(
+            e.message,
+            "'<' not supported between instances of 'int' and 'str'"
+        );
         let a = PyValue::List(vec![PyValue::int(1), PyValue::int(2)]);
         let b = PyValue::List(vec![PyValue::int(1), PyValue::int(2), PyValue::int(0)]);
         assert!(py_lt(&a, &b).unwrap()); // [1,2] < [1,2,0]
