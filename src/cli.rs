@@ -278,7 +278,7 @@ pub fn main() -> Result<ExitCode> {
             let exec = executor(backend, recorded.as_deref())?;
             println!(
                 "{}",
-                stages::bfcl::exec_call_line(&exec, &call).map_err(|e| BadInput(e))?
+                stages::bfcl::exec_call_line(&exec, &call).map_err(BadInput)?
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -196,7 +196,7 @@ impl<'s> Session<'s> {
                 report.wall_ms = entry.manifest.wall_ms;
                 report.usage = entry.manifest.usage.clone();
                 self.reports.push(report);
-                return Ok(Some(entry));
+                return Ok(Some(*entry));
             }
             Lookup::Miss => None,
             Lookup::Corrupt { reason } => Some(reason),

@@ -109,7 +109,7 @@ impl Entry {
 /// Outcome of looking a key up.
 #[derive(Debug)]
 pub enum Lookup {
-    Hit(Entry),
+    Hit(Box<Entry>),
     Miss,
     /// The entry existed but failed verification; `reason` says why. In a writable
     /// store it has been moved aside to `quarantine/`.
@@ -264,7 +264,7 @@ impl Store {
             return Lookup::Miss;
         }
         match verify(&dir, &key) {
-            Ok(manifest) => Lookup::Hit(Entry { dir, manifest }),
+            Ok(manifest) => Lookup::Hit(Box::new(Entry { dir, manifest })),
             Err(reason) => {
                 if self.access == Access::ReadWrite {
                     let dest = self.root.join("quarantine").join(format!(

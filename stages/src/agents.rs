@@ -41,9 +41,30 @@ pub struct AgentTurn {
     pub error: Option<CallFailure>,
 }
 
+/// One agent turn to take: system prompt, user question, the tools as shown.
+#[derive(Clone, Copy, Debug)]
+pub struct AgentJob<'a> {
+    pub system: &'a str,
+    pub question: &'a str,
+    pub tools: &'a [Value],
+    pub seed: u64,
+}
+
 /// Uses tools: one turn per instance.
 pub trait Agent: Send + Sync {
-    fn act(&self, system: &str, question: &str, tools: &[Value], seed: u64) -> AgentTurn;
+    fn act(&self, job: &AgentJob<'_>) -> AgentTurn;
+
+    /// Take many turns; model-backed agents override this to run them concurrently.
+    /// `done` is called once per finished turn (progress).
+    fn act_all(&self, jobs: &[AgentJob<'_>], done: &(dyn Fn() + Sync)) -> Vec<AgentTurn> {
+        jobs.iter()
+            .map(|j| {
+                let t = self.act(j);
+                done();
+                t
+            })
+            .collect()
+    }
 }
 
 /// The editor's reply to one prompt.
@@ -57,6 +78,23 @@ pub struct EditorReply {
 /// Rewrites documentation: prompt text in, reply text out.
 pub trait Editor: Send + Sync {
     fn complete(&self, prompt: &str, seed: u64) -> EditorReply;
+
+    /// Answer many prompts; model-backed editors override this to run them concurrently.
+    fn complete_all(
+        &self,
+        prompts: &[String],
+        seed: u64,
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<EditorReply> {
+        prompts
+            .iter()
+            .map(|p| {
+                let r = self.complete(p, seed);
+                done();
+                r
+            })
+            .collect()
+    }
 }
 
 /// Build the agent named by a model spec.
@@ -86,8 +124,9 @@ pub fn make_editor(spec: &str) -> Result<Box<dyn Editor>, InputError> {
 struct EmptyAgent;
 
 impl Agent for EmptyAgent {
-    fn act(&self, _system: &str, _question: &str, tools: &[Value], _seed: u64) -> AgentTurn {
-        let calls = tools
+    fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
+        let calls = job
+            .tools
             .first()
             .and_then(|t| t.get("name").and_then(Value::as_str))
             .map(|name| {
@@ -192,9 +231,10 @@ fn literals(question: &str) -> Vec<Value> {
 }
 
 impl Agent for SchemaAgent {
-    fn act(&self, _system: &str, question: &str, tools: &[Value], _seed: u64) -> AgentTurn {
-        let q: Vec<String> = words(question);
-        let best = tools
+    fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
+        let q: Vec<String> = words(job.question);
+        let best = job
+            .tools
             .iter()
             .enumerate()
             .max_by_key(|(i, t)| {
@@ -216,7 +256,7 @@ impl Agent for SchemaAgent {
             .unwrap_or("")
             .to_string();
         let mut args = Map::new();
-        let mut lits = literals(question).into_iter();
+        let mut lits = literals(job.question).into_iter();
         for p in param_names(tool) {
             match lits.next() {
                 Some(v) => {
@@ -296,7 +336,13 @@ mod tests {
     #[test]
     fn schema_agent_uses_description_parameters() {
         let tools = vec![json!({"name": "function_1", "description": "Parameters: n, k."})];
-        let turn = SchemaAgent.act("", "n is 20 and k is 5", &tools, 0);
+        let job = AgentJob {
+            system: "",
+            question: "n is 20 and k is 5",
+            tools: &tools,
+            seed: 0,
+        };
+        let turn = SchemaAgent.act(&job);
         assert_eq!(turn.calls[0].args, json!({"n": 20, "k": 5}));
     }
 

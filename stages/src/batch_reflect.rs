@@ -153,30 +153,78 @@ pub struct ReflectParams<'a> {
     pub skip_success: bool,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The editor's inputs for one round, besides the editor itself.
+pub struct RoundInputs<'a> {
+    pub questions: &'a HashMap<String, String>,
+    pub docs: &'a [DocRow],
+    pub trajectories: &'a [TrajectoryRow],
+    pub scores: &'a [ScoreRow],
+}
+
 pub fn run(
     ctx: &mut StageCtx<'_>,
     editor: &dyn Editor,
     params: &ReflectParams<'_>,
-    questions: &HashMap<String, String>,
-    docs: &[DocRow],
-    trajectories: &[TrajectoryRow],
-    scores: &[ScoreRow],
+    inputs: &RoundInputs<'_>,
 ) -> Result<(), StageError> {
-    let traj: HashMap<&str, &TrajectoryRow> = trajectories
+    let traj: HashMap<&str, &TrajectoryRow> = inputs
+        .trajectories
         .iter()
         .map(|t| (t.instance_id.as_str(), t))
         .collect();
-    let score: HashMap<&str, &ScoreRow> =
-        scores.iter().map(|s| (s.instance_id.as_str(), s)).collect();
-    let pb = ctx.progress(docs.len() as u64);
+    let score: HashMap<&str, &ScoreRow> = inputs
+        .scores
+        .iter()
+        .map(|s| (s.instance_id.as_str(), s))
+        .collect();
+    // Build every request first, so a model-backed editor can answer them concurrently.
+    let mut prompts: Vec<String> = Vec::new();
+    let mut prompt_of: Vec<Option<usize>> = Vec::with_capacity(inputs.docs.len());
+    for d in inputs.docs {
+        let t = traj.get(d.instance_id.as_str()).copied();
+        let s = score.get(d.instance_id.as_str()).copied();
+        let skip = d.frozen
+            || t.is_none_or(|t| t.calls.is_empty())
+            || (params.skip_success && s.is_some_and(|s| s.e));
+        match (skip, t) {
+            (false, Some(t)) => {
+                let tools = d.tools.as_array().cloned().unwrap_or_default();
+                let tool_text = tools
+                    .iter()
+                    .map(render_tool)
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                let question = inputs
+                    .questions
+                    .get(&d.instance_id)
+                    .map(String::as_str)
+                    .unwrap_or("");
+                prompt_of.push(Some(prompts.len()));
+                prompts.push(
+                    params
+                        .template
+                        .replace("{{tools}}", &tool_text)
+                        .replace("{{example}}", &render_example(question, t, s)),
+                );
+            }
+            _ => prompt_of.push(None),
+        }
+    }
+    let pb = ctx.progress(prompts.len() as u64);
+    let replies = editor.complete_all(&prompts, params.seed, &|| pb.inc(1));
+    pb.finish_and_clear();
+    if replies.len() != prompts.len() {
+        return Err(StageError::failed(
+            STAGE,
+            "editor returned fewer replies than asked",
+        ));
+    }
     let mut usage = Usage::default();
-    let mut new_docs = Vec::with_capacity(docs.len());
-    let mut edits = Vec::with_capacity(docs.len());
-    for d in docs {
+    let mut new_docs = Vec::with_capacity(inputs.docs.len());
+    let mut edits = Vec::with_capacity(inputs.docs.len());
+    for (d, slot) in inputs.docs.iter().zip(prompt_of) {
         let mut next = d.clone();
         next.round = params.round;
-        next.changed = false;
         let mut edit = EditRow {
             instance_id: d.instance_id.clone(),
             round: params.round,
@@ -190,70 +238,46 @@ pub fn run(
             completion_tokens: 0,
             reasoning_tokens: 0,
         };
-        let t = traj.get(d.instance_id.as_str());
-        let s = score.get(d.instance_id.as_str()).copied();
-        let skip = d.frozen
-            || t.is_none_or(|t| t.calls.is_empty())
-            || (params.skip_success && s.is_some_and(|s| s.e));
-        if !skip {
-            if let Some(t) = t {
-                let tools = d.tools.as_array().cloned().unwrap_or_default();
-                let tool_text = tools
-                    .iter()
-                    .map(render_tool)
-                    .collect::<Vec<_>>()
-                    .join("\n\n");
-                let question = questions
-                    .get(&d.instance_id)
-                    .map(String::as_str)
-                    .unwrap_or("");
-                let prompt = params
-                    .template
-                    .replace("{{tools}}", &tool_text)
-                    .replace("{{example}}", &render_example(question, t, s));
-                let reply = editor.complete(&prompt, params.seed);
-                edit.sent = true;
-                usage.calls += 1;
-                usage.cached_calls += reply.usage.cached as u64;
-                usage.prompt_tokens += reply.usage.prompt_tokens;
-                usage.completion_tokens += reply.usage.completion_tokens;
-                usage.reasoning_tokens += reply.usage.reasoning_tokens;
-                edit.prompt_tokens = reply.usage.prompt_tokens as i64;
-                edit.completion_tokens = reply.usage.completion_tokens as i64;
-                edit.reasoning_tokens = reply.usage.reasoning_tokens as i64;
-                if let Some(err) = &reply.error {
-                    usage.errors += 1;
-                    edit.error_kind = Some(err.kind.clone());
-                }
-                if let Some(text) = &reply.text {
-                    let parsed = parse_reply(text);
-                    edit.lenient_parses = parsed.lenient as i64;
-                    let mut tools = tools;
-                    for (name, desc) in parsed.blocks {
-                        if let Some(tool) = tools
-                            .iter_mut()
-                            .find(|t| t.get("name").and_then(Value::as_str) == Some(name.as_str()))
-                        {
-                            if tool.get("description").and_then(Value::as_str)
-                                != Some(desc.as_str())
-                            {
-                                tool["description"] = Value::String(desc);
-                                edit.updated.push(name);
-                            }
+        if let Some(reply) = slot.and_then(|i| replies.get(i)) {
+            edit.sent = true;
+            usage.calls += 1;
+            usage.cached_calls += reply.usage.cached as u64;
+            usage.prompt_tokens += reply.usage.prompt_tokens;
+            usage.completion_tokens += reply.usage.completion_tokens;
+            usage.reasoning_tokens += reply.usage.reasoning_tokens;
+            edit.prompt_tokens = reply.usage.prompt_tokens as i64;
+            edit.completion_tokens = reply.usage.completion_tokens as i64;
+            edit.reasoning_tokens = reply.usage.reasoning_tokens as i64;
+            if let Some(err) = &reply.error {
+                usage.errors += 1;
+                edit.error_kind = Some(err.kind.clone());
+            }
+            if let Some(text) = &reply.text {
+                let parsed = parse_reply(text);
+                edit.lenient_parses = parsed.lenient as i64;
+                let mut tools = d.tools.as_array().cloned().unwrap_or_default();
+                for (name, desc) in parsed.blocks {
+                    if let Some(tool) = tools
+                        .iter_mut()
+                        .find(|t| t.get("name").and_then(Value::as_str) == Some(name.as_str()))
+                    {
+                        if tool.get("description").and_then(Value::as_str) != Some(desc.as_str()) {
+                            tool["description"] = Value::String(desc);
+                            edit.updated.push(name);
                         }
                     }
-                    next.tools = Value::Array(tools);
                 }
-                edit.reply = reply.text;
+                next.tools = Value::Array(tools);
             }
+            edit.reply = reply.text.clone();
         }
         next.changed = !edit.updated.is_empty();
-        next.frozen = !next.changed;
+        // A failed editor call is not convergence: keep the instance live (the next
+        // round asks again) unless this was the last chance.
+        next.frozen = !next.changed && edit.error_kind.is_none();
         new_docs.push(next);
         edits.push(edit);
-        pb.inc(1);
     }
-    pb.finish_and_clear();
     ctx.add_usage(&usage);
     ctx.write(&new_docs)?;
     ctx.write(&edits)?;

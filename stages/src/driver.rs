@@ -203,12 +203,15 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
                     explore_params(round),
                     &inputs,
                     |ctx| {
+                        let params = explore::ExploreParams {
+                            model: &exp.agent,
+                            system: &exp.agent_system_prompt,
+                            seed,
+                        };
                         explore::run(
                             ctx,
                             models.agent()?,
-                            &exp.agent,
-                            &exp.agent_system_prompt,
-                            seed,
+                            &params,
                             &instances,
                             &docs_rows,
                             prev_rows.as_deref(),
@@ -286,15 +289,13 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
                             seed,
                             skip_success: b.reflect_skip_success,
                         };
-                        batch_reflect::run(
-                            ctx,
-                            models.editor()?,
-                            &params,
-                            &questions,
-                            &docs_rows,
-                            &traj_rows,
-                            &score_rows,
-                        )
+                        let inputs = batch_reflect::RoundInputs {
+                            questions: &questions,
+                            docs: &docs_rows,
+                            trajectories: &traj_rows,
+                            scores: &score_rows,
+                        };
+                        batch_reflect::run(ctx, models.editor()?, &params, &inputs)
                     },
                 )?;
                 let Some(reflect) = reflect else { break };

@@ -1,8 +1,9 @@
 //! Stage `explore`: one agent turn per instance with the current documentation.
 //! Instances whose docs did not change since the previous round reuse that round's
 //! row (no model call), which is what makes ToolObserver's later rounds cheap.
+//! Turns that need a model run concurrently (bounded by the backend).
 
-use crate::agents::Agent;
+use crate::agents::{Agent, AgentJob};
 use crate::rows::{DocRow, InstanceRow, TrajectoryRow};
 use pipeline::{StageCtx, StageError, Usage};
 use serde_json::Value;
@@ -11,12 +12,17 @@ use std::collections::HashMap;
 pub const STAGE: &str = "explore";
 pub const VERSION: u32 = 1;
 
+/// What the agent is asked with (all of it is part of the stage key).
+pub struct ExploreParams<'a> {
+    pub model: &'a str,
+    pub system: &'a str,
+    pub seed: u64,
+}
+
 pub fn run(
     ctx: &mut StageCtx<'_>,
     agent: &dyn Agent,
-    model: &str,
-    system: &str,
-    seed: u64,
+    params: &ExploreParams<'_>,
     instances: &[InstanceRow],
     docs: &[DocRow],
     previous: Option<&[TrajectoryRow]>,
@@ -30,26 +36,50 @@ pub fn run(
         .iter()
         .map(|t| (t.instance_id.as_str(), t))
         .collect();
-    let pb = ctx.progress(docs.len() as u64);
-    let mut usage = Usage::default();
-    let mut rows = Vec::with_capacity(docs.len());
+    // Reused rows first; collect the turns that need the agent.
+    let mut rows: Vec<Option<TrajectoryRow>> = Vec::with_capacity(docs.len());
+    let mut todo: Vec<(usize, &DocRow, Vec<Value>)> = Vec::new();
     for d in docs {
-        let Some(inst) = questions.get(d.instance_id.as_str()) else {
+        let Some(_) = questions.get(d.instance_id.as_str()) else {
             return Err(StageError::failed(
                 STAGE,
                 format!("docs for unknown instance {}", d.instance_id),
             ));
         };
-        if let (false, Some(p)) = (d.changed, prev.get(d.instance_id.as_str())) {
-            let mut row = (*p).clone();
-            row.round = d.round;
-            row.reused = true;
-            rows.push(row);
-            pb.inc(1);
-            continue;
+        match (d.changed, prev.get(d.instance_id.as_str())) {
+            (false, Some(p)) => {
+                let mut row = (*p).clone();
+                row.round = d.round;
+                row.reused = true;
+                rows.push(Some(row));
+            }
+            _ => {
+                todo.push((
+                    rows.len(),
+                    d,
+                    d.tools.as_array().cloned().unwrap_or_default(),
+                ));
+                rows.push(None);
+            }
         }
-        let tools: Vec<Value> = d.tools.as_array().cloned().unwrap_or_default();
-        let turn = agent.act(system, &inst.question, &tools, seed);
+    }
+    let jobs: Vec<AgentJob<'_>> = todo
+        .iter()
+        .map(|(_, d, tools)| AgentJob {
+            system: params.system,
+            question: questions
+                .get(d.instance_id.as_str())
+                .map(|i| i.question.as_str())
+                .unwrap_or(""),
+            tools,
+            seed: params.seed,
+        })
+        .collect();
+    let pb = ctx.progress(jobs.len() as u64);
+    let turns = agent.act_all(&jobs, &|| pb.inc(1));
+    pb.finish_and_clear();
+    let mut usage = Usage::default();
+    for ((slot, d, _), turn) in todo.into_iter().zip(turns) {
         usage.calls += 1;
         usage.cached_calls += turn.usage.cached as u64;
         usage.prompt_tokens += turn.usage.prompt_tokens;
@@ -58,10 +88,10 @@ pub fn run(
         if turn.error.is_some() {
             usage.errors += 1;
         }
-        rows.push(TrajectoryRow {
+        rows[slot] = Some(TrajectoryRow {
             instance_id: d.instance_id.clone(),
             round: d.round,
-            model: model.to_string(),
+            model: params.model.to_string(),
             calls: turn.calls,
             content: turn.content,
             error_kind: turn.error.as_ref().map(|e| e.kind.clone()),
@@ -72,9 +102,14 @@ pub fn run(
             latency_ms: turn.usage.latency_ms as i64,
             reused: false,
         });
-        pb.inc(1);
     }
-    pb.finish_and_clear();
+    let rows: Vec<TrajectoryRow> = rows.into_iter().flatten().collect();
+    if rows.len() != docs.len() {
+        return Err(StageError::failed(
+            STAGE,
+            "agent returned fewer turns than asked",
+        ));
+    }
     ctx.add_usage(&usage);
     ctx.write(&rows)?;
     Ok(())

@@ -106,6 +106,11 @@ fn method_label(method_dir: &str, is_base_config: bool) -> Option<&'static str> 
     }
 }
 
+/// (setting, model, method).
+type CellKey = (String, String, String);
+/// (sum e*n, sum p*n, sum a*n, n).
+type Sums = (f64, f64, f64, usize);
+
 /// Rescore the released tree and pool categories (weighted by n) per cell.
 fn released_cells(
     root: &Path,
@@ -127,7 +132,7 @@ fn released_cells(
         *v = (*v).max(r.version);
     }
     // (setting, model, method) -> (sum e*n, sum p*n, sum a*n, n)
-    let mut acc: BTreeMap<(String, String, String), (f64, f64, f64, usize)> = BTreeMap::new();
+    let mut acc: BTreeMap<CellKey, Sums> = BTreeMap::new();
     for r in &rows {
         let Some((_cat, suffix)) = datasets::bfcl::released::split_config(&r.config) else {
             continue;
