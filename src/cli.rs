@@ -65,6 +65,19 @@ enum Command {
         #[command(subcommand)]
         command: ImportCommand,
     },
+    /// Expose a model as a local OpenAI-compatible endpoint (POST /v1/chat/completions).
+    Serve {
+        /// Model spec: embedded:<name>, openai:<model> (proxied), replay:<model>.
+        #[arg(long, default_value = "embedded:qwen2.5-coder-1.5b")]
+        model: String,
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+    },
+    /// The LLM call cache in the store.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
     /// Render a paper table.
     Table {
         #[arg(value_enum)]
@@ -120,6 +133,17 @@ enum ImportCommand {
         /// No progress bars or per-stage lines.
         #[arg(long)]
         quiet: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// Calls and tokens per stage and model.
+    Stats,
+    /// Every cached call as one Parquet table.
+    Export {
+        #[arg(long)]
+        to: PathBuf,
     },
 }
 
@@ -268,6 +292,24 @@ pub fn main() -> Result<ExitCode> {
                 removed.len(),
                 keys.len()
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve { model, addr } => {
+            stages::llm_models::check_spec(&model)?;
+            stages::llm_models::serve_blocking(&model, addr, &stages::llm_cache::cache_dir(&root))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cache {
+            command: CacheCommand::Stats,
+        } => {
+            print!("{}", stages::llm_cache::stats_text(&root)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cache {
+            command: CacheCommand::Export { to },
+        } => {
+            let n = stages::llm_cache::export(&root, &to)?;
+            println!("wrote {n} calls to {}", to.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Exec {

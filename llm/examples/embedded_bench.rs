@@ -5,7 +5,9 @@
 
 use std::time::Instant;
 
-use llm::{Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef};
+use llm::{
+    Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef,
+};
 use serde_json::json;
 
 fn request(i: usize) -> ChatRequest {
@@ -25,30 +27,43 @@ fn request(i: usize) -> ChatRequest {
                                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
                 "required": ["city"]})),
         },
-        ToolDef { name: "lookup".into(), description: Some("Opaque tool.".into()), parameters: None },
+        ToolDef {
+            name: "lookup".into(),
+            description: Some("Opaque tool.".into()),
+            parameters: None,
+        },
     ];
     req.tool_choice = ToolChoice::Required;
-    req.sampling = Sampling::Standard { temperature: None, top_p: None, max_tokens: Some(64) };
+    req.sampling = Sampling::Standard {
+        temperature: None,
+        top_p: None,
+        max_tokens: Some(96),
+    };
     req
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let path = args.next().map(std::path::PathBuf::from).unwrap_or_else(|| {
-        llm::models::cached_model("smollm2-135m", &llm::models::default_cache_dir())
-            .ok()
-            .flatten()
-            .expect("no model: pass a path or run the fetch_model example")
-    });
+    let path = args
+        .next()
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            llm::models::cached_model("smollm2-135m", &llm::models::default_cache_dir())
+                .ok()
+                .flatten()
+                .expect("no model: pass a path or run the fetch_model example")
+        });
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
-    for (label, grammar, reuse) in [
-        ("grammar + prefix reuse", true, true),
-        ("grammar, no prefix reuse", true, false),
-        ("no grammar + prefix reuse", false, true),
+    for (label, grammar, check_first, reuse) in [
+        ("grammar(check-first)+reuse", true, true, true),
+        ("grammar(full-vocab)+reuse", true, false, true),
+        ("grammar(check-first), no reuse", true, true, false),
+        ("no grammar + reuse", false, true, true),
     ] {
         let mut cfg = EmbeddedConfig::new(&path);
         cfg.use_grammar = grammar;
+        cfg.grammar_check_first = check_first;
         cfg.reuse_prefix = reuse;
         let t = Instant::now();
         let b = EmbeddedBackend::load(cfg).expect("load");
@@ -60,10 +75,20 @@ async fn main() {
             ms += t.elapsed().as_millis();
             prompt += r.usage.prompt;
             gen += r.usage.completion;
-            valid += usize::from(!r.tool_calls.is_empty() && r.tool_calls.iter().all(|c| c.arguments.is_some()));
+            if i == 0 {
+                println!(
+                    "  sample answer: calls {:?} content {:?}",
+                    r.tool_calls
+                        .iter()
+                        .map(|c| (&c.name, &c.arguments_raw))
+                        .collect::<Vec<_>>(),
+                    r.content
+                );
+            }
+            valid += usize::from(r.tool_calls.first().is_some_and(|c| c.arguments.is_some()));
         }
         println!(
-            "{label:28} load {load_ms:5} ms | {n} calls: {:6.0} ms/call, {prompt} prompt + {gen} generated tokens, {:.1} generated tok/s incl. prompt, valid calls {valid}/{n}",
+            "{label:31} load {load_ms:5} ms | {n} calls: {:6.0} ms/call, {prompt} prompt + {gen} generated tokens, {:.1} generated tok/s incl. prompt, valid calls {valid}/{n}",
             ms as f64 / n as f64,
             gen as f64 / (ms as f64 / 1000.0)
         );

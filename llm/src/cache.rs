@@ -261,7 +261,10 @@ impl CallCache {
     }
 
     pub fn contains(&self, key: &str) -> bool {
-        self.index.lock().map(|i| i.contains_key(key)).unwrap_or(false)
+        self.index
+            .lock()
+            .map(|i| i.contains_key(key))
+            .unwrap_or(false)
     }
 
     /// The cached response for `key`, if any.
@@ -277,10 +280,11 @@ impl CallCache {
         let mut buf = vec![0u8; span.len as usize];
         {
             let f = self.file.lock().map_err(|_| self.poisoned())?;
-            f.read_exact_at(&mut buf, span.offset).map_err(|source| CacheError::Io {
-                path: self.path.clone(),
-                source,
-            })?;
+            f.read_exact_at(&mut buf, span.offset)
+                .map_err(|source| CacheError::Io {
+                    path: self.path.clone(),
+                    source,
+                })?;
         }
         serde_json::from_slice(&buf).map_err(|e| CacheError::Corrupt {
             path: self.path.clone(),
@@ -402,8 +406,11 @@ fn row_of(r: Record) -> CacheRow {
         finish_reason: resp.finish_reason,
         content: resp.content,
         n_tool_calls: resp.tool_calls.len() as u32,
-        n_malformed_arguments: resp.tool_calls.iter().filter(|c| c.arguments_malformed()).count()
-            as u32,
+        n_malformed_arguments: resp
+            .tool_calls
+            .iter()
+            .filter(|c| c.arguments_malformed())
+            .count() as u32,
         tool_calls_json: serde_json::to_string(&resp.tool_calls).unwrap_or_default(),
     }
 }
@@ -687,7 +694,8 @@ mod tests {
         assert_eq!(c.open_report().records, 2);
         assert!(c.open_report().truncated_bytes > 0);
         let r = req("c");
-        c.put(&request_key(&r), &r, &ChatResponse::text("c"), None, "t").unwrap();
+        c.put(&request_key(&r), &r, &ChatResponse::text("c"), None, "t")
+            .unwrap();
         drop(c);
         let c = CallCache::open(&dir).unwrap();
         assert_eq!(c.open_report().truncated_bytes, 0);
@@ -696,7 +704,11 @@ mod tests {
         assert_eq!(contents, ["a", "b", "c"]);
         assert_eq!(read_entries(&dir).unwrap(), rows);
         assert_eq!(
-            c.get(&request_key(&req("b"))).unwrap().unwrap().content.as_deref(),
+            c.get(&request_key(&req("b")))
+                .unwrap()
+                .unwrap()
+                .content
+                .as_deref(),
             Some("b")
         );
     }
@@ -705,14 +717,20 @@ mod tests {
     fn second_writer_is_refused() {
         let dir = tempdir("lock");
         let _a = CallCache::open(&dir).unwrap();
-        assert!(matches!(CallCache::open(&dir), Err(CacheError::Locked { .. })));
+        assert!(matches!(
+            CallCache::open(&dir),
+            Err(CacheError::Locked { .. })
+        ));
     }
 
     pub(crate) fn tempdir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!(
             "otb-llm-{tag}-{}-{}",
             std::process::id(),
-            SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos()
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
         ));
         std::fs::create_dir_all(&d).unwrap();
         d

@@ -56,13 +56,19 @@ pub struct EmbeddedConfig {
     /// Reuse the KV cache of a shared prompt prefix (switch off only to
     /// measure its effect).
     pub reuse_prefix: bool,
+    /// Check the grammar on the sampled token first and run it over the
+    /// whole vocabulary only on rejection (switch off only to measure).
+    pub grammar_check_first: bool,
 }
 
 impl EmbeddedConfig {
+    /// Defaults; `OTB_LLAMA_THREADS` sets the thread count.
     pub fn new(model_path: impl Into<PathBuf>) -> Self {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2);
+        let threads = std::env::var("OTB_LLAMA_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or_else(default_threads);
         EmbeddedConfig {
             model_path: model_path.into(),
             n_ctx: 8192,
@@ -71,7 +77,22 @@ impl EmbeddedConfig {
             default_max_tokens: 512,
             use_grammar: true,
             reuse_prefix: true,
+            grammar_check_first: true,
         }
+    }
+}
+
+/// All cores but one on machines with more than two (the pipeline runs tool
+/// code and I/O beside the model; ggml's spinning threads degrade badly when
+/// they compete for cores), else one.
+fn default_threads() -> usize {
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if n > 2 {
+        n - 1
+    } else {
+        1
     }
 }
 
@@ -153,11 +174,16 @@ impl Backend for EmbeddedBackend {
     }
 }
 
-fn worker(cfg: EmbeddedConfig, ready: mpsc::Sender<Result<(), LlmError>>, jobs: mpsc::Receiver<Job>) {
+fn worker(
+    cfg: EmbeddedConfig,
+    ready: mpsc::Sender<Result<(), LlmError>>,
+    jobs: mpsc::Receiver<Job>,
+) {
     let setup = || -> Result<(LlamaModel, &'static LlamaBackend), LlmError> {
         let backend = llama_backend()?;
-        let model = LlamaModel::load_from_file(backend, &cfg.model_path, &LlamaModelParams::default())
-            .map_err(|e| fatal(format!("loading {}: {e}", cfg.model_path.display())))?;
+        let model =
+            LlamaModel::load_from_file(backend, &cfg.model_path, &LlamaModelParams::default())
+                .map_err(|e| fatal(format!("loading {}: {e}", cfg.model_path.display())))?;
         Ok((model, backend))
     };
     let (model, backend) = match setup() {
@@ -208,6 +234,8 @@ struct Session {
 struct GenStats {
     reused_prefix: usize,
     grammar_full_passes: u32,
+    grammar_time: std::time::Duration,
+    decode_time: std::time::Duration,
 }
 
 impl Session {
@@ -225,7 +253,10 @@ impl Session {
         if tokens.is_empty() {
             return Err(fatal("empty prompt"));
         }
-        let max_new = req.sampling.max_output_tokens().unwrap_or(cfg.default_max_tokens);
+        let max_new = req
+            .sampling
+            .max_output_tokens()
+            .unwrap_or(cfg.default_max_tokens);
         if tokens.len() + max_new as usize > self.n_ctx as usize {
             return Err(fatal(format!(
                 "prompt of {} tokens plus {max_new} output tokens exceeds the context of {} tokens",
@@ -253,7 +284,8 @@ impl Session {
                 crate::types::Sampling::Standard { top_p: Some(p), .. } => *p as f32,
                 _ => 1.0,
             };
-            let seed = req.seed.unwrap_or(0) ^ (u64::from(req.sample_index).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let seed = req.seed.unwrap_or(0)
+                ^ (u64::from(req.sample_index).wrapping_mul(0x9E37_79B9_7F4A_7C15));
             LlamaSampler::chain_simple([
                 LlamaSampler::top_k(40),
                 LlamaSampler::top_p(top_p, 1),
@@ -301,8 +333,12 @@ impl Session {
                     .add(*t, pos, &[0], logits)
                     .map_err(|e| fatal(format!("batch: {e}")))?;
             }
-            ctx.decode(&mut batch)
-                .map_err(|e| LlmError::new(ErrorKind::Transient, format!("llama.cpp decode failed: {e}")))?;
+            ctx.decode(&mut batch).map_err(|e| {
+                LlmError::new(
+                    ErrorKind::Transient,
+                    format!("llama.cpp decode failed: {e}"),
+                )
+            })?;
             self.cached.extend_from_slice(chunk);
             last_idx = chunk.len() as i32 - 1;
         }
@@ -316,25 +352,33 @@ impl Session {
                 break;
             }
             let mut cand = ctx.token_data_array_ith(last_idx);
-            let token = {
-                let mut trial = cand.clone();
-                chain.apply(&mut trial);
-                let t = trial
-                    .selected_token()
-                    .ok_or_else(|| fatal("sampler selected no token"))?;
-                let rejected = match grammar.as_mut() {
-                    Some(g) => !grammar_allows(g, t),
-                    None => false,
-                };
-                match grammar.as_mut() {
-                    Some(g) if rejected => {
-                        stats.grammar_full_passes += 1;
-                        g.apply(&mut cand);
-                        chain.apply(&mut cand);
-                        cand.selected_token()
-                            .ok_or_else(|| fatal("grammar left no token to sample"))?
-                    }
-                    _ => t,
+            let token = match grammar.as_mut() {
+                None => {
+                    chain.apply(&mut cand);
+                    cand.selected_token()
+                        .ok_or_else(|| fatal("sampler selected no token"))?
+                }
+                Some(g) => {
+                    let g_start = Instant::now();
+                    let fast = if cfg.grammar_check_first {
+                        let mut trial = cand.clone();
+                        chain.apply(&mut trial);
+                        trial.selected_token().filter(|t| grammar_allows(g, *t))
+                    } else {
+                        None
+                    };
+                    let t = match fast {
+                        Some(t) => t,
+                        None => {
+                            stats.grammar_full_passes += 1;
+                            g.apply(&mut cand);
+                            chain.apply(&mut cand);
+                            cand.selected_token()
+                                .ok_or_else(|| fatal("grammar left no token to sample"))?
+                        }
+                    };
+                    stats.grammar_time += g_start.elapsed();
+                    t
                 }
             };
             if vocab.is_eog(token) {
@@ -350,13 +394,26 @@ impl Session {
                 out.truncate(out.len() - b"<|im_end|>".len());
                 break;
             }
+            if grammar.is_some()
+                && out.ends_with(grammar::CALL_CLOSE.as_bytes())
+                && repeats_last_call(&mut out)
+            {
+                // Small models loop on the same call; one is enough.
+                break;
+            }
             batch.clear();
             let pos = self.cached.len() as i32;
             batch
                 .add(token, pos, &[0], true)
                 .map_err(|e| fatal(format!("batch: {e}")))?;
-            ctx.decode(&mut batch)
-                .map_err(|e| LlmError::new(ErrorKind::Transient, format!("llama.cpp decode failed: {e}")))?;
+            let d_start = Instant::now();
+            ctx.decode(&mut batch).map_err(|e| {
+                LlmError::new(
+                    ErrorKind::Transient,
+                    format!("llama.cpp decode failed: {e}"),
+                )
+            })?;
+            stats.decode_time += d_start.elapsed();
             self.cached.push(token);
             last_idx = 0;
         }
@@ -369,10 +426,12 @@ impl Session {
         };
         if std::env::var_os("OTB_LLAMA_STATS").is_some() {
             eprintln!(
-                "embedded: prompt {} tokens (reused {}), generated {n_gen} in {} ms, full grammar passes {}",
+                "embedded: prompt {} tokens (reused {}), generated {n_gen} in {} ms (token decode {} ms, grammar {} ms), full grammar passes {}",
                 tokens.len(),
                 stats.reused_prefix,
                 start.elapsed().as_millis(),
+                stats.decode_time.as_millis(),
+                stats.grammar_time.as_millis(),
                 stats.grammar_full_passes
             );
         }
@@ -393,6 +452,31 @@ impl Session {
             finish_reason: Some(finish_reason.into()),
         })
     }
+}
+
+/// If the call that `out` just closed repeats an earlier call of this
+/// answer, cuts it off `out` and returns true.
+fn repeats_last_call(out: &mut Vec<u8>) -> bool {
+    let text = String::from_utf8_lossy(out).into_owned();
+    let (_, calls) = prompt::parse_output(&text);
+    let Some((last, earlier)) = calls.split_last() else {
+        return false;
+    };
+    if !earlier
+        .iter()
+        .any(|c| c.name == last.name && c.arguments == last.arguments)
+    {
+        return false;
+    }
+    let open = grammar::CALL_OPEN.trim_end().as_bytes();
+    if let Some(p) = out.windows(open.len()).rposition(|w| w == open) {
+        let mut end = p;
+        while end > 0 && out[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        out.truncate(end);
+    }
+    true
 }
 
 /// Whether the grammar in its current state admits `token` (checks just

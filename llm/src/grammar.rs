@@ -65,10 +65,9 @@ pub fn tool_call_grammar(tools: &[ToolDef], choice: &ToolChoice) -> Result<Optio
     }
     let offered: Vec<&ToolDef> = match choice {
         ToolChoice::Named(n) => {
-            let t = tools
-                .iter()
-                .find(|t| &t.name == n)
-                .ok_or_else(|| format!("tool_choice names {n:?}, which is not among the offered tools"))?;
+            let t = tools.iter().find(|t| &t.name == n).ok_or_else(|| {
+                format!("tool_choice names {n:?}, which is not among the offered tools")
+            })?;
             vec![t]
         }
         _ => tools.iter().collect(),
@@ -81,7 +80,10 @@ pub fn tool_call_grammar(tools: &[ToolDef], choice: &ToolChoice) -> Result<Optio
             None => "free-object".to_owned(),
         };
         let rule = g.fresh("call");
-        let head = format!("{CALL_OPEN}{{\"name\": {}, \"arguments\": ", json_str(&t.name));
+        let head = format!(
+            "{CALL_OPEN}{{\"name\": {}, \"arguments\": ",
+            json_str(&t.name)
+        );
         let tail = format!("}}{CALL_CLOSE}");
         g.rule(&rule, &format!("{} {args} {}", lit(&head), lit(&tail)));
         alts.push(rule);
@@ -148,7 +150,8 @@ impl Builder {
         for key in ["anyOf", "oneOf"] {
             if let Some(subs) = obj.get(key).and_then(Value::as_array) {
                 if !subs.is_empty() {
-                    let alts: Vec<String> = subs.iter().map(|s| self.schema(s, depth + 1)).collect();
+                    let alts: Vec<String> =
+                        subs.iter().map(|s| self.schema(s, depth + 1)).collect();
                     return format!("({})", alts.join(" | "));
                 }
             }
@@ -299,14 +302,22 @@ mod tests {
     #[test]
     fn no_grammar_without_tools_or_with_none() {
         assert_eq!(tool_call_grammar(&[], &ToolChoice::Required).unwrap(), None);
-        assert_eq!(tool_call_grammar(&[weather()], &ToolChoice::None).unwrap(), None);
+        assert_eq!(
+            tool_call_grammar(&[weather()], &ToolChoice::None).unwrap(),
+            None
+        );
     }
 
     #[test]
     fn required_choice_grammar_shape() {
-        let g = tool_call_grammar(&[weather()], &ToolChoice::Required).unwrap().unwrap();
+        let g = tool_call_grammar(&[weather()], &ToolChoice::Required)
+            .unwrap()
+            .unwrap();
         assert!(g.starts_with("root ::= call (\"\\n\" call){0,3}\n"), "{g}");
-        assert!(g.contains(r#""<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ""#), "{g}");
+        assert!(
+            g.contains(r#""<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ""#),
+            "{g}"
+        );
         assert!(
             g.contains(r#""\"city\": " string (", " "\"days\": " integer)? (", " "\"unit\": " ("\"c\"" | "\"f\""))?"#),
             "{g}"
@@ -325,15 +336,23 @@ mod tests {
         let g = tool_call_grammar(&tools, &ToolChoice::Named("other".into()))
             .unwrap()
             .unwrap();
-        assert!(g.contains("\\\"other\\\"") && !g.contains("get_weather"), "{g}");
+        assert!(
+            g.contains("\\\"other\\\"") && !g.contains("get_weather"),
+            "{g}"
+        );
         assert!(g.contains("free-object"));
         assert!(tool_call_grammar(&tools, &ToolChoice::Named("nope".into())).is_err());
     }
 
     #[test]
     fn auto_admits_text() {
-        let g = tool_call_grammar(&[weather()], &ToolChoice::Auto).unwrap().unwrap();
-        assert!(g.starts_with("root ::= call (\"\\n\" call){0,3} | text\n"), "{g}");
+        let g = tool_call_grammar(&[weather()], &ToolChoice::Auto)
+            .unwrap()
+            .unwrap();
+        assert!(
+            g.starts_with("root ::= call (\"\\n\" call){0,3} | text\n"),
+            "{g}"
+        );
     }
 
     #[test]

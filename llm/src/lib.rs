@@ -26,14 +26,14 @@ pub mod models;
 pub mod openai;
 pub mod prompt;
 pub mod retry;
+pub mod select;
 pub mod serve;
 pub mod types;
 pub mod wire;
 
 pub use backend::{Backend, BoxFuture, Scripted};
 pub use cache::{
-    read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, Replay,
-    StatsSnapshot,
+    read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, Replay, StatsSnapshot,
 };
 #[cfg(feature = "embedded")]
 pub use embedded::{EmbeddedBackend, EmbeddedConfig};
@@ -41,6 +41,7 @@ pub use error::{ErrorKind, LlmError};
 pub use models::{fetch_model, ModelError};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::RetryPolicy;
+pub use select::backend_from_env;
 pub use serve::serve;
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,

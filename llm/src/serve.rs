@@ -37,7 +37,10 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, LlmError> {
 }
 
 /// Serves `backend` on an already bound listener.
-pub async fn serve_listener(backend: Arc<dyn Backend>, listener: TcpListener) -> Result<(), LlmError> {
+pub async fn serve_listener(
+    backend: Arc<dyn Backend>,
+    listener: TcpListener,
+) -> Result<(), LlmError> {
     let counter = Arc::new(AtomicU64::new(0));
     loop {
         let (stream, _) = listener
@@ -61,14 +64,20 @@ async fn handle(
     let req = match read_request(&mut stream).await? {
         Ok(r) => r,
         Err((status, msg)) => {
-            return write_json(&mut stream, status, &error_json(msg, "invalid_request_error")).await
+            return write_json(
+                &mut stream,
+                status,
+                &error_json(msg, "invalid_request_error"),
+            )
+            .await
         }
     };
     let path = req.path.split('?').next().unwrap_or("");
     match (req.method.as_str(), path) {
         ("POST", "/v1/chat/completions") | ("POST", "/chat/completions") => {}
         ("GET", "/v1/models") | ("GET", "/models") => {
-            let body = json!({"object": "list", "data": [{"id": backend.name(), "object": "model"}]});
+            let body =
+                json!({"object": "list", "data": [{"id": backend.name(), "object": "model"}]});
             return write_json(&mut stream, 200, &body).await;
         }
         _ => {
@@ -88,7 +97,12 @@ async fn handle(
     match backend.chat(&chat).await {
         Ok(resp) => {
             let id = format!("chatcmpl-otb-{}", counter.fetch_add(1, Ordering::Relaxed));
-            write_json(&mut stream, 200, &wire::response_body(&resp, &chat.model, &id)).await
+            write_json(
+                &mut stream,
+                200,
+                &wire::response_body(&resp, &chat.model, &id),
+            )
+            .await
         }
         Err(e) => {
             let (status, body) = wire::error_response(&e);
@@ -122,7 +136,10 @@ async fn read_request(
         }
         let n = stream.read(&mut chunk).await?;
         if n == 0 {
-            return Ok(Err((400, "connection closed before the request head ended".into())));
+            return Ok(Err((
+                400,
+                "connection closed before the request head ended".into(),
+            )));
         }
         buf.extend_from_slice(&chunk[..n]);
     };
@@ -140,7 +157,10 @@ async fn read_request(
                     Err(_) => return Ok(Err((400, "bad Content-Length".into()))),
                 }
             } else if k.trim().eq_ignore_ascii_case("transfer-encoding") {
-                return Ok(Err((411, "chunked bodies are not supported; send Content-Length".into())));
+                return Ok(Err((
+                    411,
+                    "chunked bodies are not supported; send Content-Length".into(),
+                )));
             }
         }
     }

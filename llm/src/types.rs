@@ -209,7 +209,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// Builds a call, parsing `arguments_raw` (empty text counts as `{}`).
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments_raw: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments_raw: impl Into<String>,
+    ) -> Self {
         let arguments_raw = arguments_raw.into();
         let arguments = parse_arguments(&arguments_raw);
         ToolCall {
@@ -298,6 +302,9 @@ mod tests {
         assert_eq!(ok.arguments, Some(serde_json::json!({"a": 1})));
         let bad = ToolCall::new("c2", "f", r#"{"a": 1"#);
         assert!(bad.arguments_malformed());
-        assert_eq!(ToolCall::new("c3", "f", "").arguments, Some(serde_json::json!({})));
+        assert_eq!(
+            ToolCall::new("c3", "f", "").arguments,
+            Some(serde_json::json!({}))
+        );
     }
 }

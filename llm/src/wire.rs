@@ -2,7 +2,7 @@
 //!
 //! Only this module knows the JSON field names of the OpenAI API. The client
 //! ([`crate::openai`]) renders requests and parses responses; the server
-//! ([`crate::serve`]) parses requests and renders responses.
+//! ([`mod@crate::serve`]) parses requests and renders responses.
 
 use serde_json::{json, Map, Value};
 
@@ -117,7 +117,10 @@ pub fn parse_response_body(text: &str) -> Result<ChatResponse, LlmError> {
     if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
         return Err(LlmError::new(
             classify_error_object(err, None),
-            format!("error object in a 200 response: {}", truncate(&err.to_string(), 500)),
+            format!(
+                "error object in a 200 response: {}",
+                truncate(&err.to_string(), 500)
+            ),
         ));
     }
     let choice = v
@@ -138,7 +141,10 @@ pub fn parse_response_body(text: &str) -> Result<ChatResponse, LlmError> {
         for (i, c) in calls.iter().enumerate() {
             let f = c.get("function").unwrap_or(&Value::Null);
             let name = f.get("name").and_then(Value::as_str).ok_or_else(|| {
-                LlmError::new(ErrorKind::Malformed, format!("tool call {i} has no function name"))
+                LlmError::new(
+                    ErrorKind::Malformed,
+                    format!("tool call {i} has no function name"),
+                )
             })?;
             let raw = match f.get("arguments") {
                 Some(Value::String(s)) => s.clone(),
@@ -162,7 +168,10 @@ pub fn parse_response_body(text: &str) -> Result<ChatResponse, LlmError> {
     if (refusal.is_some() || filtered) && content.is_none() && tool_calls.is_empty() {
         return Err(LlmError::new(
             ErrorKind::Refusal,
-            format!("model refused: {}", truncate(refusal.unwrap_or("content_filter"), 300)),
+            format!(
+                "model refused: {}",
+                truncate(refusal.unwrap_or("content_filter"), 300)
+            ),
         ));
     }
     let u = v.get("usage").unwrap_or(&Value::Null);
@@ -212,15 +221,24 @@ pub fn classify_error_object(err: &Value, http_status: Option<u16>) -> ErrorKind
                 "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => {
                     return ErrorKind::RateLimit
                 }
-                "server_error" | "api_error" | "overloaded_error" | "service_unavailable"
-                | "internal_error" | "upstream_error" => return ErrorKind::Transient,
+                "server_error"
+                | "api_error"
+                | "overloaded_error"
+                | "service_unavailable"
+                | "internal_error"
+                | "upstream_error" => return ErrorKind::Transient,
                 "timeout" | "request_timeout" | "timeout_error" => return ErrorKind::Timeout,
                 "content_filter" | "content_policy_violation" | "refusal" => {
                     return ErrorKind::Refusal
                 }
-                "invalid_request_error" | "invalid_api_key" | "authentication_error"
-                | "permission_error" | "not_found_error" | "model_not_found"
-                | "insufficient_quota" | "context_length_exceeded" => return ErrorKind::Fatal,
+                "invalid_request_error"
+                | "invalid_api_key"
+                | "authentication_error"
+                | "permission_error"
+                | "not_found_error"
+                | "model_not_found"
+                | "insufficient_quota"
+                | "context_length_exceeded" => return ErrorKind::Fatal,
                 _ => {}
             }
         }
@@ -237,7 +255,7 @@ pub fn classify_error_object(err: &Value, http_status: Option<u16>) -> ErrorKind
     }
 }
 
-/// Parses a chat-completions request body (for [`crate::serve`]).
+/// Parses a chat-completions request body (for [`mod@crate::serve`]).
 /// Fields this crate does not model are ignored; `sample_index` is 0 unless
 /// the non-standard field `otb_sample_index` is present.
 pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
@@ -279,21 +297,29 @@ pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
             role,
             content: content_text(m.get("content")),
             tool_calls,
-            tool_call_id: m.get("tool_call_id").and_then(Value::as_str).map(str::to_owned),
+            tool_call_id: m
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             name: m.get("name").and_then(Value::as_str).map(str::to_owned),
         });
     }
     let mut tools = Vec::new();
     if let Some(ts) = v.get("tools").and_then(Value::as_array) {
         for (i, t) in ts.iter().enumerate() {
-            let f = t.get("function").ok_or(format!("tool {i}: no `function`"))?;
+            let f = t
+                .get("function")
+                .ok_or(format!("tool {i}: no `function`"))?;
             tools.push(ToolDef {
                 name: f
                     .get("name")
                     .and_then(Value::as_str)
                     .ok_or(format!("tool {i}: no name"))?
                     .to_owned(),
-                description: f.get("description").and_then(Value::as_str).map(str::to_owned),
+                description: f
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
                 parameters: f.get("parameters").cloned(),
             });
         }
@@ -313,20 +339,27 @@ pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
                 .to_owned(),
         ),
     };
-    let u32_field = |k: &str| v.get(k).and_then(Value::as_u64).and_then(|x| u32::try_from(x).ok());
-    let sampling = if v.get("reasoning_effort").is_some() || v.get("max_completion_tokens").is_some()
-    {
-        Sampling::Reasoning {
-            reasoning_effort: v.get("reasoning_effort").and_then(Value::as_str).map(str::to_owned),
-            max_completion_tokens: u32_field("max_completion_tokens"),
-        }
-    } else {
-        Sampling::Standard {
-            temperature: v.get("temperature").and_then(Value::as_f64),
-            top_p: v.get("top_p").and_then(Value::as_f64),
-            max_tokens: u32_field("max_tokens"),
-        }
+    let u32_field = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_u64)
+            .and_then(|x| u32::try_from(x).ok())
     };
+    let sampling =
+        if v.get("reasoning_effort").is_some() || v.get("max_completion_tokens").is_some() {
+            Sampling::Reasoning {
+                reasoning_effort: v
+                    .get("reasoning_effort")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                max_completion_tokens: u32_field("max_completion_tokens"),
+            }
+        } else {
+            Sampling::Standard {
+                temperature: v.get("temperature").and_then(Value::as_f64),
+                top_p: v.get("top_p").and_then(Value::as_f64),
+                max_tokens: u32_field("max_tokens"),
+            }
+        };
     Ok(ChatRequest {
         model,
         messages,
@@ -338,13 +371,16 @@ pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
     })
 }
 
-/// Renders a response as a chat-completions JSON body (for [`crate::serve`]).
+/// Renders a response as a chat-completions JSON body (for [`mod@crate::serve`]).
 pub fn response_body(resp: &ChatResponse, model: &str, id: &str) -> Value {
     let mut msg = Map::new();
     msg.insert("role".into(), json!("assistant"));
     msg.insert(
         "content".into(),
-        resp.content.clone().map(Value::String).unwrap_or(Value::Null),
+        resp.content
+            .clone()
+            .map(Value::String)
+            .unwrap_or(Value::Null),
     );
     if !resp.tool_calls.is_empty() {
         let calls = resp
@@ -382,7 +418,10 @@ pub fn error_response(err: &LlmError) -> (u16, Value) {
         ErrorKind::Timeout => (504, "timeout"),
         ErrorKind::CacheMiss => (404, "not_found_error"),
     };
-    (status, json!({"error": {"message": err.message, "type": ty, "code": ty}}))
+    (
+        status,
+        json!({"error": {"message": err.message, "type": ty, "code": ty}}),
+    )
 }
 
 /// Cuts `s` to at most `max` bytes on a char boundary.

@@ -12,14 +12,18 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 use std::sync::Arc;
 
-use llm::{CachedClient, CallCache, ChatRequest, Message, OpenAiBackend, OpenAiConfig, RetryPolicy};
+use llm::{
+    CachedClient, CallCache, ChatRequest, Message, OpenAiBackend, OpenAiConfig, RetryPolicy,
+};
 
 const M: usize = 8;
 const N: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_client_resumes_without_repeating_completed_calls() {
-    let srv = common::start(|i, _| common::Reply::json(200, common::completion(&format!("answer {i}")))).await;
+    let srv =
+        common::start(|i, _| common::Reply::json(200, common::completion(&format!("answer {i}"))))
+            .await;
     let dir = common::tempdir("crash");
     let run = |abort_after: Option<usize>| {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
@@ -33,14 +37,33 @@ async fn killed_client_resumes_without_repeating_completed_calls() {
         cmd
     };
     let mut first = run(Some(N));
-    let out = tokio::task::spawn_blocking(move || first.output()).await.unwrap().unwrap();
-    assert_eq!(out.status.signal(), Some(9), "child should die by SIGKILL, got {:?}", out.status);
+    let out = tokio::task::spawn_blocking(move || first.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "child should die by SIGKILL, got {:?}",
+        out.status
+    );
     assert_eq!(srv.count(), N);
 
     let mut second = run(None);
-    let out = tokio::task::spawn_blocking(move || second.output()).await.unwrap().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
-    assert_eq!(srv.count() - N, M - N, "restart must only make the missing calls");
+    let out = tokio::task::spawn_blocking(move || second.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        srv.count() - N,
+        M - N,
+        "restart must only make the missing calls"
+    );
 
     let cache = CallCache::open(&dir).unwrap();
     assert_eq!(cache.len(), M);
@@ -55,7 +78,9 @@ async fn crash_child() {
     }
     let url = std::env::var("OTB_CRASH_URL").unwrap();
     let dir = std::env::var("OTB_CRASH_DIR").unwrap();
-    let abort_after: Option<usize> = std::env::var("OTB_CRASH_ABORT_AFTER").ok().and_then(|v| v.parse().ok());
+    let abort_after: Option<usize> = std::env::var("OTB_CRASH_ABORT_AFTER")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let mut cfg = OpenAiConfig::new(url);
     cfg.retry = RetryPolicy::fast(2);
     let client = CachedClient::new(

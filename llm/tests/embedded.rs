@@ -6,7 +6,9 @@
 #![cfg(feature = "embedded")]
 
 use llm::models::{cached_model, default_cache_dir};
-use llm::{Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef};
+use llm::{
+    Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef,
+};
 use serde_json::json;
 
 fn model() -> Option<std::path::PathBuf> {
@@ -47,16 +49,33 @@ async fn embedded_tool_call_is_valid() {
     for choice in [ToolChoice::Required, ToolChoice::Named("lookup".into())] {
         let mut req = ChatRequest::new(
             "smollm2-135m",
-            vec![Message::system("You are a helpful assistant."), Message::user("What is the weather in Paris?")],
+            vec![
+                Message::system("You are a helpful assistant."),
+                Message::user("What is the weather in Paris?"),
+            ],
         );
         req.tools = tools();
         req.tool_choice = choice.clone();
-        req.sampling = Sampling::Standard { temperature: None, top_p: None, max_tokens: Some(96) };
+        req.sampling = Sampling::Standard {
+            temperature: None,
+            top_p: None,
+            max_tokens: Some(96),
+        };
         let r = b.chat(&req).await.unwrap();
+        eprintln!(
+            "{choice:?}: {:?} {:?} {:?}",
+            r.tool_calls, r.content, r.usage
+        );
         assert!(!r.tool_calls.is_empty(), "{choice:?}: no call in {r:?}");
         for c in &r.tool_calls {
-            assert!(["get_weather", "lookup"].contains(&c.name.as_str()), "{r:?}");
-            let args = c.arguments.as_ref().unwrap_or_else(|| panic!("arguments not JSON: {r:?}"));
+            assert!(
+                ["get_weather", "lookup"].contains(&c.name.as_str()),
+                "{r:?}"
+            );
+            let args = c
+                .arguments
+                .as_ref()
+                .unwrap_or_else(|| panic!("arguments not JSON: {r:?}"));
             assert!(args.is_object(), "{r:?}");
             if c.name == "get_weather" {
                 assert!(args["city"].is_string(), "{r:?}");
@@ -67,4 +86,39 @@ async fn embedded_tool_call_is_valid() {
         }
         assert!(r.usage.prompt > 0 && r.usage.completion > 0);
     }
+}
+
+/// The embedded model behind `serve`, reached through the `openai` backend:
+/// the OpenAI client tested against a real (local) model server.
+#[tokio::test]
+async fn openai_backend_against_served_embedded_model() {
+    let Some(path) = model() else { return };
+    let b = std::sync::Arc::new(EmbeddedBackend::load(EmbeddedConfig::new(path)).unwrap());
+    let listener = llm::serve::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(llm::serve::serve_listener(b, listener));
+    let client =
+        llm::OpenAiBackend::new(llm::OpenAiConfig::new(format!("http://{addr}/v1"))).unwrap();
+    let mut req = ChatRequest::new("smollm2-135m", vec![Message::user("Weather in Rome?")]);
+    req.tools = tools();
+    req.tool_choice = ToolChoice::Named("get_weather".into());
+    req.sampling = Sampling::Standard {
+        temperature: None,
+        top_p: None,
+        max_tokens: Some(64),
+    };
+    let r = client.chat(&req).await.unwrap();
+    assert_eq!(r.tool_calls.len(), 1, "{r:?}");
+    assert_eq!(r.tool_calls[0].name, "get_weather");
+    assert!(
+        r.tool_calls[0]
+            .arguments
+            .as_ref()
+            .is_some_and(|a| a["city"].is_string()),
+        "{r:?}"
+    );
+    assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
+    assert!(r.usage.completion > 0);
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::{completion, start, tool_completion, Reply};
 use llm::{
-    Backend, CachedClient, CallCache, ChatRequest, ErrorKind, Message, OpenAiBackend,
-    OpenAiConfig, Replay, RetryPolicy,
+    Backend, CachedClient, CallCache, ChatRequest, ErrorKind, Message, OpenAiBackend, OpenAiConfig,
+    Replay, RetryPolicy,
 };
 use serde_json::json;
 
@@ -33,14 +33,19 @@ fn req(q: &str) -> ChatRequest {
 #[tokio::test]
 async fn rate_limit_honours_retry_after_then_succeeds() {
     let srv = start(|i, _| match i {
-        0 => Reply::json(429, json!({"error": {"type": "rate_limit_error"}})).header("Retry-After", "1"),
+        0 => Reply::json(429, json!({"error": {"type": "rate_limit_error"}}))
+            .header("Retry-After", "1"),
         _ => Reply::json(200, completion("ok")),
     })
     .await;
     let c = cached(backend(&srv.base_url, 3), "ratelimit");
     let t = Instant::now();
     let r = c.chat(&req("a")).await.unwrap();
-    assert!(t.elapsed() >= Duration::from_millis(950), "Retry-After ignored: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(950),
+        "Retry-After ignored: {:?}",
+        t.elapsed()
+    );
     assert_eq!(r.content.as_deref(), Some("ok"));
     assert_eq!(r.usage.reasoning, 1);
     assert_eq!(srv.count(), 2);
@@ -54,10 +59,16 @@ async fn server_error_is_retried_and_success_is_cached() {
     })
     .await;
     let c = cached(backend(&srv.base_url, 3), "5xx");
-    assert_eq!(c.chat(&req("a")).await.unwrap().content.as_deref(), Some("fine"));
+    assert_eq!(
+        c.chat(&req("a")).await.unwrap().content.as_deref(),
+        Some("fine")
+    );
     assert_eq!(srv.count(), 2);
     // Hit: no further request reaches the server.
-    assert_eq!(c.chat(&req("a")).await.unwrap().content.as_deref(), Some("fine"));
+    assert_eq!(
+        c.chat(&req("a")).await.unwrap().content.as_deref(),
+        Some("fine")
+    );
     assert_eq!(srv.count(), 2);
     let s = c.stats();
     assert_eq!((s.hits, s.misses, s.errors), (1, 1, 0));
@@ -67,7 +78,13 @@ async fn server_error_is_retried_and_success_is_cached() {
 #[tokio::test]
 async fn error_object_in_200_is_classified() {
     // A typed error object: classified by its type, not retried when fatal.
-    let srv = start(|_, _| Reply::json(200, json!({"error": {"type": "invalid_request_error", "message": "bad"}}))).await;
+    let srv = start(|_, _| {
+        Reply::json(
+            200,
+            json!({"error": {"type": "invalid_request_error", "message": "bad"}}),
+        )
+    })
+    .await;
     let c = cached(backend(&srv.base_url, 3), "err200");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
@@ -101,7 +118,8 @@ async fn truncated_json_is_malformed_and_not_cached() {
 
 #[tokio::test]
 async fn slow_response_times_out_after_retries() {
-    let srv = start(|_, _| Reply::json(200, completion("late")).delayed(Duration::from_secs(3))).await;
+    let srv =
+        start(|_, _| Reply::json(200, completion("late")).delayed(Duration::from_secs(3))).await;
     let mut cfg = OpenAiConfig::new(&srv.base_url);
     cfg.retry = RetryPolicy::fast(2);
     cfg.timeout = Duration::from_millis(300);
@@ -130,7 +148,13 @@ async fn non_json_tool_arguments_are_kept_and_flagged() {
 
 #[tokio::test]
 async fn auth_failure_is_fatal_without_retry() {
-    let srv = start(|_, _| Reply::json(401, json!({"error": {"type": "invalid_request_error", "code": "invalid_api_key"}}))).await;
+    let srv = start(|_, _| {
+        Reply::json(
+            401,
+            json!({"error": {"type": "invalid_request_error", "code": "invalid_api_key"}}),
+        )
+    })
+    .await;
     let e = backend(&srv.base_url, 5).chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
     assert_eq!(srv.count(), 1);
@@ -138,7 +162,8 @@ async fn auth_failure_is_fatal_without_retry() {
 
 #[tokio::test]
 async fn quota_429_is_fatal_by_its_type() {
-    let srv = start(|_, _| Reply::json(429, json!({"error": {"type": "insufficient_quota"}}))).await;
+    let srv =
+        start(|_, _| Reply::json(429, json!({"error": {"type": "insufficient_quota"}}))).await;
     let e = backend(&srv.base_url, 5).chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
 }
@@ -146,7 +171,11 @@ async fn quota_429_is_fatal_by_its_type() {
 #[tokio::test]
 async fn connection_refused_is_transient() {
     // Bind then drop a listener to get a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let e = backend(&format!("http://127.0.0.1:{port}/v1"), 2)
         .chat(&req("a"))
         .await
@@ -156,14 +185,17 @@ async fn connection_refused_is_transient() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrency_is_bounded_per_endpoint() {
-    let srv = start(|_, _| Reply::json(200, completion("x")).delayed(Duration::from_millis(50))).await;
+    let srv =
+        start(|_, _| Reply::json(200, completion("x")).delayed(Duration::from_millis(50))).await;
     let mut cfg = OpenAiConfig::new(&srv.base_url);
     cfg.max_concurrency = 3;
     let b = Arc::new(OpenAiBackend::new(cfg).unwrap());
     let mut tasks = Vec::new();
     for i in 0..12 {
         let b = b.clone();
-        tasks.push(tokio::spawn(async move { b.chat(&req(&i.to_string())).await }));
+        tasks.push(tokio::spawn(
+            async move { b.chat(&req(&i.to_string())).await },
+        ));
     }
     for t in tasks {
         t.await.unwrap().unwrap();
@@ -209,11 +241,21 @@ async fn replay_answers_hits_and_names_misses() {
     let c = cached(backend(&srv.base_url, 1), "replay");
     c.for_stage("explore").chat(&req("a")).await.unwrap();
     let replay = Replay::new(c.cache().clone(), "explore");
-    assert_eq!(replay.chat(&req("a")).await.unwrap().content.as_deref(), Some("stored"));
+    assert_eq!(
+        replay.chat(&req("a")).await.unwrap().content.as_deref(),
+        Some("stored")
+    );
     let e = replay.chat(&req("b")).await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::CacheMiss);
-    assert!(e.message.contains(&llm::request_key(&req("b"))), "{}", e.message);
+    assert!(
+        e.message.contains(&llm::request_key(&req("b"))),
+        "{}",
+        e.message
+    );
     assert!(e.message.contains("stage explore"), "{}", e.message);
     assert_eq!(srv.count(), 1);
-    assert_eq!(c.cache().entries().unwrap()[0].stage.as_deref(), Some("explore"));
+    assert_eq!(
+        c.cache().entries().unwrap()[0].stage.as_deref(),
+        Some("explore")
+    );
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use llm::serve::{bind, serve_listener};
 use llm::{
-    Backend, ChatRequest, ChatResponse, ErrorKind, LlmError, Message, OpenAiBackend,
-    OpenAiConfig, RetryPolicy, Scripted, ToolCall, ToolChoice, ToolDef,
+    Backend, ChatRequest, ChatResponse, ErrorKind, LlmError, Message, OpenAiBackend, OpenAiConfig,
+    RetryPolicy, Scripted, ToolCall, ToolChoice, ToolDef,
 };
 use serde_json::json;
 
@@ -25,7 +25,11 @@ async fn tool_call_round_trip() {
         // The server sees the same request the client sent.
         assert_eq!(r.tool_choice, ToolChoice::Named("add".into()));
         assert_eq!(r.messages.len(), 2);
-        let mut resp = ChatResponse::calls(vec![ToolCall::new("c1", &r.tools[0].name, r#"{"a": 1, "b": 2}"#)]);
+        let mut resp = ChatResponse::calls(vec![ToolCall::new(
+            "c1",
+            &r.tools[0].name,
+            r#"{"a": 1, "b": 2}"#,
+        )]);
         resp.usage.prompt = 7;
         Ok(resp)
     }))
@@ -46,10 +50,22 @@ async fn tool_call_round_trip() {
 
 #[tokio::test]
 async fn backend_errors_keep_their_kind_across_the_wire() {
-    let client = served(Scripted::new(|_| Err(LlmError::new(ErrorKind::RateLimit, "slow down")))).await;
-    let e = client.chat(&ChatRequest::new("m", vec![Message::user("x")])).await.unwrap_err();
+    let client = served(Scripted::new(|_| {
+        Err(LlmError::new(ErrorKind::RateLimit, "slow down"))
+    }))
+    .await;
+    let e = client
+        .chat(&ChatRequest::new("m", vec![Message::user("x")]))
+        .await
+        .unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::RateLimit, 2));
-    let client = served(Scripted::new(|_| Err(LlmError::new(ErrorKind::Fatal, "no")))).await;
-    let e = client.chat(&ChatRequest::new("m", vec![Message::user("x")])).await.unwrap_err();
+    let client = served(Scripted::new(|_| {
+        Err(LlmError::new(ErrorKind::Fatal, "no"))
+    }))
+    .await;
+    let e = client
+        .chat(&ChatRequest::new("m", vec![Message::user("x")]))
+        .await
+        .unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
 }

@@ -8,6 +8,9 @@
 //! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions |
 //! | `scripted:silent`    | deterministic editor that never proposes a change           |
 //!
+//! Model-backed specs (`openai:`, `embedded:`, `replay:`) are built by
+//! [`crate::llm_models`].
+//!
 //! The scripted models exist so that the whole pipeline (stages, store, grader) is
 //! tested end to end without a model; real models come through the `llm` crate.
 
@@ -98,26 +101,26 @@ pub trait Editor: Send + Sync {
 }
 
 /// Build the agent named by a model spec.
-pub fn make_agent(spec: &str) -> Result<Box<dyn Agent>, InputError> {
+pub fn make_agent(spec: &str, cache_dir: &std::path::Path) -> Result<Box<dyn Agent>, InputError> {
     match spec {
         "scripted:schema" => Ok(Box::new(SchemaAgent)),
         "scripted:empty" => Ok(Box::new(EmptyAgent)),
         s if s.starts_with("scripted:") => Err(InputError(format!(
             "unknown scripted agent `{s}` (valid: scripted:schema, scripted:empty)"
         ))),
-        s => crate::llm_models::agent(s),
+        s => crate::llm_models::agent(s, cache_dir),
     }
 }
 
 /// Build the editor named by a model spec.
-pub fn make_editor(spec: &str) -> Result<Box<dyn Editor>, InputError> {
+pub fn make_editor(spec: &str, cache_dir: &std::path::Path) -> Result<Box<dyn Editor>, InputError> {
     match spec {
         "scripted:errors" => Ok(Box::new(ErrorsEditor)),
         "scripted:silent" => Ok(Box::new(SilentEditor)),
         s if s.starts_with("scripted:") => Err(InputError(format!(
             "unknown scripted editor `{s}` (valid: scripted:errors, scripted:silent)"
         ))),
-        s => crate::llm_models::editor(s),
+        s => crate::llm_models::editor(s, cache_dir),
     }
 }
 

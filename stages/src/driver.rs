@@ -54,6 +54,7 @@ impl RunOutput {
 /// Models are created on first use, so `otb status` never loads a model.
 struct Models<'e> {
     exp: &'e Experiment,
+    cache_dir: std::path::PathBuf,
     agent: OnceCell<Box<dyn Agent>>,
     editor: OnceCell<Box<dyn Editor>>,
 }
@@ -61,8 +62,8 @@ struct Models<'e> {
 impl Models<'_> {
     fn agent(&self) -> Result<&dyn Agent, StageError> {
         if self.agent.get().is_none() {
-            let a =
-                make_agent(&self.exp.agent).map_err(|e| StageError::failed(explore::STAGE, e.0))?;
+            let a = make_agent(&self.exp.agent, &self.cache_dir)
+                .map_err(|e| StageError::failed(explore::STAGE, e.0))?;
             let _ = self.agent.set(a);
         }
         self.agent
@@ -73,7 +74,7 @@ impl Models<'_> {
 
     fn editor(&self) -> Result<&dyn Editor, StageError> {
         if self.editor.get().is_none() {
-            let e = make_editor(&self.exp.editor)
+            let e = make_editor(&self.exp.editor, &self.cache_dir)
                 .map_err(|e| StageError::failed(batch_reflect::STAGE, e.0))?;
             let _ = self.editor.set(e);
         }
@@ -98,6 +99,7 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
     let b = &exp.bfcl;
     let models = Models {
         exp,
+        cache_dir: s.store().root().join("cache").join("llm"),
         agent: OnceCell::new(),
         editor: OnceCell::new(),
     };

@@ -138,13 +138,13 @@ fn check_names(path: &Path, what: &str, got: &[String], valid: &[&str]) -> Resul
 }
 
 fn check_model(path: &Path, role: &str, spec: &str) -> Result<(), ConfigError> {
-    let ok = ["scripted:", "embedded:", "openai:"]
+    let ok = ["scripted:", "embedded:", "openai:", "replay:"]
         .iter()
         .any(|p| spec.starts_with(p) && spec.len() > p.len());
     if !ok {
         return Err(cfg_err(
             path,
-            format!("models.{role} = `{spec}`: expected `scripted:<name>`, `embedded:<name>` or `openai:<model>`"),
+            format!("models.{role} = `{spec}`: expected `scripted:<name>`, `embedded:<name>`, `openai:<model>` or `replay:<model>`"),
         ));
     }
     Ok(())

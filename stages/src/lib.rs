@@ -21,6 +21,7 @@ pub mod experiment;
 pub mod explore;
 pub mod export;
 pub mod import_released;
+pub mod llm_cache;
 pub mod llm_models;
 pub mod opacify;
 pub mod plot;

@@ -1,24 +1,384 @@
-//! Agents and editors backed by the `llm` crate (OpenAI-compatible endpoints and the
-//! embedded model).
+//! Agents and editors backed by the `llm` crate: `openai:<model>` (any
+//! OpenAI-compatible endpoint, configured by `OTB_LLM_BASE_URL` and
+//! `OTB_LLM_API_KEY`/`OPENAI_API_KEY`), `embedded:<name>` (the in-process model,
+//! feature `embedded`), and `replay:<model>` (answers only from the call cache).
+//!
+//! Every call goes through the crash-safe call cache in `<store>/cache/llm`, so a
+//! rerun makes no model calls and a killed run loses only the calls in flight. A call
+//! that fails after the backend's retries becomes a turn with `error` set (its
+//! `error_kind` is stored in the row), never a silent zero.
 
-use crate::agents::{Agent, Editor};
+use crate::agents::{Agent, AgentJob, AgentTurn, CallFailure, CallUsage, Editor, EditorReply};
+use crate::rows::CallRecord;
 use crate::InputError;
+use llm::{
+    Backend, CachedClient, CallCache, ChatRequest, ChatResponse, LlmError, Message, Sampling,
+    ToolChoice, ToolDef,
+};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+type BackendRef = (Arc<dyn Backend>, String);
+
+/// One call cache per directory and one backend per spec in this process: the agent
+/// and the editor often name the same model, and the cache directory is locked by
+/// whoever opens it, so both must share.
+struct Shared {
+    caches: HashMap<PathBuf, Arc<CallCache>>,
+    backends: HashMap<String, BackendRef>,
+}
+
+fn shared() -> &'static Mutex<Shared> {
+    static S: OnceLock<Mutex<Shared>> = OnceLock::new();
+    S.get_or_init(|| {
+        Mutex::new(Shared {
+            caches: HashMap::new(),
+            backends: HashMap::new(),
+        })
+    })
+}
+
+fn shared_cache(dir: &Path) -> Result<Arc<CallCache>, InputError> {
+    let mut s = shared()
+        .lock()
+        .map_err(|_| InputError("model registry poisoned".into()))?;
+    if let Some(c) = s.caches.get(dir) {
+        return Ok(c.clone());
+    }
+    let c = Arc::new(
+        CallCache::open(dir)
+            .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?,
+    );
+    s.caches.insert(dir.to_path_buf(), c.clone());
+    Ok(c)
+}
+
+fn shared_backend(spec: &str, cache: &Arc<CallCache>) -> Result<BackendRef, InputError> {
+    let mut s = shared()
+        .lock()
+        .map_err(|_| InputError("model registry poisoned".into()))?;
+    if let Some(b) = s.backends.get(spec) {
+        return Ok(b.clone());
+    }
+    let b = backend_for(spec, cache)?;
+    s.backends.insert(spec.to_string(), b.clone());
+    Ok(b)
+}
 
 /// Validate a model spec without loading anything.
 pub fn check_spec(spec: &str) -> Result<(), InputError> {
     match spec.split_once(':') {
         Some(("scripted", _)) => Ok(()),
-        Some(("openai", m)) | Some(("embedded", m)) if !m.is_empty() => Ok(()),
+        Some(("openai", m)) | Some(("replay", m)) if !m.is_empty() => Ok(()),
+        Some(("embedded", m)) => llm::models::spec(m)
+            .map(|_| ())
+            .map_err(|e| InputError(format!("model `{spec}`: {e}"))),
         _ => Err(InputError(format!(
-            "model `{spec}`: expected scripted:<name>, embedded:<name> or openai:<model>"
+            "model `{spec}`: expected scripted:<name>, embedded:<name>, openai:<model> or replay:<model>"
         ))),
     }
 }
 
-pub fn agent(spec: &str) -> Result<Box<dyn Agent>, InputError> {
-    Err(InputError(format!("model `{spec}`: not wired yet")))
+/// Reasoning models (the paper's GPT-5 family, o-series) take reasoning effort and
+/// `max_completion_tokens`, and no temperature.
+fn sampling_for(model: &str) -> Sampling {
+    let m = model.to_ascii_lowercase();
+    if m.starts_with("gpt-5") || m.starts_with("o1") || m.starts_with("o3") || m.starts_with("o4") {
+        Sampling::Reasoning {
+            reasoning_effort: Some("medium".into()),
+            max_completion_tokens: Some(8192),
+        }
+    } else {
+        Sampling::Standard {
+            temperature: Some(0.0),
+            top_p: None,
+            max_tokens: Some(512),
+        }
+    }
 }
 
-pub fn editor(spec: &str) -> Result<Box<dyn Editor>, InputError> {
-    Err(InputError(format!("model `{spec}`: not wired yet")))
+/// A model behind the call cache, with a runtime to drive it from synchronous stages.
+pub struct LlmModel {
+    client: CachedClient,
+    model: String,
+    sampling: Sampling,
+    rt: tokio::runtime::Runtime,
+}
+
+fn backend_for(
+    spec: &str,
+    cache: &Arc<CallCache>,
+) -> Result<(Arc<dyn Backend>, String), InputError> {
+    let fail = |e: LlmError| InputError(format!("model `{spec}`: {e}"));
+    match spec.split_once(':') {
+        Some(("openai", m)) => Ok((
+            Arc::new(llm::OpenAiBackend::from_env().map_err(fail)?),
+            m.to_string(),
+        )),
+        Some(("replay", m)) => Ok((
+            Arc::new(llm::Replay::new(cache.clone(), "replay")),
+            m.to_string(),
+        )),
+        Some(("embedded", m)) => embedded(spec, m),
+        _ => Err(InputError(format!(
+            "model `{spec}`: not a model-backed spec"
+        ))),
+    }
+}
+
+#[cfg(feature = "embedded")]
+fn embedded(spec: &str, name: &str) -> Result<(Arc<dyn Backend>, String), InputError> {
+    let path = match std::env::var("OTB_EMBEDDED_MODEL")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+    {
+        Some(p) => std::path::PathBuf::from(p),
+        None => llm::fetch_model(name, &llm::models::default_cache_dir())
+            .map_err(|e| InputError(format!("model `{spec}`: {e}")))?,
+    };
+    let backend = llm::EmbeddedBackend::load(llm::EmbeddedConfig::new(path))
+        .map_err(|e| InputError(format!("model `{spec}`: {e}")))?;
+    Ok((Arc::new(backend), name.to_string()))
+}
+
+#[cfg(not(feature = "embedded"))]
+fn embedded(spec: &str, _name: &str) -> Result<(Arc<dyn Backend>, String), InputError> {
+    Err(InputError(format!(
+        "model `{spec}`: this otb was built without the embedded model (feature `embedded`); set OTB_LLM_BASE_URL and use openai:<model>"
+    )))
+}
+
+impl LlmModel {
+    pub fn open(spec: &str, cache_dir: &Path, stage: &str) -> Result<LlmModel, InputError> {
+        let cache = shared_cache(cache_dir)?;
+        let (backend, model) = shared_backend(spec, &cache)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| InputError(format!("starting the async runtime: {e}")))?;
+        Ok(LlmModel {
+            client: CachedClient::new(backend, cache).for_stage(stage),
+            sampling: sampling_for(&model),
+            model,
+            rt,
+        })
+    }
+
+    /// Send all requests concurrently (the backend bounds concurrency); results in
+    /// request order.
+    fn chat_all(
+        &self,
+        reqs: Vec<ChatRequest>,
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<Result<ChatResponse, LlmError>> {
+        let n = reqs.len();
+        self.rt.block_on(async {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, req) in reqs.into_iter().enumerate() {
+                let client = self.client.clone();
+                set.spawn(async move { (i, client.chat(&req).await) });
+            }
+            let mut out: Vec<Option<Result<ChatResponse, LlmError>>> =
+                (0..n).map(|_| None).collect();
+            while let Some(joined) = set.join_next().await {
+                match joined {
+                    Ok((i, r)) => out[i] = Some(r),
+                    Err(e) => {
+                        // A panicked task: record it against no particular slot; the
+                        // empty slots below become errors.
+                        eprintln!("otb: warning: a model call task failed: {e}");
+                    }
+                }
+                done();
+            }
+            out.into_iter()
+                .map(|r| {
+                    r.unwrap_or_else(|| {
+                        Err(LlmError::new(
+                            llm::ErrorKind::Fatal,
+                            "model call task failed",
+                        ))
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+fn usage_of(r: &ChatResponse) -> CallUsage {
+    CallUsage {
+        prompt_tokens: r.usage.prompt,
+        completion_tokens: r.usage.completion,
+        reasoning_tokens: r.usage.reasoning,
+        latency_ms: r.latency_ms,
+        cached: false,
+    }
+}
+
+fn failure(e: &LlmError) -> CallFailure {
+    CallFailure {
+        kind: e.kind.as_str().to_string(),
+        message: e.to_string(),
+    }
+}
+
+fn tool_def(v: &Value) -> ToolDef {
+    ToolDef {
+        name: v
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        description: v
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        parameters: v.get("parameters").cloned(),
+    }
+}
+
+pub struct LlmAgent(LlmModel);
+
+impl LlmAgent {
+    fn request(&self, job: &AgentJob<'_>) -> ChatRequest {
+        let mut req = ChatRequest::new(
+            self.0.model.clone(),
+            vec![Message::system(job.system), Message::user(job.question)],
+        );
+        req.tools = job.tools.iter().map(tool_def).collect();
+        req.tool_choice = ToolChoice::Required;
+        req.sampling = self.0.sampling.clone();
+        req.seed = Some(job.seed);
+        req
+    }
+}
+
+fn turn_of(r: Result<ChatResponse, LlmError>) -> AgentTurn {
+    match r {
+        Ok(resp) => AgentTurn {
+            calls: resp
+                .tool_calls
+                .iter()
+                .map(|c| CallRecord {
+                    function: c.name.clone(),
+                    args: c.arguments.clone().unwrap_or(Value::Null),
+                    raw: if c.arguments.is_some() {
+                        None
+                    } else {
+                        Some(c.arguments_raw.clone())
+                    },
+                })
+                .collect(),
+            content: resp.content.clone(),
+            usage: usage_of(&resp),
+            error: None,
+        },
+        Err(e) => AgentTurn {
+            error: Some(failure(&e)),
+            ..Default::default()
+        },
+    }
+}
+
+impl Agent for LlmAgent {
+    fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
+        self.act_all(std::slice::from_ref(job), &|| {})
+            .pop()
+            .unwrap_or_default()
+    }
+
+    fn act_all(&self, jobs: &[AgentJob<'_>], done: &(dyn Fn() + Sync)) -> Vec<AgentTurn> {
+        let reqs = jobs.iter().map(|j| self.request(j)).collect();
+        self.0
+            .chat_all(reqs, done)
+            .into_iter()
+            .map(turn_of)
+            .collect()
+    }
+}
+
+pub struct LlmEditor(LlmModel);
+
+fn reply_of(r: Result<ChatResponse, LlmError>) -> EditorReply {
+    match r {
+        Ok(resp) => EditorReply {
+            text: Some(resp.content.clone().unwrap_or_default()),
+            usage: usage_of(&resp),
+            error: None,
+        },
+        Err(e) => EditorReply {
+            error: Some(failure(&e)),
+            ..Default::default()
+        },
+    }
+}
+
+impl Editor for LlmEditor {
+    fn complete(&self, prompt: &str, seed: u64) -> EditorReply {
+        self.complete_all(&[prompt.to_string()], seed, &|| {})
+            .pop()
+            .unwrap_or_default()
+    }
+
+    fn complete_all(
+        &self,
+        prompts: &[String],
+        seed: u64,
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<EditorReply> {
+        let reqs = prompts
+            .iter()
+            .map(|p| {
+                let mut req =
+                    ChatRequest::new(self.0.model.clone(), vec![Message::user(p.clone())]);
+                req.tool_choice = ToolChoice::None;
+                req.sampling = self.0.sampling.clone();
+                req.seed = Some(seed);
+                req
+            })
+            .collect();
+        self.0
+            .chat_all(reqs, done)
+            .into_iter()
+            .map(reply_of)
+            .collect()
+    }
+}
+
+pub fn agent(spec: &str, cache_dir: &Path) -> Result<Box<dyn Agent>, InputError> {
+    Ok(Box::new(LlmAgent(LlmModel::open(
+        spec, cache_dir, "explore",
+    )?)))
+}
+
+pub fn editor(spec: &str, cache_dir: &Path) -> Result<Box<dyn Editor>, InputError> {
+    Ok(Box::new(LlmEditor(LlmModel::open(
+        spec,
+        cache_dir,
+        "batch-reflect",
+    )?)))
+}
+
+/// `otb serve`: expose a model spec (`embedded:<name>`, `openai:<model>`,
+/// `replay:<model>`) as an OpenAI-compatible endpoint at `addr` until killed.
+/// Requests through it are not cached here (the client caches).
+pub fn serve_blocking(
+    spec: &str,
+    addr: std::net::SocketAddr,
+    cache_dir: &Path,
+) -> Result<(), InputError> {
+    if !addr.ip().is_loopback() {
+        eprintln!("otb: warning: serving on non-loopback address {addr}");
+    }
+    let cache = shared_cache(cache_dir)?;
+    let (backend, model) = shared_backend(spec, &cache)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| InputError(format!("starting the async runtime: {e}")))?;
+    eprintln!("otb: serving {model} ({spec}) at http://{addr}/v1/chat/completions");
+    rt.block_on(llm::serve(backend, addr))
+        .map_err(|e| InputError(e.to_string()))
 }

@@ -95,10 +95,15 @@ where
     let (rq, pk) = (requests.clone(), peak.clone());
     let task = tokio::spawn(async move {
         loop {
-            let Ok((mut s, _)) = listener.accept().await else { return };
-            let (handler, rq, inf, pk) = (handler.clone(), rq.clone(), in_flight.clone(), pk.clone());
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let (handler, rq, inf, pk) =
+                (handler.clone(), rq.clone(), in_flight.clone(), pk.clone());
             tokio::spawn(async move {
-                let Some(body) = read_body(&mut s).await else { return };
+                let Some(body) = read_body(&mut s).await else {
+                    return;
+                };
                 let idx = rq.fetch_add(1, Ordering::SeqCst);
                 let now = inf.fetch_add(1, Ordering::SeqCst) + 1;
                 pk.fetch_max(now, Ordering::SeqCst);

@@ -1,0 +1,129 @@
+//! `otb cache stats` / `otb cache export`: what the LLM call cache holds.
+
+use crate::InputError;
+use pipeline::{col, ColType::*, Column, Row};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One cached model call, as exported to Parquet.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CallRow {
+    pub key: String,
+    pub stage: Option<String>,
+    pub backend: String,
+    pub model: String,
+    pub created_unix_ms: i64,
+    pub latency_ms: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub reasoning_tokens: i64,
+    pub finish_reason: Option<String>,
+    pub content: Option<String>,
+    pub n_tool_calls: i64,
+    pub n_malformed_arguments: i64,
+    pub tool_calls: String,
+    pub request: String,
+}
+
+impl Row for CallRow {
+    const TABLE: &'static str = "llm_calls";
+    const DOC: &'static str = "one completed model call from the call cache";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("key", Str, "sha256 of the canonical request"),
+            col("stage", Str, "stage that made the call"),
+            col("backend", Str, "openai, embedded, ..."),
+            col("model", Str, "model name"),
+            col("created_unix_ms", I64, "when the call completed"),
+            col("latency_ms", I64, "wall time of the call"),
+            col("prompt_tokens", I64, "prompt tokens"),
+            col("completion_tokens", I64, "completion tokens"),
+            col("reasoning_tokens", I64, "reasoning tokens"),
+            col("finish_reason", Str, "finish reason"),
+            col("content", Str, "assistant text"),
+            col("n_tool_calls", I64, "tool calls in the reply"),
+            col(
+                "n_malformed_arguments",
+                I64,
+                "tool calls whose arguments were not JSON",
+            ),
+            col("tool_calls", Str, "tool calls as a JSON array"),
+            col("request", Str, "the full request as JSON"),
+        ];
+        C
+    }
+}
+
+pub fn cache_dir(store: &Path) -> PathBuf {
+    store.join("cache").join("llm")
+}
+
+fn rows(store: &Path) -> Result<Vec<CallRow>, InputError> {
+    let dir = cache_dir(store);
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let entries = llm::read_entries(&dir)
+        .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?;
+    Ok(entries
+        .into_iter()
+        .map(|r| CallRow {
+            key: r.key,
+            stage: r.stage,
+            backend: r.backend,
+            model: r.model,
+            created_unix_ms: r.created_unix_ms as i64,
+            latency_ms: r.latency_ms as i64,
+            prompt_tokens: r.prompt_tokens as i64,
+            completion_tokens: r.completion_tokens as i64,
+            reasoning_tokens: r.reasoning_tokens as i64,
+            finish_reason: r.finish_reason,
+            content: r.content,
+            n_tool_calls: r.n_tool_calls as i64,
+            n_malformed_arguments: r.n_malformed_arguments as i64,
+            tool_calls: r.tool_calls_json,
+            request: r.request_json,
+        })
+        .collect())
+}
+
+/// (calls, prompt, completion, reasoning tokens, malformed arguments).
+type Totals = (u64, i64, i64, i64, i64);
+
+/// Calls and tokens per (stage, model).
+pub fn stats_text(store: &Path) -> Result<String, InputError> {
+    let rows = rows(store)?;
+    let mut by: BTreeMap<(String, String), Totals> = BTreeMap::new();
+    for r in &rows {
+        let e = by
+            .entry((
+                r.stage.clone().unwrap_or_else(|| "-".into()),
+                r.model.clone(),
+            ))
+            .or_default();
+        e.0 += 1;
+        e.1 += r.prompt_tokens;
+        e.2 += r.completion_tokens;
+        e.3 += r.reasoning_tokens;
+        e.4 += r.n_malformed_arguments;
+    }
+    let mut out = format!(
+        "call cache {}: {} calls\n",
+        cache_dir(store).display(),
+        rows.len()
+    );
+    out.push_str("stage            model                            calls  prompt_tok  completion_tok  reasoning_tok  malformed_args\n");
+    for ((stage, model), (n, p, c, r, m)) in by {
+        out.push_str(&format!(
+            "{stage:<16} {model:<32} {n:>5}  {p:>10}  {c:>14}  {r:>13}  {m:>14}\n"
+        ));
+    }
+    Ok(out)
+}
+
+pub fn export(store: &Path, to: &Path) -> Result<usize, InputError> {
+    let rows = rows(store)?;
+    pipeline::table::write_rows(&rows, to).map_err(|e| InputError(e.to_string()))?;
+    Ok(rows.len())
+}
