@@ -338,6 +338,11 @@ pub fn main() -> Result<ExitCode> {
             let rows = stages::released::score(&dir, &exec, expected.as_deref())
                 .with_context(|| format!("scoring released runs under {}", dir.display()))?;
             print!("{}", stages::released::render(&rows, format == Format::Csv));
+            eprintln!(
+                "otb: {} run versions scored; {} instance verdicts disagree with the released scored files",
+                rows.len(),
+                stages::released::disagreements(&rows)
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Import {

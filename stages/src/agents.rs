@@ -28,6 +28,18 @@ pub struct CallUsage {
     pub cached: bool,
 }
 
+impl CallUsage {
+    /// Add this call to a stage's accounting.
+    pub fn record(&self, into: &mut pipeline::Usage, failed: bool) {
+        into.calls += 1;
+        into.cached_calls += self.cached as u64;
+        into.prompt_tokens += self.prompt_tokens;
+        into.completion_tokens += self.completion_tokens;
+        into.reasoning_tokens += self.reasoning_tokens;
+        into.errors += failed as u64;
+    }
+}
+
 /// A failed model call, classified.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallFailure {

@@ -240,16 +240,11 @@ pub fn run(
         };
         if let Some(reply) = slot.and_then(|i| replies.get(i)) {
             edit.sent = true;
-            usage.calls += 1;
-            usage.cached_calls += reply.usage.cached as u64;
-            usage.prompt_tokens += reply.usage.prompt_tokens;
-            usage.completion_tokens += reply.usage.completion_tokens;
-            usage.reasoning_tokens += reply.usage.reasoning_tokens;
+            reply.usage.record(&mut usage, reply.error.is_some());
             edit.prompt_tokens = reply.usage.prompt_tokens as i64;
             edit.completion_tokens = reply.usage.completion_tokens as i64;
             edit.reasoning_tokens = reply.usage.reasoning_tokens as i64;
             if let Some(err) = &reply.error {
-                usage.errors += 1;
                 edit.error_kind = Some(err.kind.clone());
             }
             if let Some(text) = &reply.text {

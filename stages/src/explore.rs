@@ -80,14 +80,7 @@ pub fn run(
     pb.finish_and_clear();
     let mut usage = Usage::default();
     for ((slot, d, _), turn) in todo.into_iter().zip(turns) {
-        usage.calls += 1;
-        usage.cached_calls += turn.usage.cached as u64;
-        usage.prompt_tokens += turn.usage.prompt_tokens;
-        usage.completion_tokens += turn.usage.completion_tokens;
-        usage.reasoning_tokens += turn.usage.reasoning_tokens;
-        if turn.error.is_some() {
-            usage.errors += 1;
-        }
+        turn.usage.record(&mut usage, turn.error.is_some());
         rows[slot] = Some(TrajectoryRow {
             instance_id: d.instance_id.clone(),
             round: d.round,

@@ -36,7 +36,7 @@
 
 use crate::driver::DriveError;
 use crate::evaluate;
-use crate::released::csv_field;
+use crate::released::{csv_line, CSV_HEADER};
 use crate::rows::{CallRecord, DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use crate::InputError;
 use datasets::bfcl::data::Category;
@@ -428,18 +428,15 @@ pub fn import(plan: &Plan, s: &mut Session<'_>) -> Result<Vec<Imported>, DriveEr
 /// The report: a CSV block (`method,config,gen_hypers,version,E,P,A,n`, the columns of
 /// `otb released score --format csv`) and a last summary line.
 pub fn render(imported: &[Imported], s: &Session<'_>) -> String {
-    let mut out = String::from("method,config,gen_hypers,version,E,P,A,n\n");
+    let mut out = String::from(CSV_HEADER);
     for r in imported {
-        out.push_str(&format!(
-            "{},{},{},{},{:.4},{:.4},{:.4},{}\n",
-            csv_field(&r.method),
-            csv_field(&r.config),
-            csv_field(&r.gen_hypers),
+        out.push_str(&csv_line(
+            &r.method,
+            &r.config,
+            &r.gen_hypers,
             r.version,
-            r.e,
-            r.p,
-            r.a,
-            r.n
+            [r.e, r.p, r.a],
+            r.n,
         ));
     }
     let ran = s.executed();

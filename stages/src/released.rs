@@ -19,18 +19,15 @@ pub fn score(
 pub fn render(rows: &[ScoreRow], csv: bool) -> String {
     let mut out = String::new();
     if csv {
-        out.push_str("method,config,gen_hypers,version,E,P,A,n\n");
+        out.push_str(CSV_HEADER);
         for r in rows {
-            out.push_str(&format!(
-                "{},{},{},{},{:.4},{:.4},{:.4},{}\n",
-                csv_field(&r.method),
-                csv_field(&r.config),
-                csv_field(&r.gen_hypers),
+            out.push_str(&csv_line(
+                &r.method,
+                &r.config,
+                &r.gen_hypers,
                 r.version,
-                r.e,
-                r.p,
-                r.a,
-                r.n
+                [r.e, r.p, r.a],
+                r.n,
             ));
         }
     } else {
@@ -52,6 +49,29 @@ pub fn render(rows: &[ScoreRow], csv: bool) -> String {
         }
     }
     out
+}
+
+/// Header of the per-run CSV that `otb released score` and `otb import` print.
+pub const CSV_HEADER: &str = "method,config,gen_hypers,version,E,P,A,n\n";
+
+/// One line of that CSV.
+pub fn csv_line(
+    method: &str,
+    config: &str,
+    gen_hypers: &str,
+    version: u32,
+    epa: [f64; 3],
+    n: usize,
+) -> String {
+    format!(
+        "{},{},{},{version},{:.4},{:.4},{:.4},{n}\n",
+        csv_field(method),
+        csv_field(config),
+        csv_field(gen_hypers),
+        epa[0],
+        epa[1],
+        epa[2]
+    )
 }
 
 /// Total instances whose verdict differs from the released `scored` files.
