@@ -92,6 +92,11 @@ fn released_score_reproduces_table2_gpt5_cells() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("69 run versions scored; 0 instance verdicts disagree"),
+        "per-instance verdicts must agree with the released scored files: {err}"
+    );
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),

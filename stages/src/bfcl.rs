@@ -11,11 +11,11 @@ pub const SIMULATED_SEED: u64 = 0;
 
 /// `recorded` then `simulated` when a frozen-responses file is given, else `simulated`.
 pub fn make_executor(recorded: Option<&Path>) -> Result<Executor, RestError> {
-    let chain = match recorded {
-        Some(p) => BackendChain::paper(p, SIMULATED_SEED)?,
-        None => BackendChain::simulated(SIMULATED_SEED),
-    };
-    Ok(Executor::new(chain))
+    match recorded {
+        // Also indexes the frozen responses by raw ground-truth text (paper parity).
+        Some(p) => Executor::paper(p, SIMULATED_SEED),
+        None => Ok(Executor::new(BackendChain::simulated(SIMULATED_SEED))),
+    }
 }
 
 /// `otb exec`: parse one Python call string (real function name) and execute it.
