@@ -199,11 +199,11 @@ mod tests {
             "{p}"
         );
         assert!(
-            p.contains(r#"{"function":{"name":"get_weather"},"type":"function"}"#),
+            p.contains(r#"{"type":"function","function":{"name":"get_weather"}}"#),
             "{p}"
         );
         assert!(p.contains(
-            "<|im_start|>assistant\n<tool_call>\n{\"arguments\":{\"city\":\"Oslo\"},\"name\":\"get_weather\"}\n</tool_call><|im_end|>"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}\n</tool_call><|im_end|>"
         ), "{p}");
         assert!(p.contains("<tool_response>\n-3C\n</tool_response>"));
         assert!(p.ends_with("<|im_start|>assistant\n"));

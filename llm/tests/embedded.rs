@@ -67,15 +67,23 @@ async fn embedded_tool_call_is_valid() {
             r.tool_calls, r.content, r.usage
         );
         assert!(!r.tool_calls.is_empty(), "{choice:?}: no call in {r:?}");
-        for c in &r.tool_calls {
+        for (i, c) in r.tool_calls.iter().enumerate() {
             assert!(
                 ["get_weather", "lookup"].contains(&c.name.as_str()),
                 "{r:?}"
             );
-            let args = c
-                .arguments
-                .as_ref()
-                .unwrap_or_else(|| panic!("arguments not JSON: {r:?}"));
+            // The tiny model sometimes starts an extra call that the token limit cuts
+            // off: that one is kept and flagged (arguments None), never dropped, and it
+            // can only be the last call of a reply that stopped on length.
+            let Some(args) = c.arguments.as_ref() else {
+                assert!(
+                    i > 0
+                        && i + 1 == r.tool_calls.len()
+                        && r.finish_reason.as_deref() == Some("length"),
+                    "arguments not JSON: {r:?}"
+                );
+                continue;
+            };
             assert!(args.is_object(), "{r:?}");
             if c.name == "get_weather" {
                 assert!(args["city"].is_string(), "{r:?}");
