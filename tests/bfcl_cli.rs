@@ -2,18 +2,7 @@
 
 mod common;
 
-use common::otb;
-use std::path::PathBuf;
-
-fn shared() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/otb/bfcl");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipping: ../shared/data/otb/bfcl is absent");
-        None
-    }
-}
+use common::{otb, shared_bfcl as shared};
 
 fn exec(call: &str) -> (Option<i32>, String, String) {
     let out = otb().args(["exec", call]).output().unwrap();

@@ -4,22 +4,12 @@
 
 mod common;
 
-use common::otb;
+use common::{otb, shared_bfcl as shared};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 const GEN: &str = "gpt5_medium_req_8192_must_call_tool_seed0";
-
-fn shared() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/otb/bfcl");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipping: ../shared/data/otb/bfcl is absent");
-        None
-    }
-}
 
 fn import(store: &Path, tree: &Path, bfcl: &Path) -> Output {
     otb()

@@ -13,6 +13,18 @@ pub fn otb() -> Command {
     c
 }
 
+/// The reference BFCL data beside the repository (`../shared/data/otb/bfcl`), or
+/// `None` with a note on stderr: tests that need it skip cleanly without it.
+pub fn shared_bfcl() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/otb/bfcl");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        eprintln!("skipping: ../shared/data/otb/bfcl is absent");
+        None
+    }
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
