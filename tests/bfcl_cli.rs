@@ -75,12 +75,7 @@ fn released_score_reproduces_table2_gpt5_cells() {
         .args(["--format", "csv"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = common::stdout_ok(&out);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("69 run versions scored; 0 instance verdicts disagree"),
@@ -151,12 +146,7 @@ fn table2_csv_has_the_documented_columns() {
         .args(["table", "table2", "--format", "csv"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = common::stdout_ok(&out);
     assert_eq!(
         text.lines().next(),
         Some("setting,model,method,source,n,E,P,A")
@@ -182,12 +172,7 @@ fn table2_released_columns_match_targets() {
         .arg(s.join("tool_configs"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = common::stdout_ok(&out);
     let cell = |setting: &str, method: &str| -> String {
         let row: Vec<&str> = text
             .lines()

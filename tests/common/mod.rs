@@ -25,6 +25,16 @@ pub fn shared_bfcl() -> Option<PathBuf> {
     }
 }
 
+/// The stdout of a command that must have succeeded (its stderr in the failure message).
+pub fn stdout_ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
