@@ -24,6 +24,9 @@ test:
 fmt:
 	$(CARGO) fmt --all
 
+## Benchmarks behind README's performance section: pipeline store, released-run rescoring,
+## openai client overhead, embedded tokens/s (OTB_BENCH_MODEL=smollm2-135m for a quick run,
+## OTB_BENCH_EMBEDDED=0 to skip the model).
 bench:
 	bash scripts/bench.sh
 

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # make bench: the benchmarks whose numbers go into README's performance section.
+#
+#   OTB_BENCH_MODEL=smollm2-135m make bench   # quick embedded run (default: qwen2.5-coder-1.5b)
+#   OTB_BENCH_EMBEDDED=single|batch|0         # one part of the embedded bench, or none
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
@@ -18,4 +21,14 @@ if [ -d "$rel" ]; then
   done
 else
   echo "== released runs not found ($rel): skipping the rescoring benchmark"
+fi
+
+echo "== client overhead of the openai backend (in-process 127.0.0.1 server; under a minute)"
+cargo run --release -q -p llm --example bench_client
+
+part=${OTB_BENCH_EMBEDDED:-all}
+if [ "$part" != 0 ]; then
+  model=${OTB_BENCH_MODEL:-qwen2.5-coder-1.5b}
+  echo "== embedded $model: tokens/s, grammar, prefix reuse, 1 vs 4 requests at once (minutes with the 1.5B model)"
+  cargo run --release -q -p llm --features embedded --example bench_embedded -- "$model" "$part"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make reproduce-table2: rescore the authors' released runs (when OTB_RELEASED_RUNS
 # points at them), run the experiment grid (resumable: finished stages are reused),
-# and print Table 2 with paper / released / this-run values.
+# and print Table 2 with paper / released / this-run values, then the token table
+# (each method's cost and its ratio to ToolObserver) and Table 6 (fidelity to gold).
 #
 # Environment:
 #   EXP=experiments/table2.toml   experiment file
@@ -37,3 +38,7 @@ fi
 
 "$OTB" run "$EXP"
 "$OTB" table table2 "${table_args[@]}"
+# What each method spent, and how close its learned docs are to the originals.
+"$OTB" table tokens --experiment "$EXP" --out "$OUT"
+"$OTB" table table6 --experiment "$EXP" --out "$OUT"
+echo "reproduce-table2: done in ${SECONDS}s; tables in $OUT" >&2

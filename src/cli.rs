@@ -4,6 +4,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use pipeline::{Access, Mode, NodeState, Session, Store, StoreErrorKind};
 use stages::experiment::{ConfigError, Experiment};
+use stages::report::TableReport;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -149,8 +150,13 @@ enum CacheCommand {
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Backend {
+    /// The deterministic offline world.
     Simulated,
+    /// Frozen responses (--recorded FILE), then the simulated world for misses.
     Recorded,
+    /// The real web APIs: needs GEOCODE_API_KEY, RAPID_API_KEY, OMDB_API_KEY and
+    /// EXCHANGERATE_API_KEY; OTB_LIVE_BASE_URL sends every request to another origin.
+    Live,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -165,6 +171,12 @@ enum TableName {
     Table2,
     /// Mean ToolObserver rounds to convergence, and the per-round curve (CSV + PNG with --out).
     Table5,
+    /// Fidelity of learned descriptions to gold: MiniLM cosine and ROUGE-1 F1.
+    Table6,
+    /// Editor ablation: ToolObserver's final E per agent x editor.
+    Table7,
+    /// Tokens per method (exploration, editing, evaluation) and ratios to ToolObserver.
+    Tokens,
 }
 
 /// An error caused by the user's input (exit code 2).
@@ -363,22 +375,30 @@ pub fn main() -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Table {
-            table: TableName::Table5,
+            table:
+                table @ (TableName::Table5 | TableName::Table6 | TableName::Table7 | TableName::Tokens),
             experiment,
             format,
             out,
             ..
         } => {
-            let path =
-                experiment.ok_or_else(|| BadInput("table5 needs --experiment EXP.toml".into()))?;
+            let name = match table {
+                TableName::Table5 => "table5",
+                TableName::Table6 => "table6",
+                TableName::Table7 => "table7",
+                _ => "tokens",
+            };
+            let path = experiment
+                .ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
             let exp = Experiment::load(&path)?;
             let store = Store::open(&root, Access::ReadOnly)?;
-            let table = stages::table5::build(&store, &exp)?;
-            print!("{}", table.render(format == Format::Csv));
-            if let Some(dir) = out {
-                for p in table.write(&dir)? {
-                    eprintln!("wrote {}", p.display());
-                }
+            let csv = format == Format::Csv;
+            let out = out.as_deref();
+            match table {
+                TableName::Table5 => show(&stages::table5::build(&store, &exp)?, csv, out)?,
+                TableName::Table6 => show(&stages::fidelity::build(&store, &exp)?, csv, out)?,
+                TableName::Table7 => show(&stages::table7::build(&store, &exp)?, csv, out)?,
+                _ => show(&stages::tokens::build(&store, &exp)?, csv, out)?,
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -404,15 +424,21 @@ pub fn main() -> Result<ExitCode> {
                 &exec,
                 expected.as_deref(),
             )?;
-            print!("{}", table.render(format == Format::Csv));
-            if let Some(dir) = out {
-                for p in table.write(&dir)? {
-                    eprintln!("wrote {}", p.display());
-                }
-            }
+            show(&table, format == Format::Csv, out.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Print a table (Markdown or CSV) and, with `--out DIR`, write its files there.
+fn show<T: TableReport>(table: &T, csv: bool, out: Option<&Path>) -> Result<()> {
+    print!("{}", table.render(csv));
+    if let Some(dir) = out {
+        for p in table.write(dir)? {
+            eprintln!("wrote {}", p.display());
+        }
+    }
+    Ok(())
 }
 
 fn executor(
@@ -432,6 +458,9 @@ fn executor(
                 .into());
             }
             Ok(stages::bfcl::make_executor(Some(path))?)
+        }
+        Backend::Live => {
+            stages::bfcl::make_live_executor().map_err(|e| BadInput(e.to_string()).into())
         }
     }
 }

@@ -80,3 +80,71 @@ fn embedded_model_runs_the_online_loop_and_reruns_from_cache() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Each baseline (EasyTool, Play2Prompt, DRAFT with MiniLM embeddings) completes a
+/// short run with the embedded model as editor and agent, on 2 instances.
+#[test]
+fn embedded_model_runs_each_baseline() {
+    if !model_available() {
+        return;
+    }
+    if let Err(e) = textsim::Embedder::load_default() {
+        eprintln!("skipping: the MiniLM embedding model is not available: {e}");
+        return;
+    }
+    let s = Scratch::new(
+        "",
+        "agent = \"embedded:smollm2-135m\"\neditor = \"embedded:smollm2-135m\"",
+    );
+    // One single-tool instance and the smallest budgets: every step of each method
+    // still runs once (a debug build of llama.cpp takes seconds per call).
+    let one = s.dir.path().join("one.jsonl");
+    let first_line = std::fs::read_to_string(common::fixture("mini_bfcl.jsonl"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    std::fs::write(&one, first_line + "\n").unwrap();
+    let text = format!(
+        "name = \"baselines\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names+params\"]\nmethods = [\"easytool\", \"play2prompt\", \"draft\"]\n[models]\nagent = \"embedded:smollm2-135m\"\neditor = \"embedded:smollm2-135m\"\n[baselines.play2prompt]\ninit_loops = 1\nrefine_steps = 0\n[baselines.draft]\nepisodes = 1\nretries = 0\n",
+        one.display()
+    );
+    std::fs::write(s.exp(), text).unwrap();
+    let first = s.run();
+    for node in [
+        "easytool[names+params]",
+        "play2prompt[names+params]",
+        "draft[names+params]",
+        "evaluate[names+params easytool r0]",
+        "evaluate[names+params play2prompt r0]",
+        "evaluate[names+params draft r0]",
+    ] {
+        assert!(
+            first.ran.iter().any(|n| n == node),
+            "{node}: {:?}",
+            first.ran
+        );
+    }
+    let tokens = common::stdout_ok(&s.otb(&[
+        "table",
+        "tokens",
+        "--experiment",
+        s.exp().to_str().unwrap(),
+        "--format",
+        "csv",
+    ]));
+    for method in ["easytool", "play2prompt", "draft"] {
+        let row = tokens
+            .lines()
+            .find(|l| l.starts_with(&format!("names+params,{method},")))
+            .unwrap_or_else(|| panic!("{method} missing in\n{tokens}"));
+        let docs: i64 = row
+            .split(',')
+            .nth(9)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(docs > 0, "{method} spent no tokens: {row}");
+    }
+    assert_eq!(s.run().executed(), 0, "a rerun is answered from the store");
+}

@@ -243,7 +243,11 @@ fn bad_input_exits_2_with_one_line_and_leaves_store_untouched() {
         ),
         (
             "[bfcl]\nbackend = \"live\"\n".into(),
-            "unknown backend `live`",
+            "backend = \"live\" is not available in experiments",
+        ),
+        (
+            "[bfcl]\nbackend = \"cloud\"\n".into(),
+            "unknown backend `cloud`",
         ),
         (
             "[bfcl]\ndata = \"/nonexistent/x.jsonl\"\n".into(),

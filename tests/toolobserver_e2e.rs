@@ -137,14 +137,118 @@ fn table5_reports_rounds_to_convergence_and_writes_the_curve() {
         .collect();
     // Fixture: every `names` instance makes a call with no arguments in round 0, gets
     // a "missing arguments" error, is rewritten in round 1 and frozen in round 2.
-    assert_eq!(names[2], "5");
-    assert_eq!(names[3], "2.0000", "{text}");
-    assert_eq!(names[4], "5", "all converged before K");
+    assert_eq!(names[2], "scripted:errors");
+    assert_eq!(names[3], "5");
+    assert_eq!(names[4], "2.0000", "{text}");
+    assert_eq!(names[5], "5", "all converged before K");
     let curve = std::fs::read_to_string(out_dir.join("rounds.csv")).unwrap();
     assert!(
-        curve.lines().any(|l| l.starts_with("names,1,5,")),
+        curve
+            .lines()
+            .any(|l| l.starts_with("names,scripted:schema,scripted:errors,1,5,")),
         "{curve}"
     );
     let png = std::fs::read(out_dir.join("rounds.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+}
+
+/// With the success guard enabled both variants run: the paper's loop (+TO) and the
+/// guarded one (+TO guard), which never sends an instance whose outcome was SUCCESS.
+#[test]
+fn success_guard_reports_both_variants() {
+    let s = Scratch::new("reflect_skip_success = true", MODELS);
+    let run = s.run();
+    assert!(
+        run.ran
+            .iter()
+            .any(|n| n.starts_with("batch-reflect[names+params r1") && n.ends_with(" guard]")),
+        "{:?}",
+        run.ran
+    );
+    let rows = table_csv(&s);
+    for setting in ["names", "names+params"] {
+        run_e(&rows, setting, "+TO");
+        run_e(&rows, setting, "+TO guard");
+    }
+    // In names+params the scripted agent succeeds on some instances from round 0: the
+    // guarded chain sends fewer editor requests.
+    let edits = |guard: bool| -> usize {
+        let dir = s.store().join("batch-reflect");
+        let mut sent = 0;
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let rows: Vec<stages::rows::EditRow> =
+                pipeline::table::read_rows(&e.path().join("edits.parquet")).unwrap();
+            let manifest: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(e.path().join("manifest.json")).unwrap(),
+            )
+            .unwrap();
+            if manifest.pointer("/components/params/skip_success") == Some(&guard.into()) {
+                sent += rows.iter().filter(|r| r.sent && r.round == 1).count();
+            }
+        }
+        sent
+    };
+    assert!(
+        edits(true) < edits(false),
+        "guard {} vs paper {}",
+        edits(true),
+        edits(false)
+    );
+}
+
+/// Table 7's grid: every agent runs ToolObserver with every editor; node names carry
+/// the models, the shared round 0 runs once per agent, and the cells differ by editor.
+#[test]
+fn agent_by_editor_grid_fills_table7() {
+    let s = Scratch::new(
+        "",
+        "agents = [\"scripted:schema\", \"scripted:empty\"]\neditors = [\"scripted:errors\", \"scripted:silent\"]",
+    );
+    let run = s.run();
+    assert!(
+        run.ran
+            .iter()
+            .any(|n| n == "batch-reflect[names r1 a=schema e=silent]"),
+        "{:?}",
+        run.ran
+    );
+    assert_eq!(
+        run.ran
+            .iter()
+            .filter(|n| n.starts_with("explore[names r0 a=schema"))
+            .count(),
+        1,
+        "round 0 is shared by the editors: {:?}",
+        run.ran
+    );
+    let out = common::stdout_ok(&s.otb(&[
+        "table",
+        "table7",
+        "--experiment",
+        s.exp().to_str().unwrap(),
+        "--format",
+        "csv",
+    ]));
+    let cell = |agent: &str, editor: &str| -> f64 {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{agent},{editor},")))
+            .unwrap_or_else(|| panic!("no {agent} x {editor} in\n{out}"))
+            .split(',')
+            .nth(3)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(out.lines().count(), 5, "{out}");
+    // Only the errors editor teaches parameter names.
+    assert!(
+        cell("scripted:schema", "scripted:errors") > cell("scripted:schema", "scripted:silent")
+    );
+    // The markdown grid has one row per agent and one column per editor.
+    let md =
+        common::stdout_ok(&s.otb(&["table", "table7", "--experiment", s.exp().to_str().unwrap()]));
+    assert!(
+        md.contains("| Agent \\ Editor | scripted:errors | scripted:silent |"),
+        "{md}"
+    );
 }

@@ -1,26 +1,62 @@
 //! The `embedded` backend: a small GGUF model run in-process on the CPU with
 //! llama.cpp (crate `llama-cpp-2`, feature `embedded`).
 //!
-//! One worker thread owns the model and a context and answers requests in
-//! order. Prompts are rendered by [`crate::prompt`] (ChatML, tools in the
-//! system turn); tool calls are constrained by a grammar from
-//! [`crate::grammar`].
+//! One worker thread owns the model and a context, and decodes up to
+//! `parallel` requests together. Each request in flight is a llama.cpp
+//! sequence (its own sequence id and KV cells, its own sampler chain and
+//! grammar). Every step the worker evaluates at most one prompt chunk of one
+//! request (prompts in arrival order, each in its own `llama_decode`, chunked
+//! exactly as if the request were alone), then one new token of every request
+//! that is generating, all of them in one `llama_batch`. Prompts are rendered
+//! by [`crate::prompt`] (ChatML, tools in the system turn); tool calls are
+//! constrained by a grammar from [`crate::grammar`].
 //!
 //! Speed measures:
-//! - **KV-cache prefix reuse**: the worker remembers the tokens in its KV
-//!   cache and only evaluates the part of a new prompt after the longest
-//!   common prefix (system prompt + tool docs are usually shared).
+//! - **Batching**: on a CPU, one decode of N sequences' tokens costs far less
+//!   than N decodes (the weights are read and dequantised once per step).
+//! - **KV-cache prefix reuse**: every sequence slot remembers the tokens in its
+//!   KV cells. A new request takes the free slot whose tokens share the
+//!   longest prefix with its prompt, or, when another slot (busy or not) shares
+//!   a longer one, gets that prefix with `llama_memory_seq_cp`: the KV cache is
+//!   unified, so the cells are shared, not copied. Only the rest of the prompt
+//!   is evaluated (system prompt + tool docs are usually shared).
 //! - **Grammar check on the chosen token first**: the unconstrained sampler
 //!   picks a token, the grammar checks only that token, and the grammar runs
 //!   over the whole vocabulary only when the token is rejected.
 //!
 //! Sampling: temperature `None` or `<= 0` is greedy (deterministic); otherwise
-//! top-k 40, top-p, temperature, seeded from `seed` and `sample_index`.
+//! top-k 40, top-p, temperature, seeded from `seed` and `sample_index`, with a
+//! sampler per request, so batching never shares random state.
+//!
+//! Determinism: a request's sampler (and random state) is its own, and its
+//! prompt is evaluated in `llama_decode` calls of its own, in the same chunks
+//! as without batching. What batching can change is float rounding:
+//! - in the mixed generation steps, llama.cpp's CPU kernels compute every
+//!   row of a batch on its own, but not always with the same code as a lone
+//!   row: `mul_mat` hands two or more rows of Q8_0/F16/F32 weights to
+//!   llamafile's tinyBLAS and a single row to `vec_dot` (SmolLM2's tied
+//!   output matrix is Q8_0), and repacked Q4_K weights (AVX2) go through
+//!   GEMM in groups of four rows and GEMV otherwise;
+//! - flash attention over a prompt chunk of 64 tokens or more works in
+//!   tiles of 64 KV cells, so its rounding depends on where the sequence's
+//!   cells lie in the shared cache, i.e. on what the other sequences hold
+//!   (attention of fewer query rows skips other sequences' masked cells and
+//!   accumulates the sequence's own cells in order, which does not depend
+//!   on them);
+//! - with more than one thread, a lone token attending over 512 cells or
+//!   more has its attention split over the threads.
+//!
+//! So greedy answers agree unless two candidates are within rounding of each
+//! other, while seeded sampling (which turns any logit difference into a
+//! different cumulative probability) now and then picks another token. What
+//! holds exactly: the same requests batched the same way give the same
+//! answers. `tests/embedded.rs` checks both on SmolLM2.
 
+use std::collections::VecDeque;
 use std::num::NonZeroU32;
 use std::path::PathBuf;
-use std::sync::{mpsc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -39,16 +75,22 @@ use crate::error::{ErrorKind, LlmError};
 use crate::types::{ChatRequest, ChatResponse, ToolChoice, Usage};
 use crate::{grammar, prompt};
 
+/// Most requests decoded together (llama.cpp allows 256 sequences).
+pub const MAX_PARALLEL: u32 = 64;
+
 /// Settings of the embedded backend.
 #[derive(Debug, Clone)]
 pub struct EmbeddedConfig {
     pub model_path: PathBuf,
-    /// Context window in tokens (capped at the model's training context).
+    /// Context window in tokens (capped at the model's training context),
+    /// shared by all requests in flight and the cached prefixes.
     pub n_ctx: u32,
     /// Prompt evaluation batch size.
     pub n_batch: u32,
     /// CPU threads (default: all available).
     pub n_threads: i32,
+    /// Requests decoded together in one batch (1 = one request at a time).
+    pub parallel: u32,
     /// Output limit when the request sets none.
     pub default_max_tokens: u32,
     /// Apply the tool-call grammar (switch off only to measure its cost).
@@ -62,18 +104,26 @@ pub struct EmbeddedConfig {
 }
 
 impl EmbeddedConfig {
-    /// Defaults; `OTB_LLAMA_THREADS` sets the thread count.
+    /// Defaults; `OTB_LLAMA_THREADS` sets the thread count and
+    /// `OTB_LLAMA_PARALLEL` the number of requests decoded together
+    /// (default 4).
     pub fn new(model_path: impl Into<PathBuf>) -> Self {
-        let threads = std::env::var("OTB_LLAMA_THREADS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or_else(default_threads);
+        let env_usize = |k: &str| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|n| *n > 0)
+        };
+        let threads = env_usize("OTB_LLAMA_THREADS").unwrap_or_else(default_threads);
+        let parallel = env_usize("OTB_LLAMA_PARALLEL").unwrap_or(4);
         EmbeddedConfig {
             model_path: model_path.into(),
             n_ctx: 8192,
             n_batch: 512,
             n_threads: i32::try_from(threads).unwrap_or(2),
+            parallel: u32::try_from(parallel)
+                .unwrap_or(MAX_PARALLEL)
+                .min(MAX_PARALLEL),
             default_max_tokens: 512,
             use_grammar: true,
             reuse_prefix: true,
@@ -101,9 +151,56 @@ struct Job {
     reply: oneshot::Sender<Result<ChatResponse, LlmError>>,
 }
 
+/// Cumulative counters of an [`EmbeddedBackend`], for measurements
+/// ([`EmbeddedBackend::metrics`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EmbeddedMetrics {
+    /// Requests answered (successfully).
+    pub requests: u64,
+    /// Prompt tokens of those requests, and how many of them were already in
+    /// the KV cache (prefix reuse) and so not evaluated.
+    pub prompt_tokens: u64,
+    pub reused_tokens: u64,
+    /// Time in `llama_decode` evaluating the other prompt tokens.
+    pub prompt_eval: Duration,
+    /// Tokens generated, and the time spent generating them: sampling,
+    /// grammar and the decode of each new token.
+    pub generated_tokens: u64,
+    pub generation: Duration,
+    /// Part of `generation` spent in the grammar.
+    pub grammar: Duration,
+    /// Most requests decoded together in one generation step so far.
+    pub max_batch: u32,
+}
+
+impl EmbeddedMetrics {
+    /// Prompt tokens evaluated per second (reused tokens excluded).
+    pub fn prompt_tokens_per_s(&self) -> f64 {
+        (self.prompt_tokens - self.reused_tokens) as f64 / self.prompt_eval.as_secs_f64().max(1e-9)
+    }
+    /// Generated tokens per second of generation time.
+    pub fn generated_tokens_per_s(&self) -> f64 {
+        self.generated_tokens as f64 / self.generation.as_secs_f64().max(1e-9)
+    }
+    /// The counters accumulated since `earlier`.
+    pub fn since(&self, earlier: &EmbeddedMetrics) -> EmbeddedMetrics {
+        EmbeddedMetrics {
+            requests: self.requests - earlier.requests,
+            prompt_tokens: self.prompt_tokens - earlier.prompt_tokens,
+            reused_tokens: self.reused_tokens - earlier.reused_tokens,
+            prompt_eval: self.prompt_eval.saturating_sub(earlier.prompt_eval),
+            generated_tokens: self.generated_tokens - earlier.generated_tokens,
+            generation: self.generation.saturating_sub(earlier.generation),
+            grammar: self.grammar.saturating_sub(earlier.grammar),
+            max_batch: self.max_batch,
+        }
+    }
+}
+
 /// In-process llama.cpp backend (see the module docs).
 pub struct EmbeddedBackend {
     jobs: Mutex<mpsc::Sender<Job>>,
+    metrics: Arc<Mutex<EmbeddedMetrics>>,
 }
 
 fn fatal(msg: impl Into<String>) -> LlmError {
@@ -137,16 +234,24 @@ impl EmbeddedBackend {
         }
         let (tx, rx) = mpsc::channel::<Job>();
         let (ready_tx, ready_rx) = mpsc::channel();
+        let metrics = Arc::new(Mutex::new(EmbeddedMetrics::default()));
+        let m = metrics.clone();
         std::thread::Builder::new()
             .name("otb-embedded-llm".into())
-            .spawn(move || worker(cfg, ready_tx, rx))
+            .spawn(move || worker(cfg, ready_tx, rx, m))
             .map_err(|e| fatal(format!("spawning the model thread: {e}")))?;
         ready_rx
             .recv()
             .map_err(|_| fatal("the model thread died while loading"))??;
         Ok(EmbeddedBackend {
             jobs: Mutex::new(tx),
+            metrics,
         })
+    }
+
+    /// The counters so far (see [`EmbeddedMetrics`]).
+    pub fn metrics(&self) -> EmbeddedMetrics {
+        self.metrics.lock().map(|m| *m).unwrap_or_default()
     }
 }
 
@@ -178,6 +283,7 @@ fn worker(
     cfg: EmbeddedConfig,
     ready: mpsc::Sender<Result<(), LlmError>>,
     jobs: mpsc::Receiver<Job>,
+    metrics: Arc<Mutex<EmbeddedMetrics>>,
 ) {
     let setup = || -> Result<(LlamaModel, &'static LlamaBackend), LlmError> {
         let backend = llama_backend()?;
@@ -194,13 +300,19 @@ fn worker(
         }
     };
     let n_ctx = cfg.n_ctx.min(model.n_ctx_train()).max(256);
+    let n_batch = cfg.n_batch.max(1);
+    let n_seq = cfg.parallel.clamp(1, MAX_PARALLEL).min(n_batch);
+    // Unified KV cache: all sequences share one buffer of n_ctx cells, so a
+    // request may use the whole context and sequences can share prefix cells.
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(n_ctx))
-        .with_n_batch(cfg.n_batch)
-        .with_n_ubatch(cfg.n_batch)
+        .with_n_batch(n_batch)
+        .with_n_ubatch(n_batch)
+        .with_n_seq_max(n_seq)
+        .with_kv_unified(true)
         .with_n_threads(cfg.n_threads)
         .with_n_threads_batch(cfg.n_threads);
-    let mut ctx = match model.new_context(backend, params) {
+    let ctx = match model.new_context(backend, params) {
         Ok(c) => c,
         Err(e) => {
             let _ = ready.send(Err(fatal(format!("creating a llama.cpp context: {e}"))));
@@ -208,76 +320,187 @@ fn worker(
         }
     };
     let _ = ready.send(Ok(()));
-    let mut session = Session {
-        cached: Vec::new(),
-        n_ctx,
+    let mut w = Worker {
+        model: &model,
+        ctx,
+        cfg: &cfg,
+        n_ctx: n_ctx as usize,
+        n_batch: n_batch as usize,
+        slots: (0..n_seq).map(|_| Slot::default()).collect(),
+        seqs: Vec::new(),
+        waiting: VecDeque::new(),
+        batch: LlamaBatch::new(n_batch as usize, 1),
+        clock: 0,
+        generation: Duration::ZERO,
+        metrics: &metrics,
+        stats: std::env::var_os("OTB_LLAMA_STATS").is_some(),
     };
-    for job in jobs {
-        let out = session.generate(&model, &mut ctx, &job.req, &cfg);
-        if out.is_err() {
-            // Unknown KV state after a failure: start clean next time.
-            ctx.clear_kv_cache();
-            session.cached.clear();
-        }
-        let _ = job.reply.send(out);
+    w.run(&jobs);
+}
+
+/// One llama.cpp sequence (its id is the slot's index) and what its KV
+/// cells hold.
+#[derive(Default)]
+struct Slot {
+    /// Tokens whose KV this sequence holds, at positions `0..len`.
+    cached: Vec<LlamaToken>,
+    /// Whether a request is using the slot.
+    busy: bool,
+    /// KV cells the request in the slot may come to hold (for admission).
+    reserved: usize,
+    /// When the slot was last assigned or released (for eviction).
+    last_used: u64,
+}
+
+/// A request: waiting for a slot, evaluating its prompt, or generating.
+struct Seq {
+    reply: oneshot::Sender<Result<ChatResponse, LlmError>>,
+    slot: usize,
+    tokens: Vec<LlamaToken>,
+    /// Answer plain text (no tools offered, or tool_choice none).
+    plain_text: bool,
+    max_new: u32,
+    grammar: Option<LlamaSampler>,
+    chain: LlamaSampler,
+    /// Prompt tokens in the KV cache; `None` until the prefix was matched.
+    evaluated: Option<usize>,
+    reused: usize,
+    out: Vec<u8>,
+    n_gen: u32,
+    /// The last sampled token, to be decoded in the next generation step.
+    next: Option<LlamaToken>,
+    /// Finish reason, or the error that ended the request.
+    done: Option<Result<&'static str, LlmError>>,
+    start: Instant,
+    prompt_eval: Duration,
+    grammar_time: Duration,
+    grammar_full_passes: u32,
+}
+
+impl Seq {
+    fn prefilling(&self) -> bool {
+        self.done.is_none() && self.evaluated.is_none_or(|e| e < self.tokens.len())
     }
 }
 
-/// What the KV cache holds, for prefix reuse.
-struct Session {
-    cached: Vec<LlamaToken>,
-    n_ctx: u32,
+struct Worker<'m> {
+    model: &'m LlamaModel,
+    ctx: LlamaContext<'m>,
+    cfg: &'m EmbeddedConfig,
+    n_ctx: usize,
+    n_batch: usize,
+    slots: Vec<Slot>,
+    /// Requests in slots, in admission order.
+    seqs: Vec<Seq>,
+    /// Prepared requests waiting for a slot or for room in the KV cache.
+    waiting: VecDeque<Seq>,
+    batch: LlamaBatch<'static>,
+    clock: u64,
+    /// Generation time not yet added to the metrics.
+    generation: Duration,
+    metrics: &'m Mutex<EmbeddedMetrics>,
+    stats: bool,
 }
 
-/// Per-request statistics kept for measurements (stderr with OTB_LLAMA_STATS).
-#[derive(Debug, Default)]
-struct GenStats {
-    reused_prefix: usize,
-    grammar_full_passes: u32,
-    grammar_time: std::time::Duration,
-    decode_time: std::time::Duration,
+fn decode_error(e: impl std::fmt::Display) -> LlmError {
+    LlmError::new(
+        ErrorKind::Transient,
+        format!("llama.cpp decode failed: {e}"),
+    )
 }
 
-impl Session {
-    fn generate(
-        &mut self,
-        model: &LlamaModel,
-        ctx: &mut LlamaContext<'_>,
-        req: &ChatRequest,
-        cfg: &EmbeddedConfig,
-    ) -> Result<ChatResponse, LlmError> {
+/// Length of the common prefix of `a` and `b`.
+fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl Worker<'_> {
+    fn run(&mut self, jobs: &mpsc::Receiver<Job>) {
+        let mut open = true;
+        loop {
+            if self.seqs.is_empty() && self.waiting.is_empty() {
+                if !open {
+                    return;
+                }
+                match jobs.recv() {
+                    Ok(job) => self.intake(job),
+                    Err(_) => return,
+                }
+            }
+            while open {
+                match jobs.try_recv() {
+                    Ok(job) => self.intake(job),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => open = false,
+                }
+            }
+            self.admit();
+            self.step();
+            self.finish();
+        }
+    }
+
+    /// Tokenizes the prompt and builds the samplers; a request that cannot
+    /// run is answered at once.
+    fn intake(&mut self, job: Job) {
+        match self.prepare(&job.req) {
+            Ok(parts) => self.waiting.push_back(Seq {
+                reply: job.reply,
+                slot: 0,
+                tokens: parts.tokens,
+                plain_text: job.req.tools.is_empty() || job.req.tool_choice == ToolChoice::None,
+                max_new: parts.max_new,
+                grammar: parts.grammar,
+                chain: parts.chain,
+                evaluated: None,
+                reused: 0,
+                out: Vec::new(),
+                n_gen: 0,
+                next: None,
+                done: None,
+                start: parts.start,
+                prompt_eval: Duration::ZERO,
+                grammar_time: Duration::ZERO,
+                grammar_full_passes: 0,
+            }),
+            Err(e) => {
+                let _ = job.reply.send(Err(e));
+            }
+        }
+    }
+
+    fn prepare(&self, req: &ChatRequest) -> Result<Prepared, LlmError> {
         let start = Instant::now();
-        let vocab = model.vocab();
         let text = prompt::render_chatml(req);
-        let tokens = vocab.tokenize(text.as_bytes(), true, true);
+        let tokens = self.model.vocab().tokenize(text.as_bytes(), true, true);
         if tokens.is_empty() {
             return Err(fatal("empty prompt"));
         }
         let max_new = req
             .sampling
             .max_output_tokens()
-            .unwrap_or(cfg.default_max_tokens);
-        if tokens.len() + max_new as usize > self.n_ctx as usize {
+            .unwrap_or(self.cfg.default_max_tokens);
+        if tokens.len() + max_new as usize > self.n_ctx {
             return Err(fatal(format!(
                 "prompt of {} tokens plus {max_new} output tokens exceeds the context of {} tokens",
                 tokens.len(),
                 self.n_ctx
             )));
         }
-        let grammar_text = if cfg.use_grammar {
+        let grammar_text = if self.cfg.use_grammar {
             grammar::tool_call_grammar(&req.tools, &req.tool_choice).map_err(fatal)?
         } else {
             None
         };
-        let mut grammar = match &grammar_text {
+        let grammar = match &grammar_text {
             Some(g) => Some(
-                LlamaSampler::grammar(model, g, "root")
+                LlamaSampler::grammar(self.model, g, "root")
                     .map_err(|e| fatal(format!("tool-call grammar rejected by llama.cpp: {e}")))?,
             ),
             None => None,
         };
         let temperature = req.sampling.temperature().unwrap_or(0.0);
-        let mut chain = if temperature <= 0.0 {
+        let chain = if temperature <= 0.0 {
             LlamaSampler::greedy()
         } else {
             let top_p = match &req.sampling {
@@ -293,146 +516,299 @@ impl Session {
                 LlamaSampler::dist((seed ^ (seed >> 32)) as u32),
             ])
         };
+        Ok(Prepared {
+            tokens,
+            max_new,
+            grammar,
+            chain,
+            start,
+        })
+    }
 
-        // Reuse the longest common prefix already in the KV cache (keep at
-        // least one token to evaluate, so there are fresh logits).
-        let mut common = self
-            .cached
-            .iter()
-            .zip(&tokens)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(tokens.len() - 1);
-        if !cfg.reuse_prefix {
-            common = 0;
+    /// Moves waiting requests into free slots while the KV cache has room.
+    fn admit(&mut self) {
+        while let Some(front) = self.waiting.front() {
+            let free = self.slots.iter().enumerate().filter(|(_, s)| !s.busy);
+            // The free slot sharing the longest prefix, else the least recently used.
+            let pick = if self.cfg.reuse_prefix {
+                free.max_by_key(|(_, s)| {
+                    (
+                        common_prefix(&s.cached, &front.tokens),
+                        std::cmp::Reverse(s.last_used),
+                    )
+                })
+            } else {
+                free.min_by_key(|(_, s)| s.last_used)
+            };
+            let Some(slot) = pick.map(|(i, _)| i) else {
+                return;
+            };
+            let need = front.tokens.len() + front.max_new as usize;
+            if !self.make_room(slot, need) {
+                return;
+            }
+            let Some(mut seq) = self.waiting.pop_front() else {
+                return;
+            };
+            self.clock += 1;
+            let s = &mut self.slots[slot];
+            s.busy = true;
+            s.reserved = need.max(s.cached.len());
+            s.last_used = self.clock;
+            seq.slot = slot;
+            self.seqs.push(seq);
         }
-        let removed = ctx
-            .clear_kv_cache_seq(Some(0), Some(common as u32), None)
+    }
+
+    /// Frees cached prefixes of idle slots (least recently used first) until
+    /// a request needing `need` cells fits in `slot`. False when it must
+    /// wait for requests in flight to finish. (Cells shared by several
+    /// sequences are counted once per sequence, so this errs on the safe side.)
+    fn make_room(&mut self, slot: usize, need: usize) -> bool {
+        loop {
+            let others: usize = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != slot)
+                .map(|(_, s)| if s.busy { s.reserved } else { s.cached.len() })
+                .sum();
+            let own = need.max(self.slots[slot].cached.len());
+            if others + own <= self.n_ctx {
+                return true;
+            }
+            let victim = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(i, s)| *i != slot && !s.busy && !s.cached.is_empty())
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(i, _)| i);
+            match victim {
+                Some(v) => self.forget(v),
+                None if own > need => self.forget(slot),
+                None => return false,
+            }
+        }
+    }
+
+    /// Drops the KV cells of `slot`'s sequence.
+    fn forget(&mut self, slot: usize) {
+        // Removing a whole sequence always succeeds.
+        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
+        self.slots[slot].cached.clear();
+    }
+
+    /// One step: a prompt chunk of the oldest request still evaluating its
+    /// prompt, then one token for every generating request.
+    fn step(&mut self) {
+        if let Some(i) = self.seqs.iter().position(Seq::prefilling) {
+            self.prefill_chunk(i);
+        }
+        self.generate_round();
+    }
+
+    /// Puts the longest cached prefix of request `i`'s prompt into its
+    /// sequence (its own slot's, or a copy of another slot's) and returns
+    /// its length.
+    fn match_prefix(&mut self, i: usize) -> usize {
+        let slot = self.seqs[i].slot;
+        if !self.cfg.reuse_prefix {
+            self.forget(slot);
+            return 0;
+        }
+        let tokens = &self.seqs[i].tokens;
+        // Keep at least one token to evaluate, so there are fresh logits.
+        let cap = tokens.len() - 1;
+        let own = common_prefix(&self.slots[slot].cached, tokens).min(cap);
+        let donor = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != slot)
+            .map(|(j, s)| (common_prefix(&s.cached, tokens).min(cap), j))
+            .max();
+        if let Some((n, d)) = donor.filter(|(n, _)| *n > own) {
+            self.forget(slot);
+            let copied = self
+                .ctx
+                .copy_kv_cache_seq(d as i32, slot as i32, Some(0), Some(n as u32));
+            if copied.is_ok() {
+                self.slots[slot].cached = self.seqs[i].tokens[..n].to_vec();
+                return n;
+            }
+            return 0;
+        }
+        let removed = self
+            .ctx
+            .clear_kv_cache_seq(Some(slot as u32), Some(own as u32), None)
             .unwrap_or(false);
         if !removed {
-            ctx.clear_kv_cache();
-            common = 0;
+            self.forget(slot);
+            return 0;
         }
-        self.cached.truncate(common);
-        let mut stats = GenStats {
-            reused_prefix: common,
-            ..GenStats::default()
+        self.slots[slot].cached.truncate(own);
+        own
+    }
+
+    /// Evaluates the next chunk of request `i`'s prompt (the same chunks as
+    /// without batching: `n_batch` tokens from the reused prefix on) and,
+    /// after the last one, samples its first token.
+    fn prefill_chunk(&mut self, i: usize) {
+        let start = match self.seqs[i].evaluated {
+            Some(e) => e,
+            None => {
+                let common = self.match_prefix(i);
+                let seq = &mut self.seqs[i];
+                seq.evaluated = Some(common);
+                seq.reused = common;
+                common
+            }
         };
-
-        let n_batch = cfg.n_batch.max(1) as usize;
-        let mut batch = LlamaBatch::new(n_batch, 1);
-        let mut last_idx = 0i32;
-        let rest = &tokens[common..];
-        for (ci, chunk) in rest.chunks(n_batch).enumerate() {
-            batch.clear();
-            let last_chunk = (ci + 1) * n_batch >= rest.len();
-            for (i, t) in chunk.iter().enumerate() {
-                let pos = (common + ci * n_batch + i) as i32;
-                let logits = last_chunk && i + 1 == chunk.len();
-                batch
-                    .add(*t, pos, &[0], logits)
-                    .map_err(|e| fatal(format!("batch: {e}")))?;
+        let seq = &mut self.seqs[i];
+        let end = (start + self.n_batch).min(seq.tokens.len());
+        self.batch.clear();
+        for (p, t) in seq.tokens.iter().enumerate().take(end).skip(start) {
+            let last = p + 1 == seq.tokens.len();
+            if let Err(e) = self.batch.add(*t, p as i32, &[seq.slot as i32], last) {
+                seq.done = Some(Err(fatal(format!("batch: {e}"))));
+                return;
             }
-            ctx.decode(&mut batch).map_err(|e| {
-                LlmError::new(
-                    ErrorKind::Transient,
-                    format!("llama.cpp decode failed: {e}"),
-                )
-            })?;
-            self.cached.extend_from_slice(chunk);
-            last_idx = chunk.len() as i32 - 1;
         }
+        let t = Instant::now();
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            seq.done = Some(Err(decode_error(e)));
+            return;
+        }
+        seq.prompt_eval += t.elapsed();
+        self.slots[seq.slot]
+            .cached
+            .extend_from_slice(&seq.tokens[start..end]);
+        seq.evaluated = Some(end);
+        if end == seq.tokens.len() {
+            let t = Instant::now();
+            sample_next(
+                seq,
+                &self.ctx,
+                self.model,
+                self.cfg,
+                (end - start - 1) as i32,
+            );
+            self.generation += t.elapsed();
+        }
+    }
 
-        let mut out = Vec::<u8>::new();
-        let mut n_gen = 0u32;
-        let mut finish = "stop";
-        loop {
-            if n_gen >= max_new {
-                finish = "length";
-                break;
-            }
-            let mut cand = ctx.token_data_array_ith(last_idx);
-            let token = match grammar.as_mut() {
-                None => {
-                    chain.apply(&mut cand);
-                    cand.selected_token()
-                        .ok_or_else(|| fatal("sampler selected no token"))?
-                }
-                Some(g) => {
-                    let g_start = Instant::now();
-                    let fast = if cfg.grammar_check_first {
-                        let mut trial = cand.clone();
-                        chain.apply(&mut trial);
-                        trial.selected_token().filter(|t| grammar_allows(g, *t))
-                    } else {
-                        None
-                    };
-                    let t = match fast {
-                        Some(t) => t,
-                        None => {
-                            stats.grammar_full_passes += 1;
-                            g.apply(&mut cand);
-                            chain.apply(&mut cand);
-                            cand.selected_token()
-                                .ok_or_else(|| fatal("grammar left no token to sample"))?
-                        }
-                    };
-                    stats.grammar_time += g_start.elapsed();
-                    t
-                }
+    /// Decodes the last sampled token of every generating request in one
+    /// batch and samples the next ones.
+    fn generate_round(&mut self) {
+        let active: Vec<usize> = (0..self.seqs.len())
+            .filter(|&i| self.seqs[i].done.is_none() && self.seqs[i].next.is_some())
+            .collect();
+        if active.is_empty() {
+            return;
+        }
+        let t = Instant::now();
+        self.batch.clear();
+        for &i in &active {
+            let seq = &mut self.seqs[i];
+            let (Some(token), slot) = (seq.next, seq.slot) else {
+                continue;
             };
-            if vocab.is_eog(token) {
-                break;
+            let pos = self.slots[slot].cached.len() as i32;
+            if let Err(e) = self.batch.add(token, pos, &[slot as i32], true) {
+                seq.done = Some(Err(fatal(format!("batch: {e}"))));
             }
-            if let Some(g) = grammar.as_mut() {
-                g.accept(token);
-            }
-            chain.accept(token);
-            out.extend_from_slice(&vocab.token_to_piece(token, true, None));
-            n_gen += 1;
-            if out.ends_with(b"<|im_end|>") {
-                out.truncate(out.len() - b"<|im_end|>".len());
-                break;
-            }
-            if grammar.is_some()
-                && out.ends_with(grammar::CALL_CLOSE.as_bytes())
-                && repeats_last_call(&mut out)
-            {
-                // Small models loop on the same call; one is enough.
-                break;
-            }
-            batch.clear();
-            let pos = self.cached.len() as i32;
-            batch
-                .add(token, pos, &[0], true)
-                .map_err(|e| fatal(format!("batch: {e}")))?;
-            let d_start = Instant::now();
-            ctx.decode(&mut batch).map_err(|e| {
-                LlmError::new(
-                    ErrorKind::Transient,
-                    format!("llama.cpp decode failed: {e}"),
-                )
-            })?;
-            stats.decode_time += d_start.elapsed();
-            self.cached.push(token);
-            last_idx = 0;
         }
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let (content, tool_calls) = if req.tools.is_empty() || req.tool_choice == ToolChoice::None {
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            let msg = decode_error(e).message;
+            for &i in &active {
+                let seq = &mut self.seqs[i];
+                if seq.done.is_none() {
+                    seq.done = Some(Err(LlmError::new(ErrorKind::Transient, msg.clone())));
+                }
+            }
+            return;
+        }
+        if let Ok(mut m) = self.metrics.lock() {
+            m.max_batch = m.max_batch.max(self.batch.n_tokens() as u32);
+        }
+        let mut row = 0i32;
+        for &i in &active {
+            let seq = &mut self.seqs[i];
+            if seq.done.is_some() {
+                continue;
+            }
+            if let Some(token) = seq.next.take() {
+                self.slots[seq.slot].cached.push(token);
+            }
+            sample_next(seq, &self.ctx, self.model, self.cfg, row);
+            row += 1;
+        }
+        self.generation += t.elapsed();
+    }
+
+    /// Answers the requests that are done and frees their slots.
+    fn finish(&mut self) {
+        let mut i = 0;
+        while i < self.seqs.len() {
+            if self.seqs[i].done.is_none() {
+                i += 1;
+                continue;
+            }
+            let seq = self.seqs.remove(i);
+            self.clock += 1;
+            let slot = seq.slot;
+            self.slots[slot].busy = false;
+            self.slots[slot].reserved = 0;
+            self.slots[slot].last_used = self.clock;
+            let out = match seq.done {
+                Some(Ok(reason)) => {
+                    if !self.cfg.reuse_prefix {
+                        // Nothing will reuse the cells: free them, so the next
+                        // prompt lies where it would without batching.
+                        self.forget(slot);
+                    }
+                    Ok(self.respond(&seq, reason))
+                }
+                Some(Err(e)) => {
+                    // Unknown KV state after a failure: drop the sequence.
+                    self.forget(slot);
+                    Err(e)
+                }
+                None => Err(fatal("request ended without a result")),
+            };
+            let _ = seq.reply.send(out);
+        }
+    }
+
+    fn respond(&mut self, seq: &Seq, finish: &'static str) -> ChatResponse {
+        let text = String::from_utf8_lossy(&seq.out).into_owned();
+        let (content, tool_calls) = if seq.plain_text {
             let t = text.trim();
             ((!t.is_empty()).then(|| t.to_owned()), Vec::new())
         } else {
             prompt::parse_output(&text)
         };
-        if std::env::var_os("OTB_LLAMA_STATS").is_some() {
+        if let Ok(mut m) = self.metrics.lock() {
+            m.requests += 1;
+            m.prompt_tokens += seq.tokens.len() as u64;
+            m.reused_tokens += seq.reused as u64;
+            m.prompt_eval += seq.prompt_eval;
+            m.generated_tokens += u64::from(seq.n_gen);
+            m.generation += std::mem::take(&mut self.generation);
+            m.grammar += seq.grammar_time;
+        }
+        if self.stats {
             eprintln!(
-                "embedded: prompt {} tokens (reused {}), generated {n_gen} in {} ms (token decode {} ms, grammar {} ms), full grammar passes {}",
-                tokens.len(),
-                stats.reused_prefix,
-                start.elapsed().as_millis(),
-                stats.decode_time.as_millis(),
-                stats.grammar_time.as_millis(),
-                stats.grammar_full_passes
+                "embedded: prompt {} tokens (reused {}, evaluated in {} ms), generated {} in {} ms (grammar {} ms, full grammar passes {}), {} in flight",
+                seq.tokens.len(),
+                seq.reused,
+                seq.prompt_eval.as_millis(),
+                seq.n_gen,
+                seq.start.elapsed().as_millis(),
+                seq.grammar_time.as_millis(),
+                seq.grammar_full_passes,
+                self.seqs.len() + 1
             );
         }
         let finish_reason = if finish == "stop" && !tool_calls.is_empty() {
@@ -440,18 +816,112 @@ impl Session {
         } else {
             finish
         };
-        Ok(ChatResponse {
+        ChatResponse {
             content,
             tool_calls,
             usage: Usage {
-                prompt: tokens.len() as u64,
-                completion: u64::from(n_gen),
+                prompt: seq.tokens.len() as u64,
+                completion: u64::from(seq.n_gen),
                 reasoning: 0,
             },
-            latency_ms: start.elapsed().as_millis() as u64,
+            latency_ms: seq.start.elapsed().as_millis() as u64,
             finish_reason: Some(finish_reason.into()),
-        })
+        }
     }
+}
+
+/// What [`Worker::prepare`] builds for a request.
+struct Prepared {
+    tokens: Vec<LlamaToken>,
+    max_new: u32,
+    grammar: Option<LlamaSampler>,
+    chain: LlamaSampler,
+    start: Instant,
+}
+
+/// Samples request `seq`'s next token from the logits of batch row `row`:
+/// either stores it in `seq.next` or marks the request done.
+fn sample_next(
+    seq: &mut Seq,
+    ctx: &LlamaContext<'_>,
+    model: &LlamaModel,
+    cfg: &EmbeddedConfig,
+    row: i32,
+) {
+    if let Err(e) = try_sample_next(seq, ctx, model, cfg, row) {
+        seq.done = Some(Err(e));
+    }
+}
+
+fn try_sample_next(
+    seq: &mut Seq,
+    ctx: &LlamaContext<'_>,
+    model: &LlamaModel,
+    cfg: &EmbeddedConfig,
+    row: i32,
+) -> Result<(), LlmError> {
+    if seq.n_gen >= seq.max_new {
+        seq.done = Some(Ok("length"));
+        return Ok(());
+    }
+    let vocab = model.vocab();
+    let mut cand = ctx.token_data_array_ith(row);
+    let token = match seq.grammar.as_mut() {
+        None => {
+            seq.chain.apply(&mut cand);
+            cand.selected_token()
+                .ok_or_else(|| fatal("sampler selected no token"))?
+        }
+        Some(g) => {
+            let g_start = Instant::now();
+            let fast = if cfg.grammar_check_first {
+                let mut trial = cand.clone();
+                seq.chain.apply(&mut trial);
+                trial.selected_token().filter(|t| grammar_allows(g, *t))
+            } else {
+                None
+            };
+            let t = match fast {
+                Some(t) => t,
+                None => {
+                    seq.grammar_full_passes += 1;
+                    g.apply(&mut cand);
+                    seq.chain.apply(&mut cand);
+                    cand.selected_token()
+                        .ok_or_else(|| fatal("grammar left no token to sample"))?
+                }
+            };
+            seq.grammar_time += g_start.elapsed();
+            t
+        }
+    };
+    if vocab.is_eog(token) {
+        seq.done = Some(Ok("stop"));
+        return Ok(());
+    }
+    if let Some(g) = seq.grammar.as_mut() {
+        g.accept(token);
+    }
+    seq.chain.accept(token);
+    seq.out
+        .extend_from_slice(&vocab.token_to_piece(token, true, None));
+    seq.n_gen += 1;
+    if seq.out.ends_with(b"<|im_end|>") {
+        let n = seq.out.len() - b"<|im_end|>".len();
+        seq.out.truncate(n);
+        seq.done = Some(Ok("stop"));
+        return Ok(());
+    }
+    if seq.grammar.is_some()
+        && seq.out.ends_with(grammar::CALL_CLOSE.as_bytes())
+        && repeats_last_call(&mut seq.out)
+    {
+        // Small models loop on the same call; one is enough.
+        seq.done = Some(Ok("stop"));
+        return Ok(());
+    }
+    seq.next = Some(token);
+    Ok(())
 }
 
 /// If the call that `out` just closed repeats an earlier call of this

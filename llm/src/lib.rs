@@ -36,7 +36,7 @@ pub use cache::{
     read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, Replay, StatsSnapshot,
 };
 #[cfg(feature = "embedded")]
-pub use embedded::{EmbeddedBackend, EmbeddedConfig};
+pub use embedded::{EmbeddedBackend, EmbeddedConfig, EmbeddedMetrics};
 pub use error::{ErrorKind, LlmError};
 pub use models::{fetch_model, ModelError};
 pub use openai::{OpenAiBackend, OpenAiConfig};

@@ -5,8 +5,11 @@
 //! |----------------------|-------------------------------------------------------------|
 //! | `scripted:schema`    | deterministic agent: picks a tool by word overlap, takes parameter names from the schema or from a `Parameters: a, b` sentence in the description, fills them with the question's literals in order; with no names known it calls with no arguments |
 //! | `scripted:empty`     | deterministic agent: calls the first tool with no arguments |
-//! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions |
+//! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions; asked for a JSON tool call (Play2Prompt, DRAFT), calls with the argument names such texts revealed (each = 1) |
 //! | `scripted:silent`    | deterministic editor that never proposes a change           |
+//!
+//! Scripted models report one token per whitespace-separated word of their prompt
+//! and reply, so token accounting is exercised without a model.
 //!
 //! Model-backed specs (`openai:`, `embedded:`, `replay:`) are built by
 //! [`crate::llm_models`].
@@ -37,6 +40,36 @@ impl CallUsage {
         into.completion_tokens += self.completion_tokens;
         into.reasoning_tokens += self.reasoning_tokens;
         into.errors += failed as u64;
+    }
+}
+
+/// Scripted models' token counts: whitespace-separated words, so that token
+/// accounting is exercised (and checkable) without a model.
+pub fn pseudo_tokens(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+fn scripted_agent_usage(job: &AgentJob<'_>, calls: &[CallRecord]) -> CallUsage {
+    let tools = serde_json::to_string(job.tools).unwrap_or_default();
+    let out = serde_json::to_string(calls).unwrap_or_default();
+    CallUsage {
+        // The scripted agents ignore the system prompt, and so does their count: a
+        // prompt edit then leaves their output bytes unchanged (early cutoff).
+        prompt_tokens: pseudo_tokens(job.question) + pseudo_tokens(&tools),
+        completion_tokens: pseudo_tokens(&out.replace([',', ':'], " ")),
+        ..Default::default()
+    }
+}
+
+fn scripted_editor_reply(prompt: &str, text: String) -> EditorReply {
+    EditorReply {
+        usage: CallUsage {
+            prompt_tokens: pseudo_tokens(prompt),
+            completion_tokens: pseudo_tokens(&text),
+            ..Default::default()
+        },
+        text: Some(text),
+        error: None,
     }
 }
 
@@ -153,6 +186,7 @@ impl Agent for EmptyAgent {
             })
             .unwrap_or_default();
         AgentTurn {
+            usage: scripted_agent_usage(job, &calls),
             calls,
             ..Default::default()
         }
@@ -280,12 +314,14 @@ impl Agent for SchemaAgent {
                 None => break,
             }
         }
+        let calls = vec![CallRecord {
+            function: name,
+            args: Value::Object(args),
+            raw: None,
+        }];
         AgentTurn {
-            calls: vec![CallRecord {
-                function: name,
-                args: Value::Object(args),
-                raw: None,
-            }],
+            usage: scripted_agent_usage(job, &calls),
+            calls,
             ..Default::default()
         }
     }
@@ -294,40 +330,57 @@ impl Agent for SchemaAgent {
 struct SilentEditor;
 
 impl Editor for SilentEditor {
-    fn complete(&self, _prompt: &str, _seed: u64) -> EditorReply {
-        EditorReply {
-            text: Some(String::new()),
-            ..Default::default()
-        }
+    fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+        scripted_editor_reply(prompt, String::new())
     }
 }
 
 struct ErrorsEditor;
 
+/// `(function, ['a', 'b'])` of every `f() missing ... arguments: 'a', 'b'` text.
+fn missing_arguments(prompt: &str) -> Vec<(&str, Vec<&str>)> {
+    let mut out = Vec::new();
+    for line in prompt.lines() {
+        let Some(open) = line.find("() missing ") else {
+            continue;
+        };
+        let name_start = line[..open]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(|p| p + 1)
+            .unwrap_or(0);
+        let name = &line[name_start..open];
+        let rest = &line[open..];
+        let rest = rest.find(" (").map(|p| &rest[..p]).unwrap_or(rest);
+        let names: Vec<&str> = rest.split('\'').skip(1).step_by(2).collect();
+        if !name.is_empty() && !names.is_empty() {
+            out.push((name, names));
+        }
+    }
+    out
+}
+
 impl Editor for ErrorsEditor {
     fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
-        let mut out = String::new();
-        for line in prompt.lines() {
-            let Some(open) = line.find("() missing ") else {
-                continue;
-            };
-            let name_start = line[..open]
-                .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .map(|p| p + 1)
-                .unwrap_or(0);
-            let name = &line[name_start..open];
-            let names: Vec<&str> = line[open..].split('\'').skip(1).step_by(2).collect();
-            if !name.is_empty() && !names.is_empty() {
-                out.push_str(&format!(
-                    "FUNCTION: {name}\nDESCRIPTION: Takes keyword arguments. Parameters: {}.\n",
-                    names.join(", ")
-                ));
+        // Tool play / exploration prompts (Play2Prompt, DRAFT) ask for a JSON call:
+        // call with the parameter names that error texts in the prompt revealed.
+        if prompt.contains("\"arguments\": {\"parameter_name\"") {
+            let mut args = Map::new();
+            for (_, names) in missing_arguments(prompt) {
+                for n in names {
+                    args.insert(n.to_string(), Value::from(1));
+                }
             }
+            let reply = serde_json::json!({"query": "use the tool", "arguments": args});
+            return scripted_editor_reply(prompt, reply.to_string());
         }
-        EditorReply {
-            text: Some(out),
-            ..Default::default()
+        let mut out = String::new();
+        for (name, names) in missing_arguments(prompt) {
+            out.push_str(&format!(
+                "FUNCTION: {name}\nDESCRIPTION: Takes keyword arguments. Parameters: {}.\n",
+                names.join(", ")
+            ));
         }
+        scripted_editor_reply(prompt, out)
     }
 }
 
@@ -369,5 +422,21 @@ mod tests {
             reply,
             "FUNCTION: function_2\nDESCRIPTION: Takes keyword arguments. Parameters: n, k, p.\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod baseline_prompt_tests {
+    use super::*;
+
+    #[test]
+    fn errors_editor_proposes_calls_with_revealed_names() {
+        let prompt = "{\"arguments\": {\"parameter_name\": value}}\n- function_1() -> TypeError: function_1() missing 2 required positional arguments: 'base' and 'height' (failed): \n";
+        let reply = ErrorsEditor.complete(prompt, 0);
+        assert_eq!(
+            reply.text.as_deref(),
+            Some("{\"query\":\"use the tool\",\"arguments\":{\"base\":1,\"height\":1}}")
+        );
+        assert!(reply.usage.prompt_tokens > 10 && reply.usage.completion_tokens > 0);
     }
 }

@@ -3,7 +3,7 @@
 use datasets::bfcl::exec::PyException;
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::pyparse::parse_call;
-use datasets::bfcl::rest::{BackendChain, RestError};
+use datasets::bfcl::rest::{BackendChain, LiveBackend, LiveError, RestError};
 use std::path::Path;
 
 /// Seed of the simulated REST world (fixed: part of the benchmark's definition).
@@ -16,6 +16,14 @@ pub fn make_executor(recorded: Option<&Path>) -> Result<Executor, RestError> {
         Some(p) => Executor::paper(p, SIMULATED_SEED),
         None => Ok(Executor::new(BackendChain::simulated(SIMULATED_SEED))),
     }
+}
+
+/// The real web APIs alone (`--backend live`, an explicit opt-in): the four API keys
+/// from the environment (`GEOCODE_API_KEY`, `RAPID_API_KEY`, `OMDB_API_KEY`,
+/// `EXCHANGERATE_API_KEY`) and `OTB_LIVE_BASE_URL` when set. A missing key or a bad
+/// base URL is an error naming it, before any request is sent.
+pub fn make_live_executor() -> Result<Executor, LiveError> {
+    Ok(Executor::new(BackendChain::live(LiveBackend::from_env()?)))
 }
 
 /// `otb exec`: parse one Python call string (real function name) and execute it.

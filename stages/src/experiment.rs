@@ -16,6 +16,26 @@
 //! [models]
 //! agent  = "scripted:schema"   # "embedded:<name>", "openai:<model>", "scripted:<name>"
 //! editor = "scripted:errors"
+//! # or grids (Table 7: every agent x every editor):
+//! # agents  = ["openai:gpt-5", "openai:gpt-5-mini"]
+//! # editors = ["openai:gpt-5", "openai:gpt-5-mini"]
+//!
+//! [baselines]              # methods "easytool", "play2prompt", "draft"
+//! concurrency = 8          # instances worked on at once
+//! [baselines.play2prompt]  # the paper's reduced budget
+//! init_loops = 3
+//! beam_width = 1
+//! expansions = 1
+//! iterations = 1
+//! refine_steps = 1
+//! top_k = 1
+//! examples = 1
+//! [baselines.draft]
+//! episodes = 5
+//! diversity = 0.9          # reject a query whose cosine to a previous one is >= this
+//! retries = 3
+//! converge = 0.75          # stop when (BLEU + cosine) / 2 > this
+//! embedder = "minilm"      # or "bag-of-words" (scripted tests)
 //! ```
 //!
 //! Validation happens here, before the store is opened: a bad file never touches it.
@@ -39,7 +59,17 @@ fn cfg_err(path: &Path, message: impl Into<String>) -> ConfigError {
 }
 
 pub const SETTINGS: &[&str] = &["gold", "names", "names+desc", "names+params"];
-pub const METHODS: &[&str] = &["gold", "base", "toolobserver"];
+pub const METHODS: &[&str] = &[
+    "gold",
+    "base",
+    "toolobserver",
+    "easytool",
+    "play2prompt",
+    "draft",
+];
+pub const EMBEDDERS: &[&str] = &["minilm", "bag-of-words"];
+/// The methods that produce documentation with a baseline stage.
+pub const BASELINES: &[&str] = &["easytool", "play2prompt", "draft"];
 pub const BACKENDS: &[&str] = &["simulated", "recorded"];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -49,6 +79,86 @@ struct RawExperiment {
     bfcl: Option<RawBfcl>,
     models: Option<RawModels>,
     prompts: Option<RawPrompts>,
+    baselines: Option<RawBaselines>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBaselines {
+    concurrency: Option<usize>,
+    play2prompt: Option<Play2PromptBudget>,
+    draft: Option<DraftBudget>,
+}
+
+/// Play2Prompt's search budget (`baselines.md`); defaults are the paper's reduced budget.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Play2PromptBudget {
+    /// Tool-play tries per example until an executable call is found.
+    pub init_loops: u32,
+    /// Candidates kept per level of both beam searches.
+    pub beam_width: u32,
+    /// New candidates proposed per kept candidate and level.
+    pub expansions: u32,
+    /// Levels of the documentation search.
+    pub iterations: u32,
+    /// Query refinement rounds per example.
+    pub refine_steps: u32,
+    /// Candidate descriptions kept per level.
+    pub top_k: u32,
+    /// Examples (demonstrations) per tool.
+    pub examples: u32,
+}
+
+impl Default for Play2PromptBudget {
+    fn default() -> Self {
+        Play2PromptBudget {
+            init_loops: 3,
+            beam_width: 1,
+            expansions: 1,
+            iterations: 1,
+            refine_steps: 1,
+            top_k: 1,
+            examples: 1,
+        }
+    }
+}
+
+/// DRAFT's exploration rules (`baselines.md`).
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DraftBudget {
+    /// Explore / analyse / rewrite episodes per tool.
+    pub episodes: u32,
+    /// A new query is rejected when its cosine to a previous one is >= this.
+    pub diversity: f64,
+    /// Re-asks after a rejected query (then the last one is accepted).
+    pub retries: u32,
+    /// Stop when (BLEU + cosine) / 2 of successive descriptions exceeds this.
+    pub converge: f64,
+    /// Sentence embeddings: `minilm` (all-MiniLM-L6-v2, in process) or
+    /// `bag-of-words` (hashed word counts; for scripted tests).
+    pub embedder: String,
+}
+
+impl Default for DraftBudget {
+    fn default() -> Self {
+        DraftBudget {
+            episodes: 5,
+            diversity: 0.9,
+            retries: 3,
+            converge: 0.75,
+            embedder: "minilm".into(),
+        }
+    }
+}
+
+/// Settings shared by the baseline methods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baselines {
+    pub concurrency: usize,
+    pub play2prompt: Play2PromptBudget,
+    pub draft: DraftBudget,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -70,6 +180,8 @@ struct RawBfcl {
 struct RawModels {
     agent: Option<String>,
     editor: Option<String>,
+    agents: Option<Vec<String>>,
+    editors: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -94,8 +206,11 @@ pub struct Experiment {
     pub path: PathBuf,
     pub name: String,
     pub bfcl: BfclExperiment,
-    pub agent: String,
-    pub editor: String,
+    /// Agent models (rows of Table 7); one chain per agent.
+    pub agents: Vec<String>,
+    /// Editor models (columns of Table 7), used by ToolObserver and the baselines.
+    pub editors: Vec<String>,
+    pub baselines: Baselines,
     /// Prompt template texts (hashed into stage keys) and where they came from.
     pub agent_system_prompt: String,
     pub editor_prompt: String,
@@ -191,6 +306,14 @@ impl Experiment {
             .unwrap_or_else(|| vec!["gold".into(), "base".into(), "toolobserver".into()]);
         check_names(path, "method", &methods, METHODS)?;
         let backend = b.backend.unwrap_or_else(|| "simulated".into());
+        if backend == "live" {
+            return Err(cfg_err(
+                path,
+                "backend = \"live\" is not available in experiments (stage outputs are \
+                 cached by key, live answers change); use `otb exec --backend live` or \
+                 `otb released score --backend live`",
+            ));
+        }
         check_names(path, "backend", std::slice::from_ref(&backend), BACKENDS)?;
         let recorded = b.recorded.as_deref().map(resolve);
         if backend == "recorded" {
@@ -229,13 +352,84 @@ impl Experiment {
         let models = raw.models.unwrap_or(RawModels {
             agent: None,
             editor: None,
+            agents: None,
+            editors: None,
         });
-        let agent = models
-            .agent
-            .unwrap_or_else(|| "embedded:qwen2.5-coder-1.5b".into());
-        let editor = models.editor.unwrap_or_else(|| agent.clone());
-        check_model(path, "agent", &agent)?;
-        check_model(path, "editor", &editor)?;
+        let one_or_many = |role: &str,
+                           one: Option<String>,
+                           many: Option<Vec<String>>,
+                           default: &dyn Fn() -> Vec<String>|
+         -> Result<Vec<String>, ConfigError> {
+            let list = match (one, many) {
+                (Some(_), Some(_)) => {
+                    return Err(cfg_err(
+                        path,
+                        format!("models: give `{role}` or `{role}s`, not both"),
+                    ))
+                }
+                (Some(m), None) => vec![m],
+                (None, Some(ms)) => ms,
+                (None, None) => default(),
+            };
+            if list.is_empty() {
+                return Err(cfg_err(path, format!("models.{role}s is empty")));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for m in &list {
+                check_model(path, role, m)?;
+                if !seen.insert(m.as_str()) {
+                    return Err(cfg_err(path, format!("models.{role}s lists `{m}` twice")));
+                }
+            }
+            Ok(list)
+        };
+        let agents = one_or_many("agent", models.agent, models.agents, &|| {
+            vec!["embedded:qwen2.5-coder-1.5b".to_string()]
+        })?;
+        let first_agent = agents[0].clone();
+        let editors = one_or_many("editor", models.editor, models.editors, &|| {
+            vec![first_agent.clone()]
+        })?;
+        let rb = raw.baselines.unwrap_or_default();
+        let baselines = Baselines {
+            concurrency: rb.concurrency.unwrap_or(8),
+            play2prompt: rb.play2prompt.unwrap_or_default(),
+            draft: rb.draft.unwrap_or_default(),
+        };
+        if baselines.concurrency == 0 {
+            return Err(cfg_err(path, "baselines.concurrency must be at least 1"));
+        }
+        let p = &baselines.play2prompt;
+        if [
+            p.init_loops,
+            p.beam_width,
+            p.expansions,
+            p.top_k,
+            p.examples,
+        ]
+        .contains(&0)
+        {
+            return Err(cfg_err(
+                path,
+                "baselines.play2prompt: init_loops, beam_width, expansions, top_k and examples must be at least 1",
+            ));
+        }
+        let d = &baselines.draft;
+        check_names(
+            path,
+            "embedder",
+            std::slice::from_ref(&d.embedder),
+            EMBEDDERS,
+        )?;
+        if d.episodes == 0
+            || !(0.0..=1.0).contains(&d.diversity)
+            || !(0.0..=1.0).contains(&d.converge)
+        {
+            return Err(cfg_err(
+                path,
+                "baselines.draft: episodes must be at least 1; diversity and converge lie in [0, 1]",
+            ));
+        }
         let prompts = raw.prompts.unwrap_or(RawPrompts {
             agent_system: None,
             editor: None,
@@ -265,8 +459,9 @@ impl Experiment {
                 seeds: b.seeds.unwrap_or_else(|| vec![0]),
                 reflect_skip_success: b.reflect_skip_success.unwrap_or(false),
             },
-            agent,
-            editor,
+            agents,
+            editors,
+            baselines,
             agent_system_prompt: read_prompt(prompts.agent_system, DEFAULT_AGENT_SYSTEM)?,
             editor_prompt: read_prompt(prompts.editor, DEFAULT_EDITOR)?,
         })
@@ -286,7 +481,31 @@ mod tests {
         let e = parse("[bfcl]\n").unwrap();
         assert_eq!(e.bfcl.settings, ["names", "names+desc", "names+params"]);
         assert_eq!(e.bfcl.rounds, 10);
-        assert!(e.agent.starts_with("embedded:"));
+        assert!(e.agents[0].starts_with("embedded:"));
+        assert_eq!(e.editors, e.agents);
+        assert_eq!(e.baselines.play2prompt, Play2PromptBudget::default());
+        assert_eq!(e.baselines.play2prompt.init_loops, 3);
+        assert_eq!(e.baselines.draft.episodes, 5);
+    }
+
+    #[test]
+    fn model_grids_and_budgets() {
+        let e = parse(
+            "[bfcl]\nmethods = [\"base\", \"play2prompt\"]\n[models]\nagents = [\"scripted:schema\", \"scripted:empty\"]\neditors = [\"scripted:errors\"]\n[baselines.play2prompt]\ninit_loops = 5\n",
+        )
+        .unwrap();
+        assert_eq!(e.agents.len(), 2);
+        assert_eq!(e.editors, ["scripted:errors"]);
+        assert_eq!(e.baselines.play2prompt.init_loops, 5);
+        assert_eq!(e.baselines.play2prompt.beam_width, 1);
+        let err =
+            parse("[bfcl]\n[models]\nagent = \"scripted:schema\"\nagents = [\"scripted:empty\"]\n")
+                .unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+        let err = parse("[bfcl]\n[baselines.play2prompt]\ninit_loops = 0\n").unwrap_err();
+        assert!(err.to_string().contains("at least 1"), "{err}");
+        let err = parse("[bfcl]\n[baselines.draft]\nepisdes = 2\n").unwrap_err();
+        assert!(err.to_string().contains("episdes"), "{err}");
     }
 
     #[test]

@@ -19,6 +19,26 @@ pub struct ExploreParams<'a> {
     pub seed: u64,
 }
 
+/// The system prompt with an instance's demonstrations appended (unchanged without).
+pub fn with_demos(system: &str, demos: &Value) -> String {
+    let Some(list) = demos.as_array().filter(|l| !l.is_empty()) else {
+        return system.to_string();
+    };
+    let mut out = format!("{}\n\nExamples of correct tool use:", system.trim_end());
+    for d in list {
+        out.push_str(&format!(
+            "\nRequest: {}\nCall: {}",
+            d.get("query").and_then(Value::as_str).unwrap_or(""),
+            crate::batch_reflect::render_call(
+                d.get("function").and_then(Value::as_str).unwrap_or(""),
+                d.get("arguments").unwrap_or(&Value::Null),
+                None,
+            )
+        ));
+    }
+    out
+}
+
 pub fn run(
     ctx: &mut StageCtx<'_>,
     agent: &dyn Agent,
@@ -63,10 +83,16 @@ pub fn run(
             }
         }
     }
+    // Demonstrations (Play2Prompt) extend the system prompt of their instance.
+    let systems: Vec<String> = todo
+        .iter()
+        .map(|(_, d, _)| with_demos(params.system, &d.demos))
+        .collect();
     let jobs: Vec<AgentJob<'_>> = todo
         .iter()
-        .map(|(_, d, tools)| AgentJob {
-            system: params.system,
+        .zip(&systems)
+        .map(|((_, d, tools), system)| AgentJob {
+            system,
             question: questions
                 .get(d.instance_id.as_str())
                 .map(|i| i.question.as_str())
@@ -106,4 +132,20 @@ pub fn run(
     ctx.add_usage(&usage);
     ctx.write(&rows)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn demonstrations_extend_the_system_prompt() {
+        assert_eq!(with_demos("Be helpful.", &Value::Null), "Be helpful.");
+        let demos = json!([{"query": "gcd of 12 and 18?", "function": "function_1", "arguments": {"a": 12, "b": 18}}]);
+        assert_eq!(
+            with_demos("Be helpful.\n", &demos),
+            "Be helpful.\n\nExamples of correct tool use:\nRequest: gcd of 12 and 18?\nCall: function_1(a=12, b=18)"
+        );
+    }
 }

@@ -1,9 +1,9 @@
 //! `otb export`: flat Parquet tables of a finished experiment, one file per kind of
-//! row, every stored table of that kind concatenated, with `node`, `setting`,
-//! `method` and `round` columns added, plus a `SCHEMA.md` documenting every column.
+//! row, every stored table of that kind concatenated, with `node`,
+//! `method`, `agent` and `editor` columns added, plus a `SCHEMA.md` documenting every column.
 
 use crate::driver::RunOutput;
-use crate::rows::{DocRow, EditRow, InstanceRow, ScoreRow, TrajectoryRow};
+use crate::rows::{DocCallRow, DocRow, EditRow, InstanceRow, ScoreRow, ToolRunRow, TrajectoryRow};
 use crate::summarize::SummaryRow;
 use pipeline::{Row, StageError};
 use polars::prelude::*;
@@ -26,7 +26,17 @@ fn doc_of<R: Row>(out: &mut String, labelled: bool) {
                 "string",
                 "the experiment node that produced the row",
             ),
-            ("method", "string", "gold, base or toolobserver"),
+            (
+                "method",
+                "string",
+                "gold, base, toolobserver, easytool, play2prompt or draft",
+            ),
+            ("agent", "string", "agent model spec of the chain"),
+            (
+                "editor",
+                "string",
+                "editor model spec of the chain (empty: none)",
+            ),
         ] {
             out.push_str(&format!("| {n} | {t} | {d} |\n"));
         }
@@ -52,6 +62,10 @@ fn concat_table(run: &RunOutput, table: &str, dest: &Path) -> Result<Option<Path
             df.with_column(Column::new("node".into(), vec![o.node.clone(); h]))
                 .map_err(fail)?;
             df.with_column(Column::new("method".into(), vec![o.method.clone(); h]))
+                .map_err(fail)?;
+            df.with_column(Column::new("agent".into(), vec![o.agent.clone(); h]))
+                .map_err(fail)?;
+            df.with_column(Column::new("editor".into(), vec![o.editor.clone(); h]))
                 .map_err(fail)?;
         }
         match acc.as_mut() {
@@ -81,6 +95,8 @@ pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> 
     doc_of::<TrajectoryRow>(&mut schema, true);
     doc_of::<ScoreRow>(&mut schema, true);
     doc_of::<EditRow>(&mut schema, true);
+    doc_of::<DocCallRow>(&mut schema, true);
+    doc_of::<ToolRunRow>(&mut schema, true);
     doc_of::<SummaryRow>(&mut schema, false);
     for table in [
         InstanceRow::TABLE,
@@ -88,6 +104,8 @@ pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> 
         TrajectoryRow::TABLE,
         ScoreRow::TABLE,
         EditRow::TABLE,
+        DocCallRow::TABLE,
+        ToolRunRow::TABLE,
         SummaryRow::TABLE,
     ] {
         if let Some(p) = concat_table(run, table, dest)? {

@@ -261,6 +261,7 @@ fn prepare_run(
             ),
             changed: true,
             frozen: false,
+            demos: Value::Null,
         });
         trajectories.push(trajectory_row(id, &run, row));
     }

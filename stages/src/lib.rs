@@ -8,10 +8,12 @@
 //! bfcl-data -> opacify[setting] -> explore[r0] -> evaluate[r0]            (Base, Gold)
 //!                                     |               |
 //!                                     +-> batch-reflect[r1] -> explore[r1] -> evaluate[r1] -> ... (+TO)
+//!                -> easytool | play2prompt | draft [setting] -> explore -> evaluate   (baselines)
 //! all evaluate outputs -> summarize (polars aggregates + bootstrap intervals)
 //! ```
 
 pub mod agents;
+pub mod baselines;
 pub mod batch_reflect;
 pub mod bfcl;
 pub mod bfcl_data;
@@ -20,6 +22,7 @@ pub mod evaluate;
 pub mod experiment;
 pub mod explore;
 pub mod export;
+pub mod fidelity;
 pub mod import_released;
 pub mod llm_cache;
 pub mod llm_models;
@@ -31,6 +34,8 @@ pub mod rows;
 pub mod summarize;
 pub mod table2;
 pub mod table5;
+pub mod table7;
+pub mod tokens;
 
 /// Bad input that the user can fix (unknown model spec, missing file): exit code 2.
 #[derive(Debug, thiserror::Error)]

@@ -27,6 +27,7 @@ pub fn run(
                 name_mapping: json!(o.name_mapping),
                 changed: true,
                 frozen: false,
+                demos: Value::Null,
             }
         })
         .collect();

@@ -55,14 +55,31 @@ pub fn rounds_png(curve: &[SummaryRow], path: &Path) -> Result<(), String> {
             .draw()
             .map_err(|e| e.to_string())?;
     }
-    let mut settings: Vec<&str> = curve.iter().map(|c| c.setting.as_str()).collect();
-    settings.sort();
-    settings.dedup();
-    for (i, s) in settings.iter().enumerate() {
+    // One line per chain; the models are named only when the curve has several.
+    let key = |c: &SummaryRow| {
+        (
+            c.setting.clone(),
+            c.agent.clone(),
+            c.editor.clone(),
+            c.method.clone(),
+        )
+    };
+    let mut chains: Vec<(String, String, String, String)> = curve.iter().map(key).collect();
+    chains.sort();
+    chains.dedup();
+    let several = chains
+        .iter()
+        .any(|(_, a, e, m)| (a, e, m) != (&chains[0].1, &chains[0].2, &chains[0].3));
+    for (i, chain) in chains.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
+        let s = if several {
+            format!("{} ({} / {} / {})", chain.0, chain.1, chain.2, chain.3)
+        } else {
+            chain.0.clone()
+        };
         let mut pts: Vec<(i64, f64)> = curve
             .iter()
-            .filter(|c| c.setting == *s)
+            .filter(|c| key(c) == *chain)
             .map(|c| (c.round, c.e))
             .collect();
         pts.sort_by_key(|p| p.0);

@@ -36,3 +36,55 @@ pub fn status_text(reports: &[NodeReport]) -> String {
     ));
     out
 }
+
+/// Write `<name>.md`, `<name>.csv` and `<name>.parquet` into `dir` (created if needed).
+pub fn write_table<R: pipeline::Row>(
+    dir: &std::path::Path,
+    name: &str,
+    markdown: &str,
+    csv: &str,
+    rows: &[R],
+) -> Result<Vec<std::path::PathBuf>, pipeline::StageError> {
+    let fail = |p: &std::path::Path, e: std::io::Error| {
+        pipeline::StageError::failed(name, format!("{}: {e}", p.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
+    let md = dir.join(format!("{name}.md"));
+    std::fs::write(&md, markdown).map_err(|e| fail(&md, e))?;
+    let csv_path = dir.join(format!("{name}.csv"));
+    std::fs::write(&csv_path, csv).map_err(|e| fail(&csv_path, e))?;
+    let pq = dir.join(format!("{name}.parquet"));
+    pipeline::table::write_rows(rows, &pq)?;
+    Ok(vec![md, csv_path, pq])
+}
+
+/// The notes under a Markdown table, each on its own paragraph, then a final newline.
+pub fn end_with_notes(mut out: String, notes: &[String]) -> String {
+    for n in notes {
+        out.push_str(&format!("\n{n}"));
+    }
+    out.push('\n');
+    out
+}
+
+/// A table that `otb table` prints (Markdown or CSV) and writes with `--out`.
+pub trait TableReport {
+    type Row: pipeline::Row;
+    /// File stem of the written files (`table2` -> `table2.md`, ...).
+    const NAME: &'static str;
+    fn render(&self, csv: bool) -> String;
+    fn rows(&self) -> &[Self::Row];
+    /// `<NAME>.md`, `<NAME>.csv` and `<NAME>.parquet` in `dir`.
+    fn write(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<Vec<std::path::PathBuf>, pipeline::StageError> {
+        write_table(
+            dir,
+            Self::NAME,
+            &self.render(false),
+            &self.render(true),
+            self.rows(),
+        )
+    }
+}

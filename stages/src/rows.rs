@@ -58,6 +58,10 @@ pub struct DocRow {
     pub changed: bool,
     /// No further rewrites (ToolObserver convergence).
     pub frozen: bool,
+    /// Demonstrations shown to the agent with these docs (Play2Prompt):
+    /// `[{"query": .., "function": .., "arguments": {..}}]`, or `null`.
+    #[serde(default)]
+    pub demos: Value,
 }
 
 impl Row for DocRow {
@@ -84,6 +88,11 @@ impl Row for DocRow {
             ),
             col("changed", Bool, "documentation changed in this round"),
             col("frozen", Bool, "instance converged: no more rewrites"),
+            col(
+                "demos",
+                Json,
+                "demonstrations put in the agent prompt (Play2Prompt), or null",
+            ),
         ];
         C
     }
@@ -246,6 +255,88 @@ impl Row for EditRow {
             col("prompt_tokens", I64, "prompt tokens"),
             col("completion_tokens", I64, "completion tokens"),
             col("reasoning_tokens", I64, "reasoning tokens"),
+        ];
+        C
+    }
+}
+
+/// One model call a documentation method (EasyTool, Play2Prompt, DRAFT) made while
+/// producing its docs: the per-call rows that `otb table tokens` sums.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DocCallRow {
+    pub instance_id: String,
+    /// The shown tool name the call was about (empty for tool-set-level calls).
+    pub tool: String,
+    pub method: String,
+    /// The step of the method (`condense`, `play`, `critique`, `explorer`, ...).
+    pub step: String,
+    /// `exploration` (discovering tool behaviour) or `editing` (writing docs).
+    pub phase: String,
+    /// `editor` or `agent` (the task model, e.g. Play2Prompt's validation runs).
+    pub role: String,
+    pub model: String,
+    pub error_kind: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub reasoning_tokens: i64,
+}
+
+impl Row for DocCallRow {
+    const TABLE: &'static str = "doc_calls";
+    const DOC: &'static str =
+        "one model call of a documentation method (baselines), with its token usage";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("instance_id", Str, "BFCL id"),
+            col("tool", Str, "shown tool name (empty: whole tool set)"),
+            col("method", Str, "easytool, play2prompt or draft"),
+            col("step", Str, "step of the method that made the call"),
+            col("phase", Str, "exploration or editing"),
+            col("role", Str, "editor or agent (task model)"),
+            col("model", Str, "model spec"),
+            col(
+                "error_kind",
+                Str,
+                "null, or the class of a failed model call",
+            ),
+            col("prompt_tokens", I64, "prompt tokens"),
+            col("completion_tokens", I64, "completion tokens"),
+            col("reasoning_tokens", I64, "reasoning tokens"),
+        ];
+        C
+    }
+}
+
+/// One tool execution a documentation method made (Play2Prompt tool play, DRAFT
+/// exploration): what was called and what came back.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ToolRunRow {
+    pub instance_id: String,
+    pub tool: String,
+    pub method: String,
+    pub step: String,
+    pub arguments: Value,
+    pub ok: bool,
+    /// Python `repr` of the result, or the error text.
+    pub output: String,
+}
+
+impl Row for ToolRunRow {
+    const TABLE: &'static str = "tool_runs";
+    const DOC: &'static str = "one tool execution made by a documentation method";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("instance_id", Str, "BFCL id"),
+            col("tool", Str, "shown tool name"),
+            col("method", Str, "play2prompt or draft"),
+            col("step", Str, "step of the method"),
+            col("arguments", Json, "the arguments as JSON"),
+            col("ok", Bool, "the call returned without an exception"),
+            col(
+                "output",
+                Str,
+                "Python repr of the result, or the error text",
+            ),
         ];
         C
     }

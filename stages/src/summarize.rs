@@ -8,7 +8,7 @@ use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub const STAGE: &str = "summarize";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Bootstrap settings (part of the key).
 pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 
@@ -16,6 +16,9 @@ pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 pub struct SummaryRow {
     pub label: String,
     pub setting: String,
+    pub method: String,
+    pub agent: String,
+    pub editor: String,
     pub round: i64,
     pub n: i64,
     pub e: f64,
@@ -38,6 +41,13 @@ impl Row for SummaryRow {
         const C: &[Column] = &[
             column("label", Str, "setting/round label"),
             column("setting", Str, "documentation setting"),
+            column(
+                "method",
+                Str,
+                "gold, base, toolobserver, easytool, play2prompt or draft",
+            ),
+            column("agent", Str, "agent model spec"),
+            column("editor", Str, "editor model spec (empty: none)"),
             column("round", I64, "ToolObserver round (0 = base docs)"),
             column("n", I64, "instances"),
             column("e", F64, "execution accuracy"),
@@ -110,10 +120,24 @@ fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<f64>, StageError> {
         .collect())
 }
 
-/// Aggregate the score tables named by label (`setting/rK[ sN]`).
-pub fn summarize(inputs: &[(String, Entry)]) -> Result<Vec<SummaryRow>, StageError> {
+/// One score table to aggregate, with where it sits in the experiment's grid.
+#[derive(Clone, Debug)]
+pub struct SummaryInput {
+    /// Unique within a drive (part of the stage key).
+    pub label: String,
+    pub setting: String,
+    pub method: String,
+    pub agent: String,
+    pub editor: String,
+    pub round: i64,
+    pub entry: Entry,
+}
+
+/// Aggregate the score tables.
+pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError> {
     let mut out = Vec::new();
-    for (label, entry) in inputs {
+    for input in inputs {
+        let (label, entry) = (&input.label, &input.entry);
         let path = entry.table_path(ScoreRow::TABLE);
         let file = std::fs::File::open(&path)
             .map_err(|e| StageError::failed(STAGE, format!("{}: {e}", path.display())))?;
@@ -147,16 +171,13 @@ pub fn summarize(inputs: &[(String, Entry)]) -> Result<Vec<SummaryRow>, StageErr
         let (e_lo, e_hi) = bootstrap_ci(&e, bn, seed);
         let (p_lo, p_hi) = bootstrap_ci(&p, bn, seed);
         let (a_lo, a_hi) = bootstrap_ci(&a, bn, seed);
-        let (setting, rest) = label.split_once("/r").unwrap_or((label.as_str(), "0"));
-        let round = rest
-            .split(' ')
-            .next()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(0);
         out.push(SummaryRow {
             label: label.clone(),
-            setting: setting.to_string(),
-            round,
+            setting: input.setting.clone(),
+            method: input.method.clone(),
+            agent: input.agent.clone(),
+            editor: input.editor.clone(),
+            round: input.round,
             n: get("n")? as i64,
             e: get("e")?,
             p: get("p")?,
@@ -174,7 +195,7 @@ pub fn summarize(inputs: &[(String, Entry)]) -> Result<Vec<SummaryRow>, StageErr
     Ok(out)
 }
 
-pub fn run(ctx: &mut StageCtx<'_>, inputs: &[(String, Entry)]) -> Result<(), StageError> {
+pub fn run(ctx: &mut StageCtx<'_>, inputs: &[SummaryInput]) -> Result<(), StageError> {
     let rows = summarize(inputs)?;
     ctx.write(&rows)?;
     Ok(())

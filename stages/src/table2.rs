@@ -11,7 +11,7 @@ use datasets::bfcl::released::score_tree;
 use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Settings in table order with the paper's row labels.
 pub const SETTINGS: [(&str, &str); 3] = [
@@ -19,7 +19,7 @@ pub const SETTINGS: [(&str, &str); 3] = [
     ("names+desc", "Anon. Fn. + Real Desc"),
     ("names+params", "Anon. Fn. + Param Names"),
 ];
-pub const METHODS: [&str; 5] = ["Gold", "Base", "+TO", "+P2P", "+ET"];
+pub const METHODS: [&str; 7] = ["Gold", "Base", "+TO", "+TO guard", "+P2P", "+ET", "+DRAFT"];
 
 /// The paper's printed Table 2 (`targets.md`): setting, model, method, E, P, A, n.
 /// Printed Gold cells swap E and P relative to the released runs, and the four
@@ -69,7 +69,7 @@ impl Row for CellRow {
         const C: &[Column] = &[
             col("setting", Str, "names, names+desc or names+params"),
             col("model", Str, "agent model"),
-            col("method", Str, "Gold, Base, +TO, +P2P, +ET"),
+            col("method", Str, "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT"),
             col("source", Str, "paper (printed), released (authors' runs rescored here) or run (this project's run)"),
             col("n", I64, "instances"),
             col("e", F64, "execution accuracy"),
@@ -224,11 +224,10 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<(Vec<CellRow>, Vec<Strin
             exp.name
         ));
     }
-    let model = exp.agent.clone();
     let mut cells = Vec::new();
     let cell = |setting: &str, method: &str, r: &SummaryRow| CellRow {
         setting: setting.to_string(),
-        model: model.clone(),
+        model: r.agent.clone(),
         method: method.to_string(),
         source: "run".into(),
         n: r.n,
@@ -239,28 +238,32 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<(Vec<CellRow>, Vec<Strin
         e_hi: Some(r.e_hi),
         errors: Some(r.errors),
     };
-    let gold = rows.iter().find(|r| r.setting == "gold" && r.round == 0);
-    for (s, _) in SETTINGS {
-        if let Some(g) = gold {
-            cells.push(cell(s, "Gold", g));
-        }
-        if let Some(b) = rows.iter().find(|r| r.setting == s && r.round == 0) {
-            if exp
-                .bfcl
-                .methods
-                .iter()
-                .any(|m| m == "base" || m == "toolobserver")
-            {
-                cells.push(cell(s, "Base", b));
-            }
-        }
-        if exp.bfcl.methods.iter().any(|m| m == "toolobserver") {
-            if let Some(t) = rows
-                .iter()
-                .filter(|r| r.setting == s)
+    // Table 2 shows the first editor's columns (the paper's GPT-5 editor); the
+    // agent x editor grid is Table 7.
+    let editor = exp.editors.first().cloned().unwrap_or_default();
+    for agent in &exp.agents {
+        let of = |setting: &str, method: &str| {
+            rows.iter()
+                .filter(|r| r.agent == *agent && r.setting == setting && r.method == method)
+                .filter(|r| r.editor.is_empty() || r.editor == editor)
                 .max_by_key(|r| r.round)
-            {
-                cells.push(cell(s, "+TO", t));
+        };
+        let gold = of("gold", "gold");
+        for (s, _) in SETTINGS {
+            if let Some(g) = gold {
+                cells.push(cell(s, "Gold", g));
+            }
+            for (method, label) in [
+                ("base", "Base"),
+                ("toolobserver", "+TO"),
+                ("toolobserver-guard", "+TO guard"),
+                ("play2prompt", "+P2P"),
+                ("easytool", "+ET"),
+                ("draft", "+DRAFT"),
+            ] {
+                if let Some(r) = of(s, method) {
+                    cells.push(cell(s, label, r));
+                }
             }
         }
     }
@@ -321,10 +324,19 @@ impl Table2 {
             c.setting == setting && c.model == model && c.method == method && c.source == source
         })
     }
+}
+
+impl crate::report::TableReport for Table2 {
+    type Row = CellRow;
+    const NAME: &'static str = "table2";
+
+    fn rows(&self) -> &[CellRow] {
+        &self.cells
+    }
 
     /// Markdown (one block per setting; rows = model x source) or CSV
     /// (`setting,model,method,source,n,E,P,A`).
-    pub fn render(&self, csv: bool) -> String {
+    fn render(&self, csv: bool) -> String {
         let mut out = String::new();
         if csv {
             out.push_str("setting,model,method,source,n,E,P,A\n");
@@ -408,25 +420,6 @@ impl Table2 {
                 }
             }
         }
-        for n in &self.notes {
-            out.push_str(&format!("\n{n}"));
-        }
-        out.push('\n');
-        out
-    }
-
-    /// Write `table2.csv`, `table2.parquet` and `table2.md` into `dir`.
-    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StageError> {
-        let fail = |p: &Path, e: std::io::Error| {
-            StageError::failed("table2", format!("{}: {e}", p.display()))
-        };
-        std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
-        let csv = dir.join("table2.csv");
-        std::fs::write(&csv, self.render(true)).map_err(|e| fail(&csv, e))?;
-        let md = dir.join("table2.md");
-        std::fs::write(&md, self.render(false)).map_err(|e| fail(&md, e))?;
-        let pq = dir.join("table2.parquet");
-        pipeline::table::write_rows(&self.cells, &pq)?;
-        Ok(vec![md, csv, pq])
+        crate::report::end_with_notes(out, &self.notes)
     }
 }

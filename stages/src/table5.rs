@@ -21,10 +21,13 @@ use std::path::{Path, PathBuf};
 pub struct RoundsRow {
     pub setting: String,
     pub model: String,
+    pub editor: String,
     pub instances: i64,
     pub mean_rounds: f64,
     pub converged: i64,
     pub round_limit: i64,
+    /// `toolobserver`, or `toolobserver-guard` (successes not sent to the editor).
+    pub method: String,
 }
 
 impl Row for RoundsRow {
@@ -34,6 +37,7 @@ impl Row for RoundsRow {
         const C: &[Column] = &[
             col("setting", Str, "documentation setting"),
             col("model", Str, "agent model"),
+            col("editor", Str, "editor model"),
             col("instances", I64, "instances"),
             col(
                 "mean_rounds",
@@ -42,6 +46,7 @@ impl Row for RoundsRow {
             ),
             col("converged", I64, "instances frozen before the round limit"),
             col("round_limit", I64, "K"),
+            col("method", Str, "toolobserver or toolobserver-guard"),
         ];
         C
     }
@@ -58,13 +63,28 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     let out = drive(exp, &mut session).map_err(|e| StageError::failed("table5", e.to_string()))?;
     let mut notes = Vec::new();
     let k = exp.bfcl.rounds as i64;
-    // setting -> instance -> rounds
-    let mut per: BTreeMap<String, BTreeMap<String, (i64, bool)>> = BTreeMap::new();
+    // (setting, agent, editor, method) -> instance -> (rounds, frozen)
+    type Group = (String, String, String, String);
+    let mut per: BTreeMap<Group, BTreeMap<String, (i64, bool)>> = BTreeMap::new();
     let mut reflects: Vec<_> = out.by_stage(crate::batch_reflect::STAGE).collect();
-    reflects.sort_by_key(|o| (o.setting.clone(), o.round));
+    reflects.sort_by_key(|o| {
+        (
+            o.setting.clone(),
+            o.agent.clone(),
+            o.editor.clone(),
+            o.round,
+        )
+    });
     for o in reflects {
         let docs: Vec<DocRow> = o.entry.read()?;
-        let m = per.entry(o.setting.clone()).or_default();
+        let m = per
+            .entry((
+                o.setting.clone(),
+                o.agent.clone(),
+                o.editor.clone(),
+                o.method.clone(),
+            ))
+            .or_default();
         for d in docs {
             let e = m.entry(d.instance_id.clone()).or_insert((0, false));
             if e.1 {
@@ -78,21 +98,24 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     }
     let mut rows = Vec::new();
     for (setting, _) in SETTINGS {
-        let Some(m) = per.get(setting) else { continue };
-        let n = m.len() as i64;
-        let mean = if n == 0 {
-            0.0
-        } else {
-            m.values().map(|(r, _)| *r as f64).sum::<f64>() / n as f64
-        };
-        rows.push(RoundsRow {
-            setting: setting.to_string(),
-            model: exp.agent.clone(),
-            instances: n,
-            mean_rounds: mean,
-            converged: m.values().filter(|(_, f)| *f).count() as i64,
-            round_limit: k,
-        });
+        for ((s, agent, editor, method), m) in per.iter().filter(|((s, ..), _)| s == setting) {
+            let n = m.len() as i64;
+            let mean = if n == 0 {
+                0.0
+            } else {
+                m.values().map(|(r, _)| *r as f64).sum::<f64>() / n as f64
+            };
+            rows.push(RoundsRow {
+                setting: s.clone(),
+                model: agent.clone(),
+                editor: editor.clone(),
+                instances: n,
+                mean_rounds: mean,
+                converged: m.values().filter(|(_, f)| *f).count() as i64,
+                round_limit: k,
+                method: method.clone(),
+            });
+        }
     }
     if rows.is_empty() {
         notes.push(format!(
@@ -101,50 +124,72 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
             exp.path.display()
         ));
     }
-    let curve = match out.by_stage(crate::summarize::STAGE).next() {
+    let curve: Vec<SummaryRow> = match out.by_stage(crate::summarize::STAGE).next() {
         Some(s) => s.entry.read()?,
         None => Vec::new(),
     };
+    let curve = curve
+        .into_iter()
+        .filter(|r| r.method.starts_with("toolobserver"))
+        .collect();
     Ok(Table5 { rows, curve, notes })
 }
 
-impl Table5 {
-    pub fn render(&self, csv: bool) -> String {
+impl crate::report::TableReport for Table5 {
+    type Row = RoundsRow;
+    const NAME: &'static str = "table5";
+
+    fn rows(&self) -> &[RoundsRow] {
+        &self.rows
+    }
+
+    fn render(&self, csv: bool) -> String {
         let mut out = String::new();
         if csv {
-            out.push_str("setting,model,instances,mean_rounds,converged,round_limit\n");
+            out.push_str(
+                "setting,model,editor,instances,mean_rounds,converged,round_limit,method\n",
+            );
             for r in &self.rows {
                 out.push_str(&format!(
-                    "{},{},{},{:.4},{},{}\n",
-                    r.setting, r.model, r.instances, r.mean_rounds, r.converged, r.round_limit
+                    "{},{},{},{},{:.4},{},{},{}\n",
+                    r.setting,
+                    r.model,
+                    r.editor,
+                    r.instances,
+                    r.mean_rounds,
+                    r.converged,
+                    r.round_limit,
+                    r.method
                 ));
             }
             return out;
         }
         out.push_str("Table 5 -- mean reflection rounds to convergence (paper, GPT-5 / GPT-5-mini: names 3.44 / 2.96, +desc 2.66 / 2.60, +params 2.22 / 2.24)\n\n");
-        out.push_str("| Setting | Model | Instances | Mean rounds | Converged before K | K |\n|---|---|---|---|---|---|\n");
+        out.push_str("| Setting | Model | Editor | Instances | Mean rounds | Converged before K | K |\n|---|---|---|---|---|---|---|\n");
         for r in &self.rows {
             out.push_str(&format!(
-                "| {} | {} | {} | {:.2} | {} | {} |\n",
-                r.setting, r.model, r.instances, r.mean_rounds, r.converged, r.round_limit
+                "| {} | {} | {} | {} | {:.2} | {} | {} |\n",
+                r.setting,
+                r.model,
+                r.editor,
+                r.instances,
+                r.mean_rounds,
+                r.converged,
+                r.round_limit
             ));
         }
-        out.push_str("\nPer-round curve (E/P/A by round):\n\n| Setting | Round | n | E | P | A |\n|---|---|---|---|---|---|\n");
+        out.push_str("\nPer-round curve (E/P/A by round):\n\n| Setting | Agent | Editor | Method | Round | n | E | P | A |\n|---|---|---|---|---|---|---|---|---|\n");
         for c in &self.curve {
             out.push_str(&format!(
-                "| {} | {} | {} | {:.3} | {:.3} | {:.3} |\n",
-                c.setting, c.round, c.n, c.e, c.p, c.a
+                "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} |\n",
+                c.setting, c.agent, c.editor, c.method, c.round, c.n, c.e, c.p, c.a
             ));
         }
-        for n in &self.notes {
-            out.push_str(&format!("\n{n}"));
-        }
-        out.push('\n');
-        out
+        crate::report::end_with_notes(out, &self.notes)
     }
 
     /// `table5.csv`, `table5.parquet`, `rounds.csv` (the curve) and `rounds.png`.
-    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StageError> {
+    fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StageError> {
         let fail =
             |p: &Path, e: String| StageError::failed("table5", format!("{}: {e}", p.display()));
         std::fs::create_dir_all(dir).map_err(|e| fail(dir, e.to_string()))?;
@@ -153,11 +198,11 @@ impl Table5 {
         let pq = dir.join("table5.parquet");
         pipeline::table::write_rows(&self.rows, &pq)?;
         let curve = dir.join("rounds.csv");
-        let mut text = String::from("setting,round,n,E,P,A,E_lo,E_hi\n");
+        let mut text = String::from("setting,agent,editor,round,n,E,P,A,E_lo,E_hi,method\n");
         for c in &self.curve {
             text.push_str(&format!(
-                "{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4}\n",
-                c.setting, c.round, c.n, c.e, c.p, c.a, c.e_lo, c.e_hi
+                "{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{}\n",
+                c.setting, c.agent, c.editor, c.round, c.n, c.e, c.p, c.a, c.e_lo, c.e_hi, c.method
             ));
         }
         std::fs::write(&curve, text).map_err(|e| fail(&curve, e.to_string()))?;

@@ -17,10 +17,11 @@
 //! |---|---|---|
 //! | [`RecordedBackend`] | calls whose key is in a frozen responses file | paper parity |
 //! | [`SimulatedBackend`] | every REST call, from a seeded offline world | the default |
-//! | [`LiveBackend`] | nothing yet: an explicit error (see below) | future opt-in |
+//! | [`LiveBackend`] | every REST call, over HTTP with the user's keys (`live.rs`) | explicit opt-in (`--backend live`) |
 //!
-//! The usual chains are [`BackendChain::simulated`] and [`BackendChain::paper`]
-//! (recorded first, simulated for the misses).
+//! The usual chains are [`BackendChain::simulated`], [`BackendChain::paper`]
+//! (recorded first, simulated for the misses) and [`BackendChain::live`] (the real
+//! APIs alone, so that nothing is ever invented).
 //!
 //! # The simulated world
 //!
@@ -38,10 +39,11 @@
 //!
 //! # Known limitations
 //!
-//! - **No live HTTP.** This crate has no HTTP client and the project's tests must not
-//!   touch the network. [`LiveBackend`] raises `"live backend not enabled: ..."` unless
-//!   built with [`LiveBackend::enabled`], and even then its transport is a TODO that
-//!   raises an error naming the request it would have sent.
+//! - The live backend's answers change with the world and need four API keys
+//!   (`GEOCODE_API_KEY`, `RAPID_API_KEY`, `OMDB_API_KEY`, `EXCHANGERATE_API_KEY`); a
+//!   [`LiveBackend::disabled`] one raises `"live backend not enabled: ..."`. The
+//!   project's tests never touch the network: they point the live backend at a local
+//!   server (`OTB_LIVE_BASE_URL`, [`LiveBackend::with_base_override`]).
 //! - The recorded backend stores what the paper's grader stored: JSON, so tuples come
 //!   back as lists. The simulated backend returns real tuples, as the originals do.
 //! - Simulated values are plausible, not true; only the recorded backend reproduces the
@@ -353,162 +355,10 @@ impl RestBackend for RecordedBackend {
 }
 
 // ---------------------------------------------------------------------------------------
-// live
+// live (in `live.rs`)
 // ---------------------------------------------------------------------------------------
 
-/// API keys for the live backend (the originals read `GEOCODE_API_KEY`,
-/// `RAPID_API_KEY`, `OMDB_API_KEY`, `EXCHANGERATE_API_KEY`).
-#[derive(Clone, Default)]
-pub struct LiveKeys {
-    pub geocode: Option<String>,
-    pub rapid_api: Option<String>,
-    pub omdb: Option<String>,
-    pub exchangerate: Option<String>,
-}
-
-impl fmt::Debug for LiveKeys {
-    /// Shows which keys are set, never their values.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LiveKeys")
-            .field("geocode", &self.geocode.is_some())
-            .field("rapid_api", &self.rapid_api.is_some())
-            .field("omdb", &self.omdb.is_some())
-            .field("exchangerate", &self.exchangerate.is_some())
-            .finish()
-    }
-}
-
-/// The real web APIs. Not usable yet, by design:
-///
-/// - [`LiveBackend::disabled`] (also `Default`) answers every REST call with
-///   `RuntimeError("live backend not enabled: ...")`, so a chain ending in it fails
-///   loudly instead of silently inventing values;
-/// - [`LiveBackend::enabled`] holds the keys, but the HTTP transport is a TODO (this
-///   crate has no HTTP client, and tests must not use the network): it raises
-///   `RuntimeError("live HTTP transport not implemented: would GET <url>")`, naming
-///   the endpoint of `bfcl-functions.md` the call maps to (keys elided).
-///
-/// Non-REST functions get `None`.
-#[derive(Debug, Clone, Default)]
-pub struct LiveBackend {
-    keys: Option<LiveKeys>,
-}
-
-impl LiveBackend {
-    /// A live backend that refuses every call.
-    pub fn disabled() -> Self {
-        LiveBackend { keys: None }
-    }
-
-    /// A live backend with the user's keys (transport still a TODO, see the type doc).
-    pub fn enabled(keys: LiveKeys) -> Self {
-        LiveBackend { keys: Some(keys) }
-    }
-
-    /// Whether this backend was built with [`LiveBackend::enabled`].
-    pub fn is_enabled(&self) -> bool {
-        self.keys.is_some()
-    }
-}
-
-/// The request an original function sends, as `METHOD url` with keys elided.
-pub fn live_endpoint(real_name: &str, kwargs: &[(String, PyValue)]) -> Option<String> {
-    let a = |k: &str| {
-        kwargs
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v.py_str())
-            .unwrap_or_default()
-    };
-    let rapid = |host: &str, path: &str| format!("GET https://{host}.p.rapidapi.com{path}");
-    Some(match real_name {
-        "get_weather_data" => "GET https://api.open-meteo.com/v1/forecast?latitude=..&\
-                               longitude=..&current=temperature_2m&temperature_unit=fahrenheit"
-            .to_string(),
-        "get_coordinates_from_city" => {
-            format!("GET https://geocode.maps.co/search?q={}", a("city_name"))
-        }
-        "convert_currency" => format!(
-            "GET https://v6.exchangerate-api.com/v6/<key>/latest/{}",
-            a("from_currency")
-        ),
-        "find_term_on_urban_dictionary" => rapid(
-            "mashape-community-urban-dictionary",
-            &format!("/define?term={}", a("term")),
-        ),
-        "get_coordinate_by_ip_address" | "get_zipcode_by_ip_address" => {
-            format!("GET http://ip-api.com/json/{}", a("ip_address"))
-        }
-        "get_covid_death_by_country" | "get_active_covid_case_by_country" => rapid(
-            "covid-193",
-            &format!("/statistics?country={}", a("country")),
-        ),
-        "get_rating_by_amazon_ASIN"
-        | "get_price_by_amazon_ASIN"
-        | "get_product_name_by_amazon_ASIN" => rapid(
-            "real-time-amazon-data",
-            &format!("/product-details?asin={}&country=US", a("ASIN")),
-        ),
-        "get_company_name_by_stock_name" => rapid(
-            "yahoo-finance15",
-            &format!("/api/v1/markets/search?search={}", a("stock_name")),
-        ),
-        "get_stock_price_by_stock_name" => rapid(
-            "yahoo-finance15",
-            &format!("/api/v1/markets/stock/quotes?ticker={}", a("stock_name")),
-        ),
-        "get_stock_history" => rapid(
-            "yahoo-finance15",
-            &format!(
-                "/api/v1/markets/stock/history?symbol={}&interval={}",
-                a("stock_name"),
-                a("interval")
-            ),
-        ),
-        "retrieve_city_based_on_zipcode" => {
-            format!("GET http://ziptasticapi.com/{}", a("zipcode"))
-        }
-        "retrieve_holiday_by_year" => format!(
-            "GET https://date.nager.at/api/v3/publicholidays/{}/{}",
-            a("year"),
-            a("country")
-        ),
-        "get_time_zone_by_coord" => rapid(
-            "timezone-by-location",
-            &format!("/timezone?lat={}&lon={}&c=1&s=0", a("lat"), a("long")),
-        ),
-        "get_movie_rating" | "get_movie_director" => {
-            format!("GET https://www.omdbapi.com/?t={}", a("movie_name"))
-        }
-        _ => return None,
-    })
-}
-
-impl RestBackend for LiveBackend {
-    fn name(&self) -> &str {
-        "live"
-    }
-
-    fn call(
-        &self,
-        real_name: &str,
-        kwargs: &[(String, PyValue)],
-    ) -> Option<Result<PyValue, PyException>> {
-        let endpoint = live_endpoint(real_name, kwargs)?;
-        let message = if self.keys.is_some() {
-            // TODO(live): send `endpoint` with the keys and apply each original's
-            // response handling (`bfcl-functions.md`). Needs an HTTP client crate and a
-            // test policy that allows the network; neither exists yet.
-            format!("live HTTP transport not implemented: would {endpoint}")
-        } else {
-            format!(
-                "live backend not enabled: {real_name} would {endpoint}; build it with \
-                 LiveBackend::enabled(keys)"
-            )
-        };
-        Some(Err(PyException::new("RuntimeError", message)))
-    }
-}
+pub use super::live::{live_endpoint, LiveBackend, LiveDelays, LiveError, LiveKeys};
 
 // ---------------------------------------------------------------------------------------
 // chain
@@ -540,6 +390,12 @@ impl BackendChain {
             Box::new(RecordedBackend::from_file(recorded)?),
             Box::new(SimulatedBackend::new(seed)),
         ]))
+    }
+
+    /// The real web APIs only: no fallback, so nothing is ever invented
+    /// ([`LiveBackend`]; build it with [`LiveBackend::from_env`]).
+    pub fn live(backend: LiveBackend) -> Self {
+        BackendChain(vec![Box::new(backend)])
     }
 
     /// The backends' names, in order.
@@ -937,18 +793,18 @@ impl RestBackend for SimulatedBackend {
 }
 
 /// Keyword arguments of one call (already bound by the executor).
-struct Args<'a> {
-    func: &'a str,
-    kwargs: &'a [(String, PyValue)],
+pub(super) struct Args<'a> {
+    pub(super) func: &'a str,
+    pub(super) kwargs: &'a [(String, PyValue)],
 }
 
 impl<'a> Args<'a> {
-    fn get(&self, name: &str) -> Option<&'a PyValue> {
+    pub(super) fn get(&self, name: &str) -> Option<&'a PyValue> {
         self.kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// A required argument; its absence (an unbound call) raises CPython's TypeError.
-    fn req(&self, name: &str) -> Result<&'a PyValue, PyException> {
+    pub(super) fn req(&self, name: &str) -> Result<&'a PyValue, PyException> {
         self.get(name).ok_or_else(|| {
             PyException::new(
                 "TypeError",
@@ -971,7 +827,7 @@ fn query_param(v: &PyValue) -> Option<String> {
 }
 
 /// Python's `a, b = value` with CPython's error texts.
-fn unpack2(v: &PyValue) -> Result<(PyValue, PyValue), PyException> {
+pub(super) fn unpack2(v: &PyValue) -> Result<(PyValue, PyValue), PyException> {
     let items: Vec<PyValue> = match v {
         PyValue::List(items) | PyValue::Tuple(items) => items.clone(),
         PyValue::Dict(entries) => entries.iter().map(|(k, _)| k.clone()).collect(),
@@ -2575,33 +2431,13 @@ mod tests {
     }
 
     #[test]
-    fn live_backend_is_explicitly_not_available() {
-        let args = kw(&[("movie_name", s("Avatar"))]);
-        let e = LiveBackend::disabled()
-            .call("get_movie_rating", &args)
-            .expect("answers REST calls")
-            .unwrap_err();
-        assert!(
-            e.message.starts_with("live backend not enabled: "),
-            "{}",
-            e.message
-        );
-        assert!(e.message.contains("omdbapi.com/?t=Avatar"));
-        let enabled = LiveBackend::enabled(LiveKeys {
-            omdb: Some("secret".into()),
-            ..LiveKeys::default()
-        });
-        assert!(enabled.is_enabled());
-        assert!(!format!("{enabled:?}").contains("secret"));
-        let e = enabled
-            .call("get_movie_rating", &args)
-            .expect("answers")
-            .unwrap_err();
-        assert!(e.message.starts_with("live HTTP transport not implemented"));
-        assert!(!e.message.contains("secret"));
-        assert!(LiveBackend::disabled().call("math_gcd", &[]).is_none());
+    fn live_chain_has_no_fallback() {
+        let chain = BackendChain::live(LiveBackend::disabled());
+        assert_eq!(chain.names(), vec!["live"]);
         for (name, args) in sample_calls() {
             assert!(live_endpoint(name, &args).is_some(), "{name}");
+            let e = chain.call(name, &args).unwrap_err();
+            assert!(e.message.starts_with("live backend not enabled: "), "{e}");
         }
     }
 

@@ -1,0 +1,264 @@
+//! Tokens/s of the embedded backend (run by `make bench`).
+//!
+//! `cargo run --release -p llm --features embedded --example bench_embedded -- [MODEL] [PART]`
+//!
+//! MODEL is a name known to `llm::models` (default `qwen2.5-coder-1.5b`,
+//! `smollm2-135m` for a quick run; fetched into the model cache when missing)
+//! or a path to a GGUF file; `OTB_BENCH_MODEL` sets it too. PART is `all`
+//! (default), `single` (part 1 only) or `batch` (part 2 only).
+//!
+//! 1. Prompt-processing and generation tokens/s of one request at a time,
+//!    with and without the tool grammar, with and without prefix reuse: a
+//!    first request (cold), then a second one that shares the system prompt
+//!    and the tools (warm: with reuse, only its last turn is evaluated).
+//! 2. Aggregate generation tokens/s of 4 requests sent one after another vs
+//!    all 4 at once, each on a freshly loaded backend (default settings), and
+//!    whether the answers are the same both ways.
+//!
+//! Prompt tokens/s counts evaluated tokens only (reused ones are free);
+//! generation time covers sampling, grammar and the decode of each new token
+//! (`EmbeddedMetrics`). Both parts also print the process's CPU time, which
+//! on a machine shared with other work measures the work where wall time
+//! also counts the waiting.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llm::{
+    Backend, ChatRequest, ChatResponse, EmbeddedBackend, EmbeddedConfig, EmbeddedMetrics, Message,
+    Sampling, ToolChoice, ToolDef,
+};
+use serde_json::json;
+
+const QUESTIONS: [&str; 4] = [
+    "What is the weather in Paris for the next 3 days, in celsius?",
+    "How good is the air in Berlin today?",
+    "When does the sun rise in Tokyo tomorrow?",
+    "Is it going to rain in London this weekend? Use fahrenheit.",
+];
+
+fn request(question: &str) -> ChatRequest {
+    let mut req = ChatRequest::new(
+        "bench",
+        vec![
+            Message::system(
+                "You are an agent that solves the user's task by calling the tools below. \
+                 Call exactly one tool with arguments that follow its schema. Prefer the most \
+                 specific tool; when several could work, pick the one whose description matches \
+                 the user's words best, and fill optional arguments only when the user gave them.",
+            ),
+            Message::user(question),
+        ],
+    );
+    let city = json!({"type": "string", "description": "City name, e.g. Paris"});
+    req.tools = vec![
+        ToolDef {
+            name: "get_weather".into(),
+            description: Some("Current weather and a daily forecast for a city.".into()),
+            parameters: Some(json!({"type": "object",
+                "properties": {"city": city, "days": {"type": "integer", "description": "Forecast days, 1-7"},
+                               "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                "required": ["city"]})),
+        },
+        ToolDef {
+            name: "get_air_quality".into(),
+            description: Some("Air quality index (AQI) and main pollutant for a city.".into()),
+            parameters: Some(
+                json!({"type": "object", "properties": {"city": city}, "required": ["city"]}),
+            ),
+        },
+        ToolDef {
+            name: "get_sun_times".into(),
+            description: Some("Sunrise and sunset times for a city on a date.".into()),
+            parameters: Some(json!({"type": "object",
+                "properties": {"city": city, "date": {"type": "string", "description": "YYYY-MM-DD or 'today', 'tomorrow'"}},
+                "required": ["city"]})),
+        },
+        ToolDef {
+            name: "lookup".into(),
+            description: Some("Opaque tool without documentation.".into()),
+            parameters: None,
+        },
+    ];
+    req.tool_choice = ToolChoice::Required;
+    req.sampling = Sampling::Standard {
+        temperature: None,
+        top_p: None,
+        max_tokens: Some(64),
+    };
+    req
+}
+
+/// CPU time of this process so far (user + system, from /proc/self/stat;
+/// 0 where that does not exist). On a machine shared with other work it
+/// shows the work done, where wall time also shows the waiting.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the line, in clock ticks (100 per second).
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn model_path() -> std::path::PathBuf {
+    let arg = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("OTB_BENCH_MODEL").ok())
+        .unwrap_or_else(|| llm::models::DEFAULT_MODEL.to_owned());
+    let p = std::path::PathBuf::from(&arg);
+    if p.is_file() {
+        return p;
+    }
+    match llm::fetch_model(&arg, &llm::models::default_cache_dir()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn answer(r: &ChatResponse) -> String {
+    let calls: Vec<String> = r
+        .tool_calls
+        .iter()
+        .map(|c| format!("{}({})", c.name, c.arguments_raw))
+        .collect();
+    format!("{} {:?}", calls.join(" "), r.content)
+}
+
+fn load(cfg: EmbeddedConfig) -> (Arc<EmbeddedBackend>, Duration) {
+    let t = Instant::now();
+    let b = EmbeddedBackend::load(cfg).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(2)
+    });
+    (Arc::new(b), t.elapsed())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let path = model_path();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let part = std::env::args().nth(2).unwrap_or_else(|| "all".into());
+    if !["all", "single", "batch"].contains(&part.as_str()) {
+        eprintln!("error: PART must be all, single or batch, not {part:?}");
+        std::process::exit(2);
+    }
+    let threads = EmbeddedConfig::new(&path).n_threads;
+    println!("embedded: {name}, {threads} llama.cpp thread(s), ≤64 output tokens per request");
+
+    if part != "batch" {
+        single(&path).await;
+    }
+    if part != "single" {
+        batch(&path).await;
+    }
+}
+
+async fn single(path: &std::path::Path) {
+    println!("\n1. one request at a time");
+    println!("| grammar | prefix reuse | request | prompt tok | reused | prompt tok/s | generated | gen tok/s | latency s | CPU s | answer |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for (grammar, reuse) in [(true, true), (true, false), (false, true), (false, false)] {
+        let mut cfg = EmbeddedConfig::new(path);
+        cfg.use_grammar = grammar;
+        cfg.reuse_prefix = reuse;
+        let (b, _) = load(cfg);
+        for (label, q) in [
+            ("1st (cold)", QUESTIONS[0]),
+            ("2nd (shared prefix)", QUESTIONS[1]),
+        ] {
+            let before = b.metrics();
+            let cpu0 = cpu_seconds();
+            let t = Instant::now();
+            let r = match b.chat(&request(q)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(1);
+                }
+            };
+            let lat = t.elapsed();
+            let cpu = cpu_seconds() - cpu0;
+            let m = b.metrics().since(&before);
+            println!(
+                "| {} | {} | {label} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {cpu:.2} | {} |",
+                if grammar { "on" } else { "off" },
+                if reuse { "on" } else { "off" },
+                m.prompt_tokens,
+                m.reused_tokens,
+                m.prompt_tokens_per_s(),
+                m.generated_tokens,
+                m.generated_tokens_per_s(),
+                lat.as_secs_f64(),
+                answer(&r)
+                    .replace('|', "\\|")
+                    .chars()
+                    .take(70)
+                    .collect::<String>()
+            );
+        }
+    }
+}
+
+async fn batch(path: &std::path::Path) {
+    println!("\n2. four requests (grammar on, prefix reuse on): one after another vs all at once");
+    println!("| concurrent | wall s | CPU s | prompt tok (reused) | generated | aggregate gen tok/s (wall) | gen tok/s (generation time) | prompt tok/s |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut answers: Vec<Vec<String>> = Vec::new();
+    for conc in [1usize, 4] {
+        let (b, _) = load(EmbeddedConfig::new(path));
+        let reqs: Vec<ChatRequest> = QUESTIONS.iter().map(|q| request(q)).collect();
+        let before = b.metrics();
+        let cpu0 = cpu_seconds();
+        let t = Instant::now();
+        let mut out = Vec::new();
+        for group in reqs.chunks(conc) {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|r| {
+                    let (b, r) = (b.clone(), r.clone());
+                    tokio::spawn(async move { b.chat(&r).await })
+                })
+                .collect();
+            for h in handles {
+                match h.await {
+                    Ok(Ok(r)) => out.push(answer(&r)),
+                    other => {
+                        eprintln!("error: {other:?}");
+                        std::process::exit(1);
+                    }
+                }
+            }
+        }
+        let wall = t.elapsed();
+        let cpu = cpu_seconds() - cpu0;
+        let m: EmbeddedMetrics = b.metrics().since(&before);
+        println!(
+            "| {conc} | {:.2} | {cpu:.2} | {} ({}) | {} | {:.2} | {:.2} | {:.1} |",
+            wall.as_secs_f64(),
+            m.prompt_tokens,
+            m.reused_tokens,
+            m.generated_tokens,
+            m.generated_tokens as f64 / wall.as_secs_f64(),
+            m.generated_tokens_per_s(),
+            m.prompt_tokens_per_s()
+        );
+        answers.push(out);
+    }
+    let same = answers.windows(2).all(|w| w[0] == w[1]);
+    println!("same answers one at a time and all at once: {same}");
+    if !same {
+        for (a, b) in answers[0].iter().zip(&answers[1]) {
+            println!("  {a}\n  {b}");
+        }
+    }
+}

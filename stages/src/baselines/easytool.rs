@@ -1,0 +1,144 @@
+//! EasyTool (`baselines.md`): two editor passes per tool set, no tool execution.
+//!
+//! 1. condense: each tool's documentation into a short statement of purpose;
+//! 2. guidelines: per tool a usage scenario and an example parameter payload.
+//!
+//! The final description is the condensed text followed by
+//! `Example scenario: <scenario> Call with <json>`. A tool the model's JSON does not
+//! mention keeps its description; the parameter schema (where the setting shows one)
+//! is never touched.
+
+use super::{extract_json, fill, tool_description, tool_name, tools_of, Phase, Produced, Work};
+use crate::batch_reflect::render_tool;
+use serde_json::Value;
+
+pub const STAGE: &str = "easytool";
+pub const VERSION: u32 = 1;
+pub const CONDENSE: &str = include_str!("../../../prompts/easytool_condense.txt");
+pub const GUIDELINES: &str = include_str!("../../../prompts/easytool_guidelines.txt");
+
+fn render_all(tools: &[Value]) -> String {
+    tools
+        .iter()
+        .map(render_tool)
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// EasyTool on one instance.
+pub fn produce(w: &mut Work<'_>) -> Produced {
+    let mut tools = tools_of(w.docs);
+    let condensed = w
+        .ask(
+            "",
+            "condense",
+            Phase::Editing,
+            &fill(CONDENSE, &[("tools", &render_all(&tools))]),
+            0,
+        )
+        .and_then(|t| extract_json(&t))
+        .unwrap_or_default();
+    for t in tools.iter_mut() {
+        let name = tool_name(t).to_string();
+        if let Some(d) = condensed.get(&name).and_then(Value::as_str) {
+            if !d.trim().is_empty() {
+                if let Some(o) = t.as_object_mut() {
+                    o.insert("description".into(), Value::String(d.trim().to_string()));
+                }
+            }
+        }
+    }
+    let guide = w
+        .ask(
+            "",
+            "guidelines",
+            Phase::Editing,
+            &fill(GUIDELINES, &[("tools", &render_all(&tools))]),
+            0,
+        )
+        .and_then(|t| extract_json(&t))
+        .unwrap_or_default();
+    for t in tools.iter_mut() {
+        let name = tool_name(t).to_string();
+        let Some(g) = guide.get(&name).and_then(Value::as_object) else {
+            continue;
+        };
+        let scenario = g
+            .get("Scenario")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .trim();
+        let params = match g.get("Parameters") {
+            Some(Value::Object(m)) => Value::Object(m.clone()),
+            _ => Value::Object(Default::default()),
+        };
+        if scenario.is_empty() {
+            continue;
+        }
+        let desc = format!(
+            "{} Example scenario: {scenario} Call with {params}",
+            tool_description(t).trim()
+        );
+        if let Some(o) = t.as_object_mut() {
+            o.insert("description".into(), Value::String(desc.trim().to_string()));
+        }
+    }
+    Produced {
+        tools,
+        demos: Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use super::super::*;
+    use super::*;
+
+    #[test]
+    fn two_passes_no_execution() {
+        let editor = FnEditor::new(|p: &str| {
+            if p.contains("condensed description") {
+                "```json\n{\"function_1\": \"Greatest common divisor of two integers.\"}\n```"
+                    .into()
+            } else {
+                "{\"function_1\": {\"Scenario\": \"A user wants the gcd of 12 and 18.\", \"Parameters\": {\"a\": 12, \"b\": 18}}}".into()
+            }
+        });
+        let runner = FnRunner::new(|_| ToolOutput {
+            ok: true,
+            text: "6".into(),
+        });
+        let tb = toolbox(&editor, &runner);
+        let (inst, doc) = instance();
+        let mut w = Work::new(&tb, STAGE, &inst, &doc);
+        let p = produce(&mut w);
+        assert_eq!(
+            p.tools[0]["description"],
+            "Greatest common divisor of two integers. Example scenario: A user wants the gcd of 12 and 18. Call with {\"a\":12,\"b\":18}"
+        );
+        assert_eq!(editor.calls(), 2, "exactly two editor passes");
+        assert_eq!(runner.count(), 0, "EasyTool never executes a tool");
+        assert!(w.runs.is_empty());
+        assert_eq!(w.calls.len(), 2);
+        assert!(w
+            .calls
+            .iter()
+            .all(|c| c.phase == "editing" && c.prompt_tokens == 10));
+    }
+
+    #[test]
+    fn unparsable_replies_keep_the_docs() {
+        let editor = FnEditor::new(|_: &str| "I cannot help with that.".into());
+        let runner = FnRunner::new(|_| ToolOutput {
+            ok: true,
+            text: "6".into(),
+        });
+        let tb = toolbox(&editor, &runner);
+        let (inst, doc) = instance();
+        let mut w = Work::new(&tb, STAGE, &inst, &doc);
+        let p = produce(&mut w);
+        assert_eq!(Value::Array(p.tools), doc.tools);
+        assert_eq!(runner.count(), 0);
+    }
+}

@@ -1,0 +1,546 @@
+//! The baseline documentation methods (`../shared/spec/baselines.md`): EasyTool,
+//! Play2Prompt and DRAFT. Each is a stage that turns an instance's opacified docs into
+//! a new documentation set; `explore` + `evaluate` then score it exactly like Base and
+//! +TO, so the methods differ only in the docs they produce.
+//!
+//! Every stage writes three tables: `docs` (the new documentation, one row per
+//! instance), `doc_calls` (one row per model call with its tokens: what
+//! `otb table tokens` sums) and `tool_runs` (every tool execution the method made).
+//!
+//! Model output is parsed as JSON ([`extract_json`]) and never evaluated as code; a
+//! reply that does not parse is a failed step of the method, not a failed stage.
+
+pub mod draft;
+pub mod easytool;
+pub mod play2prompt;
+
+use crate::agents::{AgentJob, AgentTurn, CallUsage, Editor};
+use crate::rows::{DocCallRow, DocRow, InstanceRow, ToolRunRow};
+use crate::{agents::Agent, evaluate};
+use datasets::bfcl::executor::Executor;
+use datasets::bfcl::pyvalue::PyValue;
+use pipeline::{StageCtx, StageError, Usage};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// What executing one tool call gave: the Python `repr` of the result, or the error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    pub ok: bool,
+    pub text: String,
+}
+
+/// Executes tool calls for a method (the BFCL executor in the pipeline; counting
+/// fakes in tests).
+pub trait ToolRunner: Sync {
+    fn run(&self, real_name: &str, shown_name: &str, args: &Map<String, Value>) -> ToolOutput;
+}
+
+impl ToolRunner for Executor {
+    fn run(&self, real_name: &str, shown_name: &str, args: &Map<String, Value>) -> ToolOutput {
+        match self.execute_json(real_name, shown_name, args) {
+            Ok(v) => ToolOutput {
+                ok: true,
+                text: v.repr(),
+            },
+            Err(e) => ToolOutput {
+                ok: false,
+                text: e.text(),
+            },
+        }
+    }
+}
+
+/// Sentence embeddings (DRAFT's diversity and convergence rules, Table 6).
+pub trait Embed: Sync {
+    /// One unit-length vector per text.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
+}
+
+/// A deterministic bag-of-words embedder (hashed word counts, L2-normalised) for
+/// scripted tests: texts with the same words have cosine 1.
+pub struct BagOfWords;
+
+impl Embed for BagOfWords {
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 64];
+                for w in t
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
+                    let h = w
+                        .to_lowercase()
+                        .bytes()
+                        .fold(1469598103934665603u64, |h, b| {
+                            (h ^ b as u64).wrapping_mul(1099511628211)
+                        });
+                    v[(h % 64) as usize] += 1.0;
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if n > 0.0 {
+                    v.iter_mut().for_each(|x| *x /= n);
+                }
+                v
+            })
+            .collect())
+    }
+}
+
+/// Cosine of two vectors (0 when either is zero).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64) * (*y as f64))
+        .sum();
+    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na * nb)
+    }
+}
+
+/// Fill `{{name}}` placeholders of a prompt template.
+pub fn fill(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = template.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("{{{{{k}}}}}"), v);
+    }
+    out
+}
+
+/// The first JSON object in a model reply (code fences and prose around it are
+/// ignored). Never evaluates anything.
+pub fn extract_json(text: &str) -> Option<Map<String, Value>> {
+    for (i, _) in text.match_indices('{') {
+        let mut it = serde_json::Deserializer::from_str(&text[i..]).into_iter::<Value>();
+        if let Some(Ok(Value::Object(m))) = it.next() {
+            return Some(m);
+        }
+    }
+    None
+}
+
+/// Python `==` of two JSON argument values (so `5 == 5.0`).
+pub fn args_equal(a: &Value, b: &Value) -> bool {
+    PyValue::from_json(a).py_eq(&PyValue::from_json(b))
+}
+
+/// The models, executor and embedder a baseline works with.
+pub struct Toolbox<'a> {
+    pub editor: &'a dyn Editor,
+    pub editor_model: &'a str,
+    /// The task model (Play2Prompt's validation runs).
+    pub agent: Option<&'a dyn Agent>,
+    pub agent_model: &'a str,
+    pub agent_system: &'a str,
+    pub runner: &'a dyn ToolRunner,
+    pub embed: Option<&'a dyn Embed>,
+    pub seed: u64,
+}
+
+/// One instance's work: records every model call and tool execution.
+pub struct Work<'a> {
+    pub tb: &'a Toolbox<'a>,
+    pub method: &'static str,
+    pub instance: &'a InstanceRow,
+    pub docs: &'a DocRow,
+    calls: Vec<DocCallRow>,
+    runs: Vec<ToolRunRow>,
+    usage: Usage,
+}
+
+/// `exploration` or `editing` (see [`DocCallRow::phase`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Phase {
+    Exploration,
+    Editing,
+}
+
+impl Phase {
+    fn as_str(self) -> &'static str {
+        match self {
+            Phase::Exploration => "exploration",
+            Phase::Editing => "editing",
+        }
+    }
+}
+
+impl<'a> Work<'a> {
+    pub fn new(
+        tb: &'a Toolbox<'a>,
+        method: &'static str,
+        instance: &'a InstanceRow,
+        docs: &'a DocRow,
+    ) -> Self {
+        Work {
+            tb,
+            method,
+            instance,
+            docs,
+            calls: Vec::new(),
+            runs: Vec::new(),
+            usage: Usage::default(),
+        }
+    }
+
+    fn record(
+        &mut self,
+        tool: &str,
+        step: &str,
+        phase: Phase,
+        role: &str,
+        u: &CallUsage,
+        err: Option<&str>,
+    ) {
+        u.record(&mut self.usage, err.is_some());
+        self.calls.push(DocCallRow {
+            instance_id: self.instance.instance_id.clone(),
+            tool: tool.to_string(),
+            method: self.method.to_string(),
+            step: step.to_string(),
+            phase: phase.as_str().to_string(),
+            role: role.to_string(),
+            model: if role == "agent" {
+                self.tb.agent_model.to_string()
+            } else {
+                self.tb.editor_model.to_string()
+            },
+            error_kind: err.map(str::to_string),
+            prompt_tokens: u.prompt_tokens as i64,
+            completion_tokens: u.completion_tokens as i64,
+            reasoning_tokens: u.reasoning_tokens as i64,
+        });
+    }
+
+    /// Ask the editor model; `None` when the call failed (recorded with its class).
+    /// `attempt` varies the seed so a retried prompt is a new request.
+    pub fn ask(
+        &mut self,
+        tool: &str,
+        step: &str,
+        phase: Phase,
+        prompt: &str,
+        attempt: u64,
+    ) -> Option<String> {
+        let r = self
+            .tb
+            .editor
+            .complete(prompt, self.tb.seed.wrapping_add(attempt));
+        let err = r.error.as_ref().map(|e| e.kind.clone());
+        self.record(tool, step, phase, "editor", &r.usage, err.as_deref());
+        match r.error {
+            Some(_) => None,
+            None => r.text,
+        }
+    }
+
+    /// Run the task model on `question` with `tools` (recorded as exploration).
+    pub fn act(
+        &mut self,
+        tool: &str,
+        step: &str,
+        question: &str,
+        tools: &[Value],
+    ) -> Option<AgentTurn> {
+        let agent = self.tb.agent?;
+        let turn = agent.act(&AgentJob {
+            system: self.tb.agent_system,
+            question,
+            tools,
+            seed: self.tb.seed,
+        });
+        let err = turn.error.as_ref().map(|e| e.kind.clone());
+        self.record(
+            tool,
+            step,
+            Phase::Exploration,
+            "agent",
+            &turn.usage,
+            err.as_deref(),
+        );
+        Some(turn)
+    }
+
+    /// Execute `shown(**args)` through the instance's name mapping.
+    pub fn execute(&mut self, tool: &str, step: &str, args: &Map<String, Value>) -> ToolOutput {
+        let mapping = evaluate::name_mapping(&self.docs.name_mapping);
+        let real = mapping
+            .iter()
+            .find(|(_, shown)| shown == tool)
+            .map(|(r, _)| r.as_str())
+            .unwrap_or(tool);
+        let out = self.tb.runner.run(real, tool, args);
+        self.runs.push(ToolRunRow {
+            instance_id: self.instance.instance_id.clone(),
+            tool: tool.to_string(),
+            method: self.method.to_string(),
+            step: step.to_string(),
+            arguments: Value::Object(args.clone()),
+            ok: out.ok,
+            output: out.text.clone(),
+        });
+        out
+    }
+
+    /// Embed texts (DRAFT); `None` without an embedder or on failure.
+    pub fn embed(&self, texts: &[&str]) -> Option<Vec<Vec<f32>>> {
+        self.tb.embed?.embed(texts).ok()
+    }
+}
+
+/// The tools of a doc row as a vector.
+pub fn tools_of(d: &DocRow) -> Vec<Value> {
+    d.tools.as_array().cloned().unwrap_or_default()
+}
+
+pub fn tool_name(t: &Value) -> &str {
+    t.get("name").and_then(Value::as_str).unwrap_or("")
+}
+
+pub fn tool_description(t: &Value) -> &str {
+    t.get("description").and_then(Value::as_str).unwrap_or("")
+}
+
+/// A copy of `tools` with `name`'s description replaced.
+pub fn with_description(tools: &[Value], name: &str, desc: &str) -> Vec<Value> {
+    tools
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            if tool_name(&t) == name {
+                if let Some(o) = t.as_object_mut() {
+                    o.insert("description".into(), Value::String(desc.to_string()));
+                }
+            }
+            t
+        })
+        .collect()
+}
+
+/// What a method produced for one instance.
+pub struct Produced {
+    pub tools: Vec<Value>,
+    pub demos: Value,
+}
+
+/// Run `method` over every instance (`concurrency` at a time) and write the stage's
+/// three tables. `per_instance` must not panic on model output.
+pub fn run_stage<F>(
+    ctx: &mut StageCtx<'_>,
+    tb: &Toolbox<'_>,
+    method: &'static str,
+    concurrency: usize,
+    instances: &[InstanceRow],
+    docs: &[DocRow],
+    per_instance: F,
+) -> Result<(), StageError>
+where
+    F: Fn(&mut Work<'_>) -> Produced + Sync,
+{
+    let by_id: HashMap<&str, &InstanceRow> = instances
+        .iter()
+        .map(|i| (i.instance_id.as_str(), i))
+        .collect();
+    let mut jobs = Vec::with_capacity(docs.len());
+    for d in docs {
+        let inst = by_id.get(d.instance_id.as_str()).ok_or_else(|| {
+            StageError::failed(
+                method,
+                format!("docs for unknown instance {}", d.instance_id),
+            )
+        })?;
+        jobs.push((*inst, d));
+    }
+    let pb = ctx.progress(jobs.len() as u64);
+    let next = AtomicUsize::new(0);
+    type Done = (DocRow, Vec<DocCallRow>, Vec<ToolRunRow>, Usage);
+    let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..concurrency.clamp(1, jobs.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some((inst, d)) = jobs.get(i) else { break };
+                let mut w = Work::new(tb, method, inst, d);
+                let p = per_instance(&mut w);
+                let mut row = (*d).clone();
+                row.changed = Value::Array(p.tools.clone()) != d.tools || !p.demos.is_null();
+                row.tools = Value::Array(p.tools);
+                row.demos = p.demos;
+                row.round = 0;
+                row.frozen = true;
+                if let Ok(mut r) = results.lock() {
+                    r[i] = Some((row, w.calls, w.runs, w.usage));
+                }
+                pb.inc(1);
+            });
+        }
+    });
+    pb.finish_and_clear();
+    let results = results
+        .into_inner()
+        .map_err(|_| StageError::failed(method, "a worker thread panicked"))?;
+    let mut rows = Vec::new();
+    let mut calls = Vec::new();
+    let mut runs = Vec::new();
+    let mut usage = Usage::default();
+    for r in results {
+        let (row, c, t, u) =
+            r.ok_or_else(|| StageError::failed(method, "a worker thread panicked"))?;
+        rows.push(row);
+        calls.extend(c);
+        runs.extend(t);
+        usage.add(&u);
+    }
+    ctx.add_usage(&usage);
+    ctx.write(&rows)?;
+    ctx.write(&calls)?;
+    ctx.write(&runs)?;
+    Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Fakes for the baselines' control-flow tests.
+    use super::*;
+    use crate::agents::EditorReply;
+    use std::sync::atomic::AtomicU64;
+
+    /// An editor answering with `f(prompt)`; counts calls; 10 prompt tokens each.
+    pub struct FnEditor<F: Fn(&str) -> String + Send + Sync>(pub F, pub AtomicU64);
+
+    impl<F: Fn(&str) -> String + Send + Sync> FnEditor<F> {
+        pub fn new(f: F) -> Self {
+            FnEditor(f, AtomicU64::new(0))
+        }
+        pub fn calls(&self) -> u64 {
+            self.1.load(Ordering::SeqCst)
+        }
+    }
+
+    impl<F: Fn(&str) -> String + Send + Sync> Editor for FnEditor<F> {
+        fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            EditorReply {
+                text: Some((self.0)(prompt)),
+                usage: CallUsage {
+                    prompt_tokens: 10,
+                    completion_tokens: 2,
+                    ..Default::default()
+                },
+                error: None,
+            }
+        }
+    }
+
+    /// A runner answering with `f(args)`; records every call.
+    pub struct FnRunner<F: Fn(&Map<String, Value>) -> ToolOutput + Sync>(
+        pub F,
+        pub Mutex<Vec<Map<String, Value>>>,
+    );
+
+    impl<F: Fn(&Map<String, Value>) -> ToolOutput + Sync> FnRunner<F> {
+        pub fn new(f: F) -> Self {
+            FnRunner(f, Mutex::new(Vec::new()))
+        }
+        pub fn count(&self) -> usize {
+            self.1.lock().map(|v| v.len()).unwrap_or(0)
+        }
+    }
+
+    impl<F: Fn(&Map<String, Value>) -> ToolOutput + Sync> ToolRunner for FnRunner<F> {
+        fn run(&self, _real: &str, _shown: &str, args: &Map<String, Value>) -> ToolOutput {
+            if let Ok(mut v) = self.1.lock() {
+                v.push(args.clone());
+            }
+            (self.0)(args)
+        }
+    }
+
+    pub fn instance() -> (InstanceRow, DocRow) {
+        let inst = InstanceRow {
+            instance_id: "exec_simple_0".into(),
+            category: "exec_simple".into(),
+            idx: 0,
+            question: "What is the gcd of 12 and 18?".into(),
+            functions: serde_json::json!([]),
+            ground_truth: serde_json::json!(["math_gcd(a=12, b=18)"]),
+            execution_result_type: serde_json::json!(["exact_match"]),
+        };
+        let doc = DocRow {
+            instance_id: "exec_simple_0".into(),
+            setting: "names".into(),
+            round: 0,
+            tools: serde_json::json!([{"name": "function_1", "description": ""}]),
+            name_mapping: serde_json::json!([["math_gcd", "function_1"]]),
+            changed: true,
+            frozen: false,
+            demos: Value::Null,
+        };
+        (inst, doc)
+    }
+
+    pub fn toolbox<'a>(editor: &'a dyn Editor, runner: &'a dyn ToolRunner) -> Toolbox<'a> {
+        Toolbox {
+            editor,
+            editor_model: "scripted:test",
+            agent: None,
+            agent_model: "scripted:test",
+            agent_system: "",
+            runner,
+            embed: Some(&BagOfWords),
+            seed: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_is_extracted_from_prose_and_fences() {
+        let m = extract_json("Sure!\n```json\n{\"a\": {\"b\": 1}}\n```\nDone {not json}").unwrap();
+        assert_eq!(Value::Object(m), json!({"a": {"b": 1}}));
+        assert!(extract_json("no object here").is_none());
+        assert!(extract_json("{broken").is_none());
+        let m = extract_json("{x} then {\"k\": [1, 2]}").unwrap();
+        assert_eq!(Value::Object(m), json!({"k": [1, 2]}));
+    }
+
+    #[test]
+    fn python_equality_of_arguments() {
+        assert!(args_equal(&json!({"a": 5}), &json!({"a": 5.0})));
+        assert!(!args_equal(&json!({"a": 5}), &json!({"a": "5"})));
+    }
+
+    #[test]
+    fn bag_of_words_cosine() {
+        let v = BagOfWords
+            .embed(&[
+                "the gcd of two numbers",
+                "two numbers, the gcd of",
+                "weather in paris",
+            ])
+            .unwrap();
+        assert!((cosine(&v[0], &v[1]) - 1.0).abs() < 1e-6);
+        assert!(cosine(&v[0], &v[2]) < 0.5);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+    }
+
+    #[test]
+    fn fill_replaces_every_placeholder() {
+        assert_eq!(
+            fill("{{a}}-{{b}}-{{a}}", &[("a", "1"), ("b", "2")]),
+            "1-2-1"
+        );
+    }
+}

