@@ -165,8 +165,8 @@ async fn main() {
 
 async fn single(path: &std::path::Path) {
     println!("\n1. one request at a time");
-    println!("| grammar | prefix reuse | request | prompt tok | reused | prompt tok/s | generated | gen tok/s | latency s | CPU s | answer |");
-    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("| grammar | prefix reuse | request | prompt tok | reused | prompt tok/s | generated | gen tok/s | grammar ms/tok | latency s | CPU s | answer |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for (grammar, reuse) in [(true, true), (true, false), (false, true), (false, false)] {
         let mut cfg = EmbeddedConfig::new(path);
         cfg.use_grammar = grammar;
@@ -190,7 +190,7 @@ async fn single(path: &std::path::Path) {
             let cpu = cpu_seconds() - cpu0;
             let m = b.metrics().since(&before);
             println!(
-                "| {} | {} | {label} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {cpu:.2} | {} |",
+                "| {} | {} | {label} | {} | {} | {:.1} | {} | {:.1} | {:.2} | {:.2} | {cpu:.2} | {} |",
                 if grammar { "on" } else { "off" },
                 if reuse { "on" } else { "off" },
                 m.prompt_tokens,
@@ -198,6 +198,7 @@ async fn single(path: &std::path::Path) {
                 m.prompt_tokens_per_s(),
                 m.generated_tokens,
                 m.generated_tokens_per_s(),
+                m.grammar.as_secs_f64() * 1000.0 / m.generated_tokens.max(1) as f64,
                 lat.as_secs_f64(),
                 answer(&r)
                     .replace('|', "\\|")

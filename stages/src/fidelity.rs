@@ -26,7 +26,7 @@ pub fn make_embedder(name: &str, cache_dir: &Path) -> Result<Box<dyn Embed>, Inp
         "minilm" => {
             let model = textsim::Embedder::load_default()
                 .map_err(|e| InputError(format!("embedder minilm: {e}")))?;
-            let cached = textsim::CachedEmbedder::new(model, cache_dir.join("minilm.jsonl"))
+            let cached = textsim::CachedEmbedder::new(model, cache_dir.join("minilm.bin"))
                 .map_err(|e| InputError(format!("embedder minilm: {e}")))?;
             Ok(Box::new(MiniLm(cached)))
         }
