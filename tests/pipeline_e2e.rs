@@ -26,6 +26,21 @@ fn second_run_of_unchanged_experiment_executes_nothing() {
             .any(|l| l.starts_with("would run") || l.starts_with("missing")),
         "{status}"
     );
+    // Each fresh stage shows the time it took when computed, and the total per stage.
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("fresh") && l.contains("bfcl-data") && l.ends_with(" s)")),
+        "{status}"
+    );
+    let spent = status
+        .lines()
+        .find(|l| l.starts_with("time the fresh stages took to compute: "))
+        .unwrap_or_else(|| panic!("no compute-time line in {status}"));
+    assert!(
+        spent.contains("explore ") && spent.contains("evaluate "),
+        "{spent}"
+    );
 }
 
 #[test]

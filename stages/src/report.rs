@@ -6,6 +6,8 @@ use pipeline::{NodeReport, NodeState};
 pub fn status_text(reports: &[NodeReport]) -> String {
     let mut out = String::new();
     let (mut fresh, mut would, mut blocked) = (0, 0, 0);
+    // Compute time of the fresh stages (as recorded when each was computed), per stage.
+    let mut spent: std::collections::BTreeMap<&str, u64> = Default::default();
     for r in reports {
         let key = r
             .key
@@ -15,7 +17,12 @@ pub fn status_text(reports: &[NodeReport]) -> String {
         match &r.state {
             NodeState::Fresh | NodeState::Ran => {
                 fresh += 1;
-                out.push_str(&format!("fresh      {key}  {}\n", r.node));
+                *spent.entry(r.stage.as_str()).or_default() += r.wall_ms;
+                out.push_str(&format!(
+                    "fresh      {key}  {}  ({})\n",
+                    r.node,
+                    seconds(r.wall_ms)
+                ));
             }
             NodeState::WouldRun { reasons } => {
                 would += 1;
@@ -34,7 +41,24 @@ pub fn status_text(reports: &[NodeReport]) -> String {
         "{} stages shown: {fresh} fresh, {would} would run, {blocked} missing behind them (later rounds appear once earlier ones exist)\n",
         reports.len()
     ));
+    if !spent.is_empty() {
+        let total: u64 = spent.values().sum();
+        let parts: Vec<String> = spent
+            .iter()
+            .map(|(stage, ms)| format!("{stage} {}", seconds(*ms)))
+            .collect();
+        out.push_str(&format!(
+            "time the fresh stages took to compute: {} ({})\n",
+            seconds(total),
+            parts.join(", ")
+        ));
+    }
     out
+}
+
+/// Milliseconds as seconds with one decimal (`12.3 s`).
+fn seconds(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
 }
 
 /// Write `<name>.md`, `<name>.csv` and `<name>.parquet` into `dir` (created if needed).
@@ -56,6 +80,37 @@ pub fn write_table<R: pipeline::Row>(
     let pq = dir.join(format!("{name}.parquet"));
     pipeline::table::write_rows(rows, &pq)?;
     Ok(vec![md, csv_path, pq])
+}
+
+/// One CSV line: the cells joined by commas, a cell with a comma, quote or line break
+/// quoted (RFC 4180), then a newline.
+pub fn csv_row(cells: &[&dyn std::fmt::Display]) -> String {
+    let mut line = cells
+        .iter()
+        .map(|c| {
+            let c = c.to_string();
+            if c.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", c.replace('"', "\"\""))
+            } else {
+                c
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    line.push('\n');
+    line
+}
+
+/// One Markdown table row (`| a | b |`), then a newline; `|` in a cell is escaped.
+pub fn md_row(cells: &[&dyn std::fmt::Display]) -> String {
+    let mut line = String::from("|");
+    for c in cells {
+        line.push(' ');
+        line.push_str(&c.to_string().replace('|', "\\|"));
+        line.push_str(" |");
+    }
+    line.push('\n');
+    line
 }
 
 /// The notes under a Markdown table, each on its own paragraph, then a final newline.
@@ -86,5 +141,22 @@ pub trait TableReport {
             &self.render(true),
             self.rows(),
         )
+    }
+}
+
+#[cfg(test)]
+mod row_tests {
+    use super::{csv_row, md_row};
+
+    #[test]
+    fn csv_cells_are_quoted_only_when_needed() {
+        assert_eq!(
+            csv_row(&[&"a", &1, &"b,c", &"say \"hi\""]),
+            "a,1,\"b,c\",\"say \"\"hi\"\"\"\n"
+        );
+        assert_eq!(
+            md_row(&[&"x", &format!("{:.2}", 0.5), &"a|b"]),
+            "| x | 0.50 | a\\|b |\n"
+        );
     }
 }

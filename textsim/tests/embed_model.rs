@@ -80,7 +80,7 @@ fn embedder() -> Option<&'static Embedder> {
     static E: OnceLock<Option<Embedder>> = OnceLock::new();
     E.get_or_init(|| match Embedder::load_default() {
         Ok(e) => Some(e),
-        Err(e @ (TextSimError::FetchDisabled { .. } | TextSimError::Pip { .. })) => {
+        Err(e @ (TextSimError::FetchDisabled { .. } | TextSimError::Fetch(_))) => {
             eprintln!("skipping: the MiniLM model is not available: {e}");
             None
         }

@@ -16,11 +16,8 @@
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// The pinned `bfcl-eval` release.
 pub const WHEEL_VERSION: &str = "2026.3.23";
@@ -123,24 +120,10 @@ pub enum DataError {
         /// The cause.
         source: std::io::Error,
     },
-    /// `pip download` could not be run or failed.
-    #[error("downloading bfcl-eval=={WHEEL_VERSION} with pip into {dir} failed: {message}")]
-    Download {
-        /// The download directory.
-        dir: PathBuf,
-        /// pip's output or the spawn error.
-        message: String,
-    },
-    /// The wheel's sha256 is not the pinned one.
-    #[error("{path}: sha256 mismatch: expected {expected}, got {actual}")]
-    ShaMismatch {
-        /// The wheel.
-        path: PathBuf,
-        /// The pinned hash.
-        expected: String,
-        /// The file's hash.
-        actual: String,
-    },
+    /// Downloading or verifying the wheel failed (pip could not be run or
+    /// failed; the sha256 is not the pinned one).
+    #[error("bfcl-eval=={WHEEL_VERSION}: {0}")]
+    Fetch(#[from] wheels::WheelError),
     /// The zip archive could not be read.
     #[error("{path}: bad zip archive: {source}")]
     Zip {
@@ -186,21 +169,11 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
 
 /// Hex sha256 of a file.
 pub fn sha256_file(path: &Path) -> Result<String, DataError> {
-    let bytes = fs::read(path).map_err(io_err(path))?;
-    Ok(hex::encode(Sha256::digest(&bytes)))
+    Ok(wheels::sha256_file(path)?)
 }
 
 fn verify_sha(path: &Path) -> Result<(), DataError> {
-    let actual = sha256_file(path)?;
-    if actual == WHEEL_SHA256 {
-        Ok(())
-    } else {
-        Err(DataError::ShaMismatch {
-            path: path.to_path_buf(),
-            expected: WHEEL_SHA256.to_string(),
-            actual,
-        })
-    }
+    Ok(wheels::check_sha256(path, WHEEL_SHA256)?)
 }
 
 /// Returns the path of the verified wheel in `cache_dir`, downloading it with
@@ -217,61 +190,11 @@ pub fn ensure_wheel(cache_dir: &Path) -> Result<PathBuf, DataError> {
         return Ok(target);
     }
     fs::create_dir_all(cache_dir).map_err(io_err(cache_dir))?;
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let tmp = cache_dir.join(format!(
-        ".download-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    if tmp.exists() {
-        fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
-    }
-    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
-    let result = download_into(&tmp).and_then(|downloaded| {
-        verify_sha(&downloaded)?;
-        fs::rename(&downloaded, &target).map_err(io_err(&target))
-    });
-    // Best effort: the temporary directory holds nothing we need any more.
-    let _ = fs::remove_dir_all(&tmp);
-    result.map(|()| target)
-}
-
-fn download_into(dir: &Path) -> Result<PathBuf, DataError> {
-    let output = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--disable-pip-version-check",
-        ])
-        .arg(format!("bfcl-eval=={WHEEL_VERSION}"))
-        .arg("-d")
-        .arg(dir)
-        .output()
-        .map_err(|e| DataError::Download {
-            dir: dir.to_path_buf(),
-            message: format!("cannot run python3: {e}"),
-        })?;
-    if !output.status.success() {
-        let mut message = String::from_utf8_lossy(&output.stderr).trim().to_string();
-        if message.is_empty() {
-            message = format!("pip exited with {}", output.status);
-        }
-        return Err(DataError::Download {
-            dir: dir.to_path_buf(),
-            message,
-        });
-    }
-    let downloaded = dir.join(WHEEL_FILE);
-    if downloaded.is_file() {
-        Ok(downloaded)
-    } else {
-        Err(DataError::Download {
-            dir: dir.to_path_buf(),
-            message: format!("pip succeeded but {WHEEL_FILE} is not there"),
-        })
-    }
+    let work = wheels::WorkDir::new(cache_dir, "bfcl-eval")?;
+    let downloaded = wheels::download(&format!("bfcl-eval=={WHEEL_VERSION}"), work.path())?;
+    verify_sha(&downloaded)?;
+    fs::rename(&downloaded, &target).map_err(io_err(&target))?;
+    Ok(target)
 }
 
 /// Reads the 150 instances (simple first, then multiple) out of the wheel.

@@ -8,59 +8,51 @@
 //! mention keeps its description; the parameter schema (where the setting shows one)
 //! is never touched.
 
-use super::{extract_json, fill, tool_description, tool_name, tools_of, Phase, Produced, Work};
+use super::{
+    extract_json, fill, set_description, tool_description, tool_name, tools_of, Phase, Produced,
+    Work,
+};
 use crate::batch_reflect::render_tool;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 pub const STAGE: &str = "easytool";
 pub const VERSION: u32 = 1;
 pub const CONDENSE: &str = include_str!("../../../prompts/easytool_condense.txt");
 pub const GUIDELINES: &str = include_str!("../../../prompts/easytool_guidelines.txt");
 
-fn render_all(tools: &[Value]) -> String {
-    tools
+/// One editor pass over the whole tool set; its reply's JSON object (keyed by tool
+/// name), or an empty map when the reply has none.
+fn pass(w: &mut Work<'_>, step: &str, template: &str, tools: &[Value]) -> Map<String, Value> {
+    let rendered = tools
         .iter()
         .map(render_tool)
         .collect::<Vec<_>>()
-        .join("\n\n")
+        .join("\n\n");
+    w.ask(
+        "",
+        step,
+        Phase::Editing,
+        &fill(template, &[("tools", &rendered)]),
+        0,
+    )
+    .and_then(|t| extract_json(&t))
+    .unwrap_or_default()
 }
 
 /// EasyTool on one instance.
 pub fn produce(w: &mut Work<'_>) -> Produced {
     let mut tools = tools_of(w.docs);
-    let condensed = w
-        .ask(
-            "",
-            "condense",
-            Phase::Editing,
-            &fill(CONDENSE, &[("tools", &render_all(&tools))]),
-            0,
-        )
-        .and_then(|t| extract_json(&t))
-        .unwrap_or_default();
+    let condensed = pass(w, "condense", CONDENSE, &tools);
     for t in tools.iter_mut() {
-        let name = tool_name(t).to_string();
-        if let Some(d) = condensed.get(&name).and_then(Value::as_str) {
+        if let Some(d) = condensed.get(tool_name(t)).and_then(Value::as_str) {
             if !d.trim().is_empty() {
-                if let Some(o) = t.as_object_mut() {
-                    o.insert("description".into(), Value::String(d.trim().to_string()));
-                }
+                set_description(t, d.trim());
             }
         }
     }
-    let guide = w
-        .ask(
-            "",
-            "guidelines",
-            Phase::Editing,
-            &fill(GUIDELINES, &[("tools", &render_all(&tools))]),
-            0,
-        )
-        .and_then(|t| extract_json(&t))
-        .unwrap_or_default();
+    let guide = pass(w, "guidelines", GUIDELINES, &tools);
     for t in tools.iter_mut() {
-        let name = tool_name(t).to_string();
-        let Some(g) = guide.get(&name).and_then(Value::as_object) else {
+        let Some(g) = guide.get(tool_name(t)).and_then(Value::as_object) else {
             continue;
         };
         let scenario = g
@@ -79,16 +71,13 @@ pub fn produce(w: &mut Work<'_>) -> Produced {
             "{} Example scenario: {scenario} Call with {params}",
             tool_description(t).trim()
         );
-        if let Some(o) = t.as_object_mut() {
-            o.insert("description".into(), Value::String(desc.trim().to_string()));
-        }
+        set_description(t, desc.trim());
     }
     Produced {
         tools,
         demos: Value::Null,
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;

@@ -309,6 +309,13 @@ pub fn tool_description(t: &Value) -> &str {
     t.get("description").and_then(Value::as_str).unwrap_or("")
 }
 
+/// Replaces a tool's description (a tool that is not a JSON object is left alone).
+pub fn set_description(tool: &mut Value, desc: &str) {
+    if let Some(o) = tool.as_object_mut() {
+        o.insert("description".into(), Value::String(desc.to_string()));
+    }
+}
+
 /// A copy of `tools` with `name`'s description replaced.
 pub fn with_description(tools: &[Value], name: &str, desc: &str) -> Vec<Value> {
     tools
@@ -316,9 +323,7 @@ pub fn with_description(tools: &[Value], name: &str, desc: &str) -> Vec<Value> {
         .map(|t| {
             let mut t = t.clone();
             if tool_name(&t) == name {
-                if let Some(o) = t.as_object_mut() {
-                    o.insert("description".into(), Value::String(desc.to_string()));
-                }
+                set_description(&mut t, desc);
             }
             t
         })

