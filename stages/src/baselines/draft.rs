@@ -10,7 +10,8 @@
 //! `episodes` episodes.
 
 use super::{
-    cosine, extract_json, fill, tool_name, tools_of, with_description, Phase, Produced, Work,
+    cosine, extract_json, fill, str_field, tool_name, tools_of, with_description, Phase, Produced,
+    Work,
 };
 use crate::batch_reflect::{render_call, render_tool};
 use crate::experiment::DraftBudget;
@@ -96,12 +97,7 @@ fn draft_tool(
                     "Your previous answer was not a JSON object; answer with JSON only.\n".into();
                 continue;
             };
-            let query = m
-                .get("query")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .trim()
-                .to_string();
+            let query = str_field(&m, "query");
             let args = m
                 .get("arguments")
                 .and_then(Value::as_object)
@@ -168,12 +164,7 @@ fn draft_tool(
         else {
             continue;
         };
-        let new = m
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim()
-            .to_string();
+        let new = str_field(&m, "description");
         if new.is_empty() {
             continue;
         }

@@ -9,8 +9,8 @@
 //! is never touched.
 
 use super::{
-    extract_json, fill, set_description, tool_description, tool_name, tools_of, Phase, Produced,
-    Work,
+    extract_json, fill, set_description, str_field, tool_description, tool_name, tools_of, Phase,
+    Produced, Work,
 };
 use crate::batch_reflect::render_tool;
 use serde_json::{Map, Value};
@@ -55,11 +55,7 @@ pub fn produce(w: &mut Work<'_>) -> Produced {
         let Some(g) = guide.get(tool_name(t)).and_then(Value::as_object) else {
             continue;
         };
-        let scenario = g
-            .get("Scenario")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .trim();
+        let scenario = str_field(g, "Scenario");
         let params = match g.get("Parameters") {
             Some(Value::Object(m)) => Value::Object(m.clone()),
             _ => Value::Object(Default::default()),

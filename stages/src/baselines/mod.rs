@@ -305,6 +305,15 @@ pub fn tool_name(t: &Value) -> &str {
     t.get("name").and_then(Value::as_str).unwrap_or("")
 }
 
+/// A string field of a model's JSON reply, trimmed; empty when absent or not a string.
+pub fn str_field(m: &Map<String, Value>, k: &str) -> String {
+    m.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
 pub fn tool_description(t: &Value) -> &str {
     t.get("description").and_then(Value::as_str).unwrap_or("")
 }

@@ -21,7 +21,8 @@
 //! the original (rewarding examples the task model gets wrong) is not implemented.
 
 use super::{
-    args_equal, extract_json, fill, tool_name, tools_of, with_description, Phase, Produced, Work,
+    args_equal, extract_json, fill, str_field, tool_description, tool_name, tools_of,
+    with_description, Phase, Produced, Work,
 };
 use crate::batch_reflect::{render_call, render_tool};
 use crate::experiment::Play2PromptBudget;
@@ -49,14 +50,6 @@ pub struct Example {
     pub args: Map<String, Value>,
     pub output: String,
     pub score: u32,
-}
-
-fn str_field(m: &Map<String, Value>, k: &str) -> String {
-    m.get(k)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .trim()
-        .to_string()
 }
 
 /// Tool play until one call executes and the critique accepts it (`init_loops` tries).
@@ -283,11 +276,7 @@ fn optimise(
     budget: &Play2PromptBudget,
 ) -> String {
     let name = tool_name(tool).to_string();
-    let desc0 = tool
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let desc0 = tool_description(tool).to_string();
     let (s0, r0) = validate(w, tools, &name, &desc0, examples);
     let mut beam: Vec<(String, f64, String)> = vec![(desc0, s0, r0)];
     let keep = budget.top_k.max(budget.beam_width).max(1) as usize;
