@@ -59,17 +59,11 @@ fn num(r: &BTreeMap<String, String>, k: &str) -> i64 {
 fn baselines_reach_table2_and_tokens_equal_the_stored_calls() {
     let s = scratch();
     let r = s.run();
-    for stage in [
+    r.assert_ran(&[
         "easytool[names]",
         "play2prompt[names]",
         "draft[names+params]",
-    ] {
-        assert!(
-            r.ran.iter().any(|n| n == stage),
-            "{stage} did not run: {:?}",
-            r.ran
-        );
-    }
+    ]);
     // A rerun is free.
     assert_eq!(s.run().executed(), 0);
 

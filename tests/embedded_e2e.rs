@@ -112,20 +112,14 @@ fn embedded_model_runs_each_baseline() {
     );
     std::fs::write(s.exp(), text).unwrap();
     let first = s.run();
-    for node in [
+    first.assert_ran(&[
         "easytool[names+params]",
         "play2prompt[names+params]",
         "draft[names+params]",
         "evaluate[names+params easytool r0]",
         "evaluate[names+params play2prompt r0]",
         "evaluate[names+params draft r0]",
-    ] {
-        assert!(
-            first.ran.iter().any(|n| n == node),
-            "{node}: {:?}",
-            first.ran
-        );
-    }
+    ]);
     let tokens = common::stdout_ok(&s.otb(&[
         "table",
         "tokens",

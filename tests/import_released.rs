@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{otb, shared_bfcl as shared};
+use common::{one_error_line, otb, shared_bfcl as shared, stdout_ok};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
@@ -24,16 +24,6 @@ fn import(store: &Path, tree: &Path, bfcl: &Path) -> Output {
         .arg("--quiet")
         .output()
         .expect("run otb")
-}
-
-fn stdout_ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "otb failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `imported N run versions (X stages ran, Y fresh); ...` -> (N, X, Y).
@@ -195,14 +185,6 @@ fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(&p, &dest).expect("copy");
         }
     }
-}
-
-fn one_error_line(out: &Output) -> String {
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("otb: error: "), "{stderr}");
-    stderr
 }
 
 #[test]

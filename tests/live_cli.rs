@@ -6,7 +6,7 @@ mod common;
 #[path = "../datasets/tests/support/mock_api.rs"]
 mod mock_api;
 
-use common::{otb, stdout_ok, Scratch, MODELS};
+use common::{one_error_line, otb, stdout_ok, Scratch, MODELS};
 use mock_api::{fake_apis, MockApi, FAKE_KEYS};
 use std::process::Command;
 
@@ -90,10 +90,8 @@ fn live_without_keys_is_one_error_line_and_exit_code_2() {
         ])
         .output()
         .expect("run otb");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = one_error_line(&out);
     assert!(out.stdout.is_empty());
-    assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
         err.starts_with(
             "otb: error: the live REST backend needs API keys: RAPID_API_KEY, OMDB_API_KEY, \
@@ -110,8 +108,7 @@ fn live_without_keys_is_one_error_line_and_exit_code_2() {
         .args(["--backend", "live"])
         .output()
         .expect("run otb");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = one_error_line(&out);
     assert!(err.contains("GEOCODE_API_KEY, RAPID_API_KEY"), "{err}");
 
     let out = live_otb(Some("ftp://127.0.0.1"))
@@ -123,8 +120,7 @@ fn live_without_keys_is_one_error_line_and_exit_code_2() {
         ])
         .output()
         .expect("run otb");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = one_error_line(&out);
     assert!(err.contains("(OTB_LIVE_BASE_URL)"), "{err}");
 }
 
@@ -140,8 +136,7 @@ fn live_is_opt_in() {
     // Experiments refuse it: their stage outputs are cached by key.
     let s = Scratch::new("backend = \"live\"", MODELS);
     let out = s.otb(&["status", s.exp().to_str().expect("utf8")]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    let err = one_error_line(&out);
     assert!(
         err.contains("backend = \"live\" is not available in experiments"),
         "{err}"

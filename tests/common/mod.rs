@@ -25,11 +25,23 @@ pub fn shared_bfcl() -> Option<PathBuf> {
     }
 }
 
-/// The stdout of a command that must have succeeded (its stderr in the failure message).
+/// The stderr of a command that must have been refused as bad input: exit code 2 and
+/// one `otb: error: ` line.
+pub fn one_error_line(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("otb: error: "), "{stderr}");
+    stderr
+}
+
+/// The stdout of a command that must have succeeded (its stdout and stderr in the
+/// failure message).
 pub fn stdout_ok(out: &Output) -> String {
     assert!(
         out.status.success(),
-        "{}",
+        "otb failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -148,5 +160,16 @@ impl RunResult {
             .find_map(|p| p.strip_suffix(" ran"))
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no `N ran` in {summary:?}"))
+    }
+
+    /// Panics unless every node in `nodes` ran in this run.
+    pub fn assert_ran(&self, nodes: &[&str]) {
+        for node in nodes {
+            assert!(
+                self.ran.iter().any(|n| n == node),
+                "{node} did not run: {:?}",
+                self.ran
+            );
+        }
     }
 }
