@@ -54,7 +54,7 @@ use super::exec::PyException;
 use super::pure::getitem;
 use super::pyjson;
 use super::pyvalue::{binop, int_to_f64, str_repr, BinOp, PyValue};
-use super::rest::{unpack2, Args, RestBackend};
+use super::rest::{unpack2, AmazonField, Args, RestBackend, RestFunctions};
 
 type PyResult = Result<PyValue, PyException>;
 
@@ -373,37 +373,9 @@ impl LiveBackend {
             .header("X-RapidAPI-Host", &host)
             .secret(key))
     }
+}
 
-    /// Executes one REST call; `None` for a non-REST function.
-    fn execute(&self, real_name: &str, kwargs: &[(String, PyValue)]) -> Option<PyResult> {
-        let a = Args {
-            func: real_name,
-            kwargs,
-        };
-        Some(match real_name {
-            "get_weather_data" => self.weather(&a),
-            "get_coordinates_from_city" => self.city_coordinates(&a),
-            "convert_currency" => self.convert_currency(&a),
-            "find_term_on_urban_dictionary" => self.urban_dictionary(&a),
-            "get_coordinate_by_ip_address" => self.ip_lookup(&a, false),
-            "get_zipcode_by_ip_address" => self.ip_lookup(&a, true),
-            "get_covid_death_by_country" => self.covid(&a, "deaths", "total"),
-            "get_active_covid_case_by_country" => self.covid(&a, "cases", "active"),
-            "get_rating_by_amazon_ASIN" => self.amazon(&a, "product_star_rating"),
-            "get_price_by_amazon_ASIN" => self.amazon(&a, "product_price"),
-            "get_product_name_by_amazon_ASIN" => self.amazon(&a, "product_title"),
-            "get_company_name_by_stock_name" => self.company_name(&a),
-            "get_stock_price_by_stock_name" => self.stock_price(&a),
-            "get_stock_history" => self.stock_history(&a),
-            "retrieve_city_based_on_zipcode" => self.zipcode_city(&a),
-            "retrieve_holiday_by_year" => self.holidays(&a),
-            "get_time_zone_by_coord" => self.time_zone(&a),
-            "get_movie_rating" => self.movie(&a, "Rated"),
-            "get_movie_director" => self.movie(&a, "Director"),
-            _ => return None,
-        })
-    }
-
+impl RestFunctions for LiveBackend {
     // -- the originals, one by one ------------------------------------------------------
 
     fn weather(&self, a: &Args) -> PyResult {
@@ -495,7 +467,12 @@ impl LiveBackend {
         attempt.or_else(|_| getitem(&parsed?, &key("message")))
     }
 
-    fn covid(&self, a: &Args, group: &str, field: &str) -> PyResult {
+    fn covid(&self, a: &Args, deaths: bool) -> PyResult {
+        let (group, field) = if deaths {
+            ("deaths", "total")
+        } else {
+            ("cases", "active")
+        };
         let country = a.req("country")?;
         let req = self
             .rapid("covid-193", "/statistics")?
@@ -506,7 +483,8 @@ impl LiveBackend {
         })
     }
 
-    fn amazon(&self, a: &Args, field: &str) -> PyResult {
+    fn amazon(&self, a: &Args, field: AmazonField) -> PyResult {
+        let field = field.api_key();
         let asin = a.req("ASIN")?;
         let req = self
             .rapid("real-time-amazon-data", "/product-details")?
@@ -614,7 +592,9 @@ impl LiveBackend {
         let r = self.send(&req)?;
         getitem(&r.json()?, &key(field))
     }
+}
 
+impl LiveBackend {
     /// Keeps geocode requests [`LiveDelays::geocode_interval`] apart.
     fn pace_geocode(&self) {
         let interval = self.delays.geocode_interval;
@@ -653,7 +633,7 @@ impl RestBackend for LiveBackend {
                 ),
             )));
         }
-        self.execute(real_name, kwargs)
+        self.dispatch(real_name, kwargs)
     }
 }
 

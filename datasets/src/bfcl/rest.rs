@@ -464,32 +464,7 @@ impl SimulatedBackend {
 
     /// Executes one REST call in this world; `None` for a non-REST function.
     pub fn execute(&self, real_name: &str, kwargs: &[(String, PyValue)]) -> Option<PyResult> {
-        let a = Args {
-            func: real_name,
-            kwargs,
-        };
-        Some(match real_name {
-            "get_weather_data" => self.weather(&a),
-            "get_coordinates_from_city" => self.city_coordinates(&a),
-            "convert_currency" => self.convert_currency(&a),
-            "find_term_on_urban_dictionary" => self.urban_dictionary(&a),
-            "get_coordinate_by_ip_address" => self.ip_lookup(&a, false),
-            "get_zipcode_by_ip_address" => self.ip_lookup(&a, true),
-            "get_covid_death_by_country" => self.covid(&a, true),
-            "get_active_covid_case_by_country" => self.covid(&a, false),
-            "get_rating_by_amazon_ASIN" => self.amazon(&a, AmazonField::Rating),
-            "get_price_by_amazon_ASIN" => self.amazon(&a, AmazonField::Price),
-            "get_product_name_by_amazon_ASIN" => self.amazon(&a, AmazonField::Title),
-            "get_company_name_by_stock_name" => self.company_name(&a),
-            "get_stock_price_by_stock_name" => self.stock_price(&a),
-            "get_stock_history" => self.stock_history(&a),
-            "retrieve_city_based_on_zipcode" => zipcode_city(&a),
-            "retrieve_holiday_by_year" => holidays(&a),
-            "get_time_zone_by_coord" => time_zone(&a),
-            "get_movie_rating" => movie_field(&a, "Rated"),
-            "get_movie_director" => movie_field(&a, "Director"),
-            _ => return None,
-        })
+        self.dispatch(real_name, kwargs)
     }
 
     /// A uniform number in [0, 1) from the seed and `parts` (SHA-256, platform-free).
@@ -506,6 +481,33 @@ impl SimulatedBackend {
         (hash64(self.seed, parts) % n.max(1) as u64) as usize
     }
 
+    /// Current temperature in °F, one decimal like open-meteo: warm at the equator,
+    /// cold at the poles (July: the north is warmer), plus seeded local weather.
+    fn temperature_f(&self, lat: f64, lon: f64) -> f64 {
+        let x = lat.abs() / 90.0;
+        let season = if lat > 0.0 { 6.0 } else { -6.0 } * x;
+        let base_c = 27.0 - 44.0 * x * x.sqrt() + season;
+        let key = format!("{lat:.3},{lon:.3}");
+        let local = (2.0 * self.unit(&["weather", &key]) - 1.0) * 5.0;
+        round_to(((base_c + local) * 9.0 / 5.0) + 32.0, 1)
+    }
+
+    fn rate_jitter(&self, code: &str) -> f64 {
+        if code == "USD" {
+            1.0
+        } else {
+            self.jitter(&["fx", code], 0.015)
+        }
+    }
+
+    fn quote(&self, ticker: &str) -> Option<(&'static Stock, f64)> {
+        let t = ticker.trim().to_ascii_uppercase();
+        let s = STOCKS.iter().find(|s| s.0 == t)?;
+        Some((s, round_to(s.2 * self.jitter(&["quote", s.0], 0.04), 2)))
+    }
+}
+
+impl RestFunctions for SimulatedBackend {
     // -- open-meteo -----------------------------------------------------------------
 
     fn weather(&self, a: &Args) -> PyResult {
@@ -520,17 +522,6 @@ impl SimulatedBackend {
             (Some(lat), Some(lon)) => Ok(PyValue::Float(self.temperature_f(lat, lon))),
             _ => Ok(PyValue::str("Failed to fetch data with status code: 400")),
         }
-    }
-
-    /// Current temperature in °F, one decimal like open-meteo: warm at the equator,
-    /// cold at the poles (July: the north is warmer), plus seeded local weather.
-    fn temperature_f(&self, lat: f64, lon: f64) -> f64 {
-        let x = lat.abs() / 90.0;
-        let season = if lat > 0.0 { 6.0 } else { -6.0 } * x;
-        let base_c = 27.0 - 44.0 * x * x.sqrt() + season;
-        let key = format!("{lat:.3},{lon:.3}");
-        let local = (2.0 * self.unit(&["weather", &key]) - 1.0) * 5.0;
-        round_to(((base_c + local) * 9.0 / 5.0) + 32.0, 1)
     }
 
     // -- geocode.maps.co ------------------------------------------------------------
@@ -585,14 +576,6 @@ impl SimulatedBackend {
             round_to(t / f, 4)
         };
         binop(BinOp::Mul, amount, &PyValue::Float(rate))
-    }
-
-    fn rate_jitter(&self, code: &str) -> f64 {
-        if code == "USD" {
-            1.0
-        } else {
-            self.jitter(&["fx", code], 0.015)
-        }
     }
 
     // -- urban dictionary -----------------------------------------------------------
@@ -705,12 +688,6 @@ impl SimulatedBackend {
         }
     }
 
-    fn quote(&self, ticker: &str) -> Option<(&'static Stock, f64)> {
-        let t = ticker.trim().to_ascii_uppercase();
-        let s = STOCKS.iter().find(|s| s.0 == t)?;
-        Some((s, round_to(s.2 * self.jitter(&["quote", s.0], 0.04), 2)))
-    }
-
     fn stock_price(&self, a: &Args) -> PyResult {
         let tickers = query_param(a.req("stock_name")?).unwrap_or_default();
         match tickers.split(',').find_map(|t| self.quote(t)) {
@@ -773,6 +750,22 @@ impl SimulatedBackend {
         }
         Ok(PyValue::Dict(entries))
     }
+
+    fn zipcode_city(&self, a: &Args) -> PyResult {
+        zipcode_city(a)
+    }
+
+    fn holidays(&self, a: &Args) -> PyResult {
+        holidays(a)
+    }
+
+    fn time_zone(&self, a: &Args) -> PyResult {
+        time_zone(a)
+    }
+
+    fn movie(&self, a: &Args, field: &str) -> PyResult {
+        movie_field(a, field)
+    }
 }
 
 impl Default for SimulatedBackend {
@@ -813,6 +806,60 @@ impl<'a> Args<'a> {
                     self.func
                 ),
             )
+        })
+    }
+}
+
+/// The 19 REST functions as one backend answers them (the simulated world, the live
+/// APIs): a method per function, where functions that differ only in the field they
+/// return share one, and [`RestFunctions::dispatch`], the one table from a function's
+/// name to its method.
+pub(super) trait RestFunctions {
+    fn weather(&self, a: &Args) -> PyResult;
+    fn city_coordinates(&self, a: &Args) -> PyResult;
+    fn convert_currency(&self, a: &Args) -> PyResult;
+    fn urban_dictionary(&self, a: &Args) -> PyResult;
+    /// The coordinates, or with `zip` the zip code.
+    fn ip_lookup(&self, a: &Args, zip: bool) -> PyResult;
+    /// Total deaths, or without `deaths` the active cases.
+    fn covid(&self, a: &Args, deaths: bool) -> PyResult;
+    fn amazon(&self, a: &Args, field: AmazonField) -> PyResult;
+    fn company_name(&self, a: &Args) -> PyResult;
+    fn stock_price(&self, a: &Args) -> PyResult;
+    fn stock_history(&self, a: &Args) -> PyResult;
+    fn zipcode_city(&self, a: &Args) -> PyResult;
+    fn holidays(&self, a: &Args) -> PyResult;
+    fn time_zone(&self, a: &Args) -> PyResult;
+    /// The OMDb `field` ("Rated", "Director") of a movie.
+    fn movie(&self, a: &Args, field: &str) -> PyResult;
+
+    /// Executes one REST call; `None` for a non-REST function.
+    fn dispatch(&self, real_name: &str, kwargs: &[(String, PyValue)]) -> Option<PyResult> {
+        let a = Args {
+            func: real_name,
+            kwargs,
+        };
+        Some(match real_name {
+            "get_weather_data" => self.weather(&a),
+            "get_coordinates_from_city" => self.city_coordinates(&a),
+            "convert_currency" => self.convert_currency(&a),
+            "find_term_on_urban_dictionary" => self.urban_dictionary(&a),
+            "get_coordinate_by_ip_address" => self.ip_lookup(&a, false),
+            "get_zipcode_by_ip_address" => self.ip_lookup(&a, true),
+            "get_covid_death_by_country" => self.covid(&a, true),
+            "get_active_covid_case_by_country" => self.covid(&a, false),
+            "get_rating_by_amazon_ASIN" => self.amazon(&a, AmazonField::Rating),
+            "get_price_by_amazon_ASIN" => self.amazon(&a, AmazonField::Price),
+            "get_product_name_by_amazon_ASIN" => self.amazon(&a, AmazonField::Title),
+            "get_company_name_by_stock_name" => self.company_name(&a),
+            "get_stock_price_by_stock_name" => self.stock_price(&a),
+            "get_stock_history" => self.stock_history(&a),
+            "retrieve_city_based_on_zipcode" => self.zipcode_city(&a),
+            "retrieve_holiday_by_year" => self.holidays(&a),
+            "get_time_zone_by_coord" => self.time_zone(&a),
+            "get_movie_rating" => self.movie(&a, "Rated"),
+            "get_movie_director" => self.movie(&a, "Director"),
+            _ => return None,
         })
     }
 }
@@ -916,11 +963,23 @@ fn yahoo_envelope(body: Vec<PyValue>) -> PyValue {
     ])
 }
 
+/// Which field of a product an Amazon function returns.
 #[derive(Debug, Clone, Copy)]
-enum AmazonField {
+pub(super) enum AmazonField {
     Title,
     Rating,
     Price,
+}
+
+impl AmazonField {
+    /// The field's key in the API's `data` object.
+    pub(super) fn api_key(self) -> &'static str {
+        match self {
+            AmazonField::Title => "product_title",
+            AmazonField::Rating => "product_star_rating",
+            AmazonField::Price => "product_price",
+        }
+    }
 }
 
 /// Lower case, trimmed, up to the first comma ("Paris, France" -> "paris").
