@@ -54,9 +54,7 @@ use super::exec::PyException;
 use super::pure::getitem;
 use super::pyjson;
 use super::pyvalue::{binop, int_to_f64, str_repr, BinOp, PyValue};
-use super::rest::{unpack2, AmazonField, Args, RestBackend, RestFunctions};
-
-type PyResult = Result<PyValue, PyException>;
+use super::rest::{unpack2, AmazonField, Args, PyResult, RestBackend, RestFunctions};
 
 /// The key variables, in the order the originals read them.
 pub const KEY_VARS: [&str; 4] = [

@@ -443,7 +443,7 @@ impl BackendChain {
 /// The date the simulated world is frozen at (a Tuesday; US Eastern summer time).
 pub const WORLD_DATE: (i64, u32, u32) = (2025, 7, 15);
 
-type PyResult = Result<PyValue, PyException>;
+pub(super) type PyResult = Result<PyValue, PyException>;
 
 /// A deterministic offline world answering all 19 REST functions (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
