@@ -7,15 +7,34 @@ mod common;
 use common::{fixture, otb};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Request bodies answered so far, in order.
-type Log = Arc<Mutex<Vec<String>>>;
-
 const REPLY: &str = r#"{"id":"t","object":"chat.completion","model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"function_1","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
 
-fn handle(mut stream: TcpStream, log: Log, delay: Duration) {
+/// The test server's shared state.
+#[derive(Default)]
+struct Server {
+    /// Request bodies answered so far, in order.
+    log: Mutex<Vec<String>>,
+    /// Requests received so far (a request's ticket is its arrival number).
+    tickets: AtomicUsize,
+    /// Requests whose ticket is at least this are held open and never answered.
+    answer_limit: AtomicUsize,
+    /// Requests being held open right now.
+    held: AtomicUsize,
+    /// Tells held requests to give up (drop the connection without an answer).
+    release: AtomicBool,
+}
+
+impl Server {
+    fn answered(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+fn handle(mut stream: TcpStream, srv: Arc<Server>) {
     let mut reader = BufReader::new(match stream.try_clone() {
         Ok(s) => s,
         Err(_) => return,
@@ -38,35 +57,67 @@ fn handle(mut stream: TcpStream, log: Log, delay: Duration) {
     if reader.read_exact(&mut body).is_err() {
         return;
     }
-    std::thread::sleep(delay);
+    let ticket = srv.tickets.fetch_add(1, Ordering::SeqCst);
+    if ticket >= srv.answer_limit.load(Ordering::SeqCst) {
+        // In flight forever: the client waits for an answer that never comes.
+        srv.held.fetch_add(1, Ordering::SeqCst);
+        while !srv.release.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        srv.held.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(30));
     let resp = format!(
         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{REPLY}",
         REPLY.len()
     );
     if stream.write_all(resp.as_bytes()).is_ok() && stream.flush().is_ok() {
-        if let Ok(mut l) = log.lock() {
+        if let Ok(mut l) = srv.log.lock() {
             l.push(String::from_utf8_lossy(&body).into_owned());
         }
     }
 }
 
-fn serve(delay: Duration) -> (String, Log) {
+/// Starts the server; it answers the first `answer_limit` requests and holds the
+/// rest open.
+fn serve(answer_limit: usize) -> (String, Arc<Server>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-    let log: Log = Arc::default();
-    let l2 = log.clone();
+    let srv = Arc::new(Server::default());
+    srv.answer_limit.store(answer_limit, Ordering::SeqCst);
+    let s2 = srv.clone();
     std::thread::spawn(move || {
         for s in listener.incoming().flatten() {
-            let log = l2.clone();
-            std::thread::spawn(move || handle(s, log, delay));
+            let srv = s2.clone();
+            std::thread::spawn(move || handle(s, srv));
         }
     });
-    (url, log)
+    (url, srv)
+}
+
+fn wait_until(what: &str, child: &mut std::process::Child, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "otb finished before {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 #[test]
 fn sigkill_midway_loses_at_most_the_calls_in_flight() {
-    let (url, log) = serve(Duration::from_millis(150));
+    // 5 instances x 3 settings = 15 agent calls; the server answers 7 and then holds
+    // every further request open, so the process is killed at a known point: 7 calls
+    // answered, the next ones in flight.
+    let answered_before_kill = 7usize;
+    let (url, srv) = serve(answered_before_kill);
     let dir = tempfile::tempdir().expect("tempdir");
     let exp = dir.path().join("exp.toml");
     std::fs::write(
@@ -90,27 +141,31 @@ fn sigkill_midway_loses_at_most_the_calls_in_flight() {
             .env("OTB_LLM_MAX_CONCURRENCY", concurrency.to_string());
         c
     };
-    // 5 instances x 3 settings = 15 agent calls; kill after 7 answers.
     let mut child = run()
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn otb");
-    let start = Instant::now();
-    while log.lock().map(|l| l.len()).unwrap_or(0) < 7 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "server saw too few calls"
-        );
-        assert!(
-            child.try_wait().expect("wait").is_none(),
-            "otb finished too early"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until("7 answers", &mut child, || {
+        srv.answered().len() == answered_before_kill
+    });
+    wait_until("a held request", &mut child, || {
+        srv.held.load(Ordering::SeqCst) >= 1
+    });
+    // The answered calls are written the moment they complete; give the last one a
+    // generous moment before the kill.
+    std::thread::sleep(Duration::from_millis(1500));
+    let in_flight = srv.held.load(Ordering::SeqCst);
+    assert!(
+        (1..=concurrency).contains(&in_flight),
+        "{in_flight} requests in flight with OTB_LLM_MAX_CONCURRENCY={concurrency}"
+    );
     child.kill().expect("kill");
     child.wait().expect("reap");
-    let first: Vec<String> = log.lock().expect("log").clone();
+    srv.release.store(true, Ordering::SeqCst);
+    srv.answer_limit.store(usize::MAX, Ordering::SeqCst);
+    let first = srv.answered();
+    assert_eq!(first.len(), answered_before_kill);
 
     let out = run().output().expect("rerun");
     assert!(
@@ -118,22 +173,26 @@ fn sigkill_midway_loses_at_most_the_calls_in_flight() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let all: Vec<String> = log.lock().expect("log").clone();
+    let all = srv.answered();
     let second = &all[first.len()..];
     let mut distinct = all.clone();
     distinct.sort();
     distinct.dedup();
     assert_eq!(distinct.len(), 15, "every call answered once in the end");
     let repeated = second.iter().filter(|b| first.contains(b)).count();
-    assert!(
-        repeated <= concurrency,
-        "{repeated} answered calls were sent again (at most {concurrency} can be in flight)"
+    assert_eq!(
+        repeated, 0,
+        "answered calls were sent again after the restart"
     );
-    assert!(second.len() <= 15 - first.len() + concurrency);
+    assert_eq!(
+        second.len(),
+        15 - first.len(),
+        "the restart sends only the rest"
+    );
 
     // Finished: a third run is all cache hits and makes no call.
-    let before = log.lock().expect("log").len();
+    let before = srv.answered().len();
     let out = run().output().expect("third run");
     assert!(out.status.success());
-    assert_eq!(log.lock().expect("log").len(), before);
+    assert_eq!(srv.answered().len(), before);
 }
