@@ -20,12 +20,13 @@ struct Server {
     log: Mutex<Vec<String>>,
     /// Requests received so far (a request's ticket is its arrival number).
     tickets: AtomicUsize,
-    /// Requests whose ticket is at least this are held open and never answered.
-    answer_limit: AtomicUsize,
-    /// Requests being held open right now.
+    /// Until `open`, requests whose ticket is at least this are held and never answered.
+    answer_limit: usize,
+    /// Requests being held right now.
     held: AtomicUsize,
-    /// Tells held requests to give up (drop the connection without an answer).
-    release: AtomicBool,
+    /// Set after the kill: held requests give up (drop the connection without an
+    /// answer) and every new request is answered.
+    open: AtomicBool,
 }
 
 impl Server {
@@ -58,10 +59,10 @@ fn handle(mut stream: TcpStream, srv: Arc<Server>) {
         return;
     }
     let ticket = srv.tickets.fetch_add(1, Ordering::SeqCst);
-    if ticket >= srv.answer_limit.load(Ordering::SeqCst) {
+    if ticket >= srv.answer_limit && !srv.open.load(Ordering::SeqCst) {
         // In flight forever: the client waits for an answer that never comes.
         srv.held.fetch_add(1, Ordering::SeqCst);
-        while !srv.release.load(Ordering::SeqCst) {
+        while !srv.open.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(10));
         }
         srv.held.fetch_sub(1, Ordering::SeqCst);
@@ -84,8 +85,10 @@ fn handle(mut stream: TcpStream, srv: Arc<Server>) {
 fn serve(answer_limit: usize) -> (String, Arc<Server>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-    let srv = Arc::new(Server::default());
-    srv.answer_limit.store(answer_limit, Ordering::SeqCst);
+    let srv = Arc::new(Server {
+        answer_limit,
+        ..Server::default()
+    });
     let s2 = srv.clone();
     std::thread::spawn(move || {
         for s in listener.incoming().flatten() {
@@ -162,8 +165,7 @@ fn sigkill_midway_loses_at_most_the_calls_in_flight() {
     );
     child.kill().expect("kill");
     child.wait().expect("reap");
-    srv.release.store(true, Ordering::SeqCst);
-    srv.answer_limit.store(usize::MAX, Ordering::SeqCst);
+    srv.open.store(true, Ordering::SeqCst);
     let first = srv.answered();
     assert_eq!(first.len(), answered_before_kill);
 
