@@ -2,7 +2,7 @@
 # make bench: the benchmarks whose numbers go into README's performance section.
 #
 #   OTB_BENCH_MODEL=smollm2-135m make bench   # quick embedded run (default: qwen2.5-coder-1.5b)
-#   OTB_BENCH_EMBEDDED=single|batch|0         # one part of the embedded bench, or none
+#   OTB_BENCH_EMBEDDED=single|batch|parallel|0  # one part of the embedded bench, or none
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
@@ -29,6 +29,6 @@ cargo run --release -q -p llm --example bench_client
 part=${OTB_BENCH_EMBEDDED:-all}
 if [ "$part" != 0 ]; then
   model=${OTB_BENCH_MODEL:-qwen2.5-coder-1.5b}
-  echo "== embedded $model: tokens/s, grammar, prefix reuse, 1 vs 4 requests at once (minutes with the 1.5B model)"
+  echo "== embedded $model: tokens/s, grammar, prefix reuse, 1 vs 4 requests at once, 8 requests at parallel 1/4/8 (minutes with the 1.5B model)"
   cargo run --release -q -p llm --features embedded --example bench_embedded -- "$model" "$part"
 fi

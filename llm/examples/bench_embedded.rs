@@ -5,7 +5,8 @@
 //! MODEL is a name known to `llm::models` (default `qwen2.5-coder-1.5b`,
 //! `smollm2-135m` for a quick run; fetched into the model cache when missing)
 //! or a path to a GGUF file; `OTB_BENCH_MODEL` sets it too. PART is `all`
-//! (default), `single` (part 1 only) or `batch` (part 2 only).
+//! (default: every part), `single` (part 1 only), `batch` (part 2 only) or
+//! `parallel` (part 3 only).
 //!
 //! 1. Prompt-processing and generation tokens/s of one request at a time,
 //!    with and without the tool grammar, with and without prefix reuse: a
@@ -14,6 +15,11 @@
 //! 2. Aggregate generation tokens/s of 4 requests sent one after another vs
 //!    all 4 at once, each on a freshly loaded backend (default settings), and
 //!    whether the answers are the same both ways.
+//!
+//! 3. `parallel`: 8 requests sent all at once to backends loaded with
+//!    `parallel` = 1, 4 and 8 (`OTB_LLAMA_PARALLEL`), which is how the
+//!    pipeline's stages send work (explore sends every instance at once):
+//!    wall time, aggregate tokens/s, and whether the answers agree.
 //!
 //! Prompt tokens/s counts evaluated tokens only (reused ones are free);
 //! generation time covers sampling, grammar and the decode of each new token
@@ -30,11 +36,15 @@ use llm::{
 };
 use serde_json::json;
 
-const QUESTIONS: [&str; 4] = [
+const QUESTIONS: [&str; 8] = [
     "What is the weather in Paris for the next 3 days, in celsius?",
     "How good is the air in Berlin today?",
     "When does the sun rise in Tokyo tomorrow?",
     "Is it going to rain in London this weekend? Use fahrenheit.",
+    "Give me a 7-day forecast for Madrid.",
+    "What is the main pollutant in Delhi right now?",
+    "At what time does the sun set in Oslo on 2026-06-21?",
+    "Should I take a jacket in Chicago tomorrow?",
 ];
 
 fn request(question: &str) -> ChatRequest {
@@ -140,6 +150,22 @@ fn load(cfg: EmbeddedConfig) -> (Arc<EmbeddedBackend>, Duration) {
     (Arc::new(b), t.elapsed())
 }
 
+/// Sends every request at once and returns the answers in request order;
+/// exits on the first failure (a bench has no use for partial numbers).
+async fn all_at_once(b: &Arc<EmbeddedBackend>, reqs: &[ChatRequest]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in llm::chat_all(b, reqs).await {
+        match r {
+            Ok(r) => out.push(answer(&r)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    out
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let path = model_path();
@@ -148,18 +174,21 @@ async fn main() {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let part = std::env::args().nth(2).unwrap_or_else(|| "all".into());
-    if !["all", "single", "batch"].contains(&part.as_str()) {
-        eprintln!("error: PART must be all, single or batch, not {part:?}");
+    if !["all", "single", "batch", "parallel"].contains(&part.as_str()) {
+        eprintln!("error: PART must be all, single, batch or parallel, not {part:?}");
         std::process::exit(2);
     }
     let threads = EmbeddedConfig::new(&path).n_threads;
     println!("embedded: {name}, {threads} llama.cpp thread(s), ≤64 output tokens per request");
 
-    if part != "batch" {
+    if part == "all" || part == "single" {
         single(&path).await;
     }
-    if part != "single" {
+    if part == "all" || part == "batch" {
         batch(&path).await;
+    }
+    if part == "all" || part == "parallel" {
+        parallel(&path).await;
     }
 }
 
@@ -217,28 +246,13 @@ async fn batch(path: &std::path::Path) {
     let mut answers: Vec<Vec<String>> = Vec::new();
     for conc in [1usize, 4] {
         let (b, _) = load(EmbeddedConfig::new(path));
-        let reqs: Vec<ChatRequest> = QUESTIONS.iter().map(|q| request(q)).collect();
+        let reqs: Vec<ChatRequest> = QUESTIONS[..4].iter().map(|q| request(q)).collect();
         let before = b.metrics();
         let cpu0 = cpu_seconds();
         let t = Instant::now();
         let mut out = Vec::new();
         for group in reqs.chunks(conc) {
-            let handles: Vec<_> = group
-                .iter()
-                .map(|r| {
-                    let (b, r) = (b.clone(), r.clone());
-                    tokio::spawn(async move { b.chat(&r).await })
-                })
-                .collect();
-            for h in handles {
-                match h.await {
-                    Ok(Ok(r)) => out.push(answer(&r)),
-                    other => {
-                        eprintln!("error: {other:?}");
-                        std::process::exit(1);
-                    }
-                }
-            }
+            out.extend(all_at_once(&b, group).await);
         }
         let wall = t.elapsed();
         let cpu = cpu_seconds() - cpu0;
@@ -261,5 +275,40 @@ async fn batch(path: &std::path::Path) {
         for (a, b) in answers[0].iter().zip(&answers[1]) {
             println!("  {a}\n  {b}");
         }
+    }
+}
+
+async fn parallel(path: &std::path::Path) {
+    let n = QUESTIONS.len();
+    println!("\n3. {n} requests sent at once (grammar on, prefix reuse on), by requests decoded together");
+    println!("| parallel | wall s | CPU s | prompt tok (reused) | generated | aggregate gen tok/s (wall) | requests/min | largest batch |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut answers: Vec<Vec<String>> = Vec::new();
+    for par in [1u32, 4, 8] {
+        let mut cfg = EmbeddedConfig::new(path);
+        cfg.parallel = par;
+        let (b, _) = load(cfg);
+        let before = b.metrics();
+        let cpu0 = cpu_seconds();
+        let t = Instant::now();
+        let reqs: Vec<ChatRequest> = QUESTIONS.iter().map(|q| request(q)).collect();
+        let out = all_at_once(&b, &reqs).await;
+        let wall = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - cpu0;
+        let m: EmbeddedMetrics = b.metrics().since(&before);
+        println!(
+            "| {par} | {wall:.2} | {cpu:.2} | {} ({}) | {} | {:.2} | {:.2} | {} |",
+            m.prompt_tokens,
+            m.reused_tokens,
+            m.generated_tokens,
+            m.generated_tokens as f64 / wall,
+            n as f64 * 60.0 / wall,
+            b.metrics().max_batch
+        );
+        answers.push(out);
+    }
+    for (par, a) in [4, 8].iter().zip(answers.iter().skip(1)) {
+        let differ = a.iter().zip(&answers[0]).filter(|(x, y)| x != y).count();
+        println!("answers at parallel = {par} that differ from parallel = 1: {differ} of {n}");
     }
 }

@@ -33,6 +33,32 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
 }
 
+/// Sends every request to `backend` at once (each on its own tokio task, so
+/// the backend's own limit decides how many run together) and returns the
+/// results in request order. A task that panicked becomes a `Fatal` error.
+pub async fn chat_all<B: Backend + ?Sized + 'static>(
+    backend: &Arc<B>,
+    reqs: &[ChatRequest],
+) -> Vec<Result<ChatResponse, LlmError>> {
+    let handles: Vec<_> = reqs
+        .iter()
+        .map(|r| {
+            let (b, r) = (backend.clone(), r.clone());
+            tokio::spawn(async move { b.chat(&r).await })
+        })
+        .collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for h in handles {
+        out.push(h.await.unwrap_or_else(|e| {
+            Err(LlmError::new(
+                crate::ErrorKind::Fatal,
+                format!("model call task failed: {e}"),
+            ))
+        }));
+    }
+    out
+}
+
 type ScriptFn = dyn Fn(&ChatRequest) -> Result<ChatResponse, LlmError> + Send + Sync;
 
 /// A backend whose answers are a pure function of the request, for tests of
@@ -73,5 +99,28 @@ mod tests {
         let req = ChatRequest::new("m", vec![Message::user("hi")]);
         let resp = b.chat(&req).await.unwrap();
         assert_eq!(resp.content.as_deref(), Some("1 messages"));
+    }
+
+    #[tokio::test]
+    async fn chat_all_answers_in_request_order() {
+        let b = Arc::new(Scripted::new(|r| {
+            let n = r.messages.len();
+            if n == 3 {
+                return Err(LlmError::new(crate::ErrorKind::Refusal, "no"));
+            }
+            Ok(ChatResponse::text(format!("{n}")))
+        }));
+        let reqs: Vec<ChatRequest> = (1..=4)
+            .map(|n| ChatRequest::new("m", vec![Message::user("hi"); n]))
+            .collect();
+        let out = chat_all(&b, &reqs).await;
+        let got: Vec<String> = out
+            .iter()
+            .map(|r| match r {
+                Ok(resp) => resp.content.clone().unwrap_or_default(),
+                Err(e) => format!("{:?}", e.kind),
+            })
+            .collect();
+        assert_eq!(got, ["1", "2", "Refusal", "4"]);
     }
 }

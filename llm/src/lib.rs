@@ -31,7 +31,7 @@ pub mod serve;
 pub mod types;
 pub mod wire;
 
-pub use backend::{Backend, BoxFuture, Scripted};
+pub use backend::{chat_all, Backend, BoxFuture, Scripted};
 pub use cache::{
     read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, Replay, StatsSnapshot,
 };

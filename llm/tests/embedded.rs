@@ -165,18 +165,11 @@ fn answer_of(r: &llm::ChatResponse) -> String {
 }
 
 async fn all_at_once(b: std::sync::Arc<EmbeddedBackend>, reqs: &[ChatRequest]) -> Vec<String> {
-    let handles: Vec<_> = reqs
-        .iter()
-        .map(|r| {
-            let (b, r) = (b.clone(), r.clone());
-            tokio::spawn(async move { b.chat(&r).await })
-        })
-        .collect();
-    let mut out = Vec::new();
-    for h in handles {
-        out.push(answer_of(&h.await.unwrap().unwrap()));
-    }
-    out
+    llm::chat_all(&b, reqs)
+        .await
+        .into_iter()
+        .map(|r| answer_of(&r.unwrap()))
+        .collect()
 }
 
 /// Batching does not change answers beyond float rounding. Greedy requests
