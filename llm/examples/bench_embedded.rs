@@ -23,7 +23,7 @@
 //!
 //! Prompt tokens/s counts evaluated tokens only (reused ones are free);
 //! generation time covers sampling, grammar and the decode of each new token
-//! (`EmbeddedMetrics`). Both parts also print the process's CPU time, which
+//! (`EmbeddedMetrics`). Every part also prints the process's CPU time, which
 //! on a machine shared with other work measures the work where wall time
 //! also counts the waiting.
 
@@ -150,20 +150,41 @@ fn load(cfg: EmbeddedConfig) -> (Arc<EmbeddedBackend>, Duration) {
     (Arc::new(b), t.elapsed())
 }
 
-/// Sends every request at once and returns the answers in request order;
-/// exits on the first failure (a bench has no use for partial numbers).
-async fn all_at_once(b: &Arc<EmbeddedBackend>, reqs: &[ChatRequest]) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in llm::chat_all(b, reqs).await {
-        match r {
-            Ok(r) => out.push(answer(&r)),
-            Err(e) => {
-                eprintln!("error: {e}");
-                std::process::exit(1);
+/// What one timed run of requests gave.
+struct Run {
+    answers: Vec<String>,
+    wall: f64,
+    cpu: f64,
+    m: EmbeddedMetrics,
+}
+
+/// Sends a request per question in groups of `group`: the requests of a group
+/// at once, the next group when it is answered. Returns the answers in order,
+/// wall and CPU seconds and the backend's counters for the run; exits on the
+/// first failure (a bench has no use for partial numbers).
+async fn timed(b: &Arc<EmbeddedBackend>, questions: &[&str], group: usize) -> Run {
+    let reqs: Vec<ChatRequest> = questions.iter().map(|q| request(q)).collect();
+    let before = b.metrics();
+    let cpu0 = cpu_seconds();
+    let t = Instant::now();
+    let mut answers = Vec::new();
+    for chunk in reqs.chunks(group.max(1)) {
+        for r in llm::chat_all(b, chunk).await {
+            match r {
+                Ok(r) => answers.push(answer(&r)),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(1);
+                }
             }
         }
     }
-    out
+    Run {
+        answers,
+        wall: t.elapsed().as_secs_f64(),
+        cpu: cpu_seconds() - cpu0,
+        m: b.metrics().since(&before),
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -246,24 +267,18 @@ async fn batch(path: &std::path::Path) {
     let mut answers: Vec<Vec<String>> = Vec::new();
     for conc in [1usize, 4] {
         let (b, _) = load(EmbeddedConfig::new(path));
-        let reqs: Vec<ChatRequest> = QUESTIONS[..4].iter().map(|q| request(q)).collect();
-        let before = b.metrics();
-        let cpu0 = cpu_seconds();
-        let t = Instant::now();
-        let mut out = Vec::new();
-        for group in reqs.chunks(conc) {
-            out.extend(all_at_once(&b, group).await);
-        }
-        let wall = t.elapsed();
-        let cpu = cpu_seconds() - cpu0;
-        let m: EmbeddedMetrics = b.metrics().since(&before);
+        let Run {
+            answers: out,
+            wall,
+            cpu,
+            m,
+        } = timed(&b, &QUESTIONS[..4], conc).await;
         println!(
-            "| {conc} | {:.2} | {cpu:.2} | {} ({}) | {} | {:.2} | {:.2} | {:.1} |",
-            wall.as_secs_f64(),
+            "| {conc} | {wall:.2} | {cpu:.2} | {} ({}) | {} | {:.2} | {:.2} | {:.1} |",
             m.prompt_tokens,
             m.reused_tokens,
             m.generated_tokens,
-            m.generated_tokens as f64 / wall.as_secs_f64(),
+            m.generated_tokens as f64 / wall,
             m.generated_tokens_per_s(),
             m.prompt_tokens_per_s()
         );
@@ -283,19 +298,18 @@ async fn parallel(path: &std::path::Path) {
     println!("\n3. {n} requests sent at once (grammar on, prefix reuse on), by requests decoded together");
     println!("| parallel | wall s | CPU s | prompt tok (reused) | generated | aggregate gen tok/s (wall) | requests/min | largest batch |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    const PARALLEL: [u32; 3] = [1, 4, 8];
     let mut answers: Vec<Vec<String>> = Vec::new();
-    for par in [1u32, 4, 8] {
+    for par in PARALLEL {
         let mut cfg = EmbeddedConfig::new(path);
         cfg.parallel = par;
         let (b, _) = load(cfg);
-        let before = b.metrics();
-        let cpu0 = cpu_seconds();
-        let t = Instant::now();
-        let reqs: Vec<ChatRequest> = QUESTIONS.iter().map(|q| request(q)).collect();
-        let out = all_at_once(&b, &reqs).await;
-        let wall = t.elapsed().as_secs_f64();
-        let cpu = cpu_seconds() - cpu0;
-        let m: EmbeddedMetrics = b.metrics().since(&before);
+        let Run {
+            answers: out,
+            wall,
+            cpu,
+            m,
+        } = timed(&b, &QUESTIONS, n).await;
         println!(
             "| {par} | {wall:.2} | {cpu:.2} | {} ({}) | {} | {:.2} | {:.2} | {} |",
             m.prompt_tokens,
@@ -303,12 +317,15 @@ async fn parallel(path: &std::path::Path) {
             m.generated_tokens,
             m.generated_tokens as f64 / wall,
             n as f64 * 60.0 / wall,
-            b.metrics().max_batch
+            m.max_batch
         );
         answers.push(out);
     }
-    for (par, a) in [4, 8].iter().zip(answers.iter().skip(1)) {
+    for (par, a) in PARALLEL.iter().zip(&answers).skip(1) {
         let differ = a.iter().zip(&answers[0]).filter(|(x, y)| x != y).count();
-        println!("answers at parallel = {par} that differ from parallel = 1: {differ} of {n}");
+        println!(
+            "answers at parallel = {par} that differ from parallel = {}: {differ} of {n}",
+            PARALLEL[0]
+        );
     }
 }
