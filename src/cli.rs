@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use pipeline::{Access, Mode, NodeState, Session, Store, StoreErrorKind};
 use stages::experiment::{ConfigError, Experiment};
-use stages::report::TableReport;
+use stages::tables::report::TableReport;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -199,7 +199,11 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
                 return 2;
             }
         }
-        if cause.is::<stages::InputError>() {
+        if cause.is::<stages::InputError>()
+            || cause
+                .downcast_ref::<stages::env::DriveError>()
+                .is_some_and(|e| e.is_user_error())
+        {
             return 2;
         }
     }
@@ -216,111 +220,29 @@ pub fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
     let root = store_root(&cli.store);
     match cli.command {
-        Command::Run { experiment, quiet } => {
-            let exp = Experiment::load(&experiment)?;
-            let store = Store::open(&root, Access::ReadWrite)?;
-            let mut session = Session::new(&store, Mode::Run, quiet);
-            stages::driver::drive(&exp, &mut session)?;
-            let reports = session.reports();
-            let ran = session.executed();
-            let errors: u64 = reports
-                .iter()
-                .filter(|r| r.state == NodeState::Ran)
-                .map(|r| r.usage.errors)
-                .sum();
-            println!(
-                "{}: {} stages, {ran} ran, {} fresh{}",
-                exp.name,
-                reports.len(),
-                reports.len() - ran,
-                if errors > 0 {
-                    format!(", {errors} model-call errors recorded")
-                } else {
-                    String::new()
-                }
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Status { experiment } => {
-            let exp = Experiment::load(&experiment)?;
-            let store = Store::open(&root, Access::ReadOnly)?;
-            let mut session = Session::new(&store, Mode::Status, true);
-            stages::driver::drive(&exp, &mut session)?;
-            print!("{}", stages::report::status_text(session.reports()));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Export { experiment, to } => {
-            let exp = Experiment::load(&experiment)?;
-            let store = Store::open(&root, Access::ReadOnly)?;
-            let mut session = Session::new(&store, Mode::Status, true);
-            let run = stages::driver::drive(&exp, &mut session)?;
-            if session
-                .reports()
-                .iter()
-                .any(|r| r.state != NodeState::Fresh)
-            {
-                return Err(BadInput(format!(
-                    "{} is not complete in {}; run `otb run {}` first",
-                    exp.name,
-                    root.display(),
-                    experiment.display()
-                ))
-                .into());
-            }
-            let written = stages::export::export(&run, &to)?;
-            for w in written {
-                println!("{}", w.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Gc { keep, dry_run } => {
-            let store = Store::open(&root, Access::ReadWrite)?;
-            let mut keys = std::collections::BTreeSet::new();
-            for path in &keep {
-                let exp = Experiment::load(path)?;
-                let mut session = Session::new(&store, Mode::Status, true);
-                stages::driver::drive(&exp, &mut session)?;
-                keys.extend(session.reports().iter().filter_map(|r| r.key.clone()));
-            }
-            if dry_run {
-                for (stage, dir) in store.entries()? {
-                    let k = dir
-                        .file_name()
-                        .map(|s| s.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    if !keys.contains(&pipeline::Digest(k)) {
-                        println!("would remove {stage}/{}", dir.display());
-                    }
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            let removed = store.gc(&keys)?;
-            let total: u64 = removed.iter().map(|(_, b)| b).sum();
-            for (p, bytes) in &removed {
-                println!("removed {} ({bytes} bytes)", p.display());
-            }
-            println!(
-                "gc: removed {} entries, {total} bytes; kept {} referenced keys",
-                removed.len(),
-                keys.len()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Run { experiment, quiet } => run(&root, &experiment, quiet),
+        Command::Status { experiment } => status(&root, &experiment),
+        Command::Export { experiment, to } => export(&root, &experiment, &to),
+        Command::Gc { keep, dry_run } => gc(&root, &keep, dry_run),
         Command::Serve { model, addr } => {
-            stages::llm_models::check_spec(&model)?;
-            stages::llm_models::serve_blocking(&model, addr, &stages::llm_cache::cache_dir(&root))?;
+            let spec = stages::models::ModelSpec::parse_for(&model, stages::models::Role::Serve)?;
+            stages::models::llm::serve_blocking(
+                &spec,
+                addr,
+                &stages::models::cache_views::cache_dir(&root),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Cache {
             command: CacheCommand::Stats,
         } => {
-            print!("{}", stages::llm_cache::stats_text(&root)?);
+            print!("{}", stages::models::cache_views::stats_text(&root)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Cache {
             command: CacheCommand::Export { to },
         } => {
-            let n = stages::llm_cache::export(&root, &to)?;
+            let n = stages::models::cache_views::export(&root, &to)?;
             println!("wrote {n} calls to {}", to.display());
             Ok(ExitCode::SUCCESS)
         }
@@ -345,18 +267,7 @@ pub fn main() -> Result<ExitCode> {
                     expected,
                     format,
                 },
-        } => {
-            let exec = executor(backend, recorded.as_deref())?;
-            let rows = stages::released::score(&dir, &exec, expected.as_deref())
-                .with_context(|| format!("scoring released runs under {}", dir.display()))?;
-            print!("{}", stages::released::render(&rows, format == Format::Csv));
-            eprintln!(
-                "otb: {} run versions scored; {} instance verdicts disagree with the released scored files",
-                rows.len(),
-                stages::released::disagreements(&rows)
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        } => released_score(&dir, backend, recorded.as_deref(), expected.as_deref(), format),
         Command::Import {
             command:
                 ImportCommand::ReleasedRuns {
@@ -366,40 +277,12 @@ pub fn main() -> Result<ExitCode> {
                     quiet,
                 },
         } => {
-            use stages::import_released as imp;
+            use stages::bfcl::import_released as imp;
             let plan = imp::prepare(&dir, configs.as_deref(), recorded.as_deref())?;
             let store = Store::open(&root, Access::ReadWrite)?;
             let mut session = Session::new(&store, Mode::Run, quiet);
             let imported = imp::import(&plan, &mut session)?;
             print!("{}", imp::render(&imported, &session));
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Table {
-            table:
-                table @ (TableName::Table5 | TableName::Table6 | TableName::Table7 | TableName::Tokens),
-            experiment,
-            format,
-            out,
-            ..
-        } => {
-            let name = match table {
-                TableName::Table5 => "table5",
-                TableName::Table6 => "table6",
-                TableName::Table7 => "table7",
-                _ => "tokens",
-            };
-            let path = experiment
-                .ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
-            let exp = Experiment::load(&path)?;
-            let store = Store::open(&root, Access::ReadOnly)?;
-            let csv = format == Format::Csv;
-            let out = out.as_deref();
-            match table {
-                TableName::Table5 => show(&stages::table5::build(&store, &exp)?, csv, out)?,
-                TableName::Table6 => show(&stages::fidelity::build(&store, &exp)?, csv, out)?,
-                TableName::Table7 => show(&stages::table7::build(&store, &exp)?, csv, out)?,
-                _ => show(&stages::tokens::build(&store, &exp)?, csv, out)?,
-            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Table {
@@ -410,24 +293,161 @@ pub fn main() -> Result<ExitCode> {
             expected,
             format,
             out,
-        } => {
-            let exp = experiment.as_deref().map(Experiment::load).transpose()?;
-            let store = Store::open(&root, Access::ReadOnly)?;
-            let exec = match &recorded {
-                Some(r) => executor(Backend::Recorded, Some(r))?,
-                None => executor(Backend::Simulated, None)?,
-            };
-            let table = stages::table2::build(
-                &store,
-                exp.as_ref(),
-                released.as_deref(),
-                &exec,
-                expected.as_deref(),
-            )?;
-            show(&table, format == Format::Csv, out.as_deref())?;
-            Ok(ExitCode::SUCCESS)
+        } => table2(
+            &root,
+            experiment.as_deref(),
+            released.as_deref(),
+            recorded.as_deref(),
+            expected.as_deref(),
+            format,
+            out.as_deref(),
+        ),
+        Command::Table {
+            table,
+            experiment,
+            format,
+            out,
+            ..
+        } => table(&root, table, experiment.as_deref(), format, out.as_deref()),
+    }
+}
+
+/// `otb run`: every stage of the experiment that is not in the store yet.
+fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
+    let exp = Experiment::load(experiment)?;
+    let store = Store::open(root, Access::ReadWrite)?;
+    let mut session = Session::new(&store, Mode::Run, quiet);
+    stages::driver::drive(&exp, &mut session)?;
+    let reports = session.reports();
+    let ran = session.executed();
+    let errors: u64 = reports
+        .iter()
+        .filter(|r| r.state == NodeState::Ran)
+        .map(|r| r.usage.errors)
+        .sum();
+    println!(
+        "{}: {} stages, {ran} ran, {} fresh{}",
+        exp.name,
+        reports.len(),
+        reports.len() - ran,
+        if errors > 0 {
+            format!(", {errors} model-call errors recorded")
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb status`: each stage as fresh / would run / blocked, and why.
+fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
+    let exp = Experiment::load(experiment)?;
+    let store = Store::open(root, Access::ReadOnly)?;
+    let mut session = Session::new(&store, Mode::Status, true);
+    stages::driver::drive(&exp, &mut session)?;
+    print!("{}", stages::tables::report::status_text(session.reports()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb export`: the experiment's tables as flat Parquet files.
+fn export(root: &Path, experiment: &Path, to: &Path) -> Result<ExitCode> {
+    let exp = Experiment::load(experiment)?;
+    let store = Store::open(root, Access::ReadOnly)?;
+    let written = stages::tables::export::export_experiment(&store, &exp, to)?;
+    for w in written {
+        println!("{}", w.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb gc`: remove what no listed experiment references.
+fn gc(root: &Path, keep: &[PathBuf], dry_run: bool) -> Result<ExitCode> {
+    // Every experiment file is read and checked before the store is opened.
+    let exps = keep
+        .iter()
+        .map(|p| Experiment::load(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let access = if dry_run {
+        Access::ReadOnly
+    } else {
+        Access::ReadWrite
+    };
+    let store = Store::open(root, access)?;
+    let report = stages::gc::collect(&store, &exps, dry_run)?;
+    print!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb released score`.
+fn released_score(
+    dir: &Path,
+    backend: Backend,
+    recorded: Option<&Path>,
+    expected: Option<&Path>,
+    format: Format,
+) -> Result<ExitCode> {
+    let exec = executor(backend, recorded)?;
+    let rows = stages::bfcl::released::score(dir, &exec, expected)
+        .with_context(|| format!("scoring released runs under {}", dir.display()))?;
+    print!("{}", stages::bfcl::released::render(&rows, format == Format::Csv));
+    eprintln!(
+        "otb: {} run versions scored; {} instance verdicts disagree with the released scored files",
+        rows.len(),
+        stages::bfcl::released::disagreements(&rows)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb table table2`.
+fn table2(
+    root: &Path,
+    experiment: Option<&Path>,
+    released: Option<&Path>,
+    recorded: Option<&Path>,
+    expected: Option<&Path>,
+    format: Format,
+    out: Option<&Path>,
+) -> Result<ExitCode> {
+    let exp = experiment.map(Experiment::load).transpose()?;
+    let store = Store::open(root, Access::ReadOnly)?;
+    let exec = match recorded {
+        Some(r) => executor(Backend::Recorded, Some(r))?,
+        None => executor(Backend::Simulated, None)?,
+    };
+    let table = stages::tables::table2::build(&store, exp.as_ref(), released, &exec, expected)?;
+    show(&table, format == Format::Csv, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb table table5|table6|table7|tokens`.
+fn table(
+    root: &Path,
+    table: TableName,
+    experiment: Option<&Path>,
+    format: Format,
+    out: Option<&Path>,
+) -> Result<ExitCode> {
+    let name = match table {
+        TableName::Table2 => "table2",
+        TableName::Table5 => "table5",
+        TableName::Table6 => "table6",
+        TableName::Table7 => "table7",
+        TableName::Tokens => "tokens",
+    };
+    let path =
+        experiment.ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
+    let exp = Experiment::load(path)?;
+    let store = Store::open(root, Access::ReadOnly)?;
+    let csv = format == Format::Csv;
+    match table {
+        TableName::Table5 => show(&stages::tables::table5::build(&store, &exp)?, csv, out)?,
+        TableName::Table6 => show(&stages::tables::fidelity::build(&store, &exp)?, csv, out)?,
+        TableName::Table7 => show(&stages::tables::table7::build(&store, &exp)?, csv, out)?,
+        TableName::Tokens | TableName::Table2 => {
+            show(&stages::tables::tokens::build(&store, &exp)?, csv, out)?
         }
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Print a table (Markdown or CSV) and, with `--out DIR`, write its files there.

@@ -1,16 +1,20 @@
-//! Stage `batch-reflect`, online form (BFCL): one editor request per instance with its
-//! tools and its single observed example; the reply's `FUNCTION:` / `DESCRIPTION:`
+//! Stage `batch-reflect`, online form: one editor request per instance with its
+//! tools and its single observed example (rendered by the environment, see
+//! [`crate::env::OnlineEnv::examples`]); the reply's `FUNCTION:` / `DESCRIPTION:`
 //! blocks rewrite descriptions; an instance whose docs do not change is frozen.
-//! Semantics: `../shared/spec/toolobserver.md`, "Online mode".
+//! Semantics: `../shared/spec/toolobserver.md`, "Online mode". The offline form
+//! (mini-batches over a shared tool set) is [`crate::offline`].
 
-use crate::agents::Editor;
-use crate::rows::{DocRow, EditRow, ScoreRow, TrajectoryRow};
+use crate::env::Example;
+use crate::models::Editor;
+use crate::rows::{DocRow, EditRow};
 use pipeline::{StageCtx, StageError, Usage};
 use serde_json::Value;
-use std::collections::HashMap;
 
 pub const STAGE: &str = "batch-reflect";
-pub const VERSION: u32 = 1;
+/// 2: an instance whose agent call failed is not frozen (it was, as if it had
+/// converged).
+pub const VERSION: u32 = 2;
 
 /// One tool as the editor sees it.
 pub fn render_tool(tool: &Value) -> String {
@@ -63,23 +67,6 @@ pub fn render_call(function: &str, args: &Value, raw: Option<&str>) -> String {
         (None, Some(r)) => format!("{function}(<unparsable arguments: {r}>)"),
         (None, None) => format!("{function}()"),
     }
-}
-
-/// The observed example: question, calls, outcome (never the ground truth).
-pub fn render_example(question: &str, traj: &TrajectoryRow, score: Option<&ScoreRow>) -> String {
-    let calls = if traj.calls.is_empty() {
-        "(no calls)".to_string()
-    } else {
-        traj.calls
-            .iter()
-            .map(|c| render_call(&c.function, &c.args, c.raw.as_deref()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    let outcome = score
-        .map(|s| s.outcome.clone())
-        .unwrap_or_else(|| "ERROR: No execution results available".to_string());
-    format!("User question: {question}\nCalls made:\n{calls}\nOutcome: {outcome}")
 }
 
 /// Parsed editor reply: (tool name, new description) blocks, and how many blocks
@@ -150,15 +137,13 @@ pub struct ReflectParams<'a> {
     pub template: &'a str,
     pub round: i64,
     pub seed: u64,
-    pub skip_success: bool,
 }
 
-/// The editor's inputs for one round, besides the editor itself.
+/// The editor's inputs for one round, besides the editor itself: the docs and, per
+/// docs row (same order), what the editor is shown.
 pub struct RoundInputs<'a> {
-    pub questions: &'a HashMap<String, String>,
     pub docs: &'a [DocRow],
-    pub trajectories: &'a [TrajectoryRow],
-    pub scores: &'a [ScoreRow],
+    pub examples: &'a [Example],
 }
 
 pub fn run(
@@ -167,44 +152,30 @@ pub fn run(
     params: &ReflectParams<'_>,
     inputs: &RoundInputs<'_>,
 ) -> Result<(), StageError> {
-    let traj: HashMap<&str, &TrajectoryRow> = inputs
-        .trajectories
-        .iter()
-        .map(|t| (t.instance_id.as_str(), t))
-        .collect();
-    let score: HashMap<&str, &ScoreRow> = inputs
-        .scores
-        .iter()
-        .map(|s| (s.instance_id.as_str(), s))
-        .collect();
+    if inputs.examples.len() != inputs.docs.len() {
+        return Err(StageError::failed(
+            STAGE,
+            "one example per documentation row expected",
+        ));
+    }
     // Build every request first, so a model-backed editor can answer them concurrently.
     let mut prompts: Vec<String> = Vec::new();
     let mut prompt_of: Vec<Option<usize>> = Vec::with_capacity(inputs.docs.len());
-    for d in inputs.docs {
-        let t = traj.get(d.instance_id.as_str()).copied();
-        let s = score.get(d.instance_id.as_str()).copied();
-        let skip = d.frozen
-            || t.is_none_or(|t| t.calls.is_empty())
-            || (params.skip_success && s.is_some_and(|s| s.e));
-        match (skip, t) {
-            (false, Some(t)) => {
+    for (d, ex) in inputs.docs.iter().zip(inputs.examples) {
+        match ex {
+            Example::Show(example) if !d.frozen => {
                 let tools = d.tools.as_array().cloned().unwrap_or_default();
                 let tool_text = tools
                     .iter()
                     .map(render_tool)
                     .collect::<Vec<_>>()
                     .join("\n\n");
-                let question = inputs
-                    .questions
-                    .get(&d.instance_id)
-                    .map(String::as_str)
-                    .unwrap_or("");
                 prompt_of.push(Some(prompts.len()));
                 prompts.push(
                     params
                         .template
                         .replace("{{tools}}", &tool_text)
-                        .replace("{{example}}", &render_example(question, t, s)),
+                        .replace("{{example}}", example),
                 );
             }
             _ => prompt_of.push(None),
@@ -222,7 +193,7 @@ pub fn run(
     let mut usage = Usage::default();
     let mut new_docs = Vec::with_capacity(inputs.docs.len());
     let mut edits = Vec::with_capacity(inputs.docs.len());
-    for (d, slot) in inputs.docs.iter().zip(prompt_of) {
+    for ((d, slot), ex) in inputs.docs.iter().zip(prompt_of).zip(inputs.examples) {
         let mut next = d.clone();
         next.round = params.round;
         let mut edit = EditRow {
@@ -267,9 +238,11 @@ pub fn run(
             edit.reply = reply.text.clone();
         }
         next.changed = !edit.updated.is_empty();
-        // A failed editor call is not convergence: keep the instance live (the next
-        // round asks again) unless this was the last chance.
-        next.frozen = !next.changed && edit.error_kind.is_none();
+        // Frozen = converged. A failed editor call is not convergence (the next round
+        // asks again), and neither is a failed agent call (`Example::Retry`: nothing
+        // was observed yet). A row frozen earlier stays frozen.
+        next.frozen = d.frozen
+            || (!next.changed && edit.error_kind.is_none() && *ex != Example::Retry);
         new_docs.push(next);
         edits.push(edit);
     }

@@ -40,6 +40,7 @@
 //!
 //! Validation happens here, before the store is opened: a bad file never touches it.
 
+use crate::models::{ModelSpec, Role};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -173,6 +174,7 @@ struct RawBfcl {
     rounds: Option<u32>,
     seeds: Option<Vec<u64>>,
     reflect_skip_success: Option<bool>,
+    outcome: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -187,6 +189,7 @@ struct RawModels {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPrompts {
+    set: Option<String>,
     agent_system: Option<String>,
     editor: Option<String>,
 }
@@ -205,11 +208,13 @@ pub enum DataSource {
 pub struct Experiment {
     pub path: PathBuf,
     pub name: String,
-    pub bfcl: BfclExperiment,
+    /// The BFCL-Opaque grid (`[bfcl]`); every environment table is optional, and an
+    /// experiment names at least one.
+    pub bfcl: Option<BfclExperiment>,
     /// Agent models (rows of Table 7); one chain per agent.
-    pub agents: Vec<String>,
+    pub agents: Vec<ModelSpec>,
     /// Editor models (columns of Table 7), used by ToolObserver and the baselines.
-    pub editors: Vec<String>,
+    pub editors: Vec<ModelSpec>,
     pub baselines: Baselines,
     /// Prompt template texts (hashed into stage keys) and where they came from.
     pub agent_system_prompt: String,
@@ -226,13 +231,46 @@ pub struct BfclExperiment {
     pub recorded: Option<PathBuf>,
     pub rounds: u32,
     pub seeds: Vec<u64>,
+    /// A variant beyond the paper that uses gold labels: never a default.
     pub reflect_skip_success: bool,
+    pub outcome: Outcome,
 }
 
 /// The agent's system prompt shipped with the project (`prompts/agent_system.txt`).
 pub const DEFAULT_AGENT_SYSTEM: &str = include_str!("../../prompts/agent_system.txt");
 /// The online editor prompt shipped with the project (`prompts/editor_online.txt`).
 pub const DEFAULT_EDITOR: &str = include_str!("../../prompts/editor_online.txt");
+
+/// A shipped set of the online prompts (`[prompts] set = "project" | "paper"`).
+pub struct PromptSet {
+    pub agent_system: &'static str,
+    pub editor: &'static str,
+}
+
+/// This project's prompts (the default): they add a rule on required parameters for
+/// the editor and a hint on descriptive parameter names for the agent.
+pub const PROJECT_PROMPTS: PromptSet = PromptSet {
+    agent_system: DEFAULT_AGENT_SYSTEM,
+    editor: DEFAULT_EDITOR,
+};
+
+/// What the paper's templates convey and nothing more (in this project's words):
+/// no extra rules or hints, and the paper's test of an accurate description.
+pub const PAPER_PROMPTS: PromptSet = PromptSet {
+    agent_system: include_str!("../../prompts/paper/agent_system.txt"),
+    editor: include_str!("../../prompts/paper/editor_online.txt"),
+};
+
+/// What the online editor is told about the outcome of an observed call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `SUCCESS: <outputs>` when the grader (which knows the gold answer) judged the
+    /// call correct: what the authors' code and the released runs did.
+    Grader,
+    /// Outputs and error texts only, no verdict: the paper's "the gold output is not
+    /// used in online mode".
+    Execution,
+}
 
 fn check_names(path: &Path, what: &str, got: &[String], valid: &[&str]) -> Result<(), ConfigError> {
     for g in got {
@@ -252,17 +290,8 @@ fn check_names(path: &Path, what: &str, got: &[String], valid: &[&str]) -> Resul
     Ok(())
 }
 
-fn check_model(path: &Path, role: &str, spec: &str) -> Result<(), ConfigError> {
-    let ok = ["scripted:", "embedded:", "openai:", "replay:"]
-        .iter()
-        .any(|p| spec.starts_with(p) && spec.len() > p.len());
-    if !ok {
-        return Err(cfg_err(
-            path,
-            format!("models.{role} = `{spec}`: expected `scripted:<name>`, `embedded:<name>`, `openai:<model>` or `replay:<model>`"),
-        ));
-    }
-    Ok(())
+fn check_model(path: &Path, role: &str, spec: &str, as_role: Role) -> Result<ModelSpec, ConfigError> {
+    ModelSpec::parse_for(spec, as_role).map_err(|e| cfg_err(path, format!("models.{role}: {}", e.0)))
 }
 
 impl Experiment {
@@ -294,9 +323,12 @@ impl Experiment {
                 base.join(p)
             }
         };
-        let b = raw
-            .bfcl
-            .ok_or_else(|| cfg_err(path, "missing [bfcl] table (the only environment so far)"))?;
+        let Some(b) = raw.bfcl else {
+            return Err(cfg_err(
+                path,
+                "no environment table: add `[bfcl]` (the environments: bfcl)",
+            ));
+        };
         let settings = b
             .settings
             .unwrap_or_else(|| vec!["names".into(), "names+desc".into(), "names+params".into()]);
@@ -346,6 +378,16 @@ impl Experiment {
                 DataSource::File(p)
             }
         };
+        let outcome = match b.outcome.as_deref() {
+            None | Some("grader") => Outcome::Grader,
+            Some("execution") => Outcome::Execution,
+            Some(other) => {
+                return Err(cfg_err(
+                    path,
+                    format!("bfcl.outcome = `{other}` (valid: grader, execution)"),
+                ))
+            }
+        };
         if b.subset == Some(0) {
             return Err(cfg_err(path, "bfcl.subset must be at least 1"));
         }
@@ -358,8 +400,9 @@ impl Experiment {
         let one_or_many = |role: &str,
                            one: Option<String>,
                            many: Option<Vec<String>>,
-                           default: &dyn Fn() -> Vec<String>|
-         -> Result<Vec<String>, ConfigError> {
+                           default: &dyn Fn() -> Vec<String>,
+                           as_role: Role|
+         -> Result<Vec<ModelSpec>, ConfigError> {
             let list = match (one, many) {
                 (Some(_), Some(_)) => {
                     return Err(cfg_err(
@@ -375,21 +418,34 @@ impl Experiment {
                 return Err(cfg_err(path, format!("models.{role}s is empty")));
             }
             let mut seen = std::collections::BTreeSet::new();
+            let mut specs = Vec::with_capacity(list.len());
             for m in &list {
-                check_model(path, role, m)?;
+                specs.push(check_model(path, role, m, as_role)?);
                 if !seen.insert(m.as_str()) {
                     return Err(cfg_err(path, format!("models.{role}s lists `{m}` twice")));
                 }
             }
-            Ok(list)
+            Ok(specs)
         };
-        let agents = one_or_many("agent", models.agent, models.agents, &|| {
-            vec!["embedded:qwen2.5-coder-1.5b".to_string()]
-        })?;
-        let first_agent = agents[0].clone();
-        let editors = one_or_many("editor", models.editor, models.editors, &|| {
-            vec![first_agent.clone()]
-        })?;
+        // Editors are checked as editors only where a method uses one.
+        let needs_editor = methods
+            .iter()
+            .any(|m| m == "toolobserver" || BASELINES.contains(&m.as_str()));
+        let agents = one_or_many(
+            "agent",
+            models.agent,
+            models.agents,
+            &|| vec!["embedded:qwen2.5-coder-1.5b".to_string()],
+            Role::Agent,
+        )?;
+        let first_agent = agents[0].to_string();
+        let editors = one_or_many(
+            "editor",
+            models.editor,
+            models.editors,
+            &|| vec![first_agent.clone()],
+            if needs_editor { Role::Editor } else { Role::Unused },
+        )?;
         let rb = raw.baselines.unwrap_or_default();
         let baselines = Baselines {
             concurrency: rb.concurrency.unwrap_or(8),
@@ -431,9 +487,20 @@ impl Experiment {
             ));
         }
         let prompts = raw.prompts.unwrap_or(RawPrompts {
+            set: None,
             agent_system: None,
             editor: None,
         });
+        let set = match prompts.set.as_deref() {
+            None | Some("project") => &PROJECT_PROMPTS,
+            Some("paper") => &PAPER_PROMPTS,
+            Some(other) => {
+                return Err(cfg_err(
+                    path,
+                    format!("prompts.set = `{other}` (valid: project, paper)"),
+                ))
+            }
+        };
         let read_prompt = |p: Option<String>, default: &str| -> Result<String, ConfigError> {
             match p {
                 None => Ok(default.to_string()),
@@ -448,7 +515,7 @@ impl Experiment {
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default()
             }),
-            bfcl: BfclExperiment {
+            bfcl: Some(BfclExperiment {
                 settings,
                 methods,
                 subset: b.subset,
@@ -458,12 +525,13 @@ impl Experiment {
                 rounds: b.rounds.unwrap_or(10),
                 seeds: b.seeds.unwrap_or_else(|| vec![0]),
                 reflect_skip_success: b.reflect_skip_success.unwrap_or(false),
-            },
+                outcome,
+            }),
             agents,
             editors,
             baselines,
-            agent_system_prompt: read_prompt(prompts.agent_system, DEFAULT_AGENT_SYSTEM)?,
-            editor_prompt: read_prompt(prompts.editor, DEFAULT_EDITOR)?,
+            agent_system_prompt: read_prompt(prompts.agent_system, set.agent_system)?,
+            editor_prompt: read_prompt(prompts.editor, set.editor)?,
         })
     }
 }
@@ -479,9 +547,10 @@ mod tests {
     #[test]
     fn defaults() {
         let e = parse("[bfcl]\n").unwrap();
-        assert_eq!(e.bfcl.settings, ["names", "names+desc", "names+params"]);
-        assert_eq!(e.bfcl.rounds, 10);
-        assert!(e.agents[0].starts_with("embedded:"));
+        let b = e.bfcl.as_ref().unwrap();
+        assert_eq!(b.settings, ["names", "names+desc", "names+params"]);
+        assert_eq!(b.rounds, 10);
+        assert_eq!(e.agents[0].to_string(), "embedded:qwen2.5-coder-1.5b");
         assert_eq!(e.editors, e.agents);
         assert_eq!(e.baselines.play2prompt, Play2PromptBudget::default());
         assert_eq!(e.baselines.play2prompt.init_loops, 3);
@@ -495,7 +564,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(e.agents.len(), 2);
-        assert_eq!(e.editors, ["scripted:errors"]);
+        assert_eq!(e.editors[0].to_string(), "scripted:errors");
         assert_eq!(e.baselines.play2prompt.init_loops, 5);
         assert_eq!(e.baselines.play2prompt.beam_width, 1);
         let err =
@@ -525,6 +594,39 @@ mod tests {
                 .starts_with("exp.toml: malformed TOML: line "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn unknown_models_are_bad_input() {
+        let err = parse("[bfcl]\n[models]\nagent = \"scripted:nope\"\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "exp.toml: models.agent: unknown scripted agent `scripted:nope` (valid: scripted:schema, scripted:empty)"
+        );
+        let err = parse("[bfcl]\n[models]\nagent = \"embedded:nope\"\n").unwrap_err();
+        assert!(err.to_string().starts_with("exp.toml: models.agent: model `embedded:nope`"), "{err}");
+        // An editor is checked as an editor only where a method needs one.
+        assert!(parse("[bfcl]\nmethods = [\"base\"]\n[models]\nagent = \"scripted:schema\"\n").is_ok());
+        assert!(parse("[bfcl]\nmethods = [\"toolobserver\"]\n[models]\nagent = \"scripted:schema\"\n").is_err());
+    }
+
+    #[test]
+    fn outcome_and_prompt_set_switches() {
+        let e = parse("[bfcl]\noutcome = \"execution\"\n[prompts]\nset = \"paper\"\n").unwrap();
+        assert_eq!(e.bfcl.as_ref().unwrap().outcome, Outcome::Execution);
+        assert_eq!(e.editor_prompt, PAPER_PROMPTS.editor);
+        assert_eq!(e.agent_system_prompt, PAPER_PROMPTS.agent_system);
+        let e = parse("[bfcl]\n").unwrap();
+        assert_eq!(e.bfcl.as_ref().unwrap().outcome, Outcome::Grader);
+        assert_eq!(e.editor_prompt, DEFAULT_EDITOR);
+        assert!(parse("[bfcl]\noutcome = \"gold\"\n").is_err());
+        assert!(parse("[bfcl]\n[prompts]\nset = \"x\"\n").is_err());
+    }
+
+    #[test]
+    fn an_environment_table_is_required() {
+        let err = parse("name = \"x\"\n").unwrap_err();
+        assert!(err.to_string().contains("no environment table"), "{err}");
     }
 
     #[test]

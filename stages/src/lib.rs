@@ -12,30 +12,18 @@
 //! all evaluate outputs -> summarize (polars aggregates + bootstrap intervals)
 //! ```
 
-pub mod agents;
 pub mod baselines;
 pub mod batch_reflect;
 pub mod bfcl;
-pub mod bfcl_data;
 pub mod driver;
-pub mod evaluate;
+pub mod env;
 pub mod experiment;
-pub mod explore;
-pub mod export;
-pub mod fidelity;
-pub mod import_released;
-pub mod llm_cache;
-pub mod llm_models;
-pub mod opacify;
-pub mod plot;
-pub mod released;
-pub mod report;
+pub mod gc;
+pub mod models;
+pub mod offline;
+pub mod online;
 pub mod rows;
-pub mod summarize;
-pub mod table2;
-pub mod table5;
-pub mod table7;
-pub mod tokens;
+pub mod tables;
 
 /// Bad input that the user can fix (unknown model spec, missing file): exit code 2.
 #[derive(Debug, thiserror::Error)]

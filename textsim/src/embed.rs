@@ -229,8 +229,14 @@ fn pool(states: &[Vec<f32>], dim: usize) -> Vec<f32> {
 /// Cosine similarity: `a·b / (|a| |b|)`, accumulated in f64. 0 when either
 /// vector is all zeros; NaN when the lengths differ.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    cosine_f64(a, b) as f32
+}
+
+/// [`cosine`] before the final rounding to `f32` (NaN for different lengths, 0 when
+/// either vector is zero); accumulated in `f64` in index order.
+pub fn cosine_f64(a: &[f32], b: &[f32]) -> f64 {
     if a.len() != b.len() {
-        return f32::NAN;
+        return f64::NAN;
     }
     let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
     for (&x, &y) in a.iter().zip(b) {
@@ -242,7 +248,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if na == 0.0 || nb == 0.0 {
         return 0.0;
     }
-    (dot / (na.sqrt() * nb.sqrt())) as f32
+    dot / (na.sqrt() * nb.sqrt())
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ pub mod lexical;
 pub mod model;
 
 pub use cache::{CacheStats, CachedEmbedder};
-pub use embed::{cosine, Embedder, MAX_TOKENS};
+pub use embed::{cosine, cosine_f64, Embedder, MAX_TOKENS};
 pub use lexical::{bleu, rouge1_f1};
 
 use std::path::PathBuf;

@@ -14,9 +14,9 @@ pub mod draft;
 pub mod easytool;
 pub mod play2prompt;
 
-use crate::agents::{AgentJob, AgentTurn, CallUsage, Editor};
+use crate::models::{AgentJob, AgentTurn, CallUsage, Editor};
 use crate::rows::{DocCallRow, DocRow, InstanceRow, ToolRunRow};
-use crate::{agents::Agent, evaluate};
+use crate::{bfcl::evaluate, models::Agent};
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::pyvalue::PyValue;
 use pipeline::{StageCtx, StageError, Usage};
@@ -91,21 +91,8 @@ impl Embed for BagOfWords {
     }
 }
 
-/// Cosine of two vectors (0 when either is zero).
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(x, y)| (*x as f64) * (*y as f64))
-        .sum();
-    let na: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    let nb: f64 = b.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na * nb)
-    }
-}
+/// Cosine of two vectors (0 when either is zero), as `textsim` computes it.
+pub use textsim::cosine_f64 as cosine;
 
 /// Fill `{{name}}` placeholders of a prompt template.
 pub fn fill(template: &str, vars: &[(&str, &str)]) -> String {
@@ -424,7 +411,7 @@ where
 pub(crate) mod testing {
     //! Fakes for the baselines' control-flow tests.
     use super::*;
-    use crate::agents::EditorReply;
+    use crate::models::EditorReply;
     use std::sync::atomic::AtomicU64;
 
     /// An editor answering with `f(prompt)`; counts calls; 10 prompt tokens each.

@@ -381,7 +381,7 @@ mod tests {
     use super::super::testing::*;
     use super::super::*;
     use super::*;
-    use crate::agents::{AgentJob, AgentTurn};
+    use crate::models::{AgentJob, AgentTurn};
     use crate::rows::CallRecord;
 
     /// Proposes `{"x": 1}` first, then `{"a": 12, "b": 18}`; the runner fails on `x`.
@@ -432,7 +432,7 @@ mod tests {
 
     /// A task model that gets the call right only when the description names `a`.
     struct Task;
-    impl crate::agents::Agent for Task {
+    impl crate::models::Agent for Task {
         fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
             let desc = job.tools[0]["description"].as_str().unwrap_or("");
             let args = if desc.contains(" a ") {
@@ -526,7 +526,7 @@ mod tests {
         let editor = editor();
         let runner = runner();
         struct Always;
-        impl crate::agents::Agent for Always {
+        impl crate::models::Agent for Always {
             fn act(&self, _job: &AgentJob<'_>) -> AgentTurn {
                 AgentTurn {
                     calls: vec![CallRecord {

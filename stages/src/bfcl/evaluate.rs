@@ -2,7 +2,7 @@
 //! the same backend chain, and grade E/P/A per instance. One bad trajectory never fails
 //! the stage: it becomes a row with its reason.
 
-use crate::bfcl_data::instance_of;
+use crate::bfcl::data::instance_of;
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use datasets::bfcl::exec::PyException;
 use datasets::bfcl::executor::Executor;

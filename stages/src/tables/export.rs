@@ -3,8 +3,10 @@
 //! `method`, `agent` and `editor` columns added, plus a `SCHEMA.md` documenting every column.
 
 use crate::driver::RunOutput;
+use crate::experiment::Experiment;
+use crate::offline::{AnalysisRow, MergeRow};
 use crate::rows::{DocCallRow, DocRow, EditRow, InstanceRow, ScoreRow, ToolRunRow, TrajectoryRow};
-use crate::summarize::SummaryRow;
+use crate::bfcl::summarize::SummaryRow;
 use pipeline::{Row, StageError};
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
@@ -97,6 +99,8 @@ pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> 
     doc_of::<EditRow>(&mut schema, true);
     doc_of::<DocCallRow>(&mut schema, true);
     doc_of::<ToolRunRow>(&mut schema, true);
+    doc_of::<AnalysisRow>(&mut schema, true);
+    doc_of::<MergeRow>(&mut schema, true);
     doc_of::<SummaryRow>(&mut schema, false);
     for table in [
         InstanceRow::TABLE,
@@ -106,6 +110,8 @@ pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> 
         EditRow::TABLE,
         DocCallRow::TABLE,
         ToolRunRow::TABLE,
+        AnalysisRow::TABLE,
+        MergeRow::TABLE,
         SummaryRow::TABLE,
     ] {
         if let Some(p) = concat_table(run, table, dest)? {
@@ -116,4 +122,29 @@ pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> 
     std::fs::write(&sp, schema).map_err(|e| fail(format!("{}: {e}", sp.display())))?;
     written.push(sp);
     Ok(written)
+}
+
+/// `otb export`: the experiment must be complete in `store` (bad input otherwise:
+/// run it first); then [`export`].
+pub fn export_experiment(
+    store: &pipeline::Store,
+    exp: &Experiment,
+    dest: &Path,
+) -> Result<Vec<PathBuf>, crate::env::DriveError> {
+    let mut session = pipeline::Session::new(store, pipeline::Mode::Status, true);
+    let run = crate::driver::drive(exp, &mut session)?;
+    if session
+        .reports()
+        .iter()
+        .any(|r| r.state != pipeline::NodeState::Fresh)
+    {
+        return Err(crate::InputError(format!(
+            "{} is not complete in {}; run `otb run {}` first",
+            exp.name,
+            store.root().display(),
+            exp.path.display()
+        ))
+        .into());
+    }
+    Ok(export(&run, dest)?)
 }

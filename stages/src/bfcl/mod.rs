@@ -1,4 +1,16 @@
-//! BFCL glue used by several commands: building the executor, `otb exec`.
+//! BFCL-Opaque in the pipeline: its stages (`bfcl-data`, `opacify`, single-turn
+//! `explore`, `evaluate`, `summarize`), the importer of the authors' released runs,
+//! and the glue used by several commands (building the executor, `otb exec`).
+//! [`env::Bfcl`] is how the generic loops see it.
+
+pub mod data;
+pub mod env;
+pub mod evaluate;
+pub mod explore;
+pub mod import_released;
+pub mod opacify;
+pub mod released;
+pub mod summarize;
 
 use datasets::bfcl::exec::PyException;
 use datasets::bfcl::executor::Executor;

@@ -35,8 +35,8 @@
 //! strings and ints beyond 64 bits become floats (none occur in the release).
 
 use crate::driver::DriveError;
-use crate::evaluate;
-use crate::released::{csv_line, CSV_HEADER};
+use crate::bfcl::evaluate;
+use crate::bfcl::released::{csv_line, CSV_HEADER};
 use crate::rows::{CallRecord, DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use crate::InputError;
 use datasets::bfcl::data::Category;

@@ -8,7 +8,10 @@
 //! that fails after the backend's retries becomes a turn with `error` set (its
 //! `error_kind` is stored in the row), never a silent zero.
 
-use crate::agents::{Agent, AgentJob, AgentTurn, CallFailure, CallUsage, Editor, EditorReply};
+use super::{
+    Agent, AgentJob, AgentTurn, CallFailure, CallUsage, Conversation, Editor, EditorReply, ModelKind,
+    ModelSpec, MultiTurn,
+};
 use crate::rows::CallRecord;
 use crate::InputError;
 use llm::{
@@ -18,66 +21,53 @@ use llm::{
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 type BackendRef = (Arc<dyn Backend>, String);
 
-/// One call cache per directory and one backend per spec in this process: the agent
-/// and the editor often name the same model, and the cache directory is locked by
-/// whoever opens it, so both must share.
-struct Shared {
+/// One call cache per directory and one backend per spec for a drive: the agent and
+/// the editor often name the same model, and the cache directory is locked by
+/// whoever opens it, so both must share. Owned by [`super::Models`].
+#[derive(Default)]
+pub struct Shared {
+    inner: Mutex<SharedInner>,
+}
+
+#[derive(Default)]
+struct SharedInner {
     caches: HashMap<PathBuf, Arc<CallCache>>,
     backends: HashMap<String, BackendRef>,
 }
 
-fn shared() -> &'static Mutex<Shared> {
-    static S: OnceLock<Mutex<Shared>> = OnceLock::new();
-    S.get_or_init(|| {
-        Mutex::new(Shared {
-            caches: HashMap::new(),
-            backends: HashMap::new(),
-        })
-    })
-}
-
-fn shared_cache(dir: &Path) -> Result<Arc<CallCache>, InputError> {
-    let mut s = shared()
-        .lock()
-        .map_err(|_| InputError("model registry poisoned".into()))?;
-    if let Some(c) = s.caches.get(dir) {
-        return Ok(c.clone());
+impl Shared {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, SharedInner>, InputError> {
+        self.inner
+            .lock()
+            .map_err(|_| InputError("model registry poisoned".into()))
     }
-    let c = Arc::new(
-        CallCache::open(dir)
-            .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?,
-    );
-    s.caches.insert(dir.to_path_buf(), c.clone());
-    Ok(c)
-}
 
-fn shared_backend(spec: &str, cache: &Arc<CallCache>) -> Result<BackendRef, InputError> {
-    let mut s = shared()
-        .lock()
-        .map_err(|_| InputError("model registry poisoned".into()))?;
-    if let Some(b) = s.backends.get(spec) {
-        return Ok(b.clone());
+    fn cache(&self, dir: &Path) -> Result<Arc<CallCache>, InputError> {
+        let mut s = self.lock()?;
+        if let Some(c) = s.caches.get(dir) {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(
+            CallCache::open(dir)
+                .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?,
+        );
+        s.caches.insert(dir.to_path_buf(), c.clone());
+        Ok(c)
     }
-    let b = backend_for(spec, cache)?;
-    s.backends.insert(spec.to_string(), b.clone());
-    Ok(b)
-}
 
-/// Validate a model spec without loading anything.
-pub fn check_spec(spec: &str) -> Result<(), InputError> {
-    match spec.split_once(':') {
-        Some(("scripted", _)) => Ok(()),
-        Some(("openai", m)) | Some(("replay", m)) if !m.is_empty() => Ok(()),
-        Some(("embedded", m)) => llm::models::spec(m)
-            .map(|_| ())
-            .map_err(|e| InputError(format!("model `{spec}`: {e}"))),
-        _ => Err(InputError(format!(
-            "model `{spec}`: expected scripted:<name>, embedded:<name>, openai:<model> or replay:<model>"
-        ))),
+    fn backend(&self, spec: &ModelSpec, cache: &Arc<CallCache>) -> Result<BackendRef, InputError> {
+        let key = spec.to_string();
+        let mut s = self.lock()?;
+        if let Some(b) = s.backends.get(&key) {
+            return Ok(b.clone());
+        }
+        let b = backend_for(spec, cache)?;
+        s.backends.insert(key, b.clone());
+        Ok(b)
     }
 }
 
@@ -108,21 +98,16 @@ pub struct LlmModel {
 }
 
 fn backend_for(
-    spec: &str,
+    spec: &ModelSpec,
     cache: &Arc<CallCache>,
 ) -> Result<(Arc<dyn Backend>, String), InputError> {
     let fail = |e: LlmError| InputError(format!("model `{spec}`: {e}"));
-    match spec.split_once(':') {
-        Some(("openai", m)) => Ok((
-            Arc::new(llm::OpenAiBackend::from_env().map_err(fail)?),
-            m.to_string(),
-        )),
-        Some(("replay", m)) => Ok((
-            Arc::new(llm::Replay::new(cache.clone(), "replay")),
-            m.to_string(),
-        )),
-        Some(("embedded", m)) => embedded(spec, m),
-        _ => Err(InputError(format!(
+    let m = spec.name.clone();
+    match spec.kind {
+        ModelKind::OpenAi => Ok((Arc::new(llm::OpenAiBackend::from_env().map_err(fail)?), m)),
+        ModelKind::Replay => Ok((Arc::new(llm::Replay::new(cache.clone(), "replay")), m)),
+        ModelKind::Embedded => embedded(&spec.to_string(), &m),
+        ModelKind::Scripted => Err(InputError(format!(
             "model `{spec}`: not a model-backed spec"
         ))),
     }
@@ -151,9 +136,14 @@ fn embedded(spec: &str, _name: &str) -> Result<(Arc<dyn Backend>, String), Input
 }
 
 impl LlmModel {
-    pub fn open(spec: &str, cache_dir: &Path, stage: &str) -> Result<LlmModel, InputError> {
-        let cache = shared_cache(cache_dir)?;
-        let (backend, model) = shared_backend(spec, &cache)?;
+    pub fn open(
+        shared: &Shared,
+        spec: &ModelSpec,
+        cache_dir: &Path,
+        stage: &str,
+    ) -> Result<LlmModel, InputError> {
+        let cache = shared.cache(cache_dir)?;
+        let (backend, model) = shared.backend(spec, &cache)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -299,6 +289,51 @@ impl Agent for LlmAgent {
     }
 }
 
+/// The last user message of a multi-turn episode whose tool budget is spent.
+pub const FINAL_ANSWER: &str = include_str!("../../../prompts/agent_final_answer.txt");
+
+/// Multi-turn: the real message history -- the assistant's tool calls with their
+/// ids, then one tool message per call with its result; the forced final turn sends
+/// no tools and asks for the answer.
+impl MultiTurn for LlmAgent {
+    fn converse(&self, conv: &Conversation<'_>) -> AgentTurn {
+        let mut messages = vec![Message::system(conv.system), Message::user(conv.question)];
+        for (i, step) in conv.steps.iter().enumerate() {
+            let calls: Vec<llm::ToolCall> = step
+                .calls
+                .iter()
+                .enumerate()
+                .map(|(j, c)| {
+                    let raw = c
+                        .raw
+                        .clone()
+                        .unwrap_or_else(|| serde_json::to_string(&c.args).unwrap_or_default());
+                    llm::ToolCall::new(format!("call_{i}_{j}"), c.function.clone(), raw)
+                })
+                .collect();
+            messages.push(Message::assistant_tool_calls(step.content.clone(), calls));
+            for (j, r) in step.results.iter().enumerate() {
+                messages.push(Message::tool_result(format!("call_{i}_{j}"), r.clone()));
+            }
+        }
+        let mut req = ChatRequest::new(self.0.model.clone(), messages);
+        if conv.final_answer {
+            req.messages.push(Message::user(FINAL_ANSWER.trim_end()));
+            req.tool_choice = ToolChoice::None;
+        } else {
+            req.tools = conv.tools.iter().map(tool_def).collect();
+            req.tool_choice = ToolChoice::Auto;
+        }
+        req.sampling = self.0.sampling.clone();
+        req.seed = Some(conv.seed);
+        self.0
+            .chat_all(vec![req], &|| {})
+            .pop()
+            .map(turn_of)
+            .unwrap_or_default()
+    }
+}
+
 pub struct LlmEditor(LlmModel);
 
 fn reply_of(r: Result<ChatResponse, LlmError>) -> EditorReply {
@@ -347,33 +382,32 @@ impl Editor for LlmEditor {
     }
 }
 
-pub fn agent(spec: &str, cache_dir: &Path) -> Result<Box<dyn Agent>, InputError> {
-    Ok(Box::new(LlmAgent(LlmModel::open(
-        spec, cache_dir, "explore",
-    )?)))
+impl LlmAgent {
+    pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, InputError> {
+        Ok(LlmAgent(LlmModel::open(shared, spec, cache_dir, "explore")?))
+    }
 }
 
-pub fn editor(spec: &str, cache_dir: &Path) -> Result<Box<dyn Editor>, InputError> {
-    Ok(Box::new(LlmEditor(LlmModel::open(
-        spec,
-        cache_dir,
-        "batch-reflect",
-    )?)))
+impl LlmEditor {
+    pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, InputError> {
+        Ok(LlmEditor(LlmModel::open(shared, spec, cache_dir, "batch-reflect")?))
+    }
 }
 
 /// `otb serve`: expose a model spec (`embedded:<name>`, `openai:<model>`,
 /// `replay:<model>`) as an OpenAI-compatible endpoint at `addr` until killed.
 /// Requests through it are not cached here (the client caches).
 pub fn serve_blocking(
-    spec: &str,
+    spec: &ModelSpec,
     addr: std::net::SocketAddr,
     cache_dir: &Path,
 ) -> Result<(), InputError> {
+    let shared = Shared::default();
     if !addr.ip().is_loopback() {
         eprintln!("otb: warning: serving on non-loopback address {addr}");
     }
-    let cache = shared_cache(cache_dir)?;
-    let (backend, model) = shared_backend(spec, &cache)?;
+    let cache = shared.cache(cache_dir)?;
+    let (backend, model) = shared.backend(spec, &cache)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

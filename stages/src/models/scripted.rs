@@ -1,5 +1,5 @@
-//! The models a stage talks to, behind two small traits: [`Agent`] (uses tools) and
-//! [`Editor`] (rewrites documentation). Model specs in experiment files select one:
+//! Scripted (deterministic) models: no model needed, used by tests and by
+//! `experiments/scripted.toml`.
 //!
 //! | spec                 | what                                                        |
 //! |----------------------|-------------------------------------------------------------|
@@ -10,36 +10,31 @@
 //!
 //! Scripted models report one token per whitespace-separated word of their prompt
 //! and reply, so token accounting is exercised without a model.
-//!
-//! Model-backed specs (`openai:`, `embedded:`, `replay:`) are built by
-//! [`crate::llm_models`].
-//!
-//! The scripted models exist so that the whole pipeline (stages, store, grader) is
-//! tested end to end without a model; real models come through the `llm` crate.
 
+use super::{Agent, AgentJob, AgentTurn, CallUsage, Editor, EditorReply, MultiTurn};
 use crate::rows::CallRecord;
-use crate::InputError;
 use serde_json::{Map, Value};
 
-/// Token usage and latency of one model call.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct CallUsage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub reasoning_tokens: u64,
-    pub latency_ms: u64,
-    pub cached: bool,
+/// Scripted agents by name.
+pub const AGENTS: &[&str] = &["schema", "empty"];
+/// Scripted editors by name.
+pub const EDITORS: &[&str] = &["errors", "silent"];
+
+/// The scripted agent called `name` (one of [`AGENTS`]).
+pub fn agent(name: &str) -> Option<Box<dyn MultiTurn>> {
+    match name {
+        "schema" => Some(Box::new(SchemaAgent)),
+        "empty" => Some(Box::new(EmptyAgent)),
+        _ => None,
+    }
 }
 
-impl CallUsage {
-    /// Add this call to a stage's accounting.
-    pub fn record(&self, into: &mut pipeline::Usage, failed: bool) {
-        into.calls += 1;
-        into.cached_calls += self.cached as u64;
-        into.prompt_tokens += self.prompt_tokens;
-        into.completion_tokens += self.completion_tokens;
-        into.reasoning_tokens += self.reasoning_tokens;
-        into.errors += failed as u64;
+/// The scripted editor called `name` (one of [`EDITORS`]).
+pub fn editor(name: &str) -> Option<Box<dyn Editor>> {
+    match name {
+        "errors" => Some(Box::new(ErrorsEditor)),
+        "silent" => Some(Box::new(SilentEditor)),
+        _ => None,
     }
 }
 
@@ -73,103 +68,9 @@ fn scripted_editor_reply(prompt: &str, text: String) -> EditorReply {
     }
 }
 
-/// A failed model call, classified.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CallFailure {
-    pub kind: String,
-    pub message: String,
-}
-
-/// The first assistant message of an agent turn.
-#[derive(Clone, Debug, Default)]
-pub struct AgentTurn {
-    pub calls: Vec<CallRecord>,
-    pub content: Option<String>,
-    pub usage: CallUsage,
-    pub error: Option<CallFailure>,
-}
-
-/// One agent turn to take: system prompt, user question, the tools as shown.
-#[derive(Clone, Copy, Debug)]
-pub struct AgentJob<'a> {
-    pub system: &'a str,
-    pub question: &'a str,
-    pub tools: &'a [Value],
-    pub seed: u64,
-}
-
-/// Uses tools: one turn per instance.
-pub trait Agent: Send + Sync {
-    fn act(&self, job: &AgentJob<'_>) -> AgentTurn;
-
-    /// Take many turns; model-backed agents override this to run them concurrently.
-    /// `done` is called once per finished turn (progress).
-    fn act_all(&self, jobs: &[AgentJob<'_>], done: &(dyn Fn() + Sync)) -> Vec<AgentTurn> {
-        jobs.iter()
-            .map(|j| {
-                let t = self.act(j);
-                done();
-                t
-            })
-            .collect()
-    }
-}
-
-/// The editor's reply to one prompt.
-#[derive(Clone, Debug, Default)]
-pub struct EditorReply {
-    pub text: Option<String>,
-    pub usage: CallUsage,
-    pub error: Option<CallFailure>,
-}
-
-/// Rewrites documentation: prompt text in, reply text out.
-pub trait Editor: Send + Sync {
-    fn complete(&self, prompt: &str, seed: u64) -> EditorReply;
-
-    /// Answer many prompts; model-backed editors override this to run them concurrently.
-    fn complete_all(
-        &self,
-        prompts: &[String],
-        seed: u64,
-        done: &(dyn Fn() + Sync),
-    ) -> Vec<EditorReply> {
-        prompts
-            .iter()
-            .map(|p| {
-                let r = self.complete(p, seed);
-                done();
-                r
-            })
-            .collect()
-    }
-}
-
-/// Build the agent named by a model spec.
-pub fn make_agent(spec: &str, cache_dir: &std::path::Path) -> Result<Box<dyn Agent>, InputError> {
-    match spec {
-        "scripted:schema" => Ok(Box::new(SchemaAgent)),
-        "scripted:empty" => Ok(Box::new(EmptyAgent)),
-        s if s.starts_with("scripted:") => Err(InputError(format!(
-            "unknown scripted agent `{s}` (valid: scripted:schema, scripted:empty)"
-        ))),
-        s => crate::llm_models::agent(s, cache_dir),
-    }
-}
-
-/// Build the editor named by a model spec.
-pub fn make_editor(spec: &str, cache_dir: &std::path::Path) -> Result<Box<dyn Editor>, InputError> {
-    match spec {
-        "scripted:errors" => Ok(Box::new(ErrorsEditor)),
-        "scripted:silent" => Ok(Box::new(SilentEditor)),
-        s if s.starts_with("scripted:") => Err(InputError(format!(
-            "unknown scripted editor `{s}` (valid: scripted:errors, scripted:silent)"
-        ))),
-        s => crate::llm_models::editor(s, cache_dir),
-    }
-}
-
 struct EmptyAgent;
+
+impl MultiTurn for EmptyAgent {}
 
 impl Agent for EmptyAgent {
     fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
@@ -278,6 +179,8 @@ fn literals(question: &str) -> Vec<Value> {
     }
     out
 }
+
+impl MultiTurn for SchemaAgent {}
 
 impl Agent for SchemaAgent {
     fn act(&self, job: &AgentJob<'_>) -> AgentTurn {

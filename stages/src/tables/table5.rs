@@ -7,12 +7,11 @@
 //! an instance frozen by round k's unchanged reply counts k; one still changing at the
 //! round limit counts K.
 
-use crate::driver::drive;
 use crate::experiment::Experiment;
-use crate::report::{csv_row, md_row};
+use crate::tables::report::{csv_row, md_row};
 use crate::rows::DocRow;
-use crate::summarize::SummaryRow;
-use crate::table2::SETTINGS;
+use crate::bfcl::summarize::SummaryRow;
+use crate::tables::table2::SETTINGS;
 use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -60,10 +59,10 @@ pub struct Table5 {
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
-    let mut session = Session::new(store, Mode::Status, true);
-    let out = drive(exp, &mut session).map_err(|e| StageError::failed("table5", e.to_string()))?;
+    let out = crate::driver::locate(exp, store)
+        .map_err(|e| StageError::failed("table5", e.to_string()))?;
     let mut notes = Vec::new();
-    let k = exp.bfcl.rounds as i64;
+    let k = exp.bfcl.as_ref().map_or(0, |b| b.rounds) as i64;
     // (setting, agent, editor, method) -> instance -> (rounds, frozen)
     type Group = (String, String, String, String);
     let mut per: BTreeMap<Group, BTreeMap<String, (i64, bool)>> = BTreeMap::new();
@@ -125,7 +124,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
             exp.path.display()
         ));
     }
-    let curve: Vec<SummaryRow> = match out.by_stage(crate::summarize::STAGE).next() {
+    let curve: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
         Some(s) => s.entry.read()?,
         None => Vec::new(),
     };
@@ -136,7 +135,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     Ok(Table5 { rows, curve, notes })
 }
 
-impl crate::report::TableReport for Table5 {
+impl crate::tables::report::TableReport for Table5 {
     type Row = RoundsRow;
     const NAME: &'static str = "table5";
 
@@ -191,7 +190,7 @@ impl crate::report::TableReport for Table5 {
                 &format!("{:.3}", c.a),
             ]));
         }
-        crate::report::end_with_notes(out, &self.notes)
+        crate::tables::report::end_with_notes(out, &self.notes)
     }
 
     /// `table5.csv`, `table5.parquet`, `rounds.csv` (the curve) and `rounds.png`.
@@ -223,7 +222,7 @@ impl crate::report::TableReport for Table5 {
         }
         std::fs::write(&curve, text).map_err(|e| fail(&curve, e.to_string()))?;
         let png = dir.join("rounds.png");
-        crate::plot::rounds_png(&self.curve, &png).map_err(|e| fail(&png, e))?;
+        crate::tables::plot::rounds_png(&self.curve, &png).map_err(|e| fail(&png, e))?;
         Ok(vec![csv, pq, curve, png])
     }
 }

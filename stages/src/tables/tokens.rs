@@ -13,7 +13,7 @@
 //! editing: the cost of producing the documentation; `ratio` = a method's `docs`
 //! divided by ToolObserver's for the same setting, agent and editor.
 
-use crate::driver::{drive, Output};
+use crate::driver::Output;
 use crate::experiment::Experiment;
 use crate::rows::{DocCallRow, EditRow, TrajectoryRow};
 use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
@@ -118,13 +118,13 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
     for o in outputs.iter().filter(|o| is_to(&o.method)) {
         let k = key(o);
         let r = last.entry(k).or_insert(0);
-        if o.stage == crate::explore::STAGE {
+        if o.stage == crate::bfcl::explore::STAGE {
             *r = (*r).max(o.round);
         }
     }
     for o in outputs {
         match o.stage {
-            crate::explore::STAGE => {
+            crate::bfcl::explore::STAGE => {
                 let s = traj_sum(o)?;
                 let mut add = |k: Key, exploration: bool| {
                     let e = entry(&mut rows, &k);
@@ -213,8 +213,8 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
-    let mut session = Session::new(store, Mode::Status, true);
-    let out = drive(exp, &mut session).map_err(|e| StageError::failed("tokens", e.to_string()))?;
+    let out = crate::driver::locate(exp, store)
+        .map_err(|e| StageError::failed("tokens", e.to_string()))?;
     let rows = compute(&out.outputs)?;
     let mut notes = Vec::new();
     if rows.is_empty() {
@@ -230,9 +230,9 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
 pub const CSV_HEADER: &str =
     "setting,method,agent,editor,calls,exploration,editing,evaluation,reasoning,docs,ratio";
 
-use crate::report::{csv_row, md_row};
+use crate::tables::report::{csv_row, md_row};
 
-impl crate::report::TableReport for Tokens {
+impl crate::tables::report::TableReport for Tokens {
     type Row = TokenRow;
     const NAME: &'static str = "tokens";
 
@@ -280,6 +280,6 @@ impl crate::report::TableReport for Tokens {
                 &ratio(r),
             ]));
         }
-        crate::report::end_with_notes(out, &self.notes)
+        crate::tables::report::end_with_notes(out, &self.notes)
     }
 }

@@ -3,14 +3,15 @@
 //! row (no model call), which is what makes ToolObserver's later rounds cheap.
 //! Turns that need a model run concurrently (bounded by the backend).
 
-use crate::agents::{Agent, AgentJob};
+use crate::models::{Agent, AgentJob};
 use crate::rows::{DocRow, InstanceRow, TrajectoryRow};
 use pipeline::{StageCtx, StageError, Usage};
 use serde_json::Value;
 use std::collections::HashMap;
 
 pub const STAGE: &str = "explore";
-pub const VERSION: u32 = 1;
+/// 2: a previous round's failed agent call is asked again, not reused.
+pub const VERSION: u32 = 2;
 
 /// What the agent is asked with (all of it is part of the stage key).
 pub struct ExploreParams<'a> {
@@ -67,7 +68,8 @@ pub fn run(
             ));
         };
         match (d.changed, prev.get(d.instance_id.as_str())) {
-            (false, Some(p)) => {
+            // A failed agent call is asked again, never copied forward.
+            (false, Some(p)) if p.error_kind.is_none() => {
                 let mut row = (*p).clone();
                 row.round = d.round;
                 row.reused = true;

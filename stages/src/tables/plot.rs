@@ -1,7 +1,7 @@
 //! PNG plots (plotters, bitmap backend). Text uses the DejaVu Sans font when the
 //! system has it (Debian: fonts-dejavu-core); without it the plot has no labels.
 
-use crate::summarize::SummaryRow;
+use crate::bfcl::summarize::SummaryRow;
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;

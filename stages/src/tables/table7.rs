@@ -3,9 +3,8 @@
 //! lists. A cell is the instance-weighted mean over the experiment's settings of E at
 //! the last round of each setting's chain.
 
-use crate::driver::drive;
 use crate::experiment::Experiment;
-use crate::summarize::SummaryRow;
+use crate::bfcl::summarize::SummaryRow;
 use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -74,9 +73,9 @@ pub fn cells(rows: &[SummaryRow]) -> Vec<EditorCell> {
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table7, StageError> {
-    let mut session = Session::new(store, Mode::Status, true);
-    let out = drive(exp, &mut session).map_err(|e| StageError::failed("table7", e.to_string()))?;
-    let rows: Vec<SummaryRow> = match out.by_stage(crate::summarize::STAGE).next() {
+    let out = crate::driver::locate(exp, store)
+        .map_err(|e| StageError::failed("table7", e.to_string()))?;
+    let rows: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
         Some(s) => s.entry.read()?,
         None => Vec::new(),
     };
@@ -90,14 +89,14 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table7, StageError> {
         ));
     }
     Ok(Table7 {
-        agents: exp.agents.clone(),
-        editors: exp.editors.clone(),
+        agents: exp.agents.iter().map(ToString::to_string).collect(),
+        editors: exp.editors.iter().map(ToString::to_string).collect(),
         cells,
         notes,
     })
 }
 
-impl crate::report::TableReport for Table7 {
+impl crate::tables::report::TableReport for Table7 {
     type Row = EditorCell;
     const NAME: &'static str = "table7";
 
@@ -140,7 +139,7 @@ impl crate::report::TableReport for Table7 {
                 .collect();
             out.push_str(&format!("| {a} | {} |\n", vals.join(" | ")));
         }
-        crate::report::end_with_notes(out, &self.notes)
+        crate::tables::report::end_with_notes(out, &self.notes)
     }
 }
 

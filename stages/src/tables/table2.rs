@@ -3,8 +3,8 @@
 //! project's grader, and this project's own run from the store -- and the differences.
 
 use crate::experiment::Experiment;
-use crate::released::csv_field;
-use crate::summarize::SummaryRow;
+use crate::bfcl::released::csv_field;
+use crate::bfcl::summarize::SummaryRow;
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::opacify::Setting;
 use datasets::bfcl::released::score_tree;
@@ -200,11 +200,10 @@ fn released_cells(
 
 /// This project's run: the experiment's `summarize` output (must be in the store).
 fn run_cells(store: &Store, exp: &Experiment) -> Result<(Vec<CellRow>, Vec<String>), StageError> {
-    let mut session = Session::new(store, Mode::Status, true);
-    let out = crate::driver::drive(exp, &mut session)
+    let out = crate::driver::locate(exp, store)
         .map_err(|e| StageError::failed("table2", e.to_string()))?;
     let mut notes = Vec::new();
-    let Some(summary) = out.by_stage(crate::summarize::STAGE).next() else {
+    let Some(summary) = out.by_stage(crate::bfcl::summarize::STAGE).next() else {
         notes.push(format!(
             "{}: no results in the store yet (run `otb run {}`)",
             exp.name,
@@ -240,11 +239,15 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<(Vec<CellRow>, Vec<Strin
     };
     // Table 2 shows the first editor's columns (the paper's GPT-5 editor); the
     // agent x editor grid is Table 7.
-    let editor = exp.editors.first().cloned().unwrap_or_default();
-    for agent in &exp.agents {
+    let editor = exp
+        .editors
+        .first()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    for agent in exp.agents.iter().map(ToString::to_string) {
         let of = |setting: &str, method: &str| {
             rows.iter()
-                .filter(|r| r.agent == *agent && r.setting == setting && r.method == method)
+                .filter(|r| r.agent == agent && r.setting == setting && r.method == method)
                 .filter(|r| r.editor.is_empty() || r.editor == editor)
                 .max_by_key(|r| r.round)
         };
@@ -326,7 +329,7 @@ impl Table2 {
     }
 }
 
-impl crate::report::TableReport for Table2 {
+impl crate::tables::report::TableReport for Table2 {
     type Row = CellRow;
     const NAME: &'static str = "table2";
 
@@ -420,6 +423,6 @@ impl crate::report::TableReport for Table2 {
                 }
             }
         }
-        crate::report::end_with_notes(out, &self.notes)
+        crate::tables::report::end_with_notes(out, &self.notes)
     }
 }

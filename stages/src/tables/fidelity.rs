@@ -8,7 +8,7 @@
 //! EasyTool when nothing could be written).
 
 use crate::baselines::{cosine, BagOfWords, Embed};
-use crate::driver::{drive, Output};
+use crate::driver::Output;
 use crate::experiment::Experiment;
 use crate::rows::{DocRow, InstanceRow};
 use crate::InputError;
@@ -17,32 +17,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-
-/// The embedder an experiment names (`minilm` or `bag-of-words`); MiniLM vectors are
-/// cached per text under `cache_dir`.
-pub fn make_embedder(name: &str, cache_dir: &Path) -> Result<Box<dyn Embed>, InputError> {
-    match name {
-        "bag-of-words" => Ok(Box::new(BagOfWords)),
-        "minilm" => {
-            let model = textsim::Embedder::load_default()
-                .map_err(|e| InputError(format!("embedder minilm: {e}")))?;
-            let cached = textsim::CachedEmbedder::new(model, cache_dir.join("minilm.bin"))
-                .map_err(|e| InputError(format!("embedder minilm: {e}")))?;
-            Ok(Box::new(MiniLm(cached)))
-        }
-        other => Err(InputError(format!(
-            "unknown embedder `{other}` (valid: minilm, bag-of-words)"
-        ))),
-    }
-}
-
-struct MiniLm(textsim::CachedEmbedder);
-
-impl Embed for MiniLm {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        self.0.embed(texts).map_err(|e| e.to_string())
-    }
-}
 
 /// One method's fidelity for one documentation setting and model pair.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -111,7 +85,7 @@ pub fn pairs(docs: &[DocRow], instances: &[InstanceRow]) -> Vec<(String, String)
         let Some(g) = gold.get(d.instance_id.as_str()) else {
             continue;
         };
-        let mapping = crate::evaluate::name_mapping(&d.name_mapping);
+        let mapping = crate::bfcl::evaluate::name_mapping(&d.name_mapping);
         for t in d.tools.as_array().map(Vec::as_slice).unwrap_or(&[]) {
             let shown = t.get("name").and_then(Value::as_str).unwrap_or("");
             let real = mapping
@@ -191,13 +165,13 @@ fn final_docs(out: &[Output]) -> BTreeMap<(String, String, String, String), &Out
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
-    let mut session = Session::new(store, Mode::Status, true);
-    let out = drive(exp, &mut session).map_err(|e| StageError::failed("table6", e.to_string()))?;
+    let out = crate::driver::locate(exp, store)
+        .map_err(|e| StageError::failed("table6", e.to_string()))?;
     let mut notes = Vec::new();
     let Some(data) = out
         .outputs
         .iter()
-        .find(|o| o.stage == crate::bfcl_data::STAGE)
+        .find(|o| o.stage == crate::bfcl::data::STAGE)
     else {
         notes.push(format!(
             "{}: no results in the store yet (run `otb run {}`)",
@@ -250,9 +224,9 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
     Ok(Table6 { rows, notes })
 }
 
-use crate::report::{csv_row, md_row};
+use crate::tables::report::{csv_row, md_row};
 
-impl crate::report::TableReport for Table6 {
+impl crate::tables::report::TableReport for Table6 {
     type Row = FidelityRow;
     const NAME: &'static str = "table6";
 
@@ -291,7 +265,7 @@ impl crate::report::TableReport for Table6 {
                 &format!("{:.2}", r.lexical),
             ]));
         }
-        crate::report::end_with_notes(out, &self.notes)
+        crate::tables::report::end_with_notes(out, &self.notes)
     }
 }
 

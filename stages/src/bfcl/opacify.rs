@@ -1,6 +1,6 @@
 //! Stage `opacify`: the documentation each setting shows (round 0 docs).
 
-use crate::bfcl_data::instance_of;
+use crate::bfcl::data::instance_of;
 use crate::rows::{DocRow, InstanceRow};
 use datasets::bfcl::opacify::{opacify, Setting};
 use pipeline::{StageCtx, StageError};

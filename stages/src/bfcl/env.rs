@@ -1,0 +1,642 @@
+//! BFCL-Opaque behind the environment seam: [`Bfcl`] implements [`OnlineEnv`]
+//! (single-turn `explore`, `evaluate` with the Python-semantics executor, the
+//! observed example the editor sees), and [`drive`] expands the `[bfcl]` grid
+//! (settings x methods x agents x editors x seeds) into stage calls.
+
+use crate::baselines::{self, draft, easytool, play2prompt, ToolOutput, ToolRunner, Toolbox};
+use crate::batch_reflect::render_call;
+use crate::env::{Chain, Cx, DriveError, Example, Label, OnlineEnv};
+use crate::experiment::{BfclExperiment, Experiment, Outcome, BASELINES};
+use crate::models::ModelSpec;
+use crate::online::{self, Curve};
+use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
+use crate::{bfcl, bfcl::data as bfcl_data, bfcl::evaluate, bfcl::explore, bfcl::opacify};
+use crate::bfcl::summarize::{self, SummaryInput};
+use datasets::bfcl::executor::Executor;
+use pipeline::{Entry, StageError};
+use serde_json::json;
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+
+/// The observed example: question, calls, outcome (never the ground truth).
+/// With [`Outcome::Execution`] the grader's verdict is not shown: a call judged
+/// correct reads `Model output: <outputs>` like any other.
+pub fn render_example(
+    question: &str,
+    traj: &TrajectoryRow,
+    score: Option<&ScoreRow>,
+    outcome: Outcome,
+) -> String {
+    let calls = if traj.calls.is_empty() {
+        "(no calls)".to_string()
+    } else {
+        traj.calls
+            .iter()
+            .map(|c| render_call(&c.function, &c.args, c.raw.as_deref()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let shown = match score {
+        None => "ERROR: No execution results available".to_string(),
+        Some(s) => match (outcome, s.outcome.strip_prefix("SUCCESS: ")) {
+            (Outcome::Execution, Some(values)) => format!("Model output: {values}"),
+            _ => s.outcome.clone(),
+        },
+    };
+    format!("User question: {question}\nCalls made:\n{calls}\nOutcome: {shown}")
+}
+
+/// What is fixed for one BFCL drive.
+pub struct Bfcl<'a> {
+    exp: &'a Experiment,
+    b: &'a BfclExperiment,
+    executor: OnceCell<Executor>,
+    data: Entry,
+    instances: Vec<InstanceRow>,
+    questions: HashMap<String, String>,
+    eval_params: serde_json::Value,
+    /// Every `evaluate` output, in drive order: the `summarize` stage's inputs.
+    summary: RefCell<Vec<SummaryInput>>,
+}
+
+impl Bfcl<'_> {
+    fn executor(&self) -> Result<&Executor, StageError> {
+        if self.executor.get().is_none() {
+            let b = self.b;
+            let e = bfcl::make_executor(b.recorded.as_deref().filter(|_| b.backend == "recorded"))
+                .map_err(|e| StageError::failed(evaluate::STAGE, e.to_string()))?;
+            let _ = self.executor.set(e);
+        }
+        self.executor
+            .get()
+            .ok_or_else(|| StageError::failed(evaluate::STAGE, "executor unavailable"))
+    }
+}
+
+impl OnlineEnv for Bfcl<'_> {
+    fn explore_eval(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+        prev: Option<&Entry>,
+    ) -> Result<Option<(Entry, Entry)>, DriveError> {
+        let exp = self.exp;
+        let round = label.round;
+        let docs_rows: Vec<DocRow> = docs.read()?;
+        let prev_rows: Option<Vec<TrajectoryRow>> = prev.map(|e| e.read()).transpose()?;
+        let mut inputs = vec![("instances", Some(&self.data)), ("docs", Some(docs))];
+        if let Some(p) = prev {
+            inputs.push(("previous", Some(p)));
+        }
+        let node = format!("explore[{tag}]");
+        let params = json!({
+            "agent": chain.agent,
+            "system_prompt": exp.agent_system_prompt,
+            "seed": chain.seed,
+            "tool_choice": "required",
+            "round": round,
+        });
+        let models = cx.models;
+        let instances = &self.instances;
+        let traj = cx.session.stage(
+            &node,
+            explore::STAGE,
+            explore::VERSION,
+            params,
+            &inputs,
+            |ctx| {
+                let params = explore::ExploreParams {
+                    model: &chain.agent.to_string(),
+                    system: &exp.agent_system_prompt,
+                    seed: chain.seed,
+                };
+                let agent = models
+                    .agent(&chain.agent)
+                    .map_err(|e| StageError::failed(explore::STAGE, e.0))?;
+                explore::run(
+                    ctx,
+                    agent.as_ref(),
+                    &params,
+                    instances,
+                    &docs_rows,
+                    prev_rows.as_deref(),
+                )
+            },
+        )?;
+        let Some(traj) = traj else { return Ok(None) };
+        cx.out.push(&node, explore::STAGE, label, &traj);
+        let traj_rows: Vec<TrajectoryRow> = traj.read()?;
+        let node = format!("evaluate[{tag}]");
+        let scores = cx.session.stage(
+            &node,
+            evaluate::STAGE,
+            evaluate::VERSION,
+            self.eval_params.clone(),
+            &[
+                ("instances", Some(&self.data)),
+                ("docs", Some(docs)),
+                ("trajectories", Some(&traj)),
+            ],
+            |ctx| {
+                evaluate::run(
+                    ctx,
+                    self.executor()?,
+                    round,
+                    &self.instances,
+                    &docs_rows,
+                    &traj_rows,
+                )
+            },
+        )?;
+        let Some(scores) = scores else {
+            return Ok(None);
+        };
+        cx.out.push(&node, evaluate::STAGE, label, &scores);
+        self.curve_start(&format!("{tag}/{}", label.method), label, &scores);
+        Ok(Some((traj, scores)))
+    }
+
+    fn example_params(&self) -> serde_json::Value {
+        match self.b.outcome {
+            // The default adds nothing to the key (stores made before the switch stay valid).
+            Outcome::Grader => serde_json::Value::Null,
+            Outcome::Execution => json!({"outcome": "execution"}),
+        }
+    }
+
+    fn curve_start(&self, tag: &str, label: &Label, scores: &Entry) {
+        self.summary.borrow_mut().push(SummaryInput {
+            label: tag.to_string(),
+            setting: label.setting.clone(),
+            method: label.method.clone(),
+            agent: label.agent.clone(),
+            editor: label.editor.clone(),
+            round: label.round,
+            entry: scores.clone(),
+        });
+    }
+
+    fn examples(
+        &self,
+        docs: &[DocRow],
+        trajectories: &Entry,
+        scores: &Entry,
+        guard: bool,
+    ) -> Result<Vec<Example>, DriveError> {
+        let traj_rows: Vec<TrajectoryRow> = trajectories.read()?;
+        let score_rows: Vec<ScoreRow> = scores.read()?;
+        let traj: HashMap<&str, &TrajectoryRow> = traj_rows
+            .iter()
+            .map(|t| (t.instance_id.as_str(), t))
+            .collect();
+        let score: HashMap<&str, &ScoreRow> = score_rows
+            .iter()
+            .map(|s| (s.instance_id.as_str(), s))
+            .collect();
+        Ok(docs
+            .iter()
+            .map(|d| {
+                let id = d.instance_id.as_str();
+                let question = self.questions.get(id).map(String::as_str).unwrap_or("");
+                example_for(
+                    d,
+                    traj.get(id).copied(),
+                    score.get(id).copied(),
+                    guard,
+                    question,
+                    self.b.outcome,
+                )
+            })
+            .collect())
+    }
+}
+
+/// What the editor sees for one instance: nothing for a frozen row, a row whose
+/// agent made no call, or (with the guard) a success; a retry when the call to the
+/// agent failed (nothing was observed: that is not convergence); else the example.
+pub fn example_for(
+    d: &DocRow,
+    t: Option<&TrajectoryRow>,
+    s: Option<&ScoreRow>,
+    guard: bool,
+    question: &str,
+    outcome: Outcome,
+) -> Example {
+    match t {
+        _ if d.frozen => Example::Converged,
+        None => Example::Converged,
+        Some(t) if t.calls.is_empty() && t.error_kind.is_some() => Example::Retry,
+        Some(t) if t.calls.is_empty() => Example::Converged,
+        Some(_) if guard && s.is_some_and(|s| s.e) => Example::Converged,
+        Some(t) => Example::Show(render_example(question, t, s, outcome)),
+    }
+}
+
+/// EasyTool's runner: it never executes a tool (a call would be a bug).
+struct NoTools;
+
+impl ToolRunner for NoTools {
+    fn run(
+        &self,
+        _real: &str,
+        shown: &str,
+        _args: &serde_json::Map<String, serde_json::Value>,
+    ) -> ToolOutput {
+        ToolOutput {
+            ok: false,
+            text: format!("RuntimeError: {shown}: this method does not execute tools"),
+        }
+    }
+}
+
+fn seed_sfx(b: &BfclExperiment, seed: u64) -> String {
+    if b.seeds.len() > 1 {
+        format!(" s{seed}")
+    } else {
+        String::new()
+    }
+}
+
+impl Bfcl<'_> {
+    /// One baseline method's docs for `setting`, then explore + evaluate them.
+    #[allow(clippy::too_many_arguments)]
+    fn baseline(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        setting: &str,
+        method: &str,
+        editor: &ModelSpec,
+        etag: &str,
+        docs0: &Entry,
+    ) -> Result<(), DriveError> {
+        let exp = self.exp;
+        let bl = &exp.baselines;
+        let (stage, version, mut params): (&'static str, u32, serde_json::Value) = match method {
+            "easytool" => (
+                easytool::STAGE,
+                easytool::VERSION,
+                json!({"templates": [easytool::CONDENSE, easytool::GUIDELINES]}),
+            ),
+            "play2prompt" => (
+                play2prompt::STAGE,
+                play2prompt::VERSION,
+                json!({
+                    "templates": play2prompt::TEMPLATES,
+                    "budget": bl.play2prompt,
+                    // The task model validates candidate descriptions.
+                    "agent": chain.agent,
+                    "system_prompt": exp.agent_system_prompt,
+                }),
+            ),
+            _ => (
+                draft::STAGE,
+                draft::VERSION,
+                json!({"templates": draft::TEMPLATES, "budget": bl.draft}),
+            ),
+        };
+        if let Some(o) = params.as_object_mut() {
+            o.insert("editor".into(), json!(editor));
+            o.insert("seed".into(), json!(chain.seed));
+            if method != "easytool" {
+                o.insert("executor".into(), self.eval_params.clone());
+            }
+        }
+        // EasyTool and DRAFT do not depend on the agent: their node names leave it out
+        // (the docs are computed once per editor and shared by every agent's chain).
+        let sfx = if method == "play2prompt" {
+            chain.sfx.clone()
+        } else {
+            seed_sfx(self.b, chain.seed)
+        };
+        let node = format!("{method}[{setting}{sfx}{etag}]");
+        let docs_rows: Vec<DocRow> = docs0.read()?;
+        let models = cx.models;
+        let docs = cx.session.stage(
+            &node,
+            stage,
+            version,
+            params,
+            &[("instances", Some(&self.data)), ("docs", Some(docs0))],
+            |ctx| {
+                let fail = |e: crate::InputError| StageError::failed(stage, e.0);
+                let ed = models.editor(editor).map_err(fail)?;
+                let agent = if method == "play2prompt" {
+                    Some(models.agent(&chain.agent).map_err(fail)?)
+                } else {
+                    None
+                };
+                let embed = if method == "draft" {
+                    Some(models.embedder(&bl.draft.embedder).map_err(fail)?)
+                } else {
+                    None
+                };
+                let editor_model = editor.to_string();
+                let agent_model = chain.agent.to_string();
+                let tb = Toolbox {
+                    editor: ed.as_ref(),
+                    editor_model: &editor_model,
+                    agent: agent.as_ref().map(|a| a.as_ref() as &dyn crate::models::Agent),
+                    agent_model: &agent_model,
+                    agent_system: &exp.agent_system_prompt,
+                    runner: if method == "easytool" {
+                        &NoTools
+                    } else {
+                        self.executor()?
+                    },
+                    embed: embed.as_deref(),
+                    seed: chain.seed,
+                };
+                let inst = &self.instances;
+                match method {
+                    "easytool" => baselines::run_stage(
+                        ctx,
+                        &tb,
+                        easytool::STAGE,
+                        bl.concurrency,
+                        inst,
+                        &docs_rows,
+                        easytool::produce,
+                    ),
+                    "play2prompt" => baselines::run_stage(
+                        ctx,
+                        &tb,
+                        play2prompt::STAGE,
+                        bl.concurrency,
+                        inst,
+                        &docs_rows,
+                        |w| play2prompt::produce(w, &bl.play2prompt),
+                    ),
+                    _ => baselines::run_stage(
+                        ctx,
+                        &tb,
+                        draft::STAGE,
+                        bl.concurrency,
+                        inst,
+                        &docs_rows,
+                        |w| draft::produce(w, &bl.draft),
+                    ),
+                }
+            },
+        )?;
+        let Some(docs) = docs else { return Ok(()) };
+        let label = Label {
+            setting: setting.to_string(),
+            method: method.to_string(),
+            agent: chain.agent.to_string(),
+            editor: editor.to_string(),
+            round: 0,
+        };
+        cx.out.push(&node, stage, &label, &docs);
+        let tag = format!("{setting} {method} r0{}{etag}", chain.sfx);
+        self.explore_eval(cx, chain, &tag, &label, &docs, None)?;
+        Ok(())
+    }
+}
+
+/// Expand the `[bfcl]` grid into stage calls.
+pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+    let root = cx.session.store().root().to_path_buf();
+    let cache = root.join("cache").join("bfcl");
+    let data = cx.session.stage(
+        "bfcl-data",
+        bfcl_data::STAGE,
+        bfcl_data::VERSION,
+        bfcl_data::params(&b.data, b.subset)?,
+        &[],
+        |ctx| bfcl_data::run(ctx, &b.data, b.subset, &cache),
+    )?;
+    let Some(data) = data else {
+        return Ok(());
+    };
+    cx.out
+        .push("bfcl-data", bfcl_data::STAGE, &Label::default(), &data);
+    let instances: Vec<InstanceRow> = data.read()?;
+    let questions: HashMap<String, String> = instances
+        .iter()
+        .map(|i| (i.instance_id.clone(), i.question.clone()))
+        .collect();
+    let eval_params = json!({
+        "backend": b.backend,
+        "recorded": match (&b.recorded, b.backend.as_str()) {
+            (Some(p), "recorded") => json!(pipeline::Digest::of_file(p).map(|d| d.0).unwrap_or_default()),
+            _ => json!(null),
+        },
+    });
+    let env = Bfcl {
+        exp,
+        b,
+        executor: OnceCell::new(),
+        data,
+        instances,
+        questions,
+        eval_params,
+        summary: RefCell::new(Vec::new()),
+    };
+    let has = |m: &str| b.methods.iter().any(|x| x == m);
+    let mut settings: Vec<&str> = Vec::new();
+    if has("gold") {
+        settings.push("gold");
+    }
+    settings.extend(b.settings.iter().map(String::as_str));
+    let baselines: Vec<&str> = BASELINES.iter().copied().filter(|m| has(m)).collect();
+    let etag = |ei: usize| {
+        if exp.editors.len() > 1 {
+            format!(" e={}", exp.editors[ei].tag())
+        } else {
+            String::new()
+        }
+    };
+    for &seed in &b.seeds {
+        for agent_spec in &exp.agents {
+            let mut sfx = seed_sfx(b, seed);
+            if exp.agents.len() > 1 {
+                sfx.push_str(&format!(" a={}", agent_spec.tag()));
+            }
+            let chain = Chain {
+                seed,
+                agent: agent_spec.clone(),
+                sfx,
+            };
+            for &setting in &settings {
+                let node = format!("opacify[{setting}]");
+                let docs0 = cx.session.stage(
+                    &node,
+                    opacify::STAGE,
+                    opacify::VERSION,
+                    json!({"setting": setting}),
+                    &[("instances", Some(&env.data))],
+                    |ctx| opacify::run(ctx, setting, &env.instances),
+                )?;
+                let Some(docs0) = docs0 else { continue };
+                let base_label = |method: &str| Label {
+                    setting: setting.to_string(),
+                    method: method.to_string(),
+                    agent: agent_spec.to_string(),
+                    editor: String::new(),
+                    round: 0,
+                };
+                let opacified = Label {
+                    agent: String::new(),
+                    ..base_label("base")
+                };
+                cx.out.push(&node, opacify::STAGE, &opacified, &docs0);
+                let tag = format!("{setting} r0{}", chain.sfx);
+                if setting == "gold" {
+                    env.explore_eval(cx, &chain, &tag, &base_label("gold"), &docs0, None)?;
+                    continue;
+                }
+                if has("base") || has("toolobserver") {
+                    let r0 =
+                        env.explore_eval(cx, &chain, &tag, &base_label("base"), &docs0, None)?;
+                    if let (true, Some(r0)) = (has("toolobserver"), r0) {
+                        // With the guard enabled both variants run (the paper's first).
+                        let guards: &[bool] = if b.reflect_skip_success {
+                            &[false, true]
+                        } else {
+                            &[false]
+                        };
+                        for (ei, editor) in exp.editors.iter().enumerate() {
+                            for &guard in guards {
+                                let etag =
+                                    format!("{}{}", etag(ei), if guard { " guard" } else { "" });
+                                let curve = Curve {
+                                    setting,
+                                    method: if guard {
+                                        "toolobserver-guard"
+                                    } else {
+                                        "toolobserver"
+                                    },
+                                    editor,
+                                    template: &exp.editor_prompt,
+                                    rounds: b.rounds,
+                                    guard,
+                                    etag: &etag,
+                                };
+                                online::toolobserver(&env, cx, &chain, &curve, &docs0, r0.clone())?;
+                            }
+                        }
+                    }
+                }
+                for &m in &baselines {
+                    for (ei, editor) in exp.editors.iter().enumerate() {
+                        env.baseline(cx, &chain, setting, m, editor, &etag(ei), &docs0)?;
+                    }
+                }
+            }
+        }
+    }
+    let summary = env.summary.into_inner();
+    if !summary.is_empty() {
+        let inputs: Vec<(&str, Option<&Entry>)> = summary
+            .iter()
+            .map(|i| (i.label.as_str(), Some(&i.entry)))
+            .collect();
+        let labels: Vec<&str> = summary.iter().map(|i| i.label.as_str()).collect();
+        let out = cx.session.stage(
+            "summarize",
+            summarize::STAGE,
+            summarize::VERSION,
+            json!({"bootstrap": summarize::BOOTSTRAP, "inputs": labels}),
+            &inputs,
+            |ctx| summarize::run(ctx, &summary),
+        )?;
+        if let Some(out) = out {
+            cx.out
+                .push("summarize", summarize::STAGE, &Label::default(), &out);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rows::CallRecord;
+
+    fn doc() -> DocRow {
+        DocRow {
+            instance_id: "i".into(),
+            setting: "names".into(),
+            round: 0,
+            tools: json!([]),
+            name_mapping: json!([]),
+            changed: true,
+            frozen: false,
+            demos: serde_json::Value::Null,
+        }
+    }
+
+    fn traj(calls: usize, error: Option<&str>) -> TrajectoryRow {
+        TrajectoryRow {
+            instance_id: "i".into(),
+            round: 0,
+            model: "m".into(),
+            calls: (0..calls)
+                .map(|_| CallRecord {
+                    function: "function_1".into(),
+                    args: json!({}),
+                    raw: None,
+                })
+                .collect(),
+            content: None,
+            error_kind: error.map(str::to_string),
+            error: error.map(str::to_string),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+            latency_ms: 0,
+            reused: false,
+        }
+    }
+
+    #[test]
+    fn a_failed_agent_call_is_retried_not_frozen() {
+        let d = doc();
+        assert_eq!(
+            example_for(&d, Some(&traj(0, Some("transient"))), None, false, "q", Outcome::Grader),
+            Example::Retry
+        );
+        assert_eq!(example_for(&d, Some(&traj(0, None)), None, false, "q", Outcome::Grader), Example::Converged);
+        assert!(matches!(
+            example_for(&d, Some(&traj(1, None)), None, false, "q", Outcome::Grader),
+            Example::Show(t) if t.contains("function_1()")
+        ));
+        let frozen = DocRow { frozen: true, ..doc() };
+        assert_eq!(
+            example_for(&frozen, Some(&traj(0, Some("transient"))), None, false, "q", Outcome::Grader),
+            Example::Converged
+        );
+    }
+
+    #[test]
+    fn the_execution_outcome_hides_the_verdict() {
+        let score = ScoreRow {
+            instance_id: "i".into(),
+            category: "exec_simple".into(),
+            round: 0,
+            e: true,
+            e_reason: String::new(),
+            p: 1.0,
+            a: 1.0,
+            a_corrected: 1.0,
+            outputs: json!([]),
+            outcome: "SUCCESS: 4.4".into(),
+            error_kind: None,
+        };
+        let t = traj(1, None);
+        let g = render_example("q", &t, Some(&score), Outcome::Grader);
+        assert!(g.ends_with("Outcome: SUCCESS: 4.4"), "{g}");
+        let x = render_example("q", &t, Some(&score), Outcome::Execution);
+        assert!(x.ends_with("Outcome: Model output: 4.4"), "{x}");
+        let err = ScoreRow {
+            outcome: "ERROR: TypeError: x".into(),
+            ..score
+        };
+        let x = render_example("q", &t, Some(&err), Outcome::Execution);
+        assert!(x.ends_with("Outcome: ERROR: TypeError: x"), "{x}");
+    }
+}

@@ -1,0 +1,226 @@
+//! The environment seam: what the generic ToolObserver loops need from an
+//! environment, and how every environment labels what it puts in the store.
+//!
+//! Two kinds of environment, by where their tools live:
+//!
+//! - [`OnlineEnv`]: every instance has its own tool set (BFCL-Opaque). Documentation is
+//!   a [`DocRow`] per instance; ToolObserver runs online ([`crate::online`]): one
+//!   editor request per instance per round, instances freeze when their docs stop
+//!   changing.
+//! - [`OfflineEnv`]: one tool set shared by every instance (chess, search).
+//!   Documentation is a single [`DocRow`] (instance [`SHARED`]); ToolObserver runs
+//!   offline ([`crate::offline`]): explore the training split, `batch-reflect` in
+//!   mini-batches, `consensus-merge`, K rounds, then the test split.
+//!
+//! An environment provides the stages that are its own (how a trajectory is produced,
+//! how it is graded, what the editor is shown); the loops, the editor stages, the
+//! store and the token accounting are written once. Adding an environment means a
+//! folder under `datasets/src/` (data, tools, grader: no store, no models) and one
+//! under `stages/src/` implementing one of these traits; see ARCHITECTURE.md.
+
+use crate::models::{ModelSpec, Models};
+use crate::rows::DocRow;
+use pipeline::{Entry, Session, StageError};
+
+/// The instance id of an offline environment's one shared documentation row.
+pub const SHARED: &str = "*";
+
+/// Errors of a drive: a stage failed, or the experiment names something unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error(transparent)]
+    Input(#[from] crate::InputError),
+}
+
+impl From<pipeline::StoreError> for DriveError {
+    fn from(e: pipeline::StoreError) -> Self {
+        DriveError::Stage(e.into())
+    }
+}
+
+impl DriveError {
+    /// Bad input the user can fix (exit code 2): the one place that decides it.
+    pub fn is_user_error(&self) -> bool {
+        matches!(self, DriveError::Input(_))
+    }
+}
+
+/// Where an output sits in the grid (setting x method x agent x editor x round).
+#[derive(Clone, Debug, Default)]
+pub struct Label {
+    pub setting: String,
+    pub method: String,
+    pub agent: String,
+    pub editor: String,
+    pub round: i64,
+}
+
+/// One stage output of the experiment, labelled for export and tables.
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub node: String,
+    pub stage: &'static str,
+    pub setting: String,
+    pub method: String,
+    /// Agent model spec (empty for agent-free stages such as `bfcl-data`).
+    pub agent: String,
+    /// Editor model spec (empty where no editor is involved).
+    pub editor: String,
+    pub round: i64,
+    pub entry: Entry,
+}
+
+/// What a drive produced (only the nodes that exist in the store).
+#[derive(Default, Debug)]
+pub struct RunOutput {
+    pub outputs: Vec<Output>,
+}
+
+impl RunOutput {
+    pub fn by_stage<'a>(&'a self, stage: &'a str) -> impl Iterator<Item = &'a Output> + 'a {
+        self.outputs.iter().filter(move |o| o.stage == stage)
+    }
+
+    /// Record an output; a node shared by several chains (opacify, agent-free
+    /// baselines) is recorded once.
+    pub fn push(&mut self, node: &str, stage: &'static str, label: &Label, e: &Entry) {
+        if self.outputs.iter().any(|o| {
+            o.node == node
+                && o.stage == stage
+                && o.agent == label.agent
+                && o.editor == label.editor
+        }) {
+            return;
+        }
+        self.outputs.push(Output {
+            node: node.to_string(),
+            stage,
+            setting: label.setting.clone(),
+            method: label.method.clone(),
+            agent: label.agent.clone(),
+            editor: label.editor.clone(),
+            round: label.round,
+            entry: e.clone(),
+        });
+    }
+}
+
+/// What every stage call of a drive needs: the session (run or plan), the models,
+/// and where outputs are recorded.
+pub struct Cx<'a, 's> {
+    pub session: &'a mut Session<'s>,
+    pub models: &'a Models,
+    pub out: &'a mut RunOutput,
+}
+
+/// One chain of the grid: which agent with which seed, and the node-name suffix that
+/// tells chains apart (` s1`, ` a=gpt-5`).
+#[derive(Clone, Debug)]
+pub struct Chain {
+    pub seed: u64,
+    pub agent: ModelSpec,
+    pub sfx: String,
+}
+
+/// Per documentation row of a reflect round: what the editor is shown, or why the
+/// row is not sent.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Example {
+    /// The observed example, rendered for the editor prompt's `{{example}}`.
+    Show(String),
+    /// Not sent, and converged: no call was made, or the row is frozen already, or
+    /// the success guard skipped it.
+    Converged,
+    /// Not sent, but not converged: the agent's model call failed (an infrastructure
+    /// or answer error row), so there is nothing to learn from yet; ask again next
+    /// round.
+    Retry,
+}
+
+/// An environment whose tools differ per instance: ToolObserver runs online.
+pub trait OnlineEnv {
+    /// Agent turns on `docs` (one per instance), then grading: `(trajectories,
+    /// scores)`, or `None` when a node is blocked (status mode). `prev`: the
+    /// previous round's trajectories, reused for instances whose docs did not change.
+    fn explore_eval(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+        prev: Option<&Entry>,
+    ) -> Result<Option<(Entry, Entry)>, DriveError>;
+
+    /// Round 0 of a ToolObserver curve is the Base chain's result: let the
+    /// environment register it (e.g. for its summary table).
+    fn curve_start(&self, tag: &str, label: &Label, scores: &Entry);
+
+    /// What the editor sees for each row of `docs` (same order), given that round's
+    /// trajectories and scores. `guard`: the success guard is on.
+    fn examples(
+        &self,
+        docs: &[DocRow],
+        trajectories: &Entry,
+        scores: &Entry,
+        guard: bool,
+    ) -> Result<Vec<Example>, DriveError>;
+
+    /// Key parameters of [`OnlineEnv::examples`] beyond the inputs' digests (e.g. which
+    /// outcome signal is shown); part of the reflect stage's key.
+    fn example_params(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}
+
+/// An environment whose tools are shared by every instance: ToolObserver runs
+/// offline over a training split and is evaluated on a test split.
+pub trait OfflineEnv {
+    /// Trajectories of the agent with the shared `docs` over one split; `None` when
+    /// blocked (status mode). `round` is part of the node name.
+    fn explore(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        split: Split,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+    ) -> Result<Option<Entry>, DriveError>;
+
+    /// The trajectories as the editor reads them, in order (each bounded).
+    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError>;
+
+    /// What the editor must know to compare tools in this environment (e.g. for
+    /// chess: which sign of the evaluation is good for whom). Goes into the prompts.
+    fn editor_notes(&self) -> &str;
+
+    /// Grade test-split trajectories; `None` when blocked.
+    fn evaluate(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+        trajectories: &Entry,
+    ) -> Result<Option<Entry>, DriveError>;
+}
+
+/// The two splits of an offline environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    Train,
+    Test,
+}
+
+impl Split {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Test => "test",
+        }
+    }
+}

@@ -1,0 +1,543 @@
+//! The models a stage talks to, behind two small traits: [`Agent`] (uses tools) and
+//! [`Editor`] (rewrites documentation), plus the one grammar of model specs
+//! ([`ModelSpec`]) and the [`Models`] registry that the driver owns.
+//!
+//! | spec | what | built by |
+//! |---|---|---|
+//! | `scripted:<name>` | deterministic models for tests (no model) | [`scripted`] |
+//! | `embedded:<name>` | in-process llama.cpp on the CPU (feature `embedded`) | [`llm`] |
+//! | `openai:<model>` | any OpenAI-compatible endpoint | [`llm`] |
+//! | `replay:<model>` | answers only from the call cache | [`llm`] |
+//!
+//! Models are created on first use (so `otb status` never loads one) and shared by
+//! every stage of a drive: agent and editor often name the same model, and the call
+//! cache directory is locked by whoever opens it.
+
+pub mod cache_views;
+pub mod embed;
+pub mod llm;
+pub mod scripted;
+
+use crate::rows::CallRecord;
+use crate::InputError;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Which family a model spec names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ModelKind {
+    Scripted,
+    Embedded,
+    OpenAi,
+    Replay,
+}
+
+impl ModelKind {
+    const ALL: [(ModelKind, &'static str); 4] = [
+        (ModelKind::Scripted, "scripted"),
+        (ModelKind::Embedded, "embedded"),
+        (ModelKind::OpenAi, "openai"),
+        (ModelKind::Replay, "replay"),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map(|(_, s)| *s)
+            .unwrap_or("")
+    }
+}
+
+/// A model spec (`kind:name`), parsed once: the only place that knows the grammar.
+/// It serialises as the string it was written as, so stage keys are unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelSpec {
+    pub kind: ModelKind,
+    pub name: String,
+}
+
+/// What a model is used as; scripted names differ per role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Agent,
+    Editor,
+    /// `otb serve`: any model-backed spec.
+    Serve,
+    /// Named but not used by any method: the grammar and embedded names are checked.
+    Unused,
+}
+
+impl ModelSpec {
+    pub const GRAMMAR: &'static str =
+        "expected `scripted:<name>`, `embedded:<name>`, `openai:<model>` or `replay:<model>`";
+
+    /// Parse the grammar only (no file or model is looked at).
+    pub fn parse(spec: &str) -> Result<ModelSpec, InputError> {
+        let bad = || InputError(format!("model `{spec}`: {}", Self::GRAMMAR));
+        let (kind, name) = spec.split_once(':').ok_or_else(bad)?;
+        let kind = ModelKind::ALL
+            .iter()
+            .find(|(_, s)| *s == kind)
+            .map(|(k, _)| *k)
+            .ok_or_else(bad)?;
+        if name.trim().is_empty() || name.trim() != name {
+            return Err(bad());
+        }
+        Ok(ModelSpec {
+            kind,
+            name: name.to_string(),
+        })
+    }
+
+    /// Parse and check that the spec can be used in `role`: scripted names exist for
+    /// the role, embedded names are known models. Loads nothing.
+    pub fn parse_for(spec: &str, role: Role) -> Result<ModelSpec, InputError> {
+        let m = ModelSpec::parse(spec)?;
+        match m.kind {
+            ModelKind::Scripted if role == Role::Unused => {}
+            ModelKind::Scripted => {
+                let valid = match role {
+                    Role::Agent => scripted::AGENTS,
+                    Role::Editor => scripted::EDITORS,
+                    Role::Serve | Role::Unused => &[],
+                };
+                if !valid.contains(&m.name.as_str()) {
+                    let list = valid
+                        .iter()
+                        .map(|n| format!("scripted:{n}"))
+                        .collect::<Vec<_>>();
+                    let what = match role {
+                        Role::Agent => "agent",
+                        Role::Editor => "editor",
+                        Role::Serve | Role::Unused => "served model",
+                    };
+                    return Err(InputError(if list.is_empty() {
+                        format!("model `{m}`: scripted models cannot be served")
+                    } else {
+                        format!(
+                            "unknown scripted {what} `{m}` (valid: {})",
+                            list.join(", ")
+                        )
+                    }));
+                }
+            }
+            ModelKind::Embedded => {
+                ::llm::models::spec(&m.name)
+                    .map_err(|e| InputError(format!("model `{m}`: {e}")))?;
+            }
+            ModelKind::OpenAi | ModelKind::Replay => {}
+        }
+        Ok(m)
+    }
+
+    /// A short, node-name friendly tag (`openai:gpt-5` -> `gpt-5`).
+    pub fn tag(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind.as_str(), self.name)
+    }
+}
+
+impl serde::Serialize for ModelSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Token usage and latency of one model call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub reasoning_tokens: u64,
+    pub latency_ms: u64,
+    pub cached: bool,
+}
+
+impl CallUsage {
+    /// Add this call to a stage's accounting.
+    pub fn record(&self, into: &mut pipeline::Usage, failed: bool) {
+        into.calls += 1;
+        into.cached_calls += self.cached as u64;
+        into.prompt_tokens += self.prompt_tokens;
+        into.completion_tokens += self.completion_tokens;
+        into.reasoning_tokens += self.reasoning_tokens;
+        into.errors += failed as u64;
+    }
+}
+
+
+/// A failed model call, classified.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallFailure {
+    pub kind: String,
+    pub message: String,
+}
+
+/// The first assistant message of an agent turn.
+#[derive(Clone, Debug, Default)]
+pub struct AgentTurn {
+    pub calls: Vec<CallRecord>,
+    pub content: Option<String>,
+    pub usage: CallUsage,
+    pub error: Option<CallFailure>,
+}
+
+/// One agent turn to take: system prompt, user question, the tools as shown.
+#[derive(Clone, Copy, Debug)]
+pub struct AgentJob<'a> {
+    pub system: &'a str,
+    pub question: &'a str,
+    pub tools: &'a [Value],
+    pub seed: u64,
+}
+
+/// Uses tools: one turn per instance.
+pub trait Agent: Send + Sync {
+    fn act(&self, job: &AgentJob<'_>) -> AgentTurn;
+
+    /// Take many turns; model-backed agents override this to run them concurrently.
+    /// `done` is called once per finished turn (progress).
+    fn act_all(&self, jobs: &[AgentJob<'_>], done: &(dyn Fn() + Sync)) -> Vec<AgentTurn> {
+        jobs.iter()
+            .map(|j| {
+                let t = self.act(j);
+                done();
+                t
+            })
+            .collect()
+    }
+}
+
+/// The editor's reply to one prompt.
+#[derive(Clone, Debug, Default)]
+pub struct EditorReply {
+    pub text: Option<String>,
+    pub usage: CallUsage,
+    pub error: Option<CallFailure>,
+}
+
+/// Rewrites documentation: prompt text in, reply text out.
+pub trait Editor: Send + Sync {
+    fn complete(&self, prompt: &str, seed: u64) -> EditorReply;
+
+    /// Answer many prompts; model-backed editors override this to run them concurrently.
+    fn complete_all(
+        &self,
+        prompts: &[String],
+        seed: u64,
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<EditorReply> {
+        prompts
+            .iter()
+            .map(|p| {
+                let r = self.complete(p, seed);
+                done();
+                r
+            })
+            .collect()
+    }
+}
+/// One step of a multi-turn episode as the agent saw it: the calls it made and,
+/// for each, the text the tool returned.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Step {
+    pub calls: Vec<CallRecord>,
+    pub content: Option<String>,
+    pub results: Vec<String>,
+}
+
+/// A multi-turn request: the conversation so far (earlier steps with their tool
+/// results) and whether the agent must now answer without tools.
+#[derive(Clone, Copy, Debug)]
+pub struct Conversation<'a> {
+    pub system: &'a str,
+    pub question: &'a str,
+    pub tools: &'a [Value],
+    pub steps: &'a [Step],
+    /// The turn budget is spent: the agent must give its final answer (no tools).
+    pub final_answer: bool,
+    pub seed: u64,
+}
+
+/// Multi-turn tool use (search): each turn sees the earlier calls and their results.
+/// The default implementation asks [`Agent::act`] with the latest results appended to
+/// the question, which is what scripted agents need; model-backed agents send the real
+/// message history (assistant tool calls, tool results).
+pub trait MultiTurn: Agent {
+    fn converse(&self, conv: &Conversation<'_>) -> AgentTurn {
+        let mut question = conv.question.to_string();
+        for s in conv.steps {
+            for r in &s.results {
+                question.push_str("\n\nTool result: ");
+                question.push_str(r);
+            }
+        }
+        if conv.final_answer {
+            question.push_str("\n\nGive your final answer now.");
+            let mut t = self.act(&AgentJob {
+                system: conv.system,
+                question: &question,
+                tools: &[],
+                seed: conv.seed,
+            });
+            t.calls.clear();
+            return t;
+        }
+        self.act(&AgentJob {
+            system: conv.system,
+            question: &question,
+            tools: conv.tools,
+            seed: conv.seed,
+        })
+    }
+}
+
+/// A finished multi-turn episode.
+#[derive(Clone, Debug, Default)]
+pub struct Episode {
+    pub steps: Vec<Step>,
+    /// The final answer's text (the last turn without a tool call).
+    pub answer: Option<String>,
+    pub usage: CallUsage,
+    pub error: Option<CallFailure>,
+    /// True when the turn budget ran out and the answer was forced.
+    pub forced: bool,
+}
+
+/// Run one multi-turn episode: the agent calls tools (`run_tool` executes one call
+/// and returns its text), results are fed back, at most `max_turns` turns, then a
+/// forced final answer. A failed model call ends the episode with its error.
+pub fn run_episode(
+    agent: &dyn MultiTurn,
+    system: &str,
+    question: &str,
+    tools: &[Value],
+    max_turns: usize,
+    seed: u64,
+    run_tool: &mut dyn FnMut(&CallRecord) -> String,
+) -> Episode {
+    let mut ep = Episode::default();
+    for turn in 0..=max_turns {
+        let final_answer = turn == max_turns;
+        let t = agent.converse(&Conversation {
+            system,
+            question,
+            tools,
+            steps: &ep.steps,
+            final_answer,
+            seed,
+        });
+        add_usage(&mut ep.usage, &t.usage);
+        if t.error.is_some() {
+            ep.error = t.error;
+            return ep;
+        }
+        if t.calls.is_empty() || final_answer {
+            ep.answer = t.content;
+            ep.forced = final_answer;
+            return ep;
+        }
+        let results = t.calls.iter().map(&mut *run_tool).collect();
+        ep.steps.push(Step {
+            calls: t.calls,
+            content: t.content,
+            results,
+        });
+    }
+    ep
+}
+
+fn add_usage(into: &mut CallUsage, u: &CallUsage) {
+    into.prompt_tokens = into.prompt_tokens.saturating_add(u.prompt_tokens);
+    into.completion_tokens = into.completion_tokens.saturating_add(u.completion_tokens);
+    into.reasoning_tokens = into.reasoning_tokens.saturating_add(u.reasoning_tokens);
+    into.latency_ms = into.latency_ms.saturating_add(u.latency_ms);
+}
+
+/// The models of one drive, created on first use and shared by every stage.
+/// Owned by the driver (no process-wide state): two drives in one process (tests)
+/// each have their own.
+pub struct Models {
+    cache_dir: PathBuf,
+    embed_cache: PathBuf,
+    llm: llm::Shared,
+    agents: Mutex<HashMap<ModelSpec, Arc<dyn MultiTurn>>>,
+    editors: Mutex<HashMap<ModelSpec, Arc<dyn Editor>>>,
+    embedders: Mutex<HashMap<String, Arc<dyn crate::baselines::Embed>>>,
+}
+
+impl Models {
+    /// Models whose calls are cached in `<store>/cache/llm` and embeddings in
+    /// `<store>/cache/embed`.
+    pub fn for_store(store_root: &Path) -> Models {
+        Models::new(
+            &store_root.join("cache").join("llm"),
+            &store_root.join("cache").join("embed"),
+        )
+    }
+
+    pub fn new(cache_dir: &Path, embed_cache: &Path) -> Models {
+        Models {
+            cache_dir: cache_dir.to_path_buf(),
+            embed_cache: embed_cache.to_path_buf(),
+            llm: llm::Shared::default(),
+            agents: Mutex::new(HashMap::new()),
+            editors: Mutex::new(HashMap::new()),
+            embedders: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Use `agent` wherever `spec` is named (tests, embedding applications).
+    pub fn with_agent(self, spec: ModelSpec, agent: Arc<dyn MultiTurn>) -> Models {
+        if let Ok(mut m) = self.agents.lock() {
+            m.insert(spec, agent);
+        }
+        self
+    }
+
+    /// Use `editor` wherever `spec` is named (tests, embedding applications).
+    pub fn with_editor(self, spec: ModelSpec, editor: Arc<dyn Editor>) -> Models {
+        if let Ok(mut m) = self.editors.lock() {
+            m.insert(spec, editor);
+        }
+        self
+    }
+
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    pub fn agent(&self, spec: &ModelSpec) -> Result<Arc<dyn MultiTurn>, InputError> {
+        let mut map = self
+            .agents
+            .lock()
+            .map_err(|_| InputError("model registry poisoned".into()))?;
+        if let Some(a) = map.get(spec) {
+            return Ok(a.clone());
+        }
+        let a: Arc<dyn MultiTurn> = match spec.kind {
+            ModelKind::Scripted => Arc::from(scripted::agent(&spec.name).ok_or_else(|| {
+                InputError(format!(
+                    "unknown scripted agent `{spec}` (valid: scripted:schema, scripted:empty)"
+                ))
+            })?),
+            _ => Arc::new(llm::LlmAgent::open(&self.llm, spec, &self.cache_dir)?),
+        };
+        map.insert(spec.clone(), a.clone());
+        Ok(a)
+    }
+
+    pub fn editor(&self, spec: &ModelSpec) -> Result<Arc<dyn Editor>, InputError> {
+        let mut map = self
+            .editors
+            .lock()
+            .map_err(|_| InputError("model registry poisoned".into()))?;
+        if let Some(e) = map.get(spec) {
+            return Ok(e.clone());
+        }
+        let e: Arc<dyn Editor> = match spec.kind {
+            ModelKind::Scripted => Arc::from(scripted::editor(&spec.name).ok_or_else(|| {
+                InputError(format!(
+                    "unknown scripted editor `{spec}` (valid: scripted:errors, scripted:silent)"
+                ))
+            })?),
+            _ => Arc::new(llm::LlmEditor::open(&self.llm, spec, &self.cache_dir)?),
+        };
+        map.insert(spec.clone(), e.clone());
+        Ok(e)
+    }
+
+    /// The sentence embedder named `name` (`minilm`, `bag-of-words`).
+    pub fn embedder(&self, name: &str) -> Result<Arc<dyn crate::baselines::Embed>, InputError> {
+        let mut map = self
+            .embedders
+            .lock()
+            .map_err(|_| InputError("model registry poisoned".into()))?;
+        if let Some(e) = map.get(name) {
+            return Ok(e.clone());
+        }
+        let e: Arc<dyn crate::baselines::Embed> =
+            Arc::from(embed::make_embedder(name, &self.embed_cache)?);
+        map.insert(name.to_string(), e.clone());
+        Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_once_and_print_as_written() {
+        for s in ["scripted:schema", "embedded:qwen2.5-coder-1.5b", "openai:gpt-5", "replay:x"] {
+            let m = ModelSpec::parse(s).unwrap();
+            assert_eq!(m.to_string(), s);
+            assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{s}\""));
+        }
+        assert_eq!(ModelSpec::parse("openai:gpt-5").unwrap().tag(), "gpt-5");
+        for bad in ["gpt-5", "openai:", "cloud:x", ":x", "openai: x"] {
+            let e = ModelSpec::parse(bad).unwrap_err().0;
+            assert!(e.contains("expected `scripted:<name>`"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn scripted_names_are_checked_per_role() {
+        assert!(ModelSpec::parse_for("scripted:schema", Role::Agent).is_ok());
+        let e = ModelSpec::parse_for("scripted:schema", Role::Editor).unwrap_err().0;
+        assert_eq!(
+            e,
+            "unknown scripted editor `scripted:schema` (valid: scripted:errors, scripted:silent)"
+        );
+        assert!(ModelSpec::parse_for("embedded:no-such-model", Role::Agent).is_err());
+    }
+
+    #[test]
+    fn an_episode_feeds_results_back_and_forces_an_answer() {
+        struct Counter;
+        impl Agent for Counter {
+            fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
+                let seen = job.question.matches("Tool result").count();
+                AgentTurn {
+                    calls: if job.tools.is_empty() {
+                        vec![]
+                    } else {
+                        vec![CallRecord {
+                            function: "t".into(),
+                            args: serde_json::json!({"n": seen}),
+                            raw: None,
+                        }]
+                    },
+                    content: Some(format!("saw {seen}")),
+                    usage: CallUsage {
+                        prompt_tokens: 1,
+                        ..Default::default()
+                    },
+                    error: None,
+                }
+            }
+        }
+        impl MultiTurn for Counter {}
+        let tools = vec![serde_json::json!({"name": "t"})];
+        let mut ran = 0;
+        let ep = run_episode(&Counter, "", "q", &tools, 3, 0, &mut |c| {
+            ran += 1;
+            format!("r{}", c.args["n"])
+        });
+        assert_eq!(ran, 3);
+        assert_eq!(ep.steps.len(), 3);
+        assert_eq!(ep.steps[2].results, vec!["r2".to_string()]);
+        assert!(ep.forced);
+        assert_eq!(ep.answer.as_deref(), Some("saw 3"));
+        assert_eq!(ep.usage.prompt_tokens, 4);
+    }
+}

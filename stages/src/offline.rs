@@ -1,0 +1,519 @@
+//! ToolObserver, offline mode (`toolobserver.md`): the tools are shared by every
+//! instance, so the editor learns from a training split and the final
+//! documentation is evaluated on the test split. For k = 1..K:
+//!
+//! ```text
+//! explore[train r(k-1)] -> batch-reflect[r k] (mini-batches of 10, one editor request each)
+//!                       -> consensus-merge[r k] (one request over every batch's analysis)
+//!                       -> docs r k
+//! docs r K -> explore[test] -> evaluate
+//! ```
+//!
+//! Written once against [`OfflineEnv`] (chess, search, the tests' toy environment).
+//! Every round rewrites all tools (no convergence rule). Documentation is one
+//! [`DocRow`] whose instance is [`SHARED`].
+
+use crate::batch_reflect::render_tool;
+use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
+use crate::models::{Editor, ModelSpec};
+use crate::rows::{DocRow, EditRow};
+use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+pub const REFLECT_STAGE: &str = "batch-reflect";
+/// Offline batch-reflect shares the stage name with the online form (its key's
+/// `mode` tells them apart); its own version.
+pub const REFLECT_VERSION: u32 = 1;
+pub const MERGE_STAGE: &str = "consensus-merge";
+pub const MERGE_VERSION: u32 = 1;
+
+/// The batch analysis prompt shipped with the project (`prompts/editor_batch.txt`).
+pub const DEFAULT_BATCH: &str = include_str!("../../prompts/editor_batch.txt");
+/// The consensus-merge prompt shipped with the project (`prompts/editor_merge.txt`).
+pub const DEFAULT_MERGE: &str = include_str!("../../prompts/editor_merge.txt");
+
+/// One mini-batch's analysis: which trajectories it saw and what it proposed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AnalysisRow {
+    pub round: i64,
+    pub batch: i64,
+    /// Indices (in exploration order) of the trajectories in this batch.
+    pub trajectories: Vec<i64>,
+    pub model: String,
+    pub reply: Option<String>,
+    /// `{tool name: proposed description}` parsed from the reply.
+    pub proposals: Value,
+    pub error_kind: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub reasoning_tokens: i64,
+}
+
+impl Row for AnalysisRow {
+    const TABLE: &'static str = "analyses";
+    const DOC: &'static str = "one offline batch-reflect request: a mini-batch of trajectories";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("round", I64, "reflection round (1..K)"),
+            col("batch", I64, "mini-batch number within the round"),
+            col("trajectories", Json, "indices of the batch's trajectories"),
+            col("model", Str, "editor model spec"),
+            col("reply", Str, "the editor's analysis"),
+            col("proposals", Json, "{tool: proposed description}"),
+            col("error_kind", Str, "null, or the class of a failed editor call"),
+            col("prompt_tokens", I64, "prompt tokens"),
+            col("completion_tokens", I64, "completion tokens"),
+            col("reasoning_tokens", I64, "reasoning tokens"),
+        ];
+        C
+    }
+}
+
+/// Where a tool's merged description came from.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct MergeRow {
+    pub round: i64,
+    pub tool: String,
+    /// `merge` (the merge reply), `majority` (the merge omitted the tool: most
+    /// frequent batch proposal) or `unchanged` (no proposal at all).
+    pub source: String,
+    pub description: String,
+}
+
+impl Row for MergeRow {
+    const TABLE: &'static str = "merge";
+    const DOC: &'static str = "one tool's description after consensus-merge, and its source";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("round", I64, "reflection round (1..K)"),
+            col("tool", Str, "tool name"),
+            col("source", Str, "merge, majority or unchanged"),
+            col("description", Str, "the description the next round uses"),
+        ];
+        C
+    }
+}
+
+/// `**Tool: name**` headers, each followed by a `<field>:` whose text (that line and
+/// the following ones up to the next header) is the tool's new description. Bold,
+/// headings, bullets and backticks are tolerated.
+pub fn parse_blocks(text: &str, field: &str) -> Vec<(String, String)> {
+    let clean = |l: &str| -> String {
+        l.trim()
+            .trim_start_matches(['#', '-', '*', ' '])
+            .replace("**", "")
+            .replace('`', "")
+            .trim()
+            .to_string()
+    };
+    let field_lc = field.to_ascii_lowercase();
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut name: Option<String> = None;
+    let mut desc: Option<String> = None;
+    let flush = |name: &mut Option<String>, desc: &mut Option<String>, out: &mut Vec<_>| {
+        if let (Some(n), Some(d)) = (name.take(), desc.take()) {
+            let d = d.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !n.is_empty() && !d.is_empty() {
+                out.push((n, d));
+            }
+        }
+        *desc = None;
+    };
+    for line in text.lines() {
+        let c = clean(line);
+        let lc = c.to_ascii_lowercase();
+        if let Some(rest) = lc.strip_prefix("tool:") {
+            flush(&mut name, &mut desc, &mut out);
+            let start = c.len() - rest.len();
+            name = Some(c[start..].trim().to_string());
+        } else if let Some(rest) = lc.strip_prefix(&format!("{field_lc}:")) {
+            if name.is_some() {
+                let start = c.len() - rest.len();
+                desc = Some(c[start..].trim().to_string());
+            }
+        } else if let Some(d) = desc.as_mut() {
+            if !c.is_empty() {
+                d.push(' ');
+                d.push_str(&c);
+            }
+        }
+    }
+    flush(&mut name, &mut desc, &mut out);
+    out
+}
+
+/// The most frequent proposal (whitespace-normalised; ties go to the earliest).
+pub fn majority<'a>(proposals: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for p in proposals {
+        let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+        if p.is_empty() {
+            continue;
+        }
+        match counts.iter_mut().find(|(t, _)| *t == p) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((p, 1)),
+        }
+    }
+    let best = counts.iter().map(|(_, n)| *n).max()?;
+    counts.into_iter().find(|(_, n)| *n == best).map(|(t, _)| t)
+}
+
+fn tools_text(tools: &[Value]) -> String {
+    tools.iter().map(render_tool).collect::<Vec<_>>().join("\n\n")
+}
+
+fn shared_tools(docs: &[DocRow]) -> Result<(DocRow, Vec<Value>), StageError> {
+    let d = docs
+        .iter()
+        .find(|d| d.instance_id == SHARED)
+        .cloned()
+        .ok_or_else(|| StageError::failed(REFLECT_STAGE, "no shared documentation row"))?;
+    let tools = d.tools.as_array().cloned().unwrap_or_default();
+    Ok((d, tools))
+}
+
+fn edit_row(id: String, round: i64, model: &str) -> EditRow {
+    EditRow {
+        instance_id: id,
+        round,
+        model: model.to_string(),
+        sent: true,
+        reply: None,
+        updated: Vec::new(),
+        lenient_parses: 0,
+        error_kind: None,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        reasoning_tokens: 0,
+    }
+}
+
+/// What the offline editor stages are asked with (all of it is in their keys).
+pub struct OfflineParams<'a> {
+    pub model: &'a str,
+    pub batch_template: &'a str,
+    pub merge_template: &'a str,
+    pub notes: &'a str,
+    pub batch_size: usize,
+    pub round: i64,
+    pub seed: u64,
+}
+
+/// Stage `batch-reflect` (offline): trajectories split in order into mini-batches of
+/// `batch_size`; one editor request per batch, sent concurrently. Every trajectory
+/// is in exactly one batch.
+pub fn batch_reflect(
+    ctx: &mut StageCtx<'_>,
+    editor: &dyn Editor,
+    p: &OfflineParams<'_>,
+    docs: &[DocRow],
+    trajectories: &[String],
+) -> Result<(), StageError> {
+    let (_, tools) = shared_tools(docs)?;
+    let size = p.batch_size.max(1);
+    let batches: Vec<Vec<usize>> = (0..trajectories.len())
+        .collect::<Vec<_>>()
+        .chunks(size)
+        .map(<[usize]>::to_vec)
+        .collect();
+    let prompts: Vec<String> = batches
+        .iter()
+        .map(|b| {
+            let text = b
+                .iter()
+                .map(|&i| format!("Trajectory {}:\n{}", i + 1, trajectories[i]))
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            p.batch_template
+                .replace("{{notes}}", p.notes)
+                .replace("{{tools}}", &tools_text(&tools))
+                .replace("{{trajectories}}", &text)
+        })
+        .collect();
+    let pb = ctx.progress(prompts.len() as u64);
+    let replies = editor.complete_all(&prompts, p.seed, &|| pb.inc(1));
+    pb.finish_and_clear();
+    if replies.len() != prompts.len() {
+        return Err(StageError::failed(
+            REFLECT_STAGE,
+            "editor returned fewer replies than asked",
+        ));
+    }
+    let mut usage = Usage::default();
+    let mut rows = Vec::with_capacity(batches.len());
+    let mut edits = Vec::with_capacity(batches.len());
+    for (i, (b, r)) in batches.iter().zip(&replies).enumerate() {
+        r.usage.record(&mut usage, r.error.is_some());
+        let mut proposals = Map::new();
+        if let Some(t) = &r.text {
+            for (name, desc) in parse_blocks(t, "Updated description") {
+                if tools.iter().any(|x| x.get("name").and_then(Value::as_str) == Some(&name)) {
+                    proposals.insert(name, Value::String(desc));
+                }
+            }
+        }
+        let mut e = edit_row(format!("batch-{i}"), p.round, p.model);
+        e.reply = r.text.clone();
+        e.updated = proposals.keys().cloned().collect();
+        e.error_kind = r.error.as_ref().map(|f| f.kind.clone());
+        e.prompt_tokens = r.usage.prompt_tokens as i64;
+        e.completion_tokens = r.usage.completion_tokens as i64;
+        e.reasoning_tokens = r.usage.reasoning_tokens as i64;
+        rows.push(AnalysisRow {
+            round: p.round,
+            batch: i as i64,
+            trajectories: b.iter().map(|&i| i as i64).collect(),
+            model: p.model.to_string(),
+            reply: r.text.clone(),
+            proposals: Value::Object(proposals),
+            error_kind: e.error_kind.clone(),
+            prompt_tokens: e.prompt_tokens,
+            completion_tokens: e.completion_tokens,
+            reasoning_tokens: e.reasoning_tokens,
+        });
+        edits.push(e);
+    }
+    ctx.add_usage(&usage);
+    ctx.write(&rows)?;
+    ctx.write(&edits)?;
+    Ok(())
+}
+
+/// Stage `consensus-merge`: one editor request over every batch's analysis; a tool
+/// the merge omits falls back to the majority of the batch proposals for it, and a
+/// tool nobody proposed anything for keeps its description.
+pub fn consensus_merge(
+    ctx: &mut StageCtx<'_>,
+    editor: &dyn Editor,
+    p: &OfflineParams<'_>,
+    docs: &[DocRow],
+    analyses: &[AnalysisRow],
+) -> Result<(), StageError> {
+    let (mut doc, mut tools) = shared_tools(docs)?;
+    let text = analyses
+        .iter()
+        .map(|a| {
+            format!(
+                "Batch {}:\n{}",
+                a.batch + 1,
+                a.reply.as_deref().unwrap_or("(no analysis: the request failed)")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let prompt = p
+        .merge_template
+        .replace("{{notes}}", p.notes)
+        .replace("{{tools}}", &tools_text(&tools))
+        .replace("{{analyses}}", &text);
+    let reply = editor
+        .complete_all(std::slice::from_ref(&prompt), p.seed, &|| {})
+        .pop()
+        .ok_or_else(|| StageError::failed(MERGE_STAGE, "editor returned no reply"))?;
+    let mut usage = Usage::default();
+    reply.usage.record(&mut usage, reply.error.is_some());
+    let merged = reply
+        .text
+        .as_deref()
+        .map(|t| parse_blocks(t, "Final description"))
+        .unwrap_or_default();
+    let mut merge_rows = Vec::with_capacity(tools.len());
+    let mut edit = edit_row("merge".into(), p.round, p.model);
+    for tool in tools.iter_mut() {
+        let name = tool
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let (source, desc) = match merged.iter().find(|(n, _)| *n == name) {
+            Some((_, d)) => ("merge", Some(d.clone())),
+            None => {
+                let props = analyses
+                    .iter()
+                    .filter_map(|a| a.proposals.get(&name).and_then(Value::as_str));
+                match majority(props) {
+                    Some(d) => ("majority", Some(d)),
+                    None => ("unchanged", None),
+                }
+            }
+        };
+        if let Some(d) = &desc {
+            if tool.get("description").and_then(Value::as_str) != Some(d.as_str()) {
+                tool["description"] = Value::String(d.clone());
+                edit.updated.push(name.clone());
+            }
+        }
+        merge_rows.push(MergeRow {
+            round: p.round,
+            tool: name,
+            source: source.into(),
+            description: tool
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        });
+    }
+    edit.reply = reply.text.clone();
+    edit.error_kind = reply.error.as_ref().map(|f| f.kind.clone());
+    edit.prompt_tokens = reply.usage.prompt_tokens as i64;
+    edit.completion_tokens = reply.usage.completion_tokens as i64;
+    edit.reasoning_tokens = reply.usage.reasoning_tokens as i64;
+    doc.changed = !edit.updated.is_empty();
+    doc.round = p.round;
+    doc.tools = Value::Array(tools);
+    ctx.add_usage(&usage);
+    ctx.write(&[doc])?;
+    ctx.write(&merge_rows)?;
+    ctx.write(&[edit])?;
+    Ok(())
+}
+
+/// One offline ToolObserver curve's settings.
+pub struct OfflineCurve<'a> {
+    /// The tool set / setting (node names and labels).
+    pub setting: &'a str,
+    pub method: &'a str,
+    pub editor: &'a ModelSpec,
+    pub batch_template: &'a str,
+    pub merge_template: &'a str,
+    /// K: every round rewrites all tools.
+    pub rounds: u32,
+    /// Trajectories per batch-reflect request (10 in the paper).
+    pub batch_size: usize,
+    /// Node-name suffix after the chain's (` e=<editor>`).
+    pub etag: &'a str,
+}
+
+/// Rounds 1..K from `docs0`, then the final docs on the test split: returns the
+/// test trajectories and scores, or `None` when a node is blocked (status mode).
+pub fn toolobserver(
+    env: &dyn OfflineEnv,
+    cx: &mut Cx<'_, '_>,
+    chain: &Chain,
+    curve: &OfflineCurve<'_>,
+    docs0: &Entry,
+) -> Result<Option<(Entry, Entry)>, DriveError> {
+    let c = curve;
+    let label = |round: i64| Label {
+        setting: c.setting.to_string(),
+        method: c.method.to_string(),
+        agent: chain.agent.to_string(),
+        editor: c.editor.to_string(),
+        round,
+    };
+    let sfx = format!("{}{}", chain.sfx, c.etag);
+    let mut docs = docs0.clone();
+    for round in 1..=c.rounds as i64 {
+        let tag = format!("{} {} train r{}{sfx}", c.setting, c.method, round - 1);
+        let Some(traj) = env.explore(cx, chain, Split::Train, &tag, &label(round - 1), &docs)?
+        else {
+            return Ok(None);
+        };
+        let serialized = env.serialize(&traj)?;
+        let docs_rows: Vec<DocRow> = docs.read()?;
+        let editor_model = c.editor.to_string();
+        let params = OfflineParams {
+            model: &editor_model,
+            batch_template: c.batch_template,
+            merge_template: c.merge_template,
+            notes: env.editor_notes(),
+            batch_size: c.batch_size,
+            round,
+            seed: chain.seed,
+        };
+        let key = json!({
+            "mode": "offline",
+            "editor": c.editor,
+            "template": c.batch_template,
+            "notes": params.notes,
+            "batch_size": c.batch_size,
+            "round": round,
+            "seed": chain.seed,
+        });
+        let node = format!("batch-reflect[{} r{round}{sfx}]", c.setting);
+        let models = cx.models;
+        let analyses = cx.session.stage(
+            &node,
+            REFLECT_STAGE,
+            REFLECT_VERSION,
+            key,
+            &[("docs", Some(&docs)), ("trajectories", Some(&traj))],
+            |ctx| {
+                let ed = models
+                    .editor(c.editor)
+                    .map_err(|e| StageError::failed(REFLECT_STAGE, e.0))?;
+                batch_reflect(ctx, ed.as_ref(), &params, &docs_rows, &serialized)
+            },
+        )?;
+        let Some(analyses) = analyses else {
+            return Ok(None);
+        };
+        cx.out.push(&node, REFLECT_STAGE, &label(round), &analyses);
+        let analysis_rows: Vec<AnalysisRow> = analyses.read()?;
+        let key = json!({
+            "editor": c.editor,
+            "template": c.merge_template,
+            "notes": params.notes,
+            "round": round,
+            "seed": chain.seed,
+        });
+        let node = format!("consensus-merge[{} r{round}{sfx}]", c.setting);
+        let merged = cx.session.stage(
+            &node,
+            MERGE_STAGE,
+            MERGE_VERSION,
+            key,
+            &[("docs", Some(&docs)), ("analyses", Some(&analyses))],
+            |ctx| {
+                let ed = models
+                    .editor(c.editor)
+                    .map_err(|e| StageError::failed(MERGE_STAGE, e.0))?;
+                consensus_merge(ctx, ed.as_ref(), &params, &docs_rows, &analysis_rows)
+            },
+        )?;
+        let Some(merged) = merged else {
+            return Ok(None);
+        };
+        cx.out.push(&node, MERGE_STAGE, &label(round), &merged);
+        docs = merged;
+    }
+    let final_round = c.rounds as i64;
+    let tag = format!("{} {} test{sfx}", c.setting, c.method);
+    let Some(traj) = env.explore(cx, chain, Split::Test, &tag, &label(final_round), &docs)? else {
+        return Ok(None);
+    };
+    let Some(scores) = env.evaluate(cx, &tag, &label(final_round), &docs, &traj)? else {
+        return Ok(None);
+    };
+    Ok(Some((traj, scores)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_with_markdown_and_continuations() {
+        let text = "Some preamble.\n**Tool: function_1**\nBehaviour: strong.\nUpdated description: Plays the best move\nin the opening.\n\n## Tool: `function_2`\n- **Updated description:** Random moves.\n**Tool: function_3**\nBehaviour: no field\n";
+        assert_eq!(
+            parse_blocks(text, "Updated description"),
+            vec![
+                (
+                    "function_1".to_string(),
+                    "Plays the best move in the opening.".to_string()
+                ),
+                ("function_2".to_string(), "Random moves.".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn majority_counts_normalised_text_and_breaks_ties_by_order() {
+        assert_eq!(majority(["a  b", "c", "a b"]).as_deref(), Some("a b"));
+        assert_eq!(majority(["x", "y"]).as_deref(), Some("x"));
+        assert_eq!(majority(["", " "]), None);
+    }
+}

@@ -1,0 +1,596 @@
+//! A toy third environment, written only against the environment seam (no BFCL
+//! code): two tools, `tool_a` answers "A" and `tool_b` answers "B"; a question is
+//! solved when the agent calls `tool_b`. The agent picks the tool whose description
+//! mentions "B"; the editor learns that from what it is shown. It runs through the
+//! online loop, the offline loop (batch-reflect + consensus-merge) and a table.
+
+use pipeline::{col, ColType::*, Column, Entry, Mode, Row, Session, StageError, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use stages::env::{
+    Chain, Cx, DriveError, Example, Label, OfflineEnv, OnlineEnv, RunOutput, Split, SHARED,
+};
+use stages::models::{
+    Agent, AgentJob, AgentTurn, CallFailure, Editor, EditorReply, ModelSpec, Models, MultiTurn,
+};
+use stages::offline::{self, AnalysisRow, MergeRow, OfflineCurve};
+use stages::online::{self, Curve};
+use stages::rows::{CallRecord, DocRow, EditRow};
+use stages::tables::report::TableReport;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+struct ToyTrajectory {
+    instance_id: String,
+    round: i64,
+    tool: Option<String>,
+    answer: Option<String>,
+    error_kind: Option<String>,
+}
+
+impl Row for ToyTrajectory {
+    const TABLE: &'static str = "toy_trajectories";
+    const DOC: &'static str = "one toy episode";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("instance_id", Str, "question"),
+            col("round", I64, "round"),
+            col("tool", Str, "tool called"),
+            col("answer", Str, "tool output"),
+            col("error_kind", Str, "failed agent call"),
+        ];
+        C
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+struct ToyScore {
+    instance_id: String,
+    round: i64,
+    solved: bool,
+}
+
+impl Row for ToyScore {
+    const TABLE: &'static str = "toy_scores";
+    const DOC: &'static str = "one toy verdict";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("instance_id", Str, "question"),
+            col("round", I64, "round"),
+            col("solved", Bool, "tool_b was called"),
+        ];
+        C
+    }
+}
+
+fn tools(a: &str, b: &str) -> Value {
+    json!([
+        {"name": "tool_a", "description": a, "parameters": {"type": "object", "properties": {}}},
+        {"name": "tool_b", "description": b, "parameters": {"type": "object", "properties": {}}},
+    ])
+}
+
+fn doc(id: &str) -> DocRow {
+    DocRow {
+        instance_id: id.into(),
+        setting: "toy".into(),
+        round: 0,
+        tools: tools("", ""),
+        name_mapping: json!([]),
+        changed: true,
+        frozen: false,
+        demos: Value::Null,
+    }
+}
+
+/// Picks the tool whose description mentions "B", else the first one; fails (as an
+/// infrastructure error would) on the questions listed in `fail` the first time.
+struct PickB {
+    fail: Mutex<Vec<String>>,
+    calls: AtomicUsize,
+}
+
+impl Agent for PickB {
+    fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut f) = self.fail.lock() {
+            if let Some(i) = f.iter().position(|q| q == job.question) {
+                f.remove(i);
+                return AgentTurn {
+                    error: Some(CallFailure {
+                        kind: "transient".into(),
+                        message: "503".into(),
+                    }),
+                    ..Default::default()
+                };
+            }
+        }
+        let pick = job
+            .tools
+            .iter()
+            .find(|t| t["description"].as_str().is_some_and(|d| d.contains('B')))
+            .or(job.tools.first());
+        AgentTurn {
+            calls: pick
+                .and_then(|t| t["name"].as_str())
+                .map(|n| CallRecord {
+                    function: n.into(),
+                    args: json!({}),
+                    raw: None,
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+impl MultiTurn for PickB {}
+
+/// Online: reads `called tool_a, got A` and documents both tools. Offline: batch
+/// analyses propose both tools; the merge reply names only `tool_a`, so `tool_b`
+/// falls back to the batches' majority. Fails the first online request if asked.
+struct Teacher {
+    fail_first: Mutex<bool>,
+    prompts: Mutex<Vec<String>>,
+}
+
+impl Editor for Teacher {
+    fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+        if let Ok(mut p) = self.prompts.lock() {
+            p.push(prompt.to_string());
+        }
+        if let Ok(mut f) = self.fail_first.lock() {
+            if *f {
+                *f = false;
+                return EditorReply {
+                    error: Some(CallFailure {
+                        kind: "transient".into(),
+                        message: "503".into(),
+                    }),
+                    ..Default::default()
+                };
+            }
+        }
+        let text = if prompt.starts_with("MERGE") {
+            "**Tool: tool_a**\nFinal description: Answers A.".to_string()
+        } else if prompt.starts_with("BATCH") {
+            "**Tool: tool_a**\nUpdated description: Answers A.\n**Tool: tool_b**\nUpdated description: Answers B.".to_string()
+        } else if prompt.contains("got A") {
+            "FUNCTION: tool_b\nDESCRIPTION: Answers B.".to_string()
+        } else {
+            String::new()
+        };
+        EditorReply {
+            text: Some(text),
+            ..Default::default()
+        }
+    }
+}
+
+struct Toy {
+    questions: Vec<String>,
+}
+
+impl Toy {
+    fn explore_rows(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        node: &str,
+        label: &Label,
+        docs: &Entry,
+        ids: &[String],
+    ) -> Result<Option<Entry>, DriveError> {
+        let rows: Vec<DocRow> = docs.read()?;
+        let models = cx.models;
+        let e = cx.session.stage(
+            node,
+            "toy-explore",
+            1,
+            json!({"agent": chain.agent, "ids": ids}),
+            &[("docs", Some(docs))],
+            |ctx| {
+                let agent = models
+                    .agent(&chain.agent)
+                    .map_err(|e| StageError::failed("toy-explore", e.0))?;
+                let mut out = Vec::new();
+                for id in ids {
+                    let d = rows
+                        .iter()
+                        .find(|d| d.instance_id == *id || d.instance_id == SHARED)
+                        .ok_or_else(|| StageError::failed("toy-explore", "no docs"))?;
+                    let tools = d.tools.as_array().cloned().unwrap_or_default();
+                    let t = agent.act(&AgentJob {
+                        system: "",
+                        question: id,
+                        tools: &tools,
+                        seed: chain.seed,
+                    });
+                    let tool = t.calls.first().map(|c| c.function.clone());
+                    out.push(ToyTrajectory {
+                        instance_id: id.clone(),
+                        round: label.round,
+                        answer: tool.as_deref().map(|n| n.trim_start_matches("tool_").into()),
+                        tool,
+                        error_kind: t.error.map(|e| e.kind),
+                    });
+                }
+                ctx.write(&out)?;
+                Ok(())
+            },
+        )?;
+        if let Some(e) = &e {
+            cx.out.push(node, "toy-explore", label, e);
+        }
+        Ok(e)
+    }
+
+    fn score(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        node: &str,
+        label: &Label,
+        traj: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        let rows: Vec<ToyTrajectory> = traj.read()?;
+        let e = cx.session.stage(
+            node,
+            "toy-evaluate",
+            1,
+            json!({}),
+            &[("trajectories", Some(traj))],
+            |ctx| {
+                let out: Vec<ToyScore> = rows
+                    .iter()
+                    .map(|t| ToyScore {
+                        instance_id: t.instance_id.clone(),
+                        round: t.round,
+                        solved: t.tool.as_deref() == Some("tool_b"),
+                    })
+                    .collect();
+                ctx.write(&out)?;
+                Ok(())
+            },
+        )?;
+        if let Some(e) = &e {
+            cx.out.push(node, "toy-evaluate", label, e);
+        }
+        Ok(e)
+    }
+}
+
+impl OnlineEnv for Toy {
+    fn explore_eval(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+        _prev: Option<&Entry>,
+    ) -> Result<Option<(Entry, Entry)>, DriveError> {
+        let Some(t) =
+            self.explore_rows(cx, chain, &format!("toy-explore[{tag}]"), label, docs, &self.questions)?
+        else {
+            return Ok(None);
+        };
+        let Some(s) = self.score(cx, &format!("toy-evaluate[{tag}]"), label, &t)? else {
+            return Ok(None);
+        };
+        Ok(Some((t, s)))
+    }
+
+    fn curve_start(&self, _tag: &str, _label: &Label, _scores: &Entry) {}
+
+    fn examples(
+        &self,
+        docs: &[DocRow],
+        trajectories: &Entry,
+        _scores: &Entry,
+        _guard: bool,
+    ) -> Result<Vec<Example>, DriveError> {
+        let t: Vec<ToyTrajectory> = trajectories.read()?;
+        Ok(docs
+            .iter()
+            .map(|d| match t.iter().find(|t| t.instance_id == d.instance_id) {
+                _ if d.frozen => Example::Converged,
+                Some(t) if t.error_kind.is_some() => Example::Retry,
+                Some(t) => Example::Show(format!(
+                    "called {}, got {}",
+                    t.tool.as_deref().unwrap_or("nothing"),
+                    t.answer.as_deref().unwrap_or("nothing")
+                )),
+                None => Example::Converged,
+            })
+            .collect())
+    }
+}
+
+impl OfflineEnv for Toy {
+    fn explore(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        split: Split,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        // Train: the first 3 questions; test: the rest.
+        let ids: Vec<String> = match split {
+            Split::Train => self.questions[..3].to_vec(),
+            Split::Test => self.questions[3..].to_vec(),
+        };
+        self.explore_rows(cx, chain, &format!("toy-explore[{tag}]"), label, docs, &ids)
+    }
+
+    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
+        let t: Vec<ToyTrajectory> = trajectories.read()?;
+        Ok(t.iter()
+            .map(|t| format!("{}: called {:?}", t.instance_id, t.tool))
+            .collect())
+    }
+
+    fn editor_notes(&self) -> &str {
+        "tool_b is the right answer"
+    }
+
+    fn evaluate(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        tag: &str,
+        label: &Label,
+        _docs: &Entry,
+        trajectories: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        self.score(cx, &format!("toy-evaluate[{tag}]"), label, trajectories)
+    }
+}
+
+/// A table over the toy's score outputs: solved share per node.
+struct ToyTable {
+    rows: Vec<ToyScore>,
+    lines: Vec<(String, f64)>,
+}
+
+impl TableReport for ToyTable {
+    type Row = ToyScore;
+    const NAME: &'static str = "toy";
+    fn render(&self, _csv: bool) -> String {
+        let mut s = String::from("node,solved\n");
+        for (n, v) in &self.lines {
+            s.push_str(&format!("{n},{v:.2}\n"));
+        }
+        s
+    }
+    fn rows(&self) -> &[ToyScore] {
+        &self.rows
+    }
+}
+
+fn table(out: &RunOutput) -> ToyTable {
+    let mut rows = Vec::new();
+    let mut lines = Vec::new();
+    for o in out.by_stage("toy-evaluate") {
+        let r: Vec<ToyScore> = o.entry.read().unwrap();
+        let share = r.iter().filter(|s| s.solved).count() as f64 / r.len().max(1) as f64;
+        lines.push((o.node.clone(), share));
+        rows.extend(r);
+    }
+    ToyTable { rows, lines }
+}
+
+fn spec(s: &str) -> ModelSpec {
+    ModelSpec::parse(s).unwrap()
+}
+
+fn models(dir: &std::path::Path, fail_agent: &[&str], fail_editor: bool) -> (Models, Arc<PickB>, Arc<Teacher>) {
+    let agent = Arc::new(PickB {
+        fail: Mutex::new(fail_agent.iter().map(|s| s.to_string()).collect()),
+        calls: AtomicUsize::new(0),
+    });
+    let editor = Arc::new(Teacher {
+        fail_first: Mutex::new(fail_editor),
+        prompts: Mutex::new(Vec::new()),
+    });
+    let m = Models::new(&dir.join("llm"), &dir.join("embed"))
+        .with_agent(spec("scripted:toy"), agent.clone())
+        .with_editor(spec("scripted:teacher"), editor.clone());
+    (m, agent, editor)
+}
+
+/// The round-0 docs of the online loop (one row per question).
+fn seed_docs(s: &mut Session<'_>, ids: &[String], shared: bool) -> Entry {
+    let rows: Vec<DocRow> = if shared {
+        vec![doc(SHARED)]
+    } else {
+        ids.iter().map(|i| doc(i)).collect()
+    };
+    s.stage("toy-docs", "toy-docs", 1, json!({"shared": shared, "ids": ids}), &[], |ctx| {
+        ctx.write(&rows)?;
+        Ok(())
+    })
+    .unwrap()
+    .unwrap()
+}
+
+fn online_run(
+    store: &Store,
+    models: &Models,
+    toy: &Toy,
+    rounds: u32,
+) -> (RunOutput, usize) {
+    let mut s = Session::new(store, Mode::Run, true);
+    let docs0 = seed_docs(&mut s, &toy.questions, false);
+    let mut out = RunOutput::default();
+    let chain = Chain {
+        seed: 0,
+        agent: spec("scripted:toy"),
+        sfx: String::new(),
+    };
+    let mut cx = Cx {
+        session: &mut s,
+        models,
+        out: &mut out,
+    };
+    let label = Label {
+        setting: "toy".into(),
+        method: "base".into(),
+        ..Default::default()
+    };
+    let r0 = toy
+        .explore_eval(&mut cx, &chain, "toy r0", &label, &docs0, None)
+        .unwrap()
+        .unwrap();
+    let editor = spec("scripted:teacher");
+    let curve = Curve {
+        setting: "toy",
+        method: "toolobserver",
+        editor: &editor,
+        template: "{{tools}}\n{{example}}",
+        rounds,
+        guard: false,
+        etag: "",
+    };
+    online::toolobserver(toy, &mut cx, &chain, &curve, &docs0, r0).unwrap();
+    let ran = s.executed();
+    (out, ran)
+}
+
+fn last_docs(out: &RunOutput, stage: &str) -> Vec<DocRow> {
+    out.by_stage(stage).last().unwrap().entry.read().unwrap()
+}
+
+#[test]
+fn toy_environment_runs_the_online_loop_and_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+    let toy = Toy {
+        questions: vec!["q1".into(), "q2".into()],
+    };
+    let (m, agent, _) = models(dir.path(), &[], false);
+    let (out, _) = online_run(&store, &m, &toy, 10);
+    // r0: tool_a (nothing mentions B); r1: tool_b after the editor's rewrite; r2: the
+    // editor proposes nothing new -> every instance frozen -> stop before K.
+    let reflects: Vec<_> = out.by_stage("batch-reflect").collect();
+    assert_eq!(reflects.len(), 2, "{:?}", reflects.iter().map(|o| &o.node).collect::<Vec<_>>());
+    assert!(last_docs(&out, "batch-reflect").iter().all(|d| d.frozen));
+    let t = table(&out);
+    assert_eq!(
+        t.render(false),
+        "node,solved\ntoy-evaluate[toy r0],0.00\ntoy-evaluate[toy r1],1.00\n"
+    );
+    assert_eq!(t.rows().len(), 4);
+    assert_eq!(agent.calls.load(Ordering::SeqCst), 4);
+    // A rerun is answered from the store: no stage runs, no model is called.
+    let (m2, agent2, editor2) = models(dir.path(), &[], false);
+    let (_, ran) = online_run(&store, &m2, &toy, 10);
+    assert_eq!(ran, 0);
+    assert_eq!(agent2.calls.load(Ordering::SeqCst), 0);
+    assert!(editor2.prompts.lock().unwrap().is_empty());
+}
+
+#[test]
+fn failed_agent_and_editor_calls_keep_instances_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+    let toy = Toy {
+        questions: vec!["q1".into(), "q2".into()],
+    };
+    // q2's first agent call fails; the editor's first request fails.
+    let (m, _, editor) = models(dir.path(), &["q2"], true);
+    let (out, _) = online_run(&store, &m, &toy, 10);
+    let reflects: Vec<_> = out.by_stage("batch-reflect").collect();
+    let r1: Vec<DocRow> = reflects[0].entry.read().unwrap();
+    let edits1: Vec<EditRow> = reflects[0].entry.read().unwrap();
+    // q1: the editor call failed -> not frozen; q2: the agent call failed -> not sent,
+    // not frozen. Before the fix both froze and the loop stopped after round 1.
+    assert!(r1.iter().all(|d| !d.frozen && !d.changed), "{r1:?}");
+    assert_eq!(edits1.iter().filter(|e| e.sent).count(), 1);
+    assert!(reflects.len() >= 3, "the loop went on while instances were live");
+    let last = last_docs(&out, "batch-reflect");
+    assert!(last.iter().all(|d| d.frozen));
+    let t = table(&out);
+    let finals: Vec<f64> = t.lines.iter().map(|(_, v)| *v).collect();
+    assert_eq!(finals.last(), Some(&1.0), "{:?}", t.lines);
+    assert!(editor.prompts.lock().unwrap().len() >= 3);
+}
+
+#[test]
+fn toy_environment_runs_the_offline_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+    let toy = Toy {
+        questions: (1..=6).map(|i| format!("q{i}")).collect(),
+    };
+    let (m, agent, editor) = models(dir.path(), &[], false);
+    let run = |m: &Models, batch_template: &str| -> (RunOutput, usize) {
+        let mut s = Session::new(&store, Mode::Run, true);
+        let docs0 = seed_docs(&mut s, &[], true);
+        let mut out = RunOutput::default();
+        let chain = Chain {
+            seed: 0,
+            agent: spec("scripted:toy"),
+            sfx: String::new(),
+        };
+        let mut cx = Cx {
+            session: &mut s,
+            models: m,
+            out: &mut out,
+        };
+        let ed = spec("scripted:teacher");
+        let curve = OfflineCurve {
+            setting: "toy",
+            method: "toolobserver",
+            editor: &ed,
+            batch_template,
+            merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
+            rounds: 2,
+            batch_size: 2,
+            etag: "",
+        };
+        offline::toolobserver(&toy, &mut cx, &chain, &curve, &docs0)
+            .unwrap()
+            .unwrap();
+        let ran = s.executed();
+        (out, ran)
+    };
+    let batch = "BATCH {{notes}}\n{{tools}}\n{{trajectories}}";
+    let (out, _) = run(&m, batch);
+    // 3 training trajectories in batches of 2: every trajectory exactly once.
+    let analyses: Vec<AnalysisRow> = out.by_stage("batch-reflect").next().unwrap().entry.read().unwrap();
+    assert_eq!(
+        analyses.iter().map(|a| a.trajectories.clone()).collect::<Vec<_>>(),
+        vec![vec![0, 1], vec![2]]
+    );
+    // The merge omitted tool_b: the batches' majority is used.
+    let merge: Vec<MergeRow> = out.by_stage("consensus-merge").next().unwrap().entry.read().unwrap();
+    assert_eq!(
+        merge.iter().map(|m| (m.tool.as_str(), m.source.as_str(), m.description.as_str())).collect::<Vec<_>>(),
+        vec![("tool_a", "merge", "Answers A."), ("tool_b", "majority", "Answers B.")]
+    );
+    // Round 2 explored with the merged docs, and the test split solves every question.
+    let t = table(&out);
+    assert_eq!(t.lines.last().map(|l| l.1), Some(1.0), "{:?}", t.lines);
+    let prompts = editor.prompts.lock().unwrap().clone();
+    assert_eq!(prompts.iter().filter(|p| p.starts_with("BATCH")).count(), 4);
+    assert_eq!(prompts.iter().filter(|p| p.starts_with("MERGE")).count(), 2);
+    assert!(prompts[0].contains("tool_b is the right answer"));
+    let calls = agent.calls.load(Ordering::SeqCst);
+    assert_eq!(calls, 3 + 3 + 3);
+    // A changed batch prompt reruns only the batch-reflect rounds; their replies are
+    // the same here, so the outputs are byte-identical and nothing downstream reruns
+    // (early cutoff): no exploration, no merge, no agent call.
+    let (m2, agent2, _) = models(dir.path(), &[], false);
+    let (_, ran) = run(&m2, "BATCH v2 {{notes}}\n{{tools}}\n{{trajectories}}");
+    assert_eq!(ran, 2);
+    assert_eq!(agent2.calls.load(Ordering::SeqCst), 0);
+    // And a finished run replays with no model call.
+    let (m3, agent3, editor3) = models(dir.path(), &[], false);
+    let (_, ran) = run(&m3, batch);
+    assert_eq!(ran, 0);
+    assert_eq!(agent3.calls.load(Ordering::SeqCst), 0);
+    assert!(editor3.prompts.lock().unwrap().is_empty());
+}
