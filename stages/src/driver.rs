@@ -10,7 +10,7 @@
 
 use crate::experiment::Experiment;
 use crate::models::Models;
-use pipeline::{Mode, Session, Store};
+use pipeline::{Mode, NodeReport, Session, Store};
 
 pub use crate::env::{DriveError, Label, Output, RunOutput};
 
@@ -32,7 +32,12 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
 
 /// The one way renderers locate an experiment's results: the driver in status mode
 /// (nothing runs, no model is loaded), quietly.
-pub fn locate(exp: &Experiment, store: &Store) -> Result<RunOutput, DriveError> {
+/// Also returns the status of every node, so a renderer can say what is missing.
+pub fn locate(
+    exp: &Experiment,
+    store: &Store,
+) -> Result<(RunOutput, Vec<NodeReport>), DriveError> {
     let mut s = Session::new(store, Mode::Status, true);
-    drive(exp, &mut s)
+    let out = drive(exp, &mut s)?;
+    Ok((out, s.reports().to_vec()))
 }

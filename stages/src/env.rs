@@ -76,6 +76,10 @@ pub struct Output {
 #[derive(Default, Debug)]
 pub struct RunOutput {
     pub outputs: Vec<Output>,
+    /// Every score output an environment's summary aggregates, in drive order, with
+    /// a label unique within the drive: renderers summarise these themselves when
+    /// the summary stage has not run yet (a run still going, or stopped).
+    pub curve: Vec<(String, Label, Entry)>,
 }
 
 impl RunOutput {

@@ -530,6 +530,19 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         }
     }
     let summary = env.summary.into_inner();
+    cx.out.curve.extend(summary.iter().map(|i| {
+        (
+            i.label.clone(),
+            Label {
+                setting: i.setting.clone(),
+                method: i.method.clone(),
+                agent: i.agent.clone(),
+                editor: i.editor.clone(),
+                round: i.round,
+            },
+            i.entry.clone(),
+        )
+    }));
     if !summary.is_empty() {
         let inputs: Vec<(&str, Option<&Entry>)> = summary
             .iter()

@@ -165,7 +165,7 @@ fn final_docs(out: &[Output]) -> BTreeMap<(String, String, String, String), &Out
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
-    let out = crate::driver::locate(exp, store)
+    let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::failed("table6", e.to_string()))?;
     let mut notes = Vec::new();
     let Some(data) = out

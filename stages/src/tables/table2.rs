@@ -4,7 +4,7 @@
 
 use crate::experiment::Experiment;
 use crate::bfcl::released::csv_field;
-use crate::bfcl::summarize::SummaryRow;
+use crate::bfcl::summarize::{SummaryInput, SummaryRow};
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::opacify::Setting;
 use datasets::bfcl::released::score_tree;
@@ -86,6 +86,9 @@ impl Row for CellRow {
 pub struct Table2 {
     pub cells: Vec<CellRow>,
     pub notes: Vec<String>,
+    /// `(setting, model, method)` of this run's cells that are not finished yet
+    /// (running, stopped or not started): shown as `not finished`.
+    pub pending: Vec<(String, String, String)>,
 }
 
 fn model_label(gen_hypers: &str) -> String {
@@ -198,28 +201,51 @@ fn released_cells(
     Ok((cells, disagreements))
 }
 
-/// This project's run: the experiment's `summarize` output (must be in the store).
-fn run_cells(store: &Store, exp: &Experiment) -> Result<(Vec<CellRow>, Vec<String>), StageError> {
-    let out = crate::driver::locate(exp, store)
+/// This project's run: the experiment's `summarize` output, or, while the run is
+/// still going (or was stopped), the same aggregation over the evaluate outputs that
+/// exist; cells that are not finished are listed in `pending`.
+fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
+    let (out, reports) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::failed("table2", e.to_string()))?;
     let mut notes = Vec::new();
-    let Some(summary) = out.by_stage(crate::bfcl::summarize::STAGE).next() else {
-        notes.push(format!(
-            "{}: no results in the store yet (run `otb run {}`)",
-            exp.name,
-            exp.path.display()
-        ));
-        return Ok((Vec::new(), notes));
-    };
-    let rows: Vec<SummaryRow> = summary.entry.read()?;
-    let pending = session
-        .reports()
+    let pending_nodes = reports
         .iter()
         .filter(|r| r.key.is_none() || !matches!(r.state, pipeline::NodeState::Fresh))
         .count();
-    if pending > 0 {
+    let rows: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
+        Some(summary) => summary.entry.read()?,
+        None if out.curve.is_empty() => {
+            notes.push(format!(
+                "{}: no results in the store yet (run `otb run {}`)",
+                exp.name,
+                exp.path.display()
+            ));
+            return Ok(RunCells {
+                cells: Vec::new(),
+                notes,
+                pending: Vec::new(),
+            });
+        }
+        None => {
+            let inputs: Vec<SummaryInput> = out
+                .curve
+                .iter()
+                .map(|(key, l, e)| SummaryInput {
+                    label: key.clone(),
+                    setting: l.setting.clone(),
+                    method: l.method.clone(),
+                    agent: l.agent.clone(),
+                    editor: l.editor.clone(),
+                    round: l.round,
+                    entry: e.clone(),
+                })
+                .collect();
+            crate::bfcl::summarize::summarize(&inputs)?
+        }
+    };
+    if pending_nodes > 0 {
         notes.push(format!(
-            "{}: {pending} stages not computed yet; cells show what exists",
+            "{}: {pending_nodes} stages not computed yet; finished cells are shown, the others are marked",
             exp.name
         ));
     }
@@ -270,7 +296,88 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<(Vec<CellRow>, Vec<Strin
             }
         }
     }
-    Ok((cells, notes))
+    // Cells the experiment asks for that are not finished: a chain is finished when
+    // none of its nodes is missing from the store.
+    let mut pending = Vec::new();
+    if pending_nodes > 0 {
+        let b = exp.bfcl.as_ref();
+        let methods = b.map(|b| b.methods.clone()).unwrap_or_default();
+        let settings = b.map(|b| b.settings.clone()).unwrap_or_default();
+        for agent in exp.agents.iter().map(ToString::to_string) {
+            for s in &settings {
+                for (method, label) in [
+                    ("gold", "Gold"),
+                    ("base", "Base"),
+                    ("toolobserver", "+TO"),
+                    ("play2prompt", "+P2P"),
+                    ("easytool", "+ET"),
+                    ("draft", "+DRAFT"),
+                ] {
+                    if !methods.iter().any(|m| m == method) {
+                        continue;
+                    }
+                    let prefix = if method == "gold" {
+                        "gold r0".to_string()
+                    } else {
+                        format!("{s} ")
+                    };
+                    let unfinished = reports.iter().any(|r| {
+                        !matches!(r.state, pipeline::NodeState::Fresh)
+                            && node_setting(&r.node).is_some_and(|n| n.starts_with(&prefix))
+                            && node_method(&r.node, r.stage.as_str()) == method
+                    });
+                    let missing = !cells
+                        .iter()
+                        .any(|c| c.setting == *s && c.method == label && c.model == agent);
+                    if unfinished || missing {
+                        pending.push((s.clone(), agent.clone(), label.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    Ok(RunCells {
+        cells,
+        notes,
+        pending,
+    })
+}
+
+struct RunCells {
+    cells: Vec<CellRow>,
+    notes: Vec<String>,
+    pending: Vec<(String, String, String)>,
+}
+
+/// The bracketed part of a node name (`explore[names r1]` -> `names r1`).
+fn node_setting(node: &str) -> Option<&str> {
+    node.split_once('[')
+        .and_then(|(_, rest)| rest.strip_suffix(']'))
+}
+
+/// Which Table 2 method a node belongs to, from its stage and name.
+fn node_method(node: &str, stage: &str) -> &'static str {
+    let inner = node_setting(node).unwrap_or("");
+    for m in ["easytool", "play2prompt", "draft"] {
+        if stage == m || inner.contains(&format!(" {m} ")) {
+            return match m {
+                "easytool" => "easytool",
+                "play2prompt" => "play2prompt",
+                _ => "draft",
+            };
+        }
+    }
+    if inner.starts_with("gold") {
+        return "gold";
+    }
+    if stage == "batch-reflect" {
+        return "toolobserver";
+    }
+    // explore / evaluate of round k > 0 belong to ToolObserver; round 0 to Base.
+    match inner.split_whitespace().nth(1) {
+        Some(r) if r.starts_with('r') && r != "r0" => "toolobserver",
+        _ => "base",
+    }
 }
 
 pub fn build(
@@ -305,12 +412,18 @@ pub fn build(
             root.display()
         ));
     }
+    let mut pending = Vec::new();
     if let Some(exp) = exp {
-        let (c, n) = run_cells(store, exp)?;
-        cells.extend(c);
-        notes.extend(n);
+        let r = run_cells(store, exp)?;
+        cells.extend(r.cells);
+        notes.extend(r.notes);
+        pending = r.pending;
     }
-    Ok(Table2 { cells, notes })
+    Ok(Table2 {
+        cells,
+        notes,
+        pending,
+    })
 }
 
 fn fmt3(e: f64, p: f64, a: f64) -> String {
@@ -365,9 +478,14 @@ impl crate::tables::report::TableReport for Table2 {
             "---|".repeat(METHODS.len())
         ));
         let mut models: Vec<&str> = Vec::new();
-        for c in &self.cells {
-            if !models.contains(&c.model.as_str()) {
-                models.push(&c.model);
+        for m in self
+            .cells
+            .iter()
+            .map(|c| &c.model)
+            .chain(self.pending.iter().map(|(_, m, _)| m))
+        {
+            if !models.contains(&m.as_str()) {
+                models.push(m);
             }
         }
         for (s, label) in SETTINGS {
@@ -408,6 +526,14 @@ impl crate::tables::report::TableReport for Table2 {
                                             v.push_str(&format!(" {err} err"));
                                         }
                                         v
+                                    }
+                                    None if source == "run"
+                                        && self.pending.iter().any(|(ps, pm, pmeth)| {
+                                            ps == s && pm == m && pmeth == meth
+                                        }) =>
+                                    {
+                                        any = true;
+                                        "not finished".to_string()
                                     }
                                     None => String::new(),
                                 }

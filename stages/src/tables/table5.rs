@@ -59,7 +59,7 @@ pub struct Table5 {
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
-    let out = crate::driver::locate(exp, store)
+    let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::failed("table5", e.to_string()))?;
     let mut notes = Vec::new();
     let k = exp.bfcl.as_ref().map_or(0, |b| b.rounds) as i64;

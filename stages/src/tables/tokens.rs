@@ -213,7 +213,7 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
-    let out = crate::driver::locate(exp, store)
+    let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::failed("tokens", e.to_string()))?;
     let rows = compute(&out.outputs)?;
     let mut notes = Vec::new();
