@@ -5,7 +5,10 @@
 //! `diversity` (the explorer is asked again, told why, up to `retries` times; the last
 //! answer is then accepted). The call is executed; the analyzer compares the output
 //! with the description (consistency, completeness, concision); the rewriter writes
-//! the new description and a direction for the next episode. The tool is done when
+//! the new description and a direction for the next episode. As in the DRAFT paper
+//! (its Eq. 1, 3 and 4): the explorer sees every earlier (query, call, result), the
+//! analyzer the description's revision history, and the rewriter this episode's
+//! query, call and result plus the earlier explorations. The tool is done when
 //! successive descriptions converge, `(BLEU + cosine) / 2 > converge`, or after
 //! `episodes` episodes.
 
@@ -18,7 +21,30 @@ use crate::experiment::DraftBudget;
 use serde_json::Value;
 
 pub const STAGE: &str = "draft";
-pub const VERSION: u32 = 1;
+/// 2: explorer, analyzer and rewriter see their histories (the DRAFT paper's inputs).
+pub const VERSION: u32 = 2;
+
+/// How much of one tool output the history shows.
+const OUTPUT_CHARS: usize = 400;
+
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(OUTPUT_CHARS) {
+        Some((i, _)) => format!("{}... ({} characters)", &s[..i], s.chars().count()),
+        None => s.to_string(),
+    }
+}
+
+/// One earlier exploration: `- request / call / output` lines.
+fn history_text(history: &[(String, String, String)]) -> String {
+    if history.is_empty() {
+        return "(none yet)".to_string();
+    }
+    history
+        .iter()
+        .map(|(q, c, o)| format!("- Request: {q}\n  Call: {c}\n  Output: {}", clip(o)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 pub const EXPLORER: &str = include_str!("../../../prompts/draft_explorer.txt");
 pub const ANALYZER: &str = include_str!("../../../prompts/draft_analyzer.txt");
@@ -58,6 +84,9 @@ fn draft_tool(
         .unwrap_or("")
         .to_string();
     let mut queries: Vec<(String, Vec<f32>)> = Vec::new();
+    // (query, call, output) of every executed exploration, and every description so far.
+    let mut history: Vec<(String, String, String)> = Vec::new();
+    let mut revisions: Vec<String> = vec![desc.clone()];
     let mut direction = FIRST_DIRECTION.to_string();
     for ep in 0..budget.episodes as u64 {
         log.episodes += 1;
@@ -67,15 +96,7 @@ fn draft_tool(
             .find(|t| tool_name(t) == name)
             .map(render_tool)
             .unwrap_or_default();
-        let previous = if queries.is_empty() {
-            "(none yet)".to_string()
-        } else {
-            queries
-                .iter()
-                .map(|(q, _)| format!("- {q}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
+        let previous = history_text(&history);
         let mut note = String::new();
         let mut accepted = None;
         for r in 0..=budget.retries as u64 {
@@ -131,6 +152,20 @@ fn draft_tool(
         let out = w.execute(name, "explorer", &args);
         let call = render_call(name, &Value::Object(args), None);
         queries.push((query.clone(), emb));
+        let earlier = history_text(&history);
+        history.push((query.clone(), call.clone(), out.text.clone()));
+        let revision_text = revisions
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                format!(
+                    "{}. {}",
+                    i + 1,
+                    if d.trim().is_empty() { "(empty)" } else { d.as_str() }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
         let suggestions = w
             .ask(
                 name,
@@ -140,9 +175,10 @@ fn draft_tool(
                     ANALYZER,
                     &[
                         ("tool", &rendered),
+                        ("revisions", &revision_text),
                         ("query", &query),
                         ("call", &call),
-                        ("output", &out.text),
+                        ("output", &clip(&out.text)),
                     ],
                 ),
                 ep,
@@ -155,7 +191,14 @@ fn draft_tool(
                 Phase::Editing,
                 &fill(
                     REWRITER,
-                    &[("tool", &rendered), ("suggestions", &suggestions)],
+                    &[
+                        ("tool", &rendered),
+                        ("query", &query),
+                        ("call", &call),
+                        ("output", &clip(&out.text)),
+                        ("history", &earlier),
+                        ("suggestions", &suggestions),
+                    ],
                 ),
                 ep,
             )
@@ -176,6 +219,7 @@ fn draft_tool(
             direction = d.trim().to_string();
         }
         let converged = similarity(w, &new, &desc) > budget.converge;
+        revisions.push(new.clone());
         desc = new;
         if converged {
             log.converged = true;
@@ -283,5 +327,52 @@ mod tests {
         // Episodes 2 and 3 each reject twice, then accept the same query.
         assert_eq!(log.rejected, 4);
         assert_eq!(runner.count(), 3);
+    }
+
+    #[test]
+    fn explorer_analyzer_and_rewriter_see_their_histories() {
+        let prompts = std::sync::Mutex::new(Vec::<String>::new());
+        let n = AtomicU64::new(0);
+        let editor = FnEditor::new(|p: &str| {
+            prompts.lock().unwrap().push(p.to_string());
+            if p.starts_with("You are exploring") {
+                let k = n.fetch_add(1, Ordering::SeqCst);
+                format!("{{\"query\": \"zebra{k} quantum{k} harbor{k}\", \"arguments\": {{\"a\": {k}}}}}")
+            } else if p.starts_with("Compare what the tool") {
+                "Say what a is.".into()
+            } else {
+                let k = n.load(Ordering::SeqCst);
+                format!("{{\"description\": \"version {k} lantern{k} meadow{k}\"}}")
+            }
+        });
+        let runner = FnRunner::new(|args| ToolOutput {
+            ok: true,
+            text: format!("result for a={}", args["a"]),
+        });
+        let tb = toolbox(&editor, &runner);
+        let (inst, doc) = instance();
+        let mut w = Work::new(&tb, STAGE, &inst, &doc);
+        let budget = DraftBudget {
+            episodes: 2,
+            ..Default::default()
+        };
+        draft_tool(&mut w, &tools_of(&doc), "function_1", &budget);
+        let p = prompts.lock().unwrap().clone();
+        let explorers: Vec<&String> = p.iter().filter(|x| x.starts_with("You are exploring")).collect();
+        let analyzers: Vec<&String> = p.iter().filter(|x| x.starts_with("Compare what")).collect();
+        let rewriters: Vec<&String> = p.iter().filter(|x| x.starts_with("Rewrite")).collect();
+        assert_eq!((explorers.len(), analyzers.len(), rewriters.len()), (2, 2, 2));
+        // Explorer: the (query, call, result) of the first episode.
+        assert!(explorers[0].contains("(none yet)"));
+        assert!(explorers[1].contains("Request: zebra0 quantum0 harbor0"), "{}", explorers[1]);
+        assert!(explorers[1].contains("Call: function_1(a=0)"));
+        assert!(explorers[1].contains("Output: result for a=0"));
+        // Analyzer: the revision history (the empty start, then episode 1's rewrite).
+        assert!(analyzers[0].contains("1. (empty)"), "{}", analyzers[0]);
+        assert!(analyzers[1].contains("2. version 1 lantern1 meadow1"), "{}", analyzers[1]);
+        // Rewriter: this episode's query, call and result, and the earlier ones.
+        assert!(rewriters[1].contains("User request: zebra1 quantum1 harbor1"));
+        assert!(rewriters[1].contains("Output: result for a=1"));
+        assert!(rewriters[1].contains("Request: zebra0 quantum0 harbor0"));
     }
 }
