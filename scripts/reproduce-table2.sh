@@ -10,6 +10,7 @@
 #   OTB_RELEASED_RUNS=DIR         the authors' released BFCL run tree
 #   OTB_RECORDED=FILE             their frozen API responses (default: DIR/../recorded_api_responses.json)
 #   OTB_EXPECTED=DIR              their reference configs (default: DIR/../tool_configs)
+#   STEPWISE=0                    run the whole grid at once (no table after each setting)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OTB=${OTB:-target/release/otb}
@@ -36,6 +37,25 @@ if [ -n "${OTB_RELEASED_RUNS:-}" ]; then
   [ -d "$expd" ] && table_args+=(--expected "$expd")
 fi
 
+# One setting after another, with Table 2 printed after each: the first rows are
+# readable long before the whole grid is done. Each step reruns nothing that an
+# earlier one finished (the store is content-addressed); `otb table table2` on a
+# store whose run is still going (or was stopped) prints the finished cells too.
+settings=$(awk -F= '/^settings *=/ { gsub(/[][" ]/, "", $2); print $2; exit }' "$EXP")
+if [ -n "$settings" ] && [ "${STEPWISE:-1}" = 1 ]; then
+  done_settings=""
+  IFS=, read -ra all <<< "$settings"
+  for s in "${all[@]}"; do
+    done_settings="${done_settings:+$done_settings, }\"$s\""
+    step="$OUT/$(basename "$EXP" .toml)-upto-${s//+/_}.toml"
+    awk -v list="[$done_settings]" '
+      /^settings *=/ { print "settings = " list; next }
+      { print }' "$EXP" > "$step"
+    echo "reproduce-table2: setting $s (${SECONDS}s so far)" >&2
+    "$OTB" run "$step"
+    "$OTB" table table2 --experiment "$step" "${table_args[@]:2}"
+  done
+fi
 "$OTB" run "$EXP"
 "$OTB" table table2 "${table_args[@]}"
 # What each method spent, and how close its learned docs are to the originals.

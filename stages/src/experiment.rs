@@ -109,6 +109,9 @@ pub struct Play2PromptBudget {
     pub top_k: u32,
     /// Examples (demonstrations) per tool.
     pub examples: u32,
+    /// `paper`: on `names` and `names+desc` only the 50 `exec_multiple` instances, as
+    /// the paper's +P2P cells (n = 50); `all`: every instance in every setting.
+    pub instances: String,
 }
 
 impl Default for Play2PromptBudget {
@@ -121,6 +124,7 @@ impl Default for Play2PromptBudget {
             refine_steps: 1,
             top_k: 1,
             examples: 1,
+            instances: "paper".into(),
         }
     }
 }
@@ -470,6 +474,12 @@ impl Experiment {
                 "baselines.play2prompt: init_loops, beam_width, expansions, top_k and examples must be at least 1",
             ));
         }
+        check_names(
+            path,
+            "baselines.play2prompt.instances value",
+            std::slice::from_ref(&p.instances),
+            &["paper", "all"],
+        )?;
         let d = &baselines.draft;
         check_names(
             path,

@@ -313,7 +313,21 @@ impl Bfcl<'_> {
             seed_sfx(self.b, chain.seed)
         };
         let node = format!("{method}[{setting}{sfx}{etag}]");
-        let docs_rows: Vec<DocRow> = docs0.read()?;
+        let mut docs_rows: Vec<DocRow> = docs0.read()?;
+        if method == "play2prompt"
+            && bl.play2prompt.instances == "paper"
+            && matches!(setting, "names" | "names+desc")
+        {
+            // The paper's +P2P cells on these two settings cover the 50 exec_multiple
+            // instances only (n = 50 in Table 2).
+            let multiple: std::collections::HashSet<&str> = self
+                .instances
+                .iter()
+                .filter(|i| i.category == "exec_multiple")
+                .map(|i| i.instance_id.as_str())
+                .collect();
+            docs_rows.retain(|d| multiple.contains(d.instance_id.as_str()));
+        }
         let models = cx.models;
         let docs = cx.session.stage(
             &node,
