@@ -59,13 +59,24 @@ async fn backend_errors_keep_their_kind_across_the_wire() {
         .await
         .unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::RateLimit, 2));
-    let client = served(Scripted::new(|_| {
-        Err(LlmError::new(ErrorKind::Fatal, "no"))
+    // Every kind comes back as itself, so the answer/infrastructure split
+    // holds through `serve` too.
+    let client = served(Scripted::new(|r| {
+        let name = r.messages[0].content.clone().unwrap_or_default();
+        let kind = ErrorKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .unwrap_or(ErrorKind::Fatal);
+        Err(LlmError::new(kind, format!("failed as {name}")))
     }))
     .await;
-    let e = client
-        .chat(&ChatRequest::new("m", vec![Message::user("x")]))
-        .await
-        .unwrap_err();
-    assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
+    for kind in ErrorKind::ALL {
+        let e = client
+            .chat(&ChatRequest::new("m", vec![Message::user(kind.as_str())]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, kind, "{e}");
+        let want_attempts = if kind.is_retryable() { 2 } else { 1 };
+        assert_eq!(e.attempts, want_attempts, "{e}");
+    }
 }
