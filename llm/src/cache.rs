@@ -15,22 +15,51 @@
 //! # On disk
 //!
 //! `<dir>/calls.jsonl`: one JSON record per line, appended and `fdatasync`ed
-//! before the response is returned to the caller. `<dir>/calls.lock` holds an
-//! exclusive advisory lock while a [`CallCache`] is open (released by the OS
-//! when the process dies, SIGKILL included).
+//! before the response is returned to the caller. Each record (format
+//! version 2) ends with a checksum field, `"sum"`: the first 16 hex digits
+//! of the sha256 of the line's bytes before `,"sum":`. The line stays plain
+//! JSON. Version-1 records (no checksum, written before checksums existed)
+//! are still read, unchecked, and counted in the [`OpenReport`]; nothing is
+//! converted. A version-2 line without a valid checksum is never taken for
+//! a version-1 one.
 //!
-//! # Crash safety
+//! `<dir>/calls.lock` holds an exclusive advisory lock: for the cache's
+//! lifetime ([`CallCache::open`], [`LockMode::Exclusive`]), or only while
+//! opening and while appending one record ([`CallCache::open_per_write`],
+//! [`LockMode::PerWrite`]; records other processes appended are indexed on
+//! a lookup miss and before each append). The OS releases it when the
+//! process dies, SIGKILL included.
 //!
-//! A crash can only cut the last line short. On open, a last line without its
-//! newline, or one that does not parse, is cut off (the file is truncated to
-//! the end of the last good record). Records are only ever appended, so every
-//! complete line is a call that completed. Errors are never written.
+//! # Crash safety and repair
+//!
+//! A crash can only cut the last line short. `open` checks every line and
+//! reports what it did ([`OpenReport`], nothing is silent):
+//!
+//! - a line that fails its checksum or does not parse is not indexed and is
+//!   listed with its byte offset; bad lines before the last good record are
+//!   left in the file;
+//! - bytes after the last good record are cut off; when they hold a
+//!   complete line (not just a torn last record) they are first saved to
+//!   `calls.jsonl.corrupt-<n>`;
+//! - a log with no good record at all is never truncated to nothing: it is
+//!   moved to `calls.jsonl.corrupt-<n>` and the cache starts empty.
+//!
+//! A write that fails part-way is cut off at once, and if that fails too,
+//! before the next record is appended, so a partial record never swallows
+//! the next one. Every read checks the record's checksum again. Records
+//! are only ever appended, so every good line is a call that completed.
+//! Errors are never written. Records nest at most [`MAX_RECORD_DEPTH`]
+//! levels (what serde_json reads back); a deeper one is refused at write.
 //!
 //! # Limits
 //!
-//! One writer process per cache directory (the lock enforces it). Two
-//! identical requests in flight at once both reach the backend; the first
-//! record wins.
+//! With [`LockMode::Exclusive`], one writer process per cache directory
+//! (the lock enforces it); per-write caches can share a directory with each
+//! other and, between its runs, with an exclusive one. Moving an unusable
+//! log aside while another per-write process has it open leaves that
+//! process appending to the moved file until it reopens. Two identical
+//! requests in flight at once both reach the backend; the first record
+//! wins.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -667,6 +696,10 @@ impl CallCache {
         let len = log.file.metadata().map_err(|e| self.io(e))?.len();
         if len > log.end {
             log.file.set_len(log.end).map_err(|e| self.io(e))?;
+        } else if len < log.end {
+            // Another opener cut bad lines off the end (per-write mode):
+            // append where the file really ends.
+            log.end = len;
         }
         let offset = log.end;
         if let Err(e) = self.write_line(&mut log.file, line) {
