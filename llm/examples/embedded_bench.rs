@@ -73,8 +73,8 @@ async fn main() {
             let t = Instant::now();
             let r = b.chat(&request(i)).await.expect("chat");
             ms += t.elapsed().as_millis();
-            prompt += r.usage.prompt;
-            gen += r.usage.completion;
+            prompt = prompt.saturating_add(r.usage.prompt);
+            gen = gen.saturating_add(r.usage.completion);
             if i == 0 {
                 println!(
                     "  sample answer: calls {:?} content {:?}",

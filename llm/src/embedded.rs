@@ -483,11 +483,14 @@ impl Worker<'_> {
             .max_output_tokens()
             .unwrap_or(self.cfg.default_max_tokens);
         if tokens.len() + max_new as usize > self.n_ctx {
-            return Err(fatal(format!(
-                "prompt of {} tokens plus {max_new} output tokens exceeds the context of {} tokens",
-                tokens.len(),
-                self.n_ctx
-            )));
+            return Err(LlmError::new(
+                ErrorKind::ContextOverflow,
+                format!(
+                    "prompt of {} tokens plus {max_new} output tokens exceeds the context of {} tokens",
+                    tokens.len(),
+                    self.n_ctx
+                ),
+            ));
         }
         let grammar_text = if self.cfg.use_grammar {
             grammar::tool_call_grammar(&req.tools, &req.tool_choice).map_err(fatal)?
@@ -770,7 +773,7 @@ impl Worker<'_> {
                         // prompt lies where it would without batching.
                         self.forget(slot);
                     }
-                    Ok(self.respond(&seq, reason))
+                    self.respond(&seq, reason).checked()
                 }
                 Some(Err(e)) => {
                     // Unknown KV state after a failure: drop the sequence.
@@ -793,10 +796,10 @@ impl Worker<'_> {
         };
         if let Ok(mut m) = self.metrics.lock() {
             m.requests += 1;
-            m.prompt_tokens += seq.tokens.len() as u64;
-            m.reused_tokens += seq.reused as u64;
+            m.prompt_tokens = m.prompt_tokens.saturating_add(seq.tokens.len() as u64);
+            m.reused_tokens = m.reused_tokens.saturating_add(seq.reused as u64);
             m.prompt_eval += seq.prompt_eval;
-            m.generated_tokens += u64::from(seq.n_gen);
+            m.generated_tokens = m.generated_tokens.saturating_add(u64::from(seq.n_gen));
             m.generation += std::mem::take(&mut self.generation);
             m.grammar += seq.grammar_time;
         }

@@ -33,7 +33,8 @@ pub mod wire;
 
 pub use backend::{chat_all, Backend, BoxFuture, Scripted};
 pub use cache::{
-    read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, Replay, StatsSnapshot,
+    read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, DroppedLine,
+    LockMode, OpenReport, Replay, StatsSnapshot,
 };
 #[cfg(feature = "embedded")]
 pub use embedded::{EmbeddedBackend, EmbeddedConfig, EmbeddedMetrics};
@@ -42,7 +43,8 @@ pub use models::{fetch_model, ModelError};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::RetryPolicy;
 pub use select::backend_from_env;
-pub use serve::serve;
+pub use serve::{serve, serve_with, ServeConfig};
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,
+    MAX_JSON_DEPTH, MAX_REPLY_BYTES,
 };

@@ -16,6 +16,11 @@ use crate::retry::{parse_retry_after, RetryPolicy};
 use crate::types::{ChatRequest, ChatResponse};
 use crate::wire;
 
+/// Largest response body read (bytes). A reply is kept only up to
+/// [`crate::types::MAX_REPLY_BYTES`] of text; JSON escaping can make the body
+/// several times larger, hence the margin. A larger body is `malformed`.
+pub const MAX_RESPONSE_BODY: usize = 16 << 20;
+
 /// Default endpoint when `OTB_LLM_BASE_URL` is unset.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -162,10 +167,25 @@ impl OpenAiBackend {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let bytes = resp
-            .bytes()
+        let mut resp = resp;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
             .await
-            .map_err(|e| transport_error(&e, &self.url))?;
+            .map_err(|e| transport_error(&e, &self.url))?
+        {
+            if bytes.len() + chunk.len() > MAX_RESPONSE_BODY {
+                return Err(LlmError::new(
+                    ErrorKind::Malformed,
+                    format!(
+                        "response from {} is larger than {MAX_RESPONSE_BODY} bytes; not read further",
+                        self.url
+                    ),
+                )
+                .into());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         let text = String::from_utf8_lossy(&bytes);
         if !(200..300).contains(&status) {
             let kind = serde_json::from_str::<serde_json::Value>(&text)

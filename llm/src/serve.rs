@@ -5,16 +5,34 @@
 //! `Content-Length` only, one request per connection (`Connection: close`).
 //! That is all OpenAI clients need, and it keeps hyper's server stack out of
 //! the build. Bind it to 127.0.0.1.
+//!
+//! Bounds ([`ServeConfig`]): at most `max_connections` connections are
+//! served at once; further ones **wait** (they are not accepted until a
+//! slot frees, so they queue in the kernel's backlog and the client's own
+//! timeout applies) rather than being refused with 503, because a model
+//! call can take minutes and a refusal would burn the client's retries. A
+//! client must send its whole request within `io_timeout` (else it gets 408
+//! and is closed), and the reply must be taken within `io_timeout`; the
+//! model call itself is not under that timeout.
+//!
+//! With `cache_dir`, answers go through a [`CachedClient`] over a call cache
+//! opened with [`CallCache::open_per_write`]: the writer lock is taken for
+//! each appended record, never for the server's lifetime, so a run can use
+//! the same cache directory while the server is up.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
 
 use crate::backend::Backend;
+use crate::cache::{CachedClient, CallCache};
 use crate::error::{ErrorKind, LlmError};
 use crate::wire;
 
@@ -22,11 +40,44 @@ use crate::wire;
 pub const MAX_BODY: usize = 32 << 20;
 const MAX_HEAD: usize = 64 << 10;
 
+/// Limits and options of the server.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Connections served at once; more wait to be accepted. At least 1.
+    pub max_connections: usize,
+    /// Time a client has to send its whole request, and to take the reply.
+    pub io_timeout: Duration,
+    /// Cache answers in this directory (lock taken per write; see the
+    /// module docs). `None`: no caching here (the client caches).
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for ServeConfig {
+    /// 64 connections, 30 s I/O timeout, no cache.
+    fn default() -> Self {
+        ServeConfig {
+            max_connections: 64,
+            io_timeout: Duration::from_secs(30),
+            cache_dir: None,
+        }
+    }
+}
+
 /// Binds `addr` and serves `backend` until the task is dropped or an accept
-/// error occurs. Use [`bind`] + [`serve_listener`] to learn the port first.
+/// error occurs, with the default [`ServeConfig`]. Use [`bind`] +
+/// [`serve_listener`] to learn the port first.
 pub async fn serve(backend: Arc<dyn Backend>, addr: SocketAddr) -> Result<(), LlmError> {
+    serve_with(backend, addr, ServeConfig::default()).await
+}
+
+/// [`serve`] with explicit limits and options.
+pub async fn serve_with(
+    backend: Arc<dyn Backend>,
+    addr: SocketAddr,
+    cfg: ServeConfig,
+) -> Result<(), LlmError> {
     let listener = bind(addr).await?;
-    serve_listener(backend, listener).await
+    serve_listener_with(backend, listener, cfg).await
 }
 
 /// Binds a listener (port 0 picks a free port; read it with `local_addr`).
@@ -36,22 +87,52 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, LlmError> {
         .map_err(|e| LlmError::new(ErrorKind::Fatal, format!("cannot listen on {addr}: {e}")))
 }
 
-/// Serves `backend` on an already bound listener.
+/// Serves `backend` on an already bound listener (default [`ServeConfig`]).
 pub async fn serve_listener(
     backend: Arc<dyn Backend>,
     listener: TcpListener,
 ) -> Result<(), LlmError> {
+    serve_listener_with(backend, listener, ServeConfig::default()).await
+}
+
+/// Serves `backend` on an already bound listener with `cfg`.
+pub async fn serve_listener_with(
+    backend: Arc<dyn Backend>,
+    listener: TcpListener,
+    cfg: ServeConfig,
+) -> Result<(), LlmError> {
+    let backend: Arc<dyn Backend> = match &cfg.cache_dir {
+        Some(dir) => {
+            let dir = dir.clone();
+            let cache = tokio::task::spawn_blocking(move || CallCache::open_per_write(dir))
+                .await
+                .map_err(|e| {
+                    LlmError::new(ErrorKind::LocalIo, format!("cache task failed: {e}"))
+                })??;
+            Arc::new(CachedClient::new(backend, Arc::new(cache)).for_stage("serve"))
+        }
+        None => backend,
+    };
+    let slots = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
     let counter = Arc::new(AtomicU64::new(0));
     loop {
+        // Wait for a free slot before accepting: excess connections queue.
+        let permit = slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| LlmError::new(ErrorKind::Fatal, "connection limiter closed"))?;
         let (stream, _) = listener
             .accept()
             .await
             .map_err(|e| LlmError::new(ErrorKind::Fatal, format!("accept failed: {e}")))?;
         let backend = backend.clone();
         let counter = counter.clone();
+        let timeout = cfg.io_timeout;
         tokio::spawn(async move {
             // A broken client connection only affects that client.
-            let _ = handle(stream, backend, counter).await;
+            let _ = handle(stream, backend, counter, timeout).await;
+            drop(permit);
         });
     }
 }
@@ -60,29 +141,48 @@ async fn handle(
     mut stream: TcpStream,
     backend: Arc<dyn Backend>,
     counter: Arc<AtomicU64>,
+    timeout: Duration,
 ) -> std::io::Result<()> {
-    let req = match read_request(&mut stream).await? {
-        Ok(r) => r,
-        Err((status, msg)) => {
-            return write_json(
-                &mut stream,
-                status,
-                &error_json(msg, "invalid_request_error"),
-            )
-            .await
-        }
+    let read = match tokio::time::timeout(timeout, read_request(&mut stream)).await {
+        Ok(r) => r?,
+        Err(_) => Err((
+            408,
+            format!(
+                "the request was not received within {} s",
+                timeout.as_secs_f64()
+            ),
+        )),
     };
+    let (status, body) = match read {
+        Ok(req) => route(req, backend, counter).await,
+        Err((status, msg)) => (status, error_json(msg, "invalid_request_error")),
+    };
+    match tokio::time::timeout(timeout, write_json(&mut stream, status, &body)).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "client did not take the reply",
+        )),
+    }
+}
+
+/// Answers one parsed request: (status, JSON body).
+async fn route(
+    req: HttpRequest,
+    backend: Arc<dyn Backend>,
+    counter: Arc<AtomicU64>,
+) -> (u16, Value) {
     let path = req.path.split('?').next().unwrap_or("");
     match (req.method.as_str(), path) {
         ("POST", "/v1/chat/completions") | ("POST", "/chat/completions") => {}
         ("GET", "/v1/models") | ("GET", "/models") => {
             let body =
                 json!({"object": "list", "data": [{"id": backend.name(), "object": "model"}]});
-            return write_json(&mut stream, 200, &body).await;
+            return (200, body);
         }
         _ => {
             let msg = format!("no route for {} {}", req.method, req.path);
-            return write_json(&mut stream, 404, &error_json(msg, "not_found_error")).await;
+            return (404, error_json(msg, "not_found_error"));
         }
     }
     let parsed = serde_json::from_slice::<Value>(&req.body)
@@ -90,24 +190,14 @@ async fn handle(
         .and_then(|v| wire::parse_request_body(&v));
     let chat = match parsed {
         Ok(c) => c,
-        Err(msg) => {
-            return write_json(&mut stream, 400, &error_json(msg, "invalid_request_error")).await
-        }
+        Err(msg) => return (400, error_json(msg, "invalid_request_error")),
     };
     match backend.chat(&chat).await {
         Ok(resp) => {
             let id = format!("chatcmpl-otb-{}", counter.fetch_add(1, Ordering::Relaxed));
-            write_json(
-                &mut stream,
-                200,
-                &wire::response_body(&resp, &chat.model, &id),
-            )
-            .await
+            (200, wire::response_body(&resp, &chat.model, &id))
         }
-        Err(e) => {
-            let (status, body) = wire::error_response(&e);
-            write_json(&mut stream, status, &body).await
-        }
+        Err(e) => wire::error_response(&e),
     }
 }
 
@@ -184,7 +274,9 @@ async fn write_json(stream: &mut TcpStream, status: u16, body: &Value) -> std::i
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
+        408 => "Request Timeout",
         429 => "Too Many Requests",
         _ => "Error",
     };

@@ -8,6 +8,55 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::{ErrorKind, LlmError};
+
+/// Deepest nesting of arrays and objects accepted in a tool call's
+/// arguments. A reply with deeper arguments fails as `malformed` (the
+/// answer's class). The call cache stores a reply's arguments four levels
+/// below the top of its record and reads records up to
+/// [`MAX_RECORD_DEPTH`], so everything within this limit round-trips.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// Deepest nesting serde_json reads (its recursion limit of 128 rejects a
+/// 128th level); the call cache refuses to write a record deeper than this,
+/// so that it can read back everything it wrote.
+pub const MAX_RECORD_DEPTH: usize = 127;
+
+/// Largest reply kept, in bytes of text (content plus every tool call's
+/// name and argument text). A larger reply fails as `malformed`; it is
+/// rejected, not truncated, so a kept answer is always what the model said.
+pub const MAX_REPLY_BYTES: usize = 1 << 20;
+
+/// Nesting depth of JSON text: the most arrays and objects open at once,
+/// not counting brackets inside strings. A scalar is 0, `[]` is 1. Works on
+/// any bytes (text that is not JSON, or too deep for serde, included), so a
+/// limit can be checked before parsing.
+pub fn json_depth(text: &[u8]) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -246,11 +295,13 @@ pub struct Usage {
     pub reasoning: u64,
 }
 
+/// Sums saturate at `u64::MAX` (a provider's absurd count cannot wrap a
+/// stage's total or panic a debug build).
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, o: Usage) {
-        self.prompt += o.prompt;
-        self.completion += o.completion;
-        self.reasoning += o.reasoning;
+        self.prompt = self.prompt.saturating_add(o.prompt);
+        self.completion = self.completion.saturating_add(o.completion);
+        self.reasoning = self.reasoning.saturating_add(o.reasoning);
     }
 }
 
@@ -270,6 +321,36 @@ pub struct ChatResponse {
 }
 
 impl ChatResponse {
+    /// The reply if it meets the limits on what is kept, else a `malformed`
+    /// error saying which: tool-call arguments nested deeper than
+    /// [`MAX_JSON_DEPTH`], or more than [`MAX_REPLY_BYTES`] of text. Every
+    /// backend's reply passes through this before it is returned or cached.
+    pub fn checked(self) -> Result<ChatResponse, LlmError> {
+        let mut size = self.content.as_ref().map_or(0, String::len);
+        for (i, c) in self.tool_calls.iter().enumerate() {
+            size = size
+                .saturating_add(c.name.len())
+                .saturating_add(c.arguments_raw.len());
+            let depth = json_depth(c.arguments_raw.as_bytes());
+            if depth > MAX_JSON_DEPTH {
+                return Err(LlmError::new(
+                    ErrorKind::Malformed,
+                    format!(
+                        "tool call {i} ({}): arguments nest {depth} levels deep, more than the limit of {MAX_JSON_DEPTH}",
+                        c.name
+                    ),
+                ));
+            }
+        }
+        if size > MAX_REPLY_BYTES {
+            return Err(LlmError::new(
+                ErrorKind::Malformed,
+                format!("reply of {size} bytes of text is larger than the limit of {MAX_REPLY_BYTES} bytes"),
+            ));
+        }
+        Ok(self)
+    }
+
     /// A plain text answer (finish reason `stop`).
     pub fn text(content: impl Into<String>) -> Self {
         ChatResponse {
@@ -306,5 +387,57 @@ mod tests {
             ToolCall::new("c3", "f", "").arguments,
             Some(serde_json::json!({}))
         );
+    }
+
+    #[test]
+    fn usage_sums_saturate() {
+        let mut u = Usage {
+            prompt: u64::MAX - 1,
+            completion: 5,
+            reasoning: u64::MAX,
+        };
+        u += Usage {
+            prompt: 10,
+            completion: 7,
+            reasoning: 1,
+        };
+        assert_eq!(
+            (u.prompt, u.completion, u.reasoning),
+            (u64::MAX, 12, u64::MAX)
+        );
+    }
+
+    fn nested(depth: usize) -> String {
+        "[".repeat(depth) + &"]".repeat(depth)
+    }
+
+    #[test]
+    fn json_depth_counts_containers_outside_strings() {
+        assert_eq!(json_depth(b"1"), 0);
+        assert_eq!(json_depth(b"[]"), 1);
+        assert_eq!(json_depth(br#"{"a":[1,{"b":2}],"c":[]}"#), 3);
+        // Brackets in strings, escaped quotes included, do not count.
+        assert_eq!(json_depth(br#"{"a":"[[[\"{{"}"#), 1);
+        assert_eq!(json_depth(br#"["\\",[]]"#), 2);
+        // Text serde refuses is still measured.
+        assert_eq!(json_depth(nested(500).as_bytes()), 500);
+        assert_eq!(json_depth(b"{{{ not json"), 3);
+    }
+
+    #[test]
+    fn replies_over_the_limits_are_malformed() {
+        let ok = |d: usize| ChatResponse::calls(vec![ToolCall::new("c", "f", nested(d))]).checked();
+        assert!(ok(MAX_JSON_DEPTH).is_ok());
+        let e = ok(MAX_JSON_DEPTH + 1).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Malformed);
+        assert!(e.message.contains("65 levels deep"), "{e}");
+        assert!(ChatResponse::text("x".repeat(MAX_REPLY_BYTES))
+            .checked()
+            .is_ok());
+        let e = ChatResponse::text("x".repeat(MAX_REPLY_BYTES + 1))
+            .checked()
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Malformed);
+        assert!(e.message.contains("1048577 bytes"), "{e}");
     }
 }

@@ -165,14 +165,19 @@ pub fn parse_response_body(text: &str) -> Result<ChatResponse, LlmError> {
         .and_then(Value::as_str)
         .filter(|r| !r.is_empty());
     let filtered = finish_reason.as_deref() == Some("content_filter");
-    if (refusal.is_some() || filtered) && content.is_none() && tool_calls.is_empty() {
-        return Err(LlmError::new(
-            ErrorKind::Refusal,
-            format!(
-                "model refused: {}",
-                truncate(refusal.unwrap_or("content_filter"), 300)
-            ),
-        ));
+    if content.is_none() && tool_calls.is_empty() {
+        if let Some(r) = refusal {
+            return Err(LlmError::new(
+                ErrorKind::Refusal,
+                format!("model refused: {}", truncate(r, 300)),
+            ));
+        }
+        if filtered {
+            return Err(LlmError::new(
+                ErrorKind::ContentFilter,
+                "the provider's content filter stopped the reply (finish_reason content_filter)",
+            ));
+        }
     }
     let u = v.get("usage").unwrap_or(&Value::Null);
     let num = |x: Option<&Value>| x.and_then(Value::as_u64).unwrap_or(0);
@@ -181,13 +186,14 @@ pub fn parse_response_body(text: &str) -> Result<ChatResponse, LlmError> {
         completion: num(u.get("completion_tokens")),
         reasoning: num(u.pointer("/completion_tokens_details/reasoning_tokens")),
     };
-    Ok(ChatResponse {
+    ChatResponse {
         content,
         tool_calls,
         usage,
         latency_ms: 0,
         finish_reason,
-    })
+    }
+    .checked()
 }
 
 /// Message content: a string, or an array of text parts.
@@ -205,8 +211,38 @@ fn content_text(v: Option<&Value>) -> Option<String> {
     }
 }
 
+/// Kind named by a machine-readable error `code` or `type` string, for the
+/// names that say more than the HTTP status does. `None` for names that do
+/// not (e.g. the generic `invalid_request_error`).
+fn kind_of_error_name(name: &str) -> Option<ErrorKind> {
+    Some(match name {
+        "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => ErrorKind::RateLimit,
+        "server_error"
+        | "api_error"
+        | "overloaded_error"
+        | "service_unavailable"
+        | "internal_error"
+        | "upstream_error" => ErrorKind::Transient,
+        "timeout" | "request_timeout" | "timeout_error" => ErrorKind::Timeout,
+        "content_filter" | "content_policy_violation" => ErrorKind::ContentFilter,
+        "refusal" => ErrorKind::Refusal,
+        "invalid_api_key" | "authentication_error" | "permission_error" => ErrorKind::Auth,
+        // OpenAI's code; llama.cpp server's type.
+        "context_length_exceeded" | "exceed_context_size_error" => ErrorKind::ContextOverflow,
+        "not_found_error" | "model_not_found" | "insufficient_quota" => ErrorKind::Fatal,
+        // Written by this crate's `serve` (see `error_response`) so that
+        // every kind survives the trip through an OpenAI-compatible endpoint.
+        "malformed_model_output" => ErrorKind::Malformed,
+        "cache_miss" => ErrorKind::CacheMiss,
+        "local_io_error" => ErrorKind::LocalIo,
+        _ => return None,
+    })
+}
+
 /// Classifies an error body (from any status). Uses the machine-readable
-/// `code`, `type` and `status` fields only.
+/// `code`, `type` and `status` fields and the HTTP status only, never the
+/// message text. A specific `code` wins over a specific `type`; both win over
+/// the status; a generic type (`invalid_request_error`) loses to 401/403.
 pub fn classify_error_object(err: &Value, http_status: Option<u16>) -> ErrorKind {
     let numeric = |k: &str| -> Option<u16> {
         match err.get(k)? {
@@ -215,43 +251,23 @@ pub fn classify_error_object(err: &Value, http_status: Option<u16>) -> ErrorKind
             _ => None,
         }
     };
-    for field in ["code", "type"] {
-        if let Some(s) = err.get(field).and_then(Value::as_str) {
-            match s {
-                "rate_limit_exceeded" | "rate_limit_error" | "too_many_requests" => {
-                    return ErrorKind::RateLimit
-                }
-                "server_error"
-                | "api_error"
-                | "overloaded_error"
-                | "service_unavailable"
-                | "internal_error"
-                | "upstream_error" => return ErrorKind::Transient,
-                "timeout" | "request_timeout" | "timeout_error" => return ErrorKind::Timeout,
-                "content_filter" | "content_policy_violation" | "refusal" => {
-                    return ErrorKind::Refusal
-                }
-                "invalid_request_error"
-                | "invalid_api_key"
-                | "authentication_error"
-                | "permission_error"
-                | "not_found_error"
-                | "model_not_found"
-                | "insufficient_quota"
-                | "context_length_exceeded" => return ErrorKind::Fatal,
-                _ => {}
-            }
-        }
+    let named = |k: &str| err.get(k).and_then(Value::as_str);
+    if let Some(kind) = ["code", "type"]
+        .into_iter()
+        .find_map(|f| named(f).and_then(kind_of_error_name))
+    {
+        return kind;
     }
-    if let Some(code) = numeric("code").or_else(|| numeric("status")) {
-        if (400..600).contains(&code) {
-            return ErrorKind::from_status(code);
-        }
-    }
-    match http_status {
-        Some(s) if !(200..300).contains(&s) => ErrorKind::from_status(s),
+    let status = http_status
+        .filter(|s| !(200..300).contains(s))
+        .or_else(|| numeric("code").or_else(|| numeric("status")))
+        .filter(|s| (400..600).contains(s));
+    match status {
+        Some(s @ (401 | 403)) => ErrorKind::from_status(s),
+        _ if named("type") == Some("invalid_request_error") => ErrorKind::Fatal,
+        Some(s) => ErrorKind::from_status(s),
         // An unexplained error object in a 200: the server failed, try again.
-        _ => ErrorKind::Transient,
+        None => ErrorKind::Transient,
     }
 }
 
@@ -401,26 +417,32 @@ pub fn response_body(resp: &ChatResponse, model: &str, id: &str) -> Value {
         "usage": {
             "prompt_tokens": resp.usage.prompt,
             "completion_tokens": resp.usage.completion,
-            "total_tokens": resp.usage.prompt + resp.usage.completion,
+            "total_tokens": resp.usage.prompt.saturating_add(resp.usage.completion),
             "completion_tokens_details": {"reasoning_tokens": resp.usage.reasoning},
         },
     })
 }
 
 /// HTTP status and body that report `err` to an OpenAI-compatible client.
+/// The `code` names the kind so that [`classify_error_object`] gives the
+/// same kind back on the client side.
 pub fn error_response(err: &LlmError) -> (u16, Value) {
-    let (status, ty) = match err.kind {
-        ErrorKind::RateLimit => (429, "rate_limit_error"),
-        ErrorKind::Transient => (503, "server_error"),
-        ErrorKind::Malformed => (502, "server_error"),
-        ErrorKind::Refusal => (400, "content_filter"),
-        ErrorKind::Fatal => (400, "invalid_request_error"),
-        ErrorKind::Timeout => (504, "timeout"),
-        ErrorKind::CacheMiss => (404, "not_found_error"),
+    let (status, ty, code) = match err.kind {
+        ErrorKind::RateLimit => (429, "rate_limit_error", "rate_limit_exceeded"),
+        ErrorKind::Transient => (503, "server_error", "server_error"),
+        ErrorKind::Malformed => (502, "server_error", "malformed_model_output"),
+        ErrorKind::Refusal => (400, "invalid_request_error", "refusal"),
+        ErrorKind::Fatal => (400, "invalid_request_error", "invalid_request_error"),
+        ErrorKind::Timeout => (504, "timeout", "timeout"),
+        ErrorKind::CacheMiss => (404, "not_found_error", "cache_miss"),
+        ErrorKind::Auth => (401, "authentication_error", "authentication_error"),
+        ErrorKind::ContextOverflow => (400, "invalid_request_error", "context_length_exceeded"),
+        ErrorKind::ContentFilter => (400, "invalid_request_error", "content_filter"),
+        ErrorKind::LocalIo => (500, "server_error", "local_io_error"),
     };
     (
         status,
-        json!({"error": {"message": err.message, "type": ty, "code": ty}}),
+        json!({"error": {"message": err.message, "type": ty, "code": code}}),
     )
 }
 
@@ -495,6 +517,10 @@ mod tests {
         };
         let text = response_body(&resp, "m", "id").to_string();
         assert_eq!(parse_response_body(&text).unwrap(), resp);
+        // Absurd counts saturate instead of overflowing the total.
+        resp.usage.prompt = u64::MAX;
+        let body = response_body(&resp, "m", "id");
+        assert_eq!(body["usage"]["total_tokens"], u64::MAX);
     }
 
     #[test]
@@ -504,6 +530,8 @@ mod tests {
         let e = parse_response_body(r#"{"error":{"code":503,"message":"x"}}"#);
         assert_eq!(e.unwrap_err().kind, ErrorKind::Transient);
         let e = parse_response_body(r#"{"error":{"code":"invalid_api_key"}}"#);
+        assert_eq!(e.unwrap_err().kind, ErrorKind::Auth);
+        let e = parse_response_body(r#"{"error":{"type":"invalid_request_error"}}"#);
         assert_eq!(e.unwrap_err().kind, ErrorKind::Fatal);
         let e = parse_response_body(
             r#"{"choices":[{"message":{"content":null,"refusal":"no"},"finish_reason":"stop"}]}"#,
@@ -513,5 +541,40 @@ mod tests {
         assert_eq!(e.unwrap_err().kind, ErrorKind::Malformed);
         let e = parse_response_body(r#"{"choices":[]}"#);
         assert_eq!(e.unwrap_err().kind, ErrorKind::Malformed);
+    }
+
+    #[test]
+    fn error_classification_uses_fields_and_status_not_text() {
+        let c = |v: Value, st: u16| classify_error_object(&v, Some(st));
+        // The message says "context length" but no field does: not an overflow.
+        assert_eq!(
+            c(json!({"message": "maximum context length exceeded"}), 400),
+            ErrorKind::Fatal
+        );
+        assert_eq!(
+            c(
+                json!({"type": "invalid_request_error", "code": "context_length_exceeded"}),
+                400
+            ),
+            ErrorKind::ContextOverflow
+        );
+        assert_eq!(
+            c(json!({"type": "invalid_request_error"}), 401),
+            ErrorKind::Auth
+        );
+        assert_eq!(
+            c(json!({"type": "insufficient_quota"}), 429),
+            ErrorKind::Fatal
+        );
+        assert_eq!(
+            c(json!({"code": "content_policy_violation"}), 400),
+            ErrorKind::ContentFilter
+        );
+        assert_eq!(c(json!({}), 503), ErrorKind::Transient);
+        // Every kind this crate's server writes comes back as itself.
+        for kind in ErrorKind::ALL {
+            let (status, body) = error_response(&LlmError::new(kind, "m"));
+            assert_eq!(c(body["error"].clone(), status), kind);
+        }
     }
 }

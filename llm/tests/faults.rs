@@ -147,17 +147,96 @@ async fn non_json_tool_arguments_are_kept_and_flagged() {
 }
 
 #[tokio::test]
-async fn auth_failure_is_fatal_without_retry() {
+async fn auth_failure_is_infrastructure_without_retry() {
+    // 401 with a generic type: the status decides (auth), not the type.
     let srv = start(|_, _| {
         Reply::json(
             401,
-            json!({"error": {"type": "invalid_request_error", "code": "invalid_api_key"}}),
+            json!({"error": {"type": "invalid_request_error", "message": "Incorrect API key"}}),
+        )
+    })
+    .await;
+    let c = cached(backend(&srv.base_url, 5), "auth");
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Auth, 1));
+    assert!(e.is_infrastructure() && !e.belongs_to_answer());
+    assert_eq!(srv.count(), 1);
+    assert!(c.cache().is_empty());
+    // 403 with a permission type: auth as well.
+    let srv = start(|_, _| Reply::json(403, json!({"error": {"type": "permission_error"}}))).await;
+    let e = backend(&srv.base_url, 5).chat(&req("a")).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Auth);
+    assert!(e.is_infrastructure());
+}
+
+#[tokio::test]
+async fn context_length_400_belongs_to_the_answer() {
+    // OpenAI's shape: a generic type, the specific code.
+    let srv = start(|_, _| {
+        Reply::json(
+            400,
+            json!({"error": {"type": "invalid_request_error", "code": "context_length_exceeded",
+                             "param": "messages", "message": "too long"}}),
+        )
+    })
+    .await;
+    let c = cached(backend(&srv.base_url, 5), "ctx");
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::ContextOverflow, 1));
+    assert!(e.belongs_to_answer() && !e.is_infrastructure());
+    assert!(c.cache().is_empty(), "errors are never cached");
+    // llama.cpp server's shape: the type names it, the code is numeric.
+    let srv = start(|_, _| {
+        Reply::json(
+            400,
+            json!({"error": {"code": 400, "type": "exceed_context_size_error",
+                             "message": "the request exceeds the available context size"}}),
         )
     })
     .await;
     let e = backend(&srv.base_url, 5).chat(&req("a")).await.unwrap_err();
-    assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
-    assert_eq!(srv.count(), 1);
+    assert_eq!(e.kind, ErrorKind::ContextOverflow);
+    // A plain 400 without such a code is a bad request: infrastructure.
+    let srv =
+        start(|_, _| Reply::json(400, json!({"error": {"type": "invalid_request_error"}}))).await;
+    let e = backend(&srv.base_url, 5).chat(&req("a")).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Fatal);
+    assert!(e.is_infrastructure());
+}
+
+#[tokio::test]
+async fn endless_503_is_infrastructure_after_retries() {
+    let srv = start(|_, _| Reply::raw(503, "upstream unavailable")).await;
+    let c = cached(backend(&srv.base_url, 4), "503");
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Transient, 4));
+    assert_eq!(srv.count(), 4);
+    assert!(e.is_infrastructure() && !e.belongs_to_answer());
+    assert!(c.cache().is_empty());
+}
+
+#[tokio::test]
+async fn content_filter_and_refusal_are_told_apart() {
+    let srv = start(|i, _| {
+        let msg = if i == 0 {
+            json!({"role": "assistant", "content": null})
+        } else {
+            json!({"role": "assistant", "content": null, "refusal": "I can't help with that."})
+        };
+        Reply::json(
+            200,
+            json!({"choices": [{"index": 0, "message": msg,
+                   "finish_reason": if i == 0 { "content_filter" } else { "stop" }}]}),
+        )
+    })
+    .await;
+    let b = backend(&srv.base_url, 3);
+    let e = b.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::ContentFilter, 1));
+    assert!(e.belongs_to_answer());
+    let e = b.chat(&req("b")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Refusal, 1));
+    assert!(e.belongs_to_answer());
 }
 
 #[tokio::test]
@@ -258,4 +337,54 @@ async fn replay_answers_hits_and_names_misses() {
         c.cache().entries().unwrap()[0].stage.as_deref(),
         Some("explore")
     );
+}
+
+fn nested(depth: usize) -> String {
+    "[".repeat(depth) + &"]".repeat(depth)
+}
+
+#[tokio::test]
+async fn one_depth_limit_for_tool_call_arguments() {
+    use llm::types::MAX_JSON_DEPTH;
+    let srv = start(|_, body| {
+        let d: usize = body["messages"][0]["content"]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Reply::json(200, tool_completion("f", &nested(d)))
+    })
+    .await;
+    let c = cached(backend(&srv.base_url, 3), "depth");
+    for d in [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH] {
+        let r = c.chat(&req(&d.to_string())).await.unwrap();
+        assert!(!r.tool_calls[0].arguments_malformed());
+    }
+    // Deeper: the call fails as the answer's `malformed`, whether serde
+    // could parse it (127) or not (200); nothing is cached.
+    for d in [MAX_JSON_DEPTH + 1, 127, 200] {
+        let e = c.chat(&req(&d.to_string())).await.unwrap_err();
+        assert_eq!((e.kind, e.attempts), (ErrorKind::Malformed, 1), "{e}");
+        assert!(e.belongs_to_answer());
+        assert!(e.message.contains(&format!("{d} levels deep")), "{e}");
+    }
+    assert_eq!(c.cache().len(), 2);
+    // What was cached reads back after a reopen.
+    let dir = c.cache().path().parent().unwrap().to_path_buf();
+    drop(c);
+    let cache = CallCache::open(&dir).unwrap();
+    assert!(cache.open_report().is_clean(), "{}", cache.open_report());
+    let rows = cache.entries().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.n_malformed_arguments == 0));
+}
+
+#[tokio::test]
+async fn an_oversized_reply_is_malformed() {
+    let big = "x".repeat(llm::types::MAX_REPLY_BYTES + 1);
+    let srv = start(move |_, _| Reply::json(200, completion(&big))).await;
+    let c = cached(backend(&srv.base_url, 3), "big");
+    let e = c.chat(&req("a")).await.unwrap_err();
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Malformed, 1));
+    assert!(e.message.contains("larger than the limit"), "{e}");
+    assert!(c.cache().is_empty());
 }

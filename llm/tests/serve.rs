@@ -1,22 +1,52 @@
 //! `serve` exposes a backend as an OpenAI-compatible endpoint; the `openai`
 //! backend talks to it like to any server.
 
-use std::sync::Arc;
+mod common;
 
-use llm::serve::{bind, serve_listener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use llm::serve::{bind, serve_listener, serve_listener_with, ServeConfig};
+use llm::CallCache;
 use llm::{
     Backend, ChatRequest, ChatResponse, ErrorKind, LlmError, Message, OpenAiBackend, OpenAiConfig,
     RetryPolicy, Scripted, ToolCall, ToolChoice, ToolDef,
 };
 use serde_json::json;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
 
 async fn served(b: Scripted) -> OpenAiBackend {
     let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve_listener(Arc::new(b), listener));
+    client(addr)
+}
+
+fn client(addr: std::net::SocketAddr) -> OpenAiBackend {
     let mut cfg = OpenAiConfig::new(format!("http://{addr}/v1"));
     cfg.retry = RetryPolicy::fast(2);
+    cfg.timeout = Duration::from_secs(10);
     OpenAiBackend::new(cfg).unwrap()
+}
+
+/// Serves a scripted backend that answers "hi" and counts its calls.
+async fn served_with(cfg: ServeConfig) -> (OpenAiBackend, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let n = calls.clone();
+    let b = Scripted::new(move |_| {
+        n.fetch_add(1, Ordering::SeqCst);
+        Ok(ChatResponse::text("hi"))
+    });
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_listener_with(Arc::new(b), listener, cfg));
+    (client(addr), calls)
+}
+
+fn ask(q: &str) -> ChatRequest {
+    ChatRequest::new("m", vec![Message::user(q)])
 }
 
 #[tokio::test]
@@ -59,13 +89,88 @@ async fn backend_errors_keep_their_kind_across_the_wire() {
         .await
         .unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::RateLimit, 2));
-    let client = served(Scripted::new(|_| {
-        Err(LlmError::new(ErrorKind::Fatal, "no"))
+    // Every kind comes back as itself, so the answer/infrastructure split
+    // holds through `serve` too.
+    let client = served(Scripted::new(|r| {
+        let name = r.messages[0].content.clone().unwrap_or_default();
+        let kind = ErrorKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .unwrap_or(ErrorKind::Fatal);
+        Err(LlmError::new(kind, format!("failed as {name}")))
     }))
     .await;
-    let e = client
-        .chat(&ChatRequest::new("m", vec![Message::user("x")]))
-        .await
-        .unwrap_err();
-    assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
+    for kind in ErrorKind::ALL {
+        let e = client
+            .chat(&ChatRequest::new("m", vec![Message::user(kind.as_str())]))
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind, kind, "{e}");
+        let want_attempts = if kind.is_retryable() { 2 } else { 1 };
+        assert_eq!(e.attempts, want_attempts, "{e}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_clients_time_out_and_excess_connections_wait() {
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ServeConfig {
+        max_connections: 2,
+        io_timeout: Duration::from_millis(400),
+        cache_dir: None,
+    };
+    let b = Scripted::new(|_| Ok(ChatResponse::text("hi")));
+    tokio::spawn(serve_listener_with(Arc::new(b), listener, cfg));
+    // Two clients that connect and send nothing take both slots.
+    let idle = [
+        TcpStream::connect(addr).await.unwrap(),
+        TcpStream::connect(addr).await.unwrap(),
+    ];
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A third waits until the read timeout frees a slot, then is answered.
+    let t = Instant::now();
+    let r = client(addr).chat(&ask("x")).await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("hi"));
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(5),
+        "waited {waited:?}"
+    );
+    // The idle ones were told why and closed.
+    for mut s in idle {
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut got))
+            .await
+            .expect("an idle connection must be closed by the read timeout")
+            .unwrap();
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.starts_with("HTTP/1.1 408 "), "{got}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caching_server_takes_the_lock_per_write() {
+    let dir = common::tempdir("serve-cache");
+    let cfg = ServeConfig {
+        cache_dir: Some(dir.clone()),
+        ..ServeConfig::default()
+    };
+    let (client, calls) = served_with(cfg).await;
+    assert_eq!(
+        client.chat(&ask("a")).await.unwrap().content.as_deref(),
+        Some("hi")
+    );
+    client.chat(&ask("a")).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "the second is a hit");
+    // The server is up, yet another writer can open the directory...
+    let other = CallCache::open(&dir).unwrap();
+    assert_eq!(other.len(), 1);
+    assert_eq!(other.entries().unwrap()[0].stage.as_deref(), Some("serve"));
+    // ...and while it holds it, hits are still answered (reads take no lock).
+    client.chat(&ask("a")).await.unwrap();
+    drop(other);
+    client.chat(&ask("b")).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(CallCache::open(&dir).unwrap().len(), 2);
 }
