@@ -184,6 +184,12 @@ pub fn run(
     let pb = ctx.progress(prompts.len() as u64);
     let replies = editor.complete_all(&prompts, params.seed, &|| pb.inc(1));
     pb.finish_and_clear();
+    if let Some(e) = crate::models::infrastructure_error(
+        STAGE,
+        replies.iter().filter_map(|r| r.error.as_ref()),
+    ) {
+        return Err(e);
+    }
     if replies.len() != prompts.len() {
         return Err(StageError::failed(
             STAGE,

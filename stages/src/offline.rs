@@ -235,6 +235,12 @@ pub fn batch_reflect(
     let pb = ctx.progress(prompts.len() as u64);
     let replies = editor.complete_all(&prompts, p.seed, &|| pb.inc(1));
     pb.finish_and_clear();
+    if let Some(e) = crate::models::infrastructure_error(
+        REFLECT_STAGE,
+        replies.iter().filter_map(|r| r.error.as_ref()),
+    ) {
+        return Err(e);
+    }
     if replies.len() != prompts.len() {
         return Err(StageError::failed(
             REFLECT_STAGE,
@@ -312,6 +318,9 @@ pub fn consensus_merge(
         .complete_all(std::slice::from_ref(&prompt), p.seed, &|| {})
         .pop()
         .ok_or_else(|| StageError::failed(MERGE_STAGE, "editor returned no reply"))?;
+    if let Some(e) = crate::models::infrastructure_error(MERGE_STAGE, reply.error.as_ref()) {
+        return Err(e);
+    }
     let mut usage = Usage::default();
     reply.usage.record(&mut usage, reply.error.is_some());
     let merged = reply

@@ -99,8 +99,9 @@ impl Agent for PickB {
                 f.remove(i);
                 return AgentTurn {
                     error: Some(CallFailure {
-                        kind: "transient".into(),
-                        message: "503".into(),
+                        kind: "malformed".into(),
+                        message: "unparsable tool call".into(),
+                        infrastructure: false,
                     }),
                     ..Default::default()
                 };
@@ -146,8 +147,9 @@ impl Editor for Teacher {
                 *f = false;
                 return EditorReply {
                     error: Some(CallFailure {
-                        kind: "transient".into(),
-                        message: "503".into(),
+                        kind: "malformed".into(),
+                        message: "unparsable tool call".into(),
+                        infrastructure: false,
                     }),
                     ..Default::default()
                 };

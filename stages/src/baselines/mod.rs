@@ -142,6 +142,8 @@ pub struct Work<'a> {
     calls: Vec<DocCallRow>,
     runs: Vec<ToolRunRow>,
     usage: Usage,
+    /// Infrastructure failures (the stage fails instead of publishing them).
+    infra: Vec<crate::models::CallFailure>,
 }
 
 /// `exploration` or `editing` (see [`DocCallRow::phase`]).
@@ -175,6 +177,7 @@ impl<'a> Work<'a> {
             calls: Vec::new(),
             runs: Vec::new(),
             usage: Usage::default(),
+            infra: Vec::new(),
         }
     }
 
@@ -223,6 +226,9 @@ impl<'a> Work<'a> {
             .complete(prompt, self.tb.seed.wrapping_add(attempt));
         let err = r.error.as_ref().map(|e| e.kind.clone());
         self.record(tool, step, phase, "editor", &r.usage, err.as_deref());
+        if let Some(f) = r.error.as_ref().filter(|f| f.infrastructure) {
+            self.infra.push(f.clone());
+        }
         match r.error {
             Some(_) => None,
             None => r.text,
@@ -253,6 +259,9 @@ impl<'a> Work<'a> {
             &turn.usage,
             err.as_deref(),
         );
+        if let Some(f) = turn.error.as_ref().filter(|f| f.infrastructure) {
+            self.infra.push(f.clone());
+        }
         Some(turn)
     }
 
@@ -362,7 +371,13 @@ where
     }
     let pb = ctx.progress(jobs.len() as u64);
     let next = AtomicUsize::new(0);
-    type Done = (DocRow, Vec<DocCallRow>, Vec<ToolRunRow>, Usage);
+    type Done = (
+        DocRow,
+        Vec<DocCallRow>,
+        Vec<ToolRunRow>,
+        Usage,
+        Vec<crate::models::CallFailure>,
+    );
     let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..concurrency.clamp(1, jobs.len().max(1)) {
@@ -378,7 +393,7 @@ where
                 row.round = 0;
                 row.frozen = true;
                 if let Ok(mut r) = results.lock() {
-                    r[i] = Some((row, w.calls, w.runs, w.usage));
+                    r[i] = Some((row, w.calls, w.runs, w.usage, w.infra));
                 }
                 pb.inc(1);
             });
@@ -392,13 +407,18 @@ where
     let mut calls = Vec::new();
     let mut runs = Vec::new();
     let mut usage = Usage::default();
+    let mut infra = Vec::new();
     for r in results {
-        let (row, c, t, u) =
+        let (row, c, t, u, f) =
             r.ok_or_else(|| StageError::failed(method, "a worker thread panicked"))?;
+        infra.extend(f);
         rows.push(row);
         calls.extend(c);
         runs.extend(t);
         usage.add(&u);
+    }
+    if let Some(e) = crate::models::infrastructure_error(method, &infra) {
+        return Err(e);
     }
     ctx.add_usage(&usage);
     ctx.write(&rows)?;

@@ -106,6 +106,11 @@ pub fn run(
     let pb = ctx.progress(jobs.len() as u64);
     let turns = agent.act_all(&jobs, &|| pb.inc(1));
     pb.finish_and_clear();
+    if let Some(e) =
+        crate::models::infrastructure_error(STAGE, turns.iter().filter_map(|t| t.error.as_ref()))
+    {
+        return Err(e);
+    }
     let mut usage = Usage::default();
     for ((slot, d, _), turn) in todo.into_iter().zip(turns) {
         turn.usage.record(&mut usage, turn.error.is_some());

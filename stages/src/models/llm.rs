@@ -211,6 +211,7 @@ fn failure(e: &LlmError) -> CallFailure {
     CallFailure {
         kind: e.kind.as_str().to_string(),
         message: e.to_string(),
+        infrastructure: e.is_infrastructure(),
     }
 }
 
@@ -402,12 +403,16 @@ pub fn serve_blocking(
     addr: std::net::SocketAddr,
     cache_dir: &Path,
 ) -> Result<(), InputError> {
-    let shared = Shared::default();
     if !addr.ip().is_loopback() {
         eprintln!("otb: warning: serving on non-loopback address {addr}");
     }
-    let cache = shared.cache(cache_dir)?;
-    let (backend, model) = shared.backend(spec, &cache)?;
+    // The cache is locked per write only (replay reads it; nothing else here writes),
+    // so a run can use the same store while this serves.
+    let cache = Arc::new(
+        CallCache::open_per_write(cache_dir)
+            .map_err(|e| InputError(format!("call cache {}: {e}", cache_dir.display())))?,
+    );
+    let (backend, model) = backend_for(spec, &cache)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -180,6 +180,33 @@ impl CallUsage {
 pub struct CallFailure {
     pub kind: String,
     pub message: String,
+    /// The failure is the infrastructure's (auth, network or rate limit after retries,
+    /// local I/O), not the model's answer: the stage fails and publishes nothing, so a
+    /// rerun asks again. Answer failures (malformed call, refusal, context overflow,
+    /// content filter) are stored as rows.
+    pub infrastructure: bool,
+}
+
+/// The stage error for the first infrastructure failure among `failures`, if any:
+/// one line naming the stage, how many calls failed, the first error, and that the
+/// completed calls are kept for the rerun.
+pub fn infrastructure_error<'a>(
+    stage: &str,
+    failures: impl IntoIterator<Item = &'a CallFailure>,
+) -> Option<pipeline::StageError> {
+    let infra: Vec<&CallFailure> = failures.into_iter().filter(|f| f.infrastructure).collect();
+    let first = infra.first()?;
+    Some(pipeline::StageError::failed(
+        stage,
+        format!(
+            "{} model call(s) failed for a reason outside the model's answer (first: {}: {}); \
+             nothing was published, completed calls are kept in the call cache: fix the \
+             cause and run the same command again",
+            infra.len(),
+            first.kind,
+            first.message
+        ),
+    ))
 }
 
 /// The first assistant message of an agent turn.
