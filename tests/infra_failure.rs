@@ -1,0 +1,177 @@
+//! A model call that fails for an infrastructure reason (here: 401 from the endpoint)
+//! is not a result: the stage fails, nothing is published, the completed calls stay
+//! in the call cache, and once the cause is fixed the same command makes exactly the
+//! failed calls (and those not made yet) and ends with the table an uninterrupted run
+//! gives. The model is a local OpenAI-compatible test server on 127.0.0.1.
+
+mod common;
+
+use common::{fixture, otb, stdout_ok};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+const REPLY: &str = r#"{"id":"t","object":"chat.completion","model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"function_1","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
+const DENIED: &str = r#"{"error":{"message":"invalid api key","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+
+#[derive(Default)]
+struct Server {
+    /// Every request body received, with whether it was answered (true) or denied.
+    log: Mutex<Vec<(String, bool)>>,
+    tickets: AtomicUsize,
+    /// Requests with these arrival numbers get 401 until `fixed`.
+    deny: Vec<usize>,
+    fixed: AtomicBool,
+}
+
+fn handle(mut stream: TcpStream, srv: Arc<Server>) {
+    let mut reader = BufReader::new(match stream.try_clone() {
+        Ok(s) => s,
+        Err(_) => return,
+    });
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let l = line.trim_end().to_ascii_lowercase();
+        if l.is_empty() {
+            break;
+        }
+        if let Some(v) = l.strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; len];
+    if reader.read_exact(&mut body).is_err() {
+        return;
+    }
+    let ticket = srv.tickets.fetch_add(1, Ordering::SeqCst);
+    let denied = !srv.fixed.load(Ordering::SeqCst) && srv.deny.contains(&ticket);
+    let (status, text) = if denied {
+        ("401 Unauthorized", DENIED)
+    } else {
+        ("200 OK", REPLY)
+    };
+    let resp = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        text.len()
+    );
+    if stream.write_all(resp.as_bytes()).is_ok() && stream.flush().is_ok() {
+        if let Ok(mut l) = srv.log.lock() {
+            l.push((String::from_utf8_lossy(&body).into_owned(), !denied));
+        }
+    }
+}
+
+fn serve(deny: Vec<usize>) -> (String, Arc<Server>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let srv = Arc::new(Server {
+        deny,
+        ..Server::default()
+    });
+    let s2 = srv.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let srv = s2.clone();
+            std::thread::spawn(move || handle(s, srv));
+        }
+    });
+    (url, srv)
+}
+
+fn experiment(dir: &std::path::Path) -> std::path::PathBuf {
+    let exp = dir.join("exp.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"infra\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names\", \"names+params\"]\nmethods = [\"base\"]\n[models]\nagent = \"openai:fake\"\n",
+            fixture("mini_bfcl.jsonl").display()
+        ),
+    )
+    .expect("write exp");
+    exp
+}
+
+fn run(store: &std::path::Path, exp: &std::path::Path, url: &str) -> std::process::Output {
+    otb()
+        .arg("--store")
+        .arg(store)
+        .arg("run")
+        .arg(exp)
+        .env("OTB_LLM_BASE_URL", url)
+        .env("OTB_LLM_API_KEY", "test")
+        .env("OTB_LLM_MAX_CONCURRENCY", "1")
+        .output()
+        .expect("run otb")
+}
+
+fn table(store: &std::path::Path, exp: &std::path::Path) -> String {
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .args(["table", "table2", "--format", "csv", "--experiment"])
+            .arg(exp)
+            .output()
+            .expect("table"),
+    )
+    .lines()
+    .filter(|l| l.contains(",run,"))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+#[test]
+fn an_auth_failure_fails_the_stage_and_the_rerun_makes_only_the_missing_calls() {
+    // The first explore stage has 5 agent calls (one per instance); calls 3-5 get 401.
+    let (url, srv) = serve(vec![2, 3, 4]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = experiment(dir.path());
+    let store = dir.path().join("store");
+    let out = run(&store, &exp, &url);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(last.starts_with("otb: error: "), "{stderr}");
+    assert!(last.contains("auth"), "{stderr}");
+    assert!(last.contains("run the same command again"), "{stderr}");
+    let first: Vec<(String, bool)> = srv.log.lock().unwrap().clone();
+    assert_eq!(first.len(), 5, "the stage's calls were all made once");
+    let denied: Vec<&String> = first.iter().filter(|(_, ok)| !ok).map(|(b, _)| b).collect();
+    assert_eq!(denied.len(), 3);
+    // Nothing was published for the failed stage.
+    assert!(
+        !store.join("explore").is_dir()
+            || std::fs::read_dir(store.join("explore")).unwrap().count() == 0,
+        "a failed stage left an entry"
+    );
+
+    srv.fixed.store(true, Ordering::SeqCst);
+    let out = run(&store, &exp, &url);
+    stdout_ok(&out);
+    let all: Vec<(String, bool)> = srv.log.lock().unwrap().clone();
+    let second: Vec<&String> = all[first.len()..].iter().map(|(b, _)| b).collect();
+    // The first stage's rerun sends exactly the three denied calls...
+    let mut resent: Vec<&String> = second[..3].to_vec();
+    resent.sort();
+    let mut want = denied.clone();
+    want.sort();
+    assert_eq!(resent, want);
+    // ...and never a call that had been answered.
+    assert!(second
+        .iter()
+        .all(|b| !first.iter().any(|(f, ok)| *ok && f == *b)));
+    // Then the second setting's 5 calls; 5 + 3 in all.
+    assert_eq!(second.len(), 8);
+
+    // The final table equals an uninterrupted run's.
+    let (url2, _srv2) = serve(vec![]);
+    let store2 = dir.path().join("store2");
+    stdout_ok(&run(&store2, &exp, &url2));
+    assert_eq!(table(&store, &exp), table(&store2, &exp));
+    assert!(!table(&store, &exp).is_empty());
+}
