@@ -146,6 +146,9 @@ enum CacheCommand {
         #[arg(long)]
         to: PathBuf,
     },
+    /// Seed the call cache from a file written by `cache export` (a published run then
+    /// replays without a model).
+    Import { from: PathBuf },
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -244,6 +247,19 @@ pub fn main() -> Result<ExitCode> {
         } => {
             let n = stages::models::cache_views::export(&root, &to)?;
             println!("wrote {n} calls to {}", to.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cache {
+            command: CacheCommand::Import { from },
+        } => {
+            let r = stages::models::cache_views::import(&root, &from)?;
+            println!(
+                "imported {} calls into {} ({} already there, {} refused: request does not match its key)",
+                r.added,
+                stages::models::cache_views::cache_dir(&root).display(),
+                r.present,
+                r.refused
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Exec {

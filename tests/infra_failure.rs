@@ -175,3 +175,55 @@ fn an_auth_failure_fails_the_stage_and_the_rerun_makes_only_the_missing_calls() 
     assert_eq!(table(&store, &exp), table(&store2, &exp));
     assert!(!table(&store, &exp).is_empty());
 }
+
+#[test]
+fn a_store_seeded_from_an_exported_cache_replays_without_a_model() {
+    let (url, srv) = serve(vec![]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = experiment(dir.path());
+    let a = dir.path().join("a");
+    stdout_ok(&run(&a, &exp, &url));
+    let made = srv.log.lock().unwrap().len();
+    assert_eq!(made, 10);
+    let file = dir.path().join("calls.parquet");
+    let out = otb()
+        .arg("--store")
+        .arg(&a)
+        .args(["cache", "export", "--to"])
+        .arg(&file)
+        .output()
+        .expect("export");
+    assert!(stdout_ok(&out).contains("wrote 10 calls"));
+    let b = dir.path().join("b");
+    let out = otb()
+        .arg("--store")
+        .arg(&b)
+        .args(["cache", "import"])
+        .arg(&file)
+        .output()
+        .expect("import");
+    assert!(stdout_ok(&out).starts_with("imported 10 calls"));
+    // Importing again adds nothing.
+    let out = otb()
+        .arg("--store")
+        .arg(&b)
+        .args(["cache", "import"])
+        .arg(&file)
+        .output()
+        .expect("import");
+    assert!(stdout_ok(&out).contains("(10 already there, 0 refused"));
+    stdout_ok(&run(&b, &exp, &url));
+    assert_eq!(srv.log.lock().unwrap().len(), made, "the seeded store made no call");
+    assert_eq!(table(&a, &exp), table(&b, &exp));
+    // A file that is not an export is one error line, exit 2.
+    let junk = dir.path().join("junk.parquet");
+    std::fs::write(&junk, b"not parquet").unwrap();
+    let out = otb()
+        .arg("--store")
+        .arg(&b)
+        .args(["cache", "import"])
+        .arg(&junk)
+        .output()
+        .expect("import junk");
+    common::one_error_line(&out);
+}

@@ -127,3 +127,75 @@ pub fn export(store: &Path, to: &Path) -> Result<usize, InputError> {
     pipeline::table::write_rows(&rows, to).map_err(|e| InputError(e.to_string()))?;
     Ok(rows.len())
 }
+
+/// What `otb cache import` did.
+#[derive(Debug, Default, PartialEq)]
+pub struct ImportReport {
+    /// Calls added to the cache.
+    pub added: usize,
+    /// Calls the cache had already.
+    pub present: usize,
+    /// Rows refused: their request does not hash to their key, or a field does not
+    /// parse (the file was edited or is not an export of this project).
+    pub refused: usize,
+}
+
+/// `otb cache import FILE.parquet`: seed this store's call cache from a file written
+/// by `otb cache export`, so a published run replays without a model. Every row's
+/// request is hashed again and must equal its key.
+pub fn import(store: &Path, from: &Path) -> Result<ImportReport, InputError> {
+    if !from.is_file() {
+        return Err(InputError(format!(
+            "{}: no such file (expected a file written by `otb cache export`)",
+            from.display()
+        )));
+    }
+    let rows: Vec<CallRow> = pipeline::table::read_rows(from).map_err(|e| {
+        InputError(format!(
+            "{}: not a call-cache export ({e})",
+            from.display()
+        ))
+    })?;
+    let dir = cache_dir(store);
+    let cache = llm::CallCache::open(&dir)
+        .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?;
+    let mut report = ImportReport::default();
+    for r in rows {
+        let Ok(req) = serde_json::from_str::<llm::ChatRequest>(&r.request) else {
+            report.refused += 1;
+            continue;
+        };
+        if llm::request_key(&req) != r.key {
+            report.refused += 1;
+            continue;
+        }
+        let Ok(tool_calls) = serde_json::from_str::<Vec<llm::ToolCall>>(&r.tool_calls) else {
+            report.refused += 1;
+            continue;
+        };
+        if cache.contains(&r.key) {
+            report.present += 1;
+            continue;
+        }
+        let resp = llm::ChatResponse {
+            content: r.content,
+            tool_calls,
+            usage: llm::Usage {
+                prompt: r.prompt_tokens.max(0) as u64,
+                completion: r.completion_tokens.max(0) as u64,
+                reasoning: r.reasoning_tokens.max(0) as u64,
+            },
+            latency_ms: r.latency_ms.max(0) as u64,
+            finish_reason: r.finish_reason,
+        };
+        let Ok(resp) = resp.checked() else {
+            report.refused += 1;
+            continue;
+        };
+        cache
+            .put(&r.key, &req, &resp, r.stage.as_deref(), &r.backend)
+            .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?;
+        report.added += 1;
+    }
+    Ok(report)
+}
