@@ -252,7 +252,9 @@ pub fn main() -> Result<ExitCode> {
         Command::Cache {
             command: CacheCommand::Import { from },
         } => {
-            let r = stages::models::cache_views::import(&root, &from)?;
+            // A store (created if new), so the seeded cache lives in a real store.
+            let store = Store::open(&root, Access::ReadWrite)?;
+            let r = stages::models::cache_views::import(store.root(), &from)?;
             println!(
                 "imported {} calls into {} ({} already there, {} refused: request does not match its key)",
                 r.added,
