@@ -21,12 +21,7 @@ pub const PAUSED: &str = "PAUSED";
 /// A stage name usable as a directory name: ASCII letters, digits, `-`, `_`, `.`,
 /// not starting with `.` or `-`, not a reserved name, at most 100 characters.
 pub fn is_stage_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 100
-        && !s.starts_with(['.', '-'])
-        && !RESERVED.contains(&s)
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    is_table_name(s) && !RESERVED.contains(&s)
 }
 
 /// A table name usable as a file stem: like a stage name (reserved names allowed).

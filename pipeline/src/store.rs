@@ -356,6 +356,10 @@ impl Store {
     /// table exists with the recorded file name, size and digest). Changes nothing:
     /// a corrupt entry stays where it is (see [`Store::quarantine`]).
     pub fn inspect(&self, components: &KeyComponents) -> Lookup {
+        if !layout::is_stage_name(&components.stage) {
+            // Not a directory name the store can hold (see `begin`).
+            return Lookup::Miss;
+        }
         let key = components.key();
         let dir = self.entry_dir(&components.stage, &key);
         if !dir.exists() {
@@ -407,6 +411,9 @@ impl Store {
         };
         if self.access != Access::ReadWrite {
             return Err(stuck("the store is opened read-only".into()));
+        }
+        if !layout::is_stage_name(stage) || !layout::is_key_name(&key.0) {
+            return Err(stuck("not an entry directory of the store".into()));
         }
         let qdir = self.root.join("quarantine");
         let now = SystemTime::now()

@@ -57,8 +57,7 @@ fn corrupt_then_rerun(damage: impl Fn(&std::path::Path)) {
     let store = open(&dir);
     let calls = Calls::default();
     let rows = nums(&[7, 8, 9]);
-    let (_, a, _) = both(&store, Mode::Run, 1, &rows, &calls);
-    let a = a.unwrap();
+    let a = computed_up(&store, &rows, &calls);
     damage(&a.dir);
     let (r, a2, _) = both(&store, Mode::Run, 1, &rows, &calls);
     assert_eq!(calls.up.get(), 2, "the corrupt entry is recomputed");
@@ -98,8 +97,7 @@ fn a_manifest_pointing_at_another_file_fails_verification() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let calls = Calls::default();
-    let (_, a, _) = both(&store, Mode::Run, 1, &nums(&[1]), &calls);
-    let a = a.unwrap();
+    let a = computed_up(&store, &nums(&[1]), &calls);
     std::fs::copy(a.dir.join("nums.parquet"), a.dir.join("copy.parquet")).unwrap();
     flip_byte(&a.dir.join("nums.parquet"));
     let mp = a.dir.join("manifest.json");
@@ -119,8 +117,7 @@ fn a_failed_quarantine_is_an_error_never_a_reuse() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let calls = Calls::default();
-    let (_, a, _) = both(&store, Mode::Run, 1, &nums(&[1, 2]), &calls);
-    let a = a.unwrap();
+    let a = computed_up(&store, &nums(&[1, 2]), &calls);
     flip_byte(&a.dir.join("nums.parquet"));
     // quarantine/ replaced by a file: moving the entry aside fails.
     let q = store.root().join("quarantine");
@@ -142,8 +139,7 @@ fn committing_over_a_corrupt_entry_replaces_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
     let calls = Calls::default();
-    let (_, a, _) = both(&store, Mode::Run, 1, &nums(&[3]), &calls);
-    let a = a.unwrap();
+    let a = computed_up(&store, &nums(&[3]), &calls);
     flip_byte(&a.dir.join("nums.parquet"));
     let mut staging = store.begin(&a.manifest.components).unwrap();
     staging.write(&nums(&[3])).unwrap();

@@ -99,6 +99,11 @@ pub fn both(
     (s.reports().to_vec(), a, b)
 }
 
+/// Run both nodes on `rows` (param 1) and return the upstream entry.
+pub fn computed_up(store: &Store, rows: &[Num], calls: &Calls) -> Entry {
+    both(store, Mode::Run, 1, rows, calls).1.expect("run mode")
+}
+
 /// Every path under `root` with its size and (for files) content, sorted: two equal
 /// snapshots mean nothing was created, removed or changed.
 pub fn snapshot(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
