@@ -189,9 +189,16 @@ impl<'s> Session<'s> {
         };
         let key = components.key();
         report.key = Some(key.clone());
-        let corrupt = match self.store.lookup(&components) {
+        let store_err = |e| StageError::store(stage, e);
+        // `inspect` changes nothing: status mode (also used to compute what `gc` keeps)
+        // must neither quarantine nor record slots.
+        let corrupt = match self.store.inspect(&components) {
             Lookup::Hit(entry) => {
-                self.store.record_slot(node, &components)?;
+                if self.mode == Mode::Run {
+                    self.store
+                        .record_slot(node, &components)
+                        .map_err(store_err)?;
+                }
                 report.rows = entry.rows();
                 report.wall_ms = entry.manifest.wall_ms;
                 report.usage = entry.manifest.usage.clone();
@@ -221,19 +228,31 @@ impl<'s> Session<'s> {
             self.reports.push(report);
             return Ok(None);
         }
+        if let Some(reason) = &corrupt {
+            // Moved aside or an error: a corrupt entry is never reused.
+            self.store
+                .quarantine(stage, &key, reason)
+                .map_err(store_err)?;
+        }
         let start = Instant::now();
         let mut ctx = StageCtx {
-            staging: self.store.begin(&components)?,
+            staging: self.store.begin(&components).map_err(store_err)?,
             node,
             usage: Usage::default(),
             multi: &self.multi,
             quiet: self.quiet,
         };
+        // On an error the staging directory is dropped, which deletes it.
         run(&mut ctx)?;
-        let wall_ms = start.elapsed().as_millis() as u64;
+        let wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let StageCtx { staging, usage, .. } = ctx;
-        let entry = self.store.commit(staging, node, wall_ms, usage.clone())?;
-        self.store.record_slot(node, &components)?;
+        let entry = self
+            .store
+            .commit(staging, node, wall_ms, usage.clone())
+            .map_err(store_err)?;
+        self.store
+            .record_slot(node, &components)
+            .map_err(store_err)?;
         report.state = NodeState::Ran;
         report.rows = entry.rows();
         report.wall_ms = wall_ms;

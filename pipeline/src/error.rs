@@ -22,6 +22,18 @@ pub enum StoreErrorKind {
     Manifest(String),
     #[error("store format {found} is not supported by this otb (expects {expected}); use another --store")]
     Format { found: String, expected: String },
+    /// The directory exists, is not empty and carries no store `FORMAT` marker: it is
+    /// not a store, and nothing in it was touched.
+    #[error("not an otb store: the directory is not empty and has no FORMAT file saying `{expected}`; nothing was touched; pass --store with a new or empty directory, or an existing store")]
+    NotAStore { expected: String },
+    /// A stored entry failed verification and could not be moved aside, so it can
+    /// neither be reused nor replaced.
+    #[error("corrupt entry ({reason}) could not be moved to quarantine/: {error}; remove the directory by hand")]
+    StuckCorrupt { reason: String, error: String },
+    /// `gc` was asked to collect with a keep set whose walks did not all reach every
+    /// node: what the incomplete walks would still need is unknown.
+    #[error("gc refused: {0}; nothing was removed")]
+    IncompleteKeep(String),
 }
 
 impl StoreError {
@@ -35,23 +47,184 @@ impl StoreError {
     pub fn io(path: &Path, e: std::io::Error) -> StoreError {
         StoreError::new(StoreErrorKind::Io(e), path)
     }
+
+    /// True for errors the user fixes by changing what they asked for (another
+    /// `--store`, a complete experiment before `gc`), not by retrying.
+    pub fn is_user_error(&self) -> bool {
+        matches!(
+            self.kind,
+            StoreErrorKind::NotWritable(_)
+                | StoreErrorKind::Format { .. }
+                | StoreErrorKind::NotAStore { .. }
+                | StoreErrorKind::IncompleteKeep(_)
+        )
+    }
 }
 
-/// An error raised by a stage's own computation (bad input data, a missing resource).
+/// What kind of failure a [`StageError`] is; decides the exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StageErrorKind {
+    /// Bad input: a malformed dataset row, an unknown setting, a missing file the user
+    /// named. Exit code 2.
+    UserInput,
+    /// Something outside the program failed: an endpoint, an engine binary, the disk.
+    Infrastructure,
+    /// The store failed (see the wrapped [`StoreError`]).
+    Store,
+    /// A broken invariant of this program.
+    Bug,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An error raised while running a stage, with a kind and (where there is one) the
+/// underlying error as [`std::error::Error::source`].
 /// Row-level problems (one failed LLM call, one bad trajectory) are rows, not errors.
-#[derive(Debug, thiserror::Error)]
-pub enum StageError {
-    #[error("{0}")]
-    Store(#[from] StoreError),
-    #[error("stage `{stage}`: {message}")]
-    Failed { stage: String, message: String },
+#[derive(Debug)]
+pub struct StageError {
+    kind: StageErrorKind,
+    stage: String,
+    message: String,
+    source: Option<BoxError>,
 }
 
 impl StageError {
+    /// A failure described by a message only (kind [`StageErrorKind::Infrastructure`]).
     pub fn failed(stage: &str, message: impl Into<String>) -> StageError {
-        StageError::Failed {
+        StageError {
+            kind: StageErrorKind::Infrastructure,
             stage: stage.to_string(),
             message: message.into(),
+            source: None,
         }
+    }
+
+    /// A failure of kind `kind` caused by `err` (an error, or a message), kept as the
+    /// source.
+    pub fn with_kind(kind: StageErrorKind, stage: &str, err: impl Into<BoxError>) -> StageError {
+        let source: BoxError = err.into();
+        StageError {
+            kind,
+            stage: stage.to_string(),
+            message: source.to_string(),
+            source: Some(source),
+        }
+    }
+
+    /// Bad user input (exit code 2).
+    pub fn user(stage: &str, err: impl Into<BoxError>) -> StageError {
+        StageError::with_kind(StageErrorKind::UserInput, stage, err)
+    }
+
+    /// Something outside the program failed.
+    pub fn infra(stage: &str, err: impl Into<BoxError>) -> StageError {
+        StageError::with_kind(StageErrorKind::Infrastructure, stage, err)
+    }
+
+    /// A broken invariant.
+    pub fn bug(stage: &str, err: impl Into<BoxError>) -> StageError {
+        StageError::with_kind(StageErrorKind::Bug, stage, err)
+    }
+
+    /// A store failure while running `stage`.
+    pub fn store(stage: &str, err: StoreError) -> StageError {
+        StageError::with_kind(StageErrorKind::Store, stage, err)
+    }
+
+    pub fn kind(&self) -> StageErrorKind {
+        self.kind
+    }
+
+    /// The stage it concerns (empty when converted from a bare [`StoreError`]).
+    pub fn stage(&self) -> &str {
+        &self.stage
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The wrapped store error, if this is one.
+    pub fn store_error(&self) -> Option<&StoreError> {
+        self.source.as_deref()?.downcast_ref::<StoreError>()
+    }
+
+    /// The one place that decides whether an error is the user's to fix (exit code 2):
+    /// kind [`StageErrorKind::UserInput`], or a store error the user fixes (another
+    /// `--store`, see [`StoreError::is_user_error`]).
+    pub fn is_user_error(&self) -> bool {
+        match self.kind {
+            StageErrorKind::UserInput => true,
+            StageErrorKind::Store => self.store_error().is_some_and(StoreError::is_user_error),
+            StageErrorKind::Infrastructure | StageErrorKind::Bug => false,
+        }
+    }
+}
+
+impl std::fmt::Display for StageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.stage.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "stage `{}`: {}", self.stage, self.message)
+        }
+    }
+}
+
+impl std::error::Error for StageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<StoreError> for StageError {
+    fn from(e: StoreError) -> StageError {
+        StageError::store("", e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn kinds_decide_user_errors_in_one_place() {
+        let parse = "x".parse::<u32>().unwrap_err();
+        let e = StageError::user("opacify", parse.clone());
+        assert!(e.is_user_error());
+        assert_eq!(e.kind(), StageErrorKind::UserInput);
+        assert_eq!(e.to_string(), format!("stage `opacify`: {parse}"));
+        let src = e.source().expect("the parse error is kept as the source");
+        assert!(src.downcast_ref::<std::num::ParseIntError>().is_some());
+
+        assert!(!StageError::infra("explore", "endpoint down").is_user_error());
+        assert!(!StageError::bug("explore", "bad state").is_user_error());
+        let legacy = StageError::failed("evaluate", "executor unavailable");
+        assert_eq!(legacy.kind(), StageErrorKind::Infrastructure);
+        assert_eq!(legacy.to_string(), "stage `evaluate`: executor unavailable");
+        assert!(legacy.source().is_none());
+    }
+
+    #[test]
+    fn store_errors_keep_their_kind_through_conversion() {
+        let not_a_store = StoreError::new(
+            StoreErrorKind::NotAStore {
+                expected: "otb-store-1".into(),
+            },
+            Path::new("/home/u"),
+        );
+        let e: StageError = not_a_store.into();
+        assert_eq!(e.kind(), StageErrorKind::Store);
+        assert!(e.is_user_error(), "another --store fixes it");
+        assert!(e.store_error().is_some());
+        assert!(e.to_string().contains("/home/u"), "{e}");
+
+        let io = StoreError::io(Path::new("/s/x"), std::io::Error::other("disk full"));
+        let e = StageError::store("explore", io);
+        assert!(!e.is_user_error());
+        assert!(e.source().is_some_and(|s| s.is::<StoreError>()));
     }
 }

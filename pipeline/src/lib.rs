@@ -40,12 +40,23 @@
 //!   fsynced in `tmp/`, the manifest is written last (atomically), the staging
 //!   directory is fsynced and then renamed into place. A crash at any point leaves at
 //!   most a staging directory, which the next writer deletes.
-//! * A lookup verifies the manifest (key, table sizes, sha256 of every table) before
-//!   an entry is used; a failing entry is moved to `quarantine/` with a warning and
-//!   recomputed.
+//! * A lookup verifies the manifest (key, table file names, sizes, sha256 of every
+//!   table) before an entry is used. In run mode a failing entry is moved to
+//!   `quarantine/` with a warning and recomputed; if it cannot be moved the stage
+//!   fails. A corrupt entry is never reused. Status mode changes nothing at all.
 //! * Only one process writes a store at a time (`.lock`, an OS file lock released on
 //!   exit, even on SIGKILL). Readers (`otb status`) take no lock: publication is atomic.
-//! * Nothing is deleted implicitly: only `otb gc` removes entries, and it lists them.
+//! * A store is only a store: `Store::open` accepts a missing directory, an empty one
+//!   (or one holding only `cache/` and `.lock`), or one whose `FORMAT` file reads
+//!   `otb-store-1`; anything else is `StoreErrorKind::NotAStore` and is not touched.
+//! * Nothing is deleted implicitly, and only paths of the store's own shape are ever
+//!   deleted: staging directories named `<stage>-<short key>-<pid>-<nanos>` in `tmp/`
+//!   (on a read-write open), and in `otb gc` entry directories `<stage>/<64 hex>/`
+//!   holding only `manifest.json` and `*.parquet`, and quarantined entries. Anything
+//!   else is left alone and listed ([`GcReport::left_alone`]).
+//! * `gc` takes a [`KeepSet`] built from complete walks only: if a walk stopped early
+//!   (a corrupt upstream, a node that would run) it refuses, since it cannot know
+//!   what that experiment's downstream nodes still need.
 //!
 //! # Known limitations
 //!
@@ -56,13 +67,16 @@
 pub mod digest;
 pub mod engine;
 pub mod error;
+pub mod gc;
 pub mod key;
+mod layout;
 pub mod store;
 pub mod table;
 
 pub use digest::Digest;
 pub use engine::{Input, Mode, NodeReport, NodeState, Session, StageCtx};
-pub use error::{StageError, StoreError, StoreErrorKind};
+pub use error::{StageError, StageErrorKind, StoreError, StoreErrorKind};
+pub use gc::{GcReport, KeepSet};
 pub use key::{Change, KeyComponents};
-pub use store::{Access, Entry, Lookup, Manifest, Store, Usage};
+pub use store::{Access, Entry, Lookup, Manifest, Staging, Store, Usage};
 pub use table::{col, ColType, Column, Row, TableMeta};

@@ -3,9 +3,10 @@
 use crate::digest::{canonical_json, Digest};
 use crate::error::{StoreError, StoreErrorKind};
 use crate::key::KeyComponents;
+use crate::layout;
 use crate::table::{read_rows, write_rows, Row, TableMeta};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,17 +34,22 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Add another run's counts; every counter saturates at `u64::MAX` (a model that
+    /// reports absurd token counts must not wrap a sum around to a small number).
     pub fn add(&mut self, o: &Usage) {
-        self.calls += o.calls;
-        self.cached_calls += o.cached_calls;
-        self.errors += o.errors;
-        self.prompt_tokens += o.prompt_tokens;
-        self.completion_tokens += o.completion_tokens;
-        self.reasoning_tokens += o.reasoning_tokens;
+        self.calls = self.calls.saturating_add(o.calls);
+        self.cached_calls = self.cached_calls.saturating_add(o.cached_calls);
+        self.errors = self.errors.saturating_add(o.errors);
+        self.prompt_tokens = self.prompt_tokens.saturating_add(o.prompt_tokens);
+        self.completion_tokens = self.completion_tokens.saturating_add(o.completion_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(o.reasoning_tokens);
     }
 
+    /// Prompt + completion + reasoning tokens (saturating).
     pub fn total_tokens(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens + self.reasoning_tokens
+        self.prompt_tokens
+            .saturating_add(self.completion_tokens)
+            .saturating_add(self.reasoning_tokens)
     }
 }
 
@@ -78,8 +84,9 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The file of one of this entry's tables (the file verification checked).
     pub fn table_path(&self, table: &str) -> PathBuf {
-        self.dir.join(format!("{table}.parquet"))
+        self.dir.join(layout::table_file(table))
     }
 
     /// Read one of this entry's tables as typed rows.
@@ -159,23 +166,105 @@ fn fsync_dir(path: &Path) -> Result<(), StoreError> {
 /// Write `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
+    // Unique per process and per call: two threads may write the same file at once.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(
-        ".{}.tmp{}",
+        ".{}.tmp{}-{seq}",
         path.file_name()
             .map(|s| s.to_string_lossy())
             .unwrap_or_default(),
         std::process::id()
     ));
     let io = |e| StoreError::io(path, e);
-    let mut f = File::create(&tmp).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    fs::rename(&tmp, path).map_err(io)?;
+    let written = File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io(e));
+    }
     fsync_dir(dir)
+}
+
+/// What is at a store root before anything is written there.
+#[derive(Debug, PartialEq, Eq)]
+enum RootState {
+    /// Nothing: a read-write open creates it.
+    Missing,
+    /// An empty directory (or one holding only [`layout::PRE_FORMAT`] names).
+    Empty,
+    /// A directory whose `FORMAT` file says [`STORE_FORMAT`].
+    Store,
+}
+
+/// Largest `FORMAT` file that is read; a real one is a dozen bytes.
+const FORMAT_MAX_BYTES: u64 = 256;
+
+/// Look at `root` without changing anything: a store, an empty directory, nothing, or
+/// (an error) something that is not a store.
+fn classify(root: &Path) -> Result<RootState, StoreError> {
+    let not_a_store = || {
+        StoreError::new(
+            StoreErrorKind::NotAStore {
+                expected: STORE_FORMAT.to_string(),
+            },
+            root,
+        )
+    };
+    let meta = match fs::metadata(root) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RootState::Missing),
+        Err(e) => return Err(StoreError::io(root, e)),
+    };
+    if !meta.is_dir() {
+        return Err(not_a_store());
+    }
+    let format = root.join("FORMAT");
+    match fs::symlink_metadata(&format) {
+        Ok(m) if m.is_file() && m.len() <= FORMAT_MAX_BYTES => {
+            let bytes = fs::read(&format).map_err(|e| StoreError::io(&format, e))?;
+            let found = String::from_utf8_lossy(&bytes).trim().to_string();
+            if found == STORE_FORMAT {
+                return Ok(RootState::Store);
+            }
+            if found.starts_with("otb-store-") && !found.contains(char::is_whitespace) {
+                return Err(StoreError::new(
+                    StoreErrorKind::Format {
+                        found,
+                        expected: STORE_FORMAT.to_string(),
+                    },
+                    &format,
+                ));
+            }
+            return Err(not_a_store());
+        }
+        Ok(_) => return Err(not_a_store()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StoreError::io(&format, e)),
+    }
+    let rd = fs::read_dir(root).map_err(|e| StoreError::io(root, e))?;
+    for item in rd {
+        let item = item.map_err(|e| StoreError::io(root, e))?;
+        let name = item.file_name();
+        // `.FORMAT.tmp*`: a first open that stopped while writing `FORMAT`.
+        let format_tmp = name.to_string_lossy().starts_with(".FORMAT.tmp");
+        if !format_tmp && !layout::PRE_FORMAT.iter().any(|p| name == *p) {
+            return Err(not_a_store());
+        }
+    }
+    Ok(RootState::Empty)
 }
 
 impl Store {
     /// Open (and for [`Access::ReadWrite`], create and lock) the store at `root`.
+    ///
+    /// Only a missing directory, an empty one, or one whose `FORMAT` file names this
+    /// store format is opened; anything else is [`StoreErrorKind::NotAStore`] (or
+    /// [`StoreErrorKind::Format`] for another store version) and nothing is touched.
+    /// A read-write open then deletes the staging directories a crashed writer left
+    /// in `tmp/` (only names of the store's own shape; anything else there is left
+    /// alone with a warning).
     pub fn open(root: &Path, access: Access) -> Result<Store, StoreError> {
         let root = root.to_path_buf();
         let mut store = Store {
@@ -183,10 +272,8 @@ impl Store {
             access,
             _lock: None,
         };
+        classify(&root)?;
         if access == Access::ReadOnly {
-            if root.join("FORMAT").exists() {
-                store.check_format()?;
-            }
             return Ok(store);
         }
         fs::create_dir_all(&root)
@@ -210,36 +297,47 @@ impl Store {
             Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io(&lock_path, e)),
         }
         store._lock = Some(lock);
-        let format = root.join("FORMAT");
-        if format.exists() {
-            store.check_format()?;
-        } else {
-            write_atomic(&format, format!("{STORE_FORMAT}\n").as_bytes())?;
-        }
-        // Staging directories left by a crashed process are never results: drop them.
-        let tmp = root.join("tmp");
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        // Under the lock, look again: another writer may have initialised it meanwhile.
+        if classify(&root)? != RootState::Store {
+            write_atomic(&root.join("FORMAT"), format!("{STORE_FORMAT}\n").as_bytes())?;
         }
         for d in ["tmp", "slots", "quarantine"] {
             fs::create_dir_all(root.join(d)).map_err(|e| StoreError::io(&root.join(d), e))?;
         }
+        for (path, why) in store.clean_tmp()? {
+            eprintln!(
+                "otb: warning: left {} alone in the store's tmp/: {why}",
+                path.display()
+            );
+        }
         Ok(store)
     }
 
-    fn check_format(&self) -> Result<(), StoreError> {
-        let p = self.root.join("FORMAT");
-        let found = fs::read_to_string(&p).map_err(|e| StoreError::io(&p, e))?;
-        if found.trim() != STORE_FORMAT {
-            return Err(StoreError::new(
-                StoreErrorKind::Format {
-                    found: found.trim().to_string(),
-                    expected: STORE_FORMAT.to_string(),
-                },
-                &p,
-            ));
+    /// Delete what a crashed writer left in `tmp/`: staging directories (never
+    /// results) and the fault-injection marker. Returns what was left alone, and why.
+    fn clean_tmp(&self) -> Result<Vec<(PathBuf, String)>, StoreError> {
+        let tmp = self.root.join("tmp");
+        let mut left = Vec::new();
+        let rd = fs::read_dir(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        for item in rd {
+            let item = item.map_err(|e| StoreError::io(&tmp, e))?;
+            let path = item.path();
+            let name = item.file_name().to_string_lossy().into_owned();
+            let ft = item.file_type().map_err(|e| StoreError::io(&path, e))?;
+            if name == layout::PAUSED && ft.is_file() {
+                fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+            } else if !layout::is_staging_name(&name) {
+                left.push((
+                    path,
+                    "not a name the store gives a staging directory".into(),
+                ));
+            } else if let Err(why) = layout::check_entry_contents(&path) {
+                left.push((path, why));
+            } else {
+                fs::remove_dir_all(&path).map_err(|e| StoreError::io(&path, e))?;
+            }
         }
-        Ok(())
+        Ok(left)
     }
 
     pub fn root(&self) -> &Path {
@@ -254,10 +352,14 @@ impl Store {
         self.root.join(stage).join(&key.0)
     }
 
-    /// Look a key up and verify the entry: manifest parses and matches the key, every
-    /// table exists with the recorded size and digest. A corrupt entry in a writable
-    /// store is moved to `quarantine/` with a warning on stderr.
-    pub fn lookup(&self, components: &KeyComponents) -> Lookup {
+    /// Look a key up and verify the entry (manifest parses and matches the key, every
+    /// table exists with the recorded file name, size and digest). Changes nothing:
+    /// a corrupt entry stays where it is (see [`Store::quarantine`]).
+    pub fn inspect(&self, components: &KeyComponents) -> Lookup {
+        if !layout::is_stage_name(&components.stage) {
+            // Not a directory name the store can hold (see `begin`).
+            return Lookup::Miss;
+        }
         let key = components.key();
         let dir = self.entry_dir(&components.stage, &key);
         if !dir.exists() {
@@ -265,36 +367,90 @@ impl Store {
         }
         match verify(&dir, &key) {
             Ok(manifest) => Lookup::Hit(Box::new(Entry { dir, manifest })),
-            Err(reason) => {
-                if self.access == Access::ReadWrite {
-                    let dest = self.root.join("quarantine").join(format!(
-                        "{}-{}-{}",
-                        components.stage,
-                        key.short(),
-                        now_unix()
-                    ));
-                    match fs::rename(&dir, &dest) {
-                        Ok(()) => eprintln!(
-                            "otb: warning: {} failed verification ({reason}); moved to {} and recomputing",
-                            dir.display(),
-                            dest.display()
-                        ),
-                        Err(e) => eprintln!(
-                            "otb: warning: {} failed verification ({reason}) and could not be moved aside: {e}",
-                            dir.display()
-                        ),
-                    }
-                }
-                Lookup::Corrupt { reason }
-            }
+            Err(reason) => Lookup::Corrupt { reason },
         }
     }
 
-    /// Start writing a stage output into a private staging directory.
+    /// [`Store::inspect`], and in a writable store a corrupt entry is then moved to
+    /// `quarantine/` with a warning on stderr. If it cannot be moved, the warning says
+    /// so and the entry stays; [`Store::commit`] never reuses it (it refuses to publish
+    /// over an entry it cannot move aside). Prefer [`Store::inspect`] plus
+    /// [`Store::quarantine`], which returns that failure as an error.
+    pub fn lookup(&self, components: &KeyComponents) -> Lookup {
+        let found = self.inspect(components);
+        if let Lookup::Corrupt { reason } = &found {
+            if self.access == Access::ReadWrite {
+                let key = components.key();
+                if let Err(e) = self.quarantine(&components.stage, &key, reason) {
+                    eprintln!("otb: warning: {e}");
+                }
+            }
+        }
+        found
+    }
+
+    /// Move the entry `<stage>/<key>` aside to `quarantine/` (after it failed
+    /// verification for `reason`), with a warning on stderr. Returns where it went.
+    /// An entry that cannot be moved is an error ([`StoreErrorKind::StuckCorrupt`]):
+    /// it must be neither reused nor written over.
+    pub fn quarantine(
+        &self,
+        stage: &str,
+        key: &Digest,
+        reason: &str,
+    ) -> Result<PathBuf, StoreError> {
+        let dir = self.entry_dir(stage, key);
+        let stuck = |error: String| {
+            StoreError::new(
+                StoreErrorKind::StuckCorrupt {
+                    reason: reason.to_string(),
+                    error,
+                },
+                &dir,
+            )
+        };
+        if self.access != Access::ReadWrite {
+            return Err(stuck("the store is opened read-only".into()));
+        }
+        if !layout::is_stage_name(stage) || !layout::is_key_name(&key.0) {
+            return Err(stuck("not an entry directory of the store".into()));
+        }
+        let qdir = self.root.join("quarantine");
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let dest = qdir.join(layout::quarantine_name(
+            stage,
+            key.short(),
+            now.as_secs(),
+            now.subsec_nanos(),
+        ));
+        fs::create_dir_all(&qdir)
+            .and_then(|()| fs::rename(&dir, &dest))
+            .map_err(|e| stuck(e.to_string()))?;
+        eprintln!(
+            "otb: warning: {} failed verification ({reason}); moved to {} and recomputing",
+            dir.display(),
+            dest.display()
+        );
+        Ok(dest)
+    }
+
+    /// Start writing a stage output into a private staging directory. The staging
+    /// directory is deleted when the [`Staging`] is dropped without being committed.
     pub fn begin(&self, components: &KeyComponents) -> Result<Staging, StoreError> {
         if self.access != Access::ReadWrite {
             return Err(StoreError::new(
                 StoreErrorKind::NotWritable("opened read-only".into()),
+                &self.root,
+            ));
+        }
+        if !layout::is_stage_name(&components.stage) {
+            return Err(StoreError::new(
+                StoreErrorKind::Manifest(format!(
+                    "stage name `{}` cannot name a store directory (use ASCII letters, digits, `-`, `_`, `.`)",
+                    components.stage
+                )),
                 &self.root,
             ));
         }
@@ -303,11 +459,11 @@ impl Store {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let dir = self.root.join("tmp").join(format!(
-            "{}-{}-{}-{nanos}",
-            components.stage,
+        let dir = self.root.join("tmp").join(layout::staging_name(
+            &components.stage,
             key.short(),
-            std::process::id()
+            std::process::id(),
+            nanos,
         ));
         fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
         Ok(Staging {
@@ -320,19 +476,25 @@ impl Store {
 
     /// Publish a staging directory: manifest written last (atomically), directory
     /// fsynced, renamed into place, parent fsynced.
+    ///
+    /// If the key is already published (another writer got there first), a verified
+    /// existing entry is kept and returned; a corrupt one is moved to quarantine and
+    /// replaced, and if it cannot be moved the commit fails. A corrupt entry is never
+    /// returned.
     pub fn commit(
         &self,
-        staging: Staging,
+        mut staging: Staging,
         node: &str,
         wall_ms: u64,
         usage: Usage,
     ) -> Result<Entry, StoreError> {
+        let outputs = std::mem::take(&mut staging.outputs);
         let manifest = Manifest {
             manifest_version: MANIFEST_VERSION,
             key: staging.key.clone(),
             components: staging.components.clone(),
-            output_digest: output_digest(&staging.outputs),
-            outputs: staging.outputs,
+            output_digest: output_digest(&outputs),
+            outputs,
             node: node.to_string(),
             wall_ms,
             usage,
@@ -343,20 +505,41 @@ impl Store {
         write_atomic(&staging.dir.join("manifest.json"), &json)?;
         fsync_dir(&staging.dir)?;
         if std::env::var(FAULT_ENV).as_deref() == Ok("publish") {
-            let marker = self.root.join("tmp").join("PAUSED");
+            let marker = self.root.join("tmp").join(layout::PAUSED);
             let _ = fs::write(&marker, node);
             std::thread::sleep(std::time::Duration::from_secs(300));
         }
-        let stage_dir = self.root.join(&manifest.components.stage);
+        let stage = &manifest.components.stage;
+        let stage_dir = self.root.join(stage);
         fs::create_dir_all(&stage_dir).map_err(|e| StoreError::io(&stage_dir, e))?;
         let dest = stage_dir.join(&manifest.key.0);
         if dest.exists() {
-            // Someone published the same key (same inputs => same content); keep theirs.
-            let _ = fs::remove_dir_all(&staging.dir);
-        } else {
-            fs::rename(&staging.dir, &dest).map_err(|e| StoreError::io(&dest, e))?;
-            fsync_dir(&stage_dir)?;
+            match verify(&dest, &manifest.key) {
+                // Same key => same inputs => the same content; keep theirs.
+                Ok(theirs) => {
+                    return Ok(Entry {
+                        dir: dest,
+                        manifest: theirs,
+                    })
+                }
+                Err(reason) => {
+                    self.quarantine(stage, &manifest.key, &reason)?;
+                }
+            }
         }
+        if let Err(e) = fs::rename(&staging.dir, &dest) {
+            // A concurrent writer may have published the same key between the check
+            // above and the rename: its entry wins if it verifies.
+            return match verify(&dest, &manifest.key) {
+                Ok(theirs) => Ok(Entry {
+                    dir: dest,
+                    manifest: theirs,
+                }),
+                Err(_) => Err(StoreError::io(&dest, e)),
+            };
+        }
+        staging.dir = PathBuf::new();
+        fsync_dir(&stage_dir)?;
         Ok(Entry {
             dir: dest,
             manifest,
@@ -370,6 +553,8 @@ impl Store {
         serde_json::from_slice(&bytes).ok()
     }
 
+    /// Remember the components `node` was last keyed with (for `status` reasons).
+    /// Does nothing in a read-only store.
     pub fn record_slot(&self, node: &str, components: &KeyComponents) -> Result<(), StoreError> {
         if self.access != Access::ReadWrite {
             return Ok(());
@@ -397,66 +582,65 @@ impl Store {
         ))
     }
 
-    /// Every published entry: (stage, key dir).
+    /// Every published entry: (stage, key dir). Only directories of the store's own
+    /// shape (`<stage>/<64 hex key>/`) are listed.
     pub fn entries(&self) -> Result<Vec<(String, PathBuf)>, StoreError> {
-        let mut out = Vec::new();
-        let Ok(rd) = fs::read_dir(&self.root) else {
-            return Ok(out);
-        };
-        for stage in rd.flatten() {
-            let name = stage.file_name().to_string_lossy().into_owned();
-            if matches!(name.as_str(), "tmp" | "slots" | "quarantine" | "cache")
-                || name.starts_with('.')
-                || !stage.path().is_dir()
-            {
-                continue;
-            }
-            for e in fs::read_dir(stage.path())
-                .map_err(|e| StoreError::io(&stage.path(), e))?
-                .flatten()
-            {
-                out.push((name.clone(), e.path()));
-            }
-        }
-        out.sort();
-        Ok(out)
+        Ok(self.scan()?.entries)
     }
 
-    /// Remove every entry whose key is not in `keep`, plus quarantined entries.
-    /// Returns what was removed with its size in bytes. Never implicit: only `otb gc`.
-    pub fn gc(&self, keep: &BTreeSet<Digest>) -> Result<Vec<(PathBuf, u64)>, StoreError> {
-        let mut removed = Vec::new();
-        let mut victims: Vec<PathBuf> = self
-            .entries()?
-            .into_iter()
-            .filter(|(_, dir)| {
-                let key = dir
-                    .file_name()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                !keep.contains(&Digest(key))
-            })
-            .map(|(_, d)| d)
-            .collect();
-        if let Ok(rd) = fs::read_dir(self.root.join("quarantine")) {
-            victims.extend(rd.flatten().map(|e| e.path()));
+    /// Walk the store's top level: entries, and everything that is not the store's.
+    pub(crate) fn scan(&self) -> Result<Scan, StoreError> {
+        let mut scan = Scan::default();
+        let rd = match fs::read_dir(&self.root) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(scan),
+            Err(e) => return Err(StoreError::io(&self.root, e)),
+        };
+        for item in rd {
+            let item = item.map_err(|e| StoreError::io(&self.root, e))?;
+            let path = item.path();
+            let name = item.file_name().to_string_lossy().into_owned();
+            if layout::RESERVED.contains(&name.as_str()) || name.starts_with(".FORMAT.tmp") {
+                continue;
+            }
+            let ft = item.file_type().map_err(|e| StoreError::io(&path, e))?;
+            if !ft.is_dir() || !layout::is_stage_name(&name) {
+                scan.foreign
+                    .push((path, "not a stage directory of the store".into()));
+                continue;
+            }
+            for e in fs::read_dir(&path).map_err(|e| StoreError::io(&path, e))? {
+                let e = e.map_err(|e| StoreError::io(&path, e))?;
+                let key = e.file_name().to_string_lossy().into_owned();
+                let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir && layout::is_key_name(&key) {
+                    scan.entries.push((name.clone(), e.path()));
+                } else {
+                    scan.foreign
+                        .push((e.path(), "not an entry directory of the store".into()));
+                }
+            }
         }
-        for dir in victims {
-            let size = dir_size(&dir);
-            fs::remove_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
-            removed.push((dir, size));
-        }
-        Ok(removed)
+        scan.entries.sort();
+        scan.foreign.sort();
+        Ok(scan)
     }
 }
 
-fn dir_size(p: &Path) -> u64 {
+/// The store's top level, sorted into entries and things that are not the store's.
+#[derive(Default)]
+pub(crate) struct Scan {
+    pub entries: Vec<(String, PathBuf)>,
+    pub foreign: Vec<(PathBuf, String)>,
+}
+
+pub(crate) fn dir_size(p: &Path) -> u64 {
     let Ok(rd) = fs::read_dir(p) else {
         return fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     };
     rd.flatten()
         .map(|e| {
-            if e.path().is_dir() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
                 dir_size(&e.path())
             } else {
                 e.metadata().map(|m| m.len()).unwrap_or(0)
@@ -465,7 +649,7 @@ fn dir_size(p: &Path) -> u64 {
         .sum()
 }
 
-fn verify(dir: &Path, key: &Digest) -> Result<Manifest, String> {
+pub(crate) fn verify(dir: &Path, key: &Digest) -> Result<Manifest, String> {
     let mp = dir.join("manifest.json");
     let bytes = fs::read(&mp).map_err(|e| format!("manifest.json unreadable: {e}"))?;
     let m: Manifest =
@@ -483,6 +667,14 @@ fn verify(dir: &Path, key: &Digest) -> Result<Manifest, String> {
         return Err("output digest does not match the table digests".into());
     }
     for (name, t) in &m.outputs {
+        // Readers open `layout::table_file(name)`; verify exactly that file.
+        if !layout::is_table_name(name) || t.file != layout::table_file(name) {
+            return Err(format!(
+                "table `{name}` is recorded in file `{}`, not `{}`",
+                t.file,
+                layout::table_file(name)
+            ));
+        }
         let p = dir.join(&t.file);
         let len = fs::metadata(&p)
             .map_err(|e| format!("table `{name}` missing: {e}"))?
@@ -506,6 +698,7 @@ fn verify(dir: &Path, key: &Digest) -> Result<Manifest, String> {
 }
 
 /// A stage output being written; invisible to readers until [`Store::commit`].
+/// Dropping it uncommitted (an error or panic in the stage) deletes its directory.
 pub struct Staging {
     dir: PathBuf,
     key: Digest,
@@ -516,13 +709,60 @@ pub struct Staging {
 impl Staging {
     /// Write one output table (fsynced).
     pub fn write<R: Row>(&mut self, rows: &[R]) -> Result<&TableMeta, StoreError> {
-        let path = self.dir.join(format!("{}.parquet", R::TABLE));
+        use std::collections::btree_map::Entry as Slot;
+        if !layout::is_table_name(R::TABLE) {
+            return Err(StoreError::new(
+                StoreErrorKind::Table(format!(
+                    "table name `{}` cannot name a file (use ASCII letters, digits, `-`, `_`, `.`)",
+                    R::TABLE
+                )),
+                &self.dir,
+            ));
+        }
+        let path = self.dir.join(layout::table_file(R::TABLE));
         let meta = write_rows(rows, &path)?;
-        self.outputs.insert(R::TABLE.to_string(), meta);
-        Ok(&self.outputs[R::TABLE])
+        Ok(match self.outputs.entry(R::TABLE.to_string()) {
+            Slot::Vacant(v) => v.insert(meta),
+            Slot::Occupied(mut o) => {
+                o.insert(meta);
+                o.into_mut()
+            }
+        })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.dir.as_os_str().is_empty() {
+            let _ = fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_sums_saturate_instead_of_wrapping() {
+        let mut u = Usage {
+            calls: 1,
+            prompt_tokens: u64::MAX - 1,
+            ..Usage::default()
+        };
+        u.add(&Usage {
+            calls: u64::MAX,
+            prompt_tokens: 5,
+            completion_tokens: 3,
+            ..Usage::default()
+        });
+        assert_eq!(u.calls, u64::MAX);
+        assert_eq!(u.prompt_tokens, u64::MAX);
+        assert_eq!(u.completion_tokens, 3);
+        assert_eq!(u.total_tokens(), u64::MAX);
     }
 }
