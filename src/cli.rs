@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use pipeline::{Access, Mode, NodeState, Session, Store, StoreErrorKind};
+use pipeline::{Access, Mode, NodeState, Session, Store};
 use stages::experiment::{ConfigError, Experiment};
 use stages::tables::report::TableReport;
 use std::path::{Path, PathBuf};
@@ -191,22 +191,19 @@ pub struct BadInput(pub String);
 /// 1 for everything else.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if cause.is::<BadInput>() || cause.is::<ConfigError>() {
-            return 2;
-        }
-        if let Some(e) = cause.downcast_ref::<pipeline::StoreError>() {
-            if matches!(
-                e.kind,
-                StoreErrorKind::NotWritable(_) | StoreErrorKind::Format { .. }
-            ) {
-                return 2;
-            }
-        }
-        if cause.is::<stages::InputError>()
+        let user = cause.is::<BadInput>()
+            || cause.is::<ConfigError>()
+            || cause.is::<stages::InputError>()
+            || cause
+                .downcast_ref::<pipeline::StoreError>()
+                .is_some_and(|e| e.is_user_error())
+            || cause
+                .downcast_ref::<pipeline::StageError>()
+                .is_some_and(|e| e.is_user_error())
             || cause
                 .downcast_ref::<stages::env::DriveError>()
-                .is_some_and(|e| e.is_user_error())
-        {
+                .is_some_and(|e| e.is_user_error());
+        if user {
             return 2;
         }
     }
@@ -392,7 +389,7 @@ fn gc(root: &Path, keep: &[PathBuf], dry_run: bool) -> Result<ExitCode> {
     };
     let store = Store::open(root, access)?;
     let report = stages::gc::collect(&store, &exps, dry_run)?;
-    print!("{report}");
+    print!("{}", stages::gc::render(&report));
     Ok(ExitCode::SUCCESS)
 }
 

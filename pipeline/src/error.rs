@@ -49,14 +49,15 @@ impl StoreError {
     }
 
     /// True for errors the user fixes by changing what they asked for (another
-    /// `--store`, a complete experiment before `gc`), not by retrying.
+    /// `--store`), not by retrying. A `gc` refused because a kept experiment is not
+    /// complete is not bad input (exit 1): the command was right, the store is not
+    /// ready for it.
     pub fn is_user_error(&self) -> bool {
         matches!(
             self.kind,
             StoreErrorKind::NotWritable(_)
                 | StoreErrorKind::Format { .. }
                 | StoreErrorKind::NotAStore { .. }
-                | StoreErrorKind::IncompleteKeep(_)
         )
     }
 }

@@ -43,7 +43,10 @@ impl From<pipeline::StoreError> for DriveError {
 impl DriveError {
     /// Bad input the user can fix (exit code 2): the one place that decides it.
     pub fn is_user_error(&self) -> bool {
-        matches!(self, DriveError::Input(_))
+        match self {
+            DriveError::Input(_) => true,
+            DriveError::Stage(e) => e.is_user_error(),
+        }
     }
 }
 
