@@ -23,9 +23,10 @@ use std::path::Path;
 use md5::{Digest, Md5};
 
 use super::decoys;
-use super::exec::{self, FnKind, PyException};
-use super::pyvalue::PyValue;
-use super::released::{get, parse_json};
+use super::python::exception::PyException;
+use super::python::exec::{self, FnKind};
+use super::python::json;
+use super::python::value::{dict_get as get, PyValue};
 use super::rest::{BackendChain, RestError};
 
 /// Executes tool calls with Python semantics.
@@ -136,7 +137,7 @@ fn load_raw_recorded(
         path: path.to_path_buf(),
         source,
     })?;
-    let PyValue::Dict(entries) = parse_json(&text).map_err(format)? else {
+    let PyValue::Dict(entries) = json::loads(&text).map_err(|e| format(e.to_string()))? else {
         return Err(format("top level is not an object".into()));
     };
     let mut out = HashMap::with_capacity(entries.len());

@@ -11,8 +11,8 @@
 
 use num_bigint::BigInt;
 
-use super::exec::PyException;
-use super::pyvalue::PyValue;
+use super::exception::PyException;
+use super::value::PyValue;
 
 /// Deepest nesting of arrays/objects accepted (CPython stops near 1000 frames).
 pub const MAX_DEPTH: usize = 900;
@@ -22,15 +22,29 @@ const MAX_INT_DIGITS: usize = 4300;
 
 /// `json.loads(text)`: the value, or the exception CPython raises.
 pub fn loads(text: &str) -> Result<PyValue, PyException> {
+    loads_at(text).map_err(|(e, _)| e)
+}
+
+/// [`loads`], with the byte offset of a decoding error (`None` for errors that have no
+/// position, such as too deep nesting).
+pub fn loads_at(text: &str) -> Result<PyValue, (PyException, Option<usize>)> {
     let chars: Vec<char> = text.chars().collect();
     let mut p = Parser {
         s: &chars,
         depth: 0,
     };
+    let byte_at = |pos: usize| {
+        Some(
+            chars[..pos.min(chars.len())]
+                .iter()
+                .map(|c| c.len_utf8())
+                .sum(),
+        )
+    };
     p.document().map_err(|f| match f {
-        Fail::Decode(msg, pos) => decode_error(&chars, msg, pos),
-        Fail::Stop(pos) => decode_error(&chars, "Expecting value", pos),
-        Fail::Other(e) => e,
+        Fail::Decode(msg, pos) => (decode_error(&chars, msg, pos), byte_at(pos)),
+        Fail::Stop(pos) => (decode_error(&chars, "Expecting value", pos), byte_at(pos)),
+        Fail::Other(e) => (e, None),
     })
 }
 

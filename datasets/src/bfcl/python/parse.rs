@@ -7,7 +7,7 @@
 //! all of Python's escapes except `\N{...}`), `True`/`False`/`None`, lists, tuples,
 //! dicts, unary `+`/`-`, and the arithmetic operators `+ - * / // % **` with Python's
 //! precedence and semantics (`-3**2 == -9`, `1/6` true division, ...). Arithmetic goes
-//! through [`super::pyvalue::binop`], so results are bit-identical to CPython.
+//! through [`super::value::binop`], so results are bit-identical to CPython.
 //!
 //! Positional arguments in calls are rejected: every ground truth in the BFCL
 //! executable data passes its arguments by keyword, and model calls arrive as JSON
@@ -17,7 +17,7 @@ use num_bigint::BigInt;
 use num_traits::Num;
 use thiserror::Error;
 
-use super::pyvalue::{binop, unary, BinOp, PyValue, UnaryOp};
+use super::value::{binop, unary, BinOp, PyValue, UnaryOp};
 
 /// A parse (or literal-evaluation) failure at byte offset `pos`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -131,172 +131,20 @@ pub fn parse_expr(s: &str) -> Result<PyValue, ParseError> {
     Ok(v)
 }
 
-/// Parses JSON text the way Python's `json.loads` does, into a [`PyValue`]: object key
-/// order is preserved, integers stay exact (big ints included), other numbers are
-/// correctly rounded floats, and `NaN` / `Infinity` / `-Infinity` are accepted.
+/// Parses JSON text the way Python's `json.loads` does, into a [`PyValue`] (the crate's
+/// one JSON reader, [`super::json::loads`]): object key order is preserved, integers
+/// stay exact (big ints included), other numbers are correctly rounded floats, and
+/// `NaN` / `Infinity` / `-Infinity` are accepted. The error message is CPython's text.
 ///
 /// Prefer this over `serde_json::Value` + [`PyValue::from_json`] when exactness
 /// matters: without serde_json's `float_roundtrip` feature its float parsing can be off
 /// by one ulp (`117.60000000000001` reads as `117.6`), and without `preserve_order` its
 /// objects come back sorted by key.
 pub fn from_json_str(s: &str) -> Result<PyValue, ParseError> {
-    let mut p = Parser::new(s);
-    let v = json_value(&mut p, 0)?;
-    p.skip_ws();
-    if p.pos != p.src.len() {
-        return Err(p.err("extra data after the JSON value"));
-    }
-    Ok(v)
-}
-
-fn json_value(p: &mut Parser, depth: usize) -> Result<PyValue, ParseError> {
-    if depth > 1000 {
-        return Err(p.err("JSON nested too deeply"));
-    }
-    p.skip_ws();
-    match p.peek() {
-        Some('{') => {
-            p.bump();
-            let mut entries: Vec<(PyValue, PyValue)> = Vec::new();
-            p.skip_ws();
-            if p.eat("}") {
-                return Ok(PyValue::Dict(entries));
-            }
-            loop {
-                p.skip_ws();
-                if p.peek() != Some('"') {
-                    return Err(p.err("expected a string key"));
-                }
-                let k = json_string(p)?;
-                p.skip_ws();
-                if !p.eat(":") {
-                    return Err(p.err("expected ':'"));
-                }
-                let v = json_value(p, depth + 1)?;
-                let k = PyValue::Str(k);
-                match entries.iter_mut().find(|(k2, _)| k2.py_eq(&k)) {
-                    Some(slot) => slot.1 = v,
-                    None => entries.push((k, v)),
-                }
-                p.skip_ws();
-                if p.eat(",") {
-                    continue;
-                }
-                if p.eat("}") {
-                    return Ok(PyValue::Dict(entries));
-                }
-                return Err(p.err("expected ',' or '}'"));
-            }
-        }
-        Some('[') => {
-            p.bump();
-            let mut items = Vec::new();
-            p.skip_ws();
-            if p.eat("]") {
-                return Ok(PyValue::List(items));
-            }
-            loop {
-                items.push(json_value(p, depth + 1)?);
-                p.skip_ws();
-                if p.eat(",") {
-                    continue;
-                }
-                if p.eat("]") {
-                    return Ok(PyValue::List(items));
-                }
-                return Err(p.err("expected ',' or ']'"));
-            }
-        }
-        Some('"') => json_string(p).map(PyValue::Str),
-        Some('t') if p.eat("true") => Ok(PyValue::Bool(true)),
-        Some('f') if p.eat("false") => Ok(PyValue::Bool(false)),
-        Some('n') if p.eat("null") => Ok(PyValue::None),
-        Some('N') if p.eat("NaN") => Ok(PyValue::Float(f64::NAN)),
-        Some('I') if p.eat("Infinity") => Ok(PyValue::Float(f64::INFINITY)),
-        Some('-') if p.eat("-Infinity") => Ok(PyValue::Float(f64::NEG_INFINITY)),
-        Some('-' | '0'..='9') => {
-            let start = p.pos;
-            p.eat("-");
-            let mut is_float = false;
-            while let Some(c) = p.peek() {
-                match c {
-                    '0'..='9' => {}
-                    '.' | 'e' | 'E' => is_float = true,
-                    '+' | '-' if is_float => {}
-                    _ => break,
-                }
-                p.bump();
-            }
-            let text = &p.src[start..p.pos];
-            let bad = || ParseError {
-                pos: start,
-                message: format!("invalid JSON number {text:?}"),
-            };
-            if is_float {
-                text.parse::<f64>().map(PyValue::Float).map_err(|_| bad())
-            } else {
-                text.parse::<BigInt>().map(PyValue::Int).map_err(|_| bad())
-            }
-        }
-        _ => Err(p.err("expected a JSON value")),
-    }
-}
-
-fn json_string(p: &mut Parser) -> Result<String, ParseError> {
-    let start = p.pos;
-    p.bump(); // opening quote
-    let mut out = String::new();
-    loop {
-        let c = p.bump().ok_or_else(|| ParseError {
-            pos: start,
-            message: "unterminated JSON string".to_string(),
-        })?;
-        match c {
-            '"' => return Ok(out),
-            '\\' => {
-                let e = p.bump().ok_or_else(|| p.err("unterminated escape"))?;
-                match e {
-                    '"' => out.push('"'),
-                    '\\' => out.push('\\'),
-                    '/' => out.push('/'),
-                    'b' => out.push('\x08'),
-                    'f' => out.push('\x0c'),
-                    'n' => out.push('\n'),
-                    'r' => out.push('\r'),
-                    't' => out.push('\t'),
-                    'u' => {
-                        let hex4 = |p: &mut Parser| -> Result<u32, ParseError> {
-                            let h: String = p.rest().chars().take(4).collect();
-                            if h.len() != 4 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
-                                return Err(p.err("invalid \\u escape"));
-                            }
-                            p.pos += 4;
-                            u32::from_str_radix(&h, 16).map_err(|_| p.err("invalid \\u escape"))
-                        };
-                        let hi = hex4(p)?;
-                        let code = if (0xD800..0xDC00).contains(&hi) && p.rest().starts_with("\\u")
-                        {
-                            let save = p.pos;
-                            p.pos += 2;
-                            let lo = hex4(p)?;
-                            if (0xDC00..0xE000).contains(&lo) {
-                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                            } else {
-                                p.pos = save;
-                                hi
-                            }
-                        } else {
-                            hi
-                        };
-                        // a lone surrogate cannot live in a Rust string
-                        out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
-                    }
-                    _ => return Err(p.err("invalid JSON escape")),
-                }
-            }
-            c => out.push(c),
-        }
-    }
+    super::json::loads_at(s).map_err(|(e, pos)| ParseError {
+        pos: pos.unwrap_or(0),
+        message: e.to_string(),
+    })
 }
 
 /// Python's reserved words (which cannot be names or keyword-argument names).

@@ -15,7 +15,7 @@ use num_bigint::{BigInt, Sign};
 use num_integer::Integer;
 use num_traits::{FromPrimitive, One, Signed, ToPrimitive, Zero};
 
-use super::exec::PyException;
+use super::exception::PyException;
 
 /// A Python value. Dicts keep insertion order (Python 3.7+ semantics).
 #[derive(Debug, Clone)]
@@ -895,6 +895,18 @@ pub fn float_pow(iv: f64, iw: f64) -> Result<f64, PyException> {
         ));
     }
     Ok(if negate { -r } else { r })
+}
+
+/// `d[key]` for a dict `d` and a str `key`; `None` when `v` is not a dict or has no
+/// such key.
+pub fn dict_get<'a>(v: &'a PyValue, key: &str) -> Option<&'a PyValue> {
+    match v {
+        PyValue::Dict(entries) => entries
+            .iter()
+            .find(|(k, _)| matches!(k, PyValue::Str(s) if s == key))
+            .map(|(_, v)| v),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

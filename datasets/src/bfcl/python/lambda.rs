@@ -18,11 +18,9 @@ use std::rc::Rc;
 use num_bigint::BigInt;
 use num_traits::{FromPrimitive, Signed, ToPrimitive, Zero};
 
-use super::exec::PyException;
-use super::pyparse::Parser;
-use super::pyvalue::{
-    binop, float_pow, int_to_f64, num_cmp, py_lt, unary, BinOp, PyValue, UnaryOp,
-};
+use super::exception::PyException;
+use super::parse::Parser;
+use super::value::{binop, float_pow, int_to_f64, num_cmp, py_lt, unary, BinOp, PyValue, UnaryOp};
 
 /// Python's default recursion limit, used for nested lambda calls.
 const MAX_CALL_DEPTH: usize = 1000;
@@ -202,7 +200,7 @@ fn parse_lambda_or_test(p: &mut Parser, depth: usize) -> Result<Expr, PyExceptio
                 break;
             }
             let name = p.ident().ok_or_else(invalid)?;
-            if super::pyparse::is_keyword(&name) {
+            if super::parse::is_keyword(&name) {
                 return Err(invalid());
             }
             if params.contains(&name) {
@@ -499,7 +497,7 @@ fn parse_atom(p: &mut Parser, depth: usize) -> Result<Expr, PyException> {
                 "True" => Ok(Expr::Const(PyValue::Bool(true))),
                 "False" => Ok(Expr::Const(PyValue::Bool(false))),
                 "None" => Ok(Expr::Const(PyValue::None)),
-                w if super::pyparse::is_keyword(w) => Err(invalid()),
+                w if super::parse::is_keyword(w) => Err(invalid()),
                 _ => Ok(Expr::Name(word)),
             }
         }
@@ -644,7 +642,7 @@ fn eval(expr: &Expr, scope: &[(String, Callable)], depth: usize) -> Result<Calla
         Expr::Subscript(obj, index) => {
             let o = v(obj)?;
             let i = v(index)?;
-            Callable::Value(super::pure::getitem(&o, &i)?)
+            Callable::Value(super::builtins::getitem(&o, &i)?)
         }
         Expr::List(items) => Callable::Value(PyValue::List(
             items.iter().map(v).collect::<Result<_, _>>()?,
@@ -833,7 +831,7 @@ fn call(f: &Callable, args: &[Callable], depth: usize) -> Result<Callable, PyExc
                 let missing: Vec<&str> = params[args.len()..].iter().map(|s| s.as_str()).collect();
                 return Err(exc(
                     "TypeError",
-                    format!("<lambda>() {}", super::exec::missing_text(&missing)),
+                    format!("<lambda>() {}", super::bind::missing_text(&missing)),
                 ));
             }
             let mut scope = cl.scope.clone();
@@ -973,7 +971,7 @@ fn builtin(name: &str, args: &[PyValue]) -> Result<PyValue, PyException> {
         }
         "min" | "max" => {
             let items: Vec<PyValue> = if args.len() == 1 {
-                super::pure::py_iter(&args[0])?
+                super::builtins::py_iter(&args[0])?
             } else {
                 args.to_vec()
             };
@@ -1102,7 +1100,7 @@ fn builtin(name: &str, args: &[PyValue]) -> Result<PyValue, PyException> {
             }
             let n = n
                 .to_u64()
-                .filter(|n| *n <= super::pure::MAX_FACTORIAL)
+                .filter(|n| *n <= super::builtins::MAX_FACTORIAL)
                 .ok_or_else(|| exc("MemoryError", "result too large"))?;
             let mut acc = BigInt::from(1u8);
             for i in 2..=n {
