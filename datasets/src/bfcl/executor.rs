@@ -26,6 +26,7 @@ use super::decoys;
 use super::python::exception::PyException;
 use super::python::exec::{self, FnKind};
 use super::python::json;
+use super::python::parse::PyCall;
 use super::python::value::{dict_get as get, PyValue};
 use super::rest::{BackendChain, RestError};
 
@@ -89,15 +90,38 @@ impl Executor {
         display_name: &str,
         args: &[(String, PyValue)],
     ) -> Result<PyValue, PyException> {
+        self.execute_args(real_name, display_name, &[], args)
+    }
+
+    /// Executes a parsed call string under its own name (`otb exec`), positional
+    /// arguments included: `calculate_mean([1, 3, 4, 6, 8])` gives `4.4` as in CPython.
+    pub fn execute_call(&self, call: &PyCall) -> Result<PyValue, PyException> {
+        self.execute_args(&call.name, &call.name, &call.args, &call.kwargs)
+    }
+
+    /// Executes `display_name(*positional, **kwargs)` for the BFCL function
+    /// `real_name`, binding the arguments as CPython does (its `TypeError` texts).
+    pub fn execute_args(
+        &self,
+        real_name: &str,
+        display_name: &str,
+        positional: &[PyValue],
+        kwargs: &[(String, PyValue)],
+    ) -> Result<PyValue, PyException> {
         let not_defined =
             || PyException::new("NameError", format!("name '{display_name}' is not defined"));
         let sig = exec::signature(real_name).ok_or_else(not_defined)?;
-        let bound = exec::bind(sig, display_name, args)?;
+        let bound = exec::bind_call(sig, display_name, positional, kwargs)?;
         match sig.kind {
             FnKind::Pure => {
                 exec::call_pure(real_name, &bound).unwrap_or_else(|| Err(not_defined()))
             }
-            FnKind::Rest => self.chain.call(real_name, args),
+            // the arguments as emitted (recorded responses are keyed by them), positional
+            // ones named by their parameters
+            FnKind::Rest => match exec::keyword_form(sig, positional, kwargs) {
+                Some(named) => self.chain.call(real_name, &named),
+                None => Err(not_defined()),
+            },
             FnKind::Decoy => {
                 let kwargs: Vec<(String, PyValue)> = bound
                     .values
@@ -236,5 +260,130 @@ mod tests {
             decoy.as_ref().err().is_none_or(|e| e.kind != "NameError"),
             "{decoy:?}"
         );
+    }
+
+    /// Expected results and texts from CPython 3.11.7: the same signatures defined as
+    /// `def function_N(...)`, then `eval` of the call and `print(e)` for the TypeError.
+    #[test]
+    fn positional_arguments_bind_as_in_cpython() {
+        let ex = Executor::simulated(0);
+        let run = |real: &str, call: &str| -> String {
+            let c = crate::bfcl::python::parse::parse_call_syntax(call).unwrap();
+            match ex.execute_args(real, &c.name, &c.args, &c.kwargs) {
+                Ok(v) => v.repr(),
+                Err(e) => format!("{}: {}", e.kind, e.text()),
+            }
+        };
+        let cases = [
+            ("calculate_mean", "function_1([1,3,4,6,8])", "4.4"),
+            (
+                "calculate_mean",
+                "function_1([1], [2])",
+                "TypeError: function_1() takes 1 positional argument but 2 were given",
+            ),
+            ("sort_array", "function_2([3,1], True)", "[3, 1]"),
+            (
+                "sort_array",
+                "function_2([3,1], True, 1)",
+                "TypeError: function_2() takes from 1 to 2 positional arguments but 3 were given",
+            ),
+            (
+                "sort_array",
+                "function_2([1], 2, 3, 4)",
+                "TypeError: function_2() takes from 1 to 2 positional arguments but 4 were given",
+            ),
+            (
+                "math_gcd",
+                "function_3(1, 2, 3)",
+                "TypeError: function_3() takes 2 positional arguments but 3 were given",
+            ),
+            (
+                "math_gcd",
+                "function_3(1, a=2)",
+                "TypeError: function_3() got multiple values for argument 'a'",
+            ),
+            (
+                "math_gcd",
+                "function_3(1, b=2, c=3)",
+                "TypeError: function_3() got an unexpected keyword argument 'c'",
+            ),
+            // keywords are checked before the count of positional arguments
+            (
+                "math_gcd",
+                "function_3(1, 2, 3, b=4)",
+                "TypeError: function_3() got multiple values for argument 'b'",
+            ),
+            (
+                "math_gcd",
+                "function_3(1, 2, 3, c=4)",
+                "TypeError: function_3() got an unexpected keyword argument 'c'",
+            ),
+            (
+                "get_stock_history",
+                "function_4('A', '1d', 'x', 'y')",
+                "TypeError: function_4() takes from 2 to 3 positional arguments but 4 were given",
+            ),
+            (
+                "calc_binomial_probability",
+                "function_5(1)",
+                "TypeError: function_5() missing 2 required positional arguments: 'k' and 'p'",
+            ),
+            (
+                "calc_binomial_probability",
+                "function_5(1, p=0.5)",
+                "TypeError: function_5() missing 1 required positional argument: 'k'",
+            ),
+        ];
+        for (real, call, want) in cases {
+            assert_eq!(run(real, call), want, "{call}");
+        }
+    }
+
+    #[test]
+    fn call_strings_with_positional_arguments() {
+        let ex = Executor::simulated(0);
+        // `otb exec 'calculate_mean([1,3,4,6,8])'`: CPython 3.11.7 prints 4.4
+        let c = crate::bfcl::python::exec::parse_call("calculate_mean([1,3,4,6,8])").unwrap();
+        assert!(c.args.is_empty());
+        assert_eq!(c.kwargs[0].0, "numbers");
+        assert_eq!(
+            ex.execute(&c.name, &c.name, &c.kwargs).unwrap().repr(),
+            "4.4"
+        );
+        assert_eq!(ex.execute_call(&c).unwrap().repr(), "4.4");
+        // mixed: positional names first, then the keywords as written
+        let c = crate::bfcl::python::exec::parse_call(
+            "get_stock_history('AAPL', diffandsplits='false', interval='1d')",
+        )
+        .unwrap();
+        let names: Vec<&str> = c.kwargs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["stock_name", "diffandsplits", "interval"]);
+        // what cannot bind stays positional and raises on execution
+        let c = crate::bfcl::python::exec::parse_call("math_gcd(4, 6, a=1)").unwrap();
+        assert_eq!(c.args.len(), 2);
+        assert_eq!(
+            ex.execute_call(&c).unwrap_err().text(),
+            "math_gcd() got multiple values for argument 'a'"
+        );
+        let c = crate::bfcl::python::exec::parse_call("function_9(1)").unwrap();
+        assert_eq!(c.args.len(), 1);
+        assert_eq!(
+            ex.execute_call(&c).unwrap_err().text(),
+            "name 'function_9' is not defined"
+        );
+        // REST functions get their positional arguments by name
+        let by_pos = ex
+            .execute_call(
+                &crate::bfcl::python::exec::parse_call("get_movie_director('Inception')").unwrap(),
+            )
+            .unwrap();
+        let by_kw = ex
+            .execute(
+                "get_movie_director",
+                "get_movie_director",
+                &kw(&[("movie_name", PyValue::str("Inception"))]),
+            )
+            .unwrap();
+        assert!(by_pos.py_eq(&by_kw), "{by_pos:?} {by_kw:?}");
     }
 }

@@ -18,7 +18,14 @@ pub mod rest;
 pub use python::exec;
 pub use python::json as pyjson;
 pub use python::lambda;
-pub use python::parse as pyparse;
+/// The call-string and literal parser at its former path, with [`parse_call`]
+/// (positional arguments bound to BFCL parameter names).
+///
+/// [`parse_call`]: python::exec::parse_call
+pub mod pyparse {
+    pub use super::python::exec::parse_call;
+    pub use super::python::parse::*;
+}
 pub use python::pure;
 pub use python::value as pyvalue;
 pub use rest::live;

@@ -33,8 +33,8 @@ use super::grader::{
     ModelCall,
 };
 use super::opacify::Setting;
+use super::python::exec::parse_call;
 use super::python::json;
-use super::python::parse::parse_call;
 use super::python::value::PyValue;
 
 /// Errors of this module; each names the file (and line) it is about.

@@ -111,7 +111,25 @@ pub fn bind(
     display_name: &str,
     kwargs: &[(String, PyValue)],
 ) -> Result<BoundArgs, PyException> {
-    let mut slots: Vec<Option<PyValue>> = vec![None; sig.params.len()];
+    bind_call(sig, display_name, &[], kwargs)
+}
+
+/// Binds `display_name(*positional, **kwargs)` as CPython does: positional arguments
+/// fill the parameters in declaration order, then each keyword (in argument order) must
+/// name a parameter (`got an unexpected keyword argument`) that is still free (`got
+/// multiple values for argument`); then too many positional arguments are reported
+/// (`takes 1 positional argument but 2 were given`), then missing ones.
+pub fn bind_call(
+    sig: &Signature,
+    display_name: &str,
+    positional: &[PyValue],
+    kwargs: &[(String, PyValue)],
+) -> Result<BoundArgs, PyException> {
+    let n = sig.params.len();
+    let mut slots: Vec<Option<PyValue>> = vec![None; n];
+    for (slot, v) in slots.iter_mut().zip(positional) {
+        *slot = Some(v.clone());
+    }
     for (k, v) in kwargs {
         match sig.params.iter().position(|p| p.name == k) {
             Some(i) => {
@@ -131,6 +149,61 @@ pub fn bind(
             }
         }
     }
+    if positional.len() > n {
+        return Err(PyException::new(
+            "TypeError",
+            format!("{display_name}() {}", too_many_text(sig, positional.len())),
+        ));
+    }
+    finish(sig, display_name, slots)
+}
+
+/// CPython's `takes N positional argument(s) but M were given` clause (`from R to N`
+/// when some parameters have defaults).
+fn too_many_text(sig: &Signature, given: usize) -> String {
+    let n = sig.params.len();
+    let required = sig.params.iter().filter(|p| p.default.is_none()).count();
+    let takes = if required < n {
+        format!("from {required} to {n} positional arguments")
+    } else {
+        format!("{n} positional argument{}", if n == 1 { "" } else { "s" })
+    };
+    let was = if given == 1 { "was" } else { "were" };
+    format!("takes {takes} but {given} {was} given")
+}
+
+/// The call's arguments in keyword form, as CPython would bind them: each positional
+/// argument named by its parameter (declaration order), then the keywords as given.
+/// `None` when the positional arguments cannot bind (too many of them, or one that a
+/// keyword also names): executing the call raises the `TypeError` then.
+pub fn keyword_form(
+    sig: &Signature,
+    positional: &[PyValue],
+    kwargs: &[(String, PyValue)],
+) -> Option<Vec<(String, PyValue)>> {
+    if positional.len() > sig.params.len() {
+        return None;
+    }
+    let named = sig.params.iter().zip(positional);
+    if named
+        .clone()
+        .any(|(p, _)| kwargs.iter().any(|(k, _)| k == p.name))
+    {
+        return None;
+    }
+    Some(
+        named
+            .map(|(p, v)| (p.name.to_string(), v.clone()))
+            .chain(kwargs.iter().cloned())
+            .collect(),
+    )
+}
+
+fn finish(
+    sig: &Signature,
+    display_name: &str,
+    slots: Vec<Option<PyValue>>,
+) -> Result<BoundArgs, PyException> {
     let missing: Vec<&str> = sig
         .params
         .iter()
@@ -156,4 +229,40 @@ pub fn bind(
         })
         .collect();
     Ok(BoundArgs { values })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CPython 3.11.7: `def z(): pass; z(1)` and `def f(a=1): pass; f(1, 2)`.
+    #[test]
+    fn too_many_positional_texts() {
+        let z = Signature {
+            name: "z",
+            params: &[],
+            kind: FnKind::Pure,
+        };
+        let err = bind_call(&z, "z", &[PyValue::int(1)], &[]).unwrap_err();
+        assert_eq!(
+            err.text(),
+            "z() takes 0 positional arguments but 1 was given"
+        );
+        static F_PARAMS: [Param; 1] = [opt("a", DefaultValue::Int(1))];
+        let f = Signature {
+            name: "f",
+            params: &F_PARAMS,
+            kind: FnKind::Pure,
+        };
+        let two = [PyValue::int(1), PyValue::int(2)];
+        let err = bind_call(&f, "f", &two, &[]).unwrap_err();
+        assert_eq!(
+            err.text(),
+            "f() takes from 0 to 1 positional arguments but 2 were given"
+        );
+        let ok = bind_call(&f, "f", &two[..1], &[]).unwrap();
+        assert_eq!(ok.values[0].1.repr(), "1");
+        assert!(keyword_form(&f, &two, &[]).is_none());
+        assert_eq!(keyword_form(&f, &two[..1], &[]).unwrap()[0].0, "a");
+    }
 }

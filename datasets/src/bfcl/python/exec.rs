@@ -9,9 +9,12 @@
 //! `get_fibonacci_number` from `exec_parallel_multiple`), and [`call_pure`] runs
 //! the pure ones (see [`super::pure`]).
 
-pub use super::bind::{bind, missing_text, BoundArgs, DefaultValue, FnKind, Param, Signature};
+pub use super::bind::{
+    bind, bind_call, keyword_form, missing_text, BoundArgs, DefaultValue, FnKind, Param, Signature,
+};
 use super::bind::{opt, req};
 pub use super::exception::PyException;
+use super::parse::{parse_call_syntax, ParseError, PyCall};
 use super::value::PyValue;
 
 macro_rules! sig {
@@ -279,6 +282,25 @@ pub fn run_pure(
             ))
         })
     }))
+}
+
+/// Parses a call string (`f(1, b=2)`) and, when `f` is a BFCL function, binds its
+/// positional arguments to parameter names the way CPython would, so that the call
+/// comes back in keyword form (`args` empty, `kwargs` = `[("a", 1), ("b", 2)]`): the
+/// form the grader compares and the executor runs. Positional arguments that cannot
+/// bind (too many, or also given by keyword) and those of an unknown function stay in
+/// `args`; executing such a call raises CPython's `TypeError` / `NameError`.
+pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
+    let mut call = parse_call_syntax(s)?;
+    if !call.args.is_empty() {
+        if let Some(kwargs) =
+            signature(&call.name).and_then(|sig| keyword_form(sig, &call.args, &call.kwargs))
+        {
+            call.kwargs = kwargs;
+            call.args.clear();
+        }
+    }
+    Ok(call)
 }
 
 #[cfg(test)]

@@ -9,9 +9,10 @@
 //! precedence and semantics (`-3**2 == -9`, `1/6` true division, ...). Arithmetic goes
 //! through [`super::value::binop`], so results are bit-identical to CPython.
 //!
-//! Positional arguments in calls are rejected: every ground truth in the BFCL
-//! executable data passes its arguments by keyword, and model calls arrive as JSON
-//! objects. Positions in errors are byte offsets into the input.
+//! Calls may pass arguments by position and by keyword, with Python's syntax rules
+//! (no positional argument after a keyword one, no repeated keyword); binding them to
+//! parameters is [`super::bind`]'s job. Positions in errors are byte offsets into the
+//! input.
 
 use num_bigint::BigInt;
 use num_traits::Num;
@@ -29,17 +30,21 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// A parsed call: the function name (dotted names kept whole) and keyword arguments in
-/// source order.
-#[derive(Debug, Clone)]
+/// A parsed call: the function name (dotted names kept whole), the positional
+/// arguments and the keyword arguments, each in source order.
+#[derive(Debug, Clone, Default)]
 pub struct PyCall {
     pub name: String,
+    /// Positional arguments (empty once they are bound to parameter names, see
+    /// [`super::exec::parse_call`]).
+    pub args: Vec<PyValue>,
     pub kwargs: Vec<(String, PyValue)>,
 }
 
-/// Parses `name(kw=expr, ...)`. Positional arguments, repeated keywords and trailing
-/// text are errors.
-pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
+/// Parses `name(expr, ..., kw=expr, ...)` as Python's grammar does, without binding
+/// anything to a signature. A positional argument after a keyword one, a repeated
+/// keyword and trailing text are errors (CPython's `SyntaxError` texts).
+pub fn parse_call_syntax(s: &str) -> Result<PyCall, ParseError> {
     let mut p = Parser::new(s);
     p.skip_ws();
     let start = p.pos;
@@ -67,6 +72,7 @@ pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
     if !p.eat("(") {
         return Err(p.err("expected '(' after the function name"));
     }
+    let mut args: Vec<PyValue> = Vec::new();
     let mut kwargs: Vec<(String, PyValue)> = Vec::new();
     loop {
         p.skip_ws();
@@ -96,11 +102,17 @@ pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
                 kwargs.push((k, v));
             }
             _ => {
-                return Err(ParseError {
-                    pos: arg_pos,
-                    message: "positional arguments are not supported; pass arguments by keyword"
-                        .to_string(),
-                });
+                if !kwargs.is_empty() {
+                    return Err(ParseError {
+                        pos: arg_pos,
+                        message: "positional argument follows keyword argument".to_string(),
+                    });
+                }
+                if p.peek() == Some('*') && p.pos == arg_pos {
+                    return Err(p.err("argument unpacking (* and **) is not supported"));
+                }
+                p.pos = arg_pos;
+                args.push(p.expr()?);
             }
         }
         p.skip_ws();
@@ -117,7 +129,7 @@ pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
     if p.pos != p.src.len() {
         return Err(p.err("unexpected text after the call"));
     }
-    Ok(PyCall { name, kwargs })
+    Ok(PyCall { name, args, kwargs })
 }
 
 /// Parses and evaluates a literal expression (see the module docs for the grammar).
@@ -903,29 +915,43 @@ mod tests {
 
     #[test]
     fn calls() {
-        let c = parse_call("calc_binomial_probability(n=20, k=5, p=1/6)").unwrap();
+        let c = parse_call_syntax("calc_binomial_probability(n=20, k=5, p=1/6)").unwrap();
         assert_eq!(c.name, "calc_binomial_probability");
         let got: Vec<String> = c.kwargs.iter().map(|(k, v)| format!("{k}={v}")).collect();
         assert_eq!(got, ["n=20", "k=5", "p=0.16666666666666666"]);
-        let c = parse_call("add_binary_numbers(a='0011',b='1100')").unwrap();
+        let c = parse_call_syntax("add_binary_numbers(a='0011',b='1100')").unwrap();
         assert_eq!(c.kwargs.len(), 2);
-        let c = parse_call("f()").unwrap();
+        let c = parse_call_syntax("f()").unwrap();
         assert!(c.kwargs.is_empty());
-        let c = parse_call(" math.f( x = [1, 2] , ) ").unwrap();
+        let c = parse_call_syntax(" math.f( x = [1, 2] , ) ").unwrap();
         assert_eq!(c.name, "math.f");
         assert_eq!(c.kwargs[0].1.repr(), "[1, 2]");
-        let err = parse_call("f(1, a=2)").unwrap_err();
-        assert_eq!(err.pos, 2);
-        assert!(err.message.contains("positional"));
-        assert!(parse_call("f(a=1, a=2)")
+        // positional arguments, in order, before the keywords
+        let c = parse_call_syntax("calculate_mean([1,3,4,6,8])").unwrap();
+        assert_eq!(c.args.len(), 1);
+        assert_eq!(c.args[0].repr(), "[1, 3, 4, 6, 8]");
+        let c = parse_call_syntax("f(1, (2, 3), True, None, b=-1)").unwrap();
+        let got: Vec<String> = c.args.iter().map(PyValue::repr).collect();
+        assert_eq!(got, ["1", "(2, 3)", "True", "None"]);
+        assert_eq!(c.kwargs[0].0, "b");
+        // CPython 3.11.7: compile("f(a=1, 2)", ...) -> SyntaxError "positional argument
+        // follows keyword argument"
+        let err = parse_call_syntax("f(a=1, 2)").unwrap_err();
+        assert_eq!(err.pos, 7);
+        assert_eq!(err.message, "positional argument follows keyword argument");
+        let err = parse_call_syntax("f(1, a=1, 2)").unwrap_err();
+        assert_eq!(err.message, "positional argument follows keyword argument");
+        assert!(parse_call_syntax("f(*x)").is_err());
+        assert!(parse_call_syntax("f(**x)").is_err());
+        assert!(parse_call_syntax("f(a=1, a=2)")
             .unwrap_err()
             .message
             .contains("repeated"));
-        assert!(parse_call("f(a==1)").is_err());
-        assert!(parse_call("f(a=1) g").is_err());
-        assert!(parse_call("f(a=1").is_err());
-        assert!(parse_call("f(lambda=1)").is_err());
-        assert!(parse_call("").is_err());
+        assert!(parse_call_syntax("f(a==1)").is_err());
+        assert!(parse_call_syntax("f(a=1) g").is_err());
+        assert!(parse_call_syntax("f(a=1").is_err());
+        assert!(parse_call_syntax("f(lambda=1)").is_err());
+        assert!(parse_call_syntax("").is_err());
         assert!(is_identifier("vectorA"));
         assert!(!is_identifier("0"));
         assert!(!is_identifier("my-arg"));
@@ -970,8 +996,8 @@ mod tests {
             for t in v["tests"].as_array().unwrap() {
                 for gt in t["ground_truth"].as_array().unwrap() {
                     let s = gt.as_str().unwrap();
-                    let call = parse_call(s).unwrap_or_else(|e| panic!("{s}: {e}"));
-                    assert!(!call.kwargs.is_empty(), "{s}");
+                    let call = parse_call_syntax(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+                    assert!(!call.kwargs.is_empty() || !call.args.is_empty(), "{s}");
                     n += 1;
                 }
             }

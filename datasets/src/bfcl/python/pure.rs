@@ -742,8 +742,9 @@ fn polygon_area(vertices: &PyValue) -> R {
 
 #[cfg(test)]
 mod tests {
+    use super::super::exec::parse_call;
     use super::super::exec::{run_pure, signature, FnKind, SIGNATURES};
-    use super::super::parse::{from_json_str, parse_call};
+    use super::super::parse::from_json_str;
     use super::*;
 
     fn run(call: &str) -> String {

@@ -10,7 +10,7 @@ use super::calendar::*;
 use super::recorded::*;
 use super::simulated::*;
 use super::*;
-use crate::bfcl::python::parse::parse_call;
+use crate::bfcl::python::exec::parse_call;
 use num_traits::ToPrimitive;
 
 fn kw(pairs: &[(&str, PyValue)]) -> Vec<(String, PyValue)> {
