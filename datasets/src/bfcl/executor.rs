@@ -27,8 +27,59 @@ use super::python::exception::PyException;
 use super::python::exec::{self, FnKind};
 use super::python::json;
 use super::python::parse::PyCall;
-use super::python::value::{dict_get as get, PyValue};
+use super::python::value::{dict_get as get, repr_len_estimate, PyValue};
 use super::rest::{BackendChain, RestError};
+
+/// Longest tool output text shown (64 KiB); see [`bounded_output`].
+pub const MAX_OUTPUT_BYTES: usize = 64 << 10;
+
+/// Largest result a tool call may return, measured as the length of its `repr` (1 MiB,
+/// estimated without building it): a bigger value is an error, not an output, so that
+/// comparisons stay exact while nothing huge is stored or shown.
+pub const MAX_RESULT_REPR_BYTES: usize = 1 << 20;
+
+/// A tool output's text as it may be shown (to an agent, an editor, a table): `text`
+/// itself up to [`MAX_OUTPUT_BYTES`], else its first bytes (cut at a character
+/// boundary) followed by a marker saying how much was left out.
+pub fn bounded_output(text: &str) -> String {
+    if text.len() <= MAX_OUTPUT_BYTES {
+        return text.to_string();
+    }
+    let mut cut = MAX_OUTPUT_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}... [output truncated: {} bytes in all, the first {cut} shown]",
+        &text[..cut],
+        text.len()
+    )
+}
+
+/// The text of a tool call's outcome, bounded by [`bounded_output`]: the result's
+/// `repr`, or `Kind: message` for an exception.
+pub fn output_text(outcome: &Result<PyValue, PyException>) -> String {
+    match outcome {
+        Ok(v) => bounded_output(&v.repr()),
+        Err(e) => bounded_output(&e.to_string()),
+    }
+}
+
+/// Refuses a result whose `repr` would exceed [`MAX_RESULT_REPR_BYTES`].
+fn bounded_result(outcome: Result<PyValue, PyException>) -> Result<PyValue, PyException> {
+    match outcome {
+        Ok(v) if repr_len_estimate(&v, MAX_RESULT_REPR_BYTES) > MAX_RESULT_REPR_BYTES => {
+            Err(PyException::new(
+                "MemoryError",
+                format!(
+                    "tool result too large: its repr exceeds {MAX_RESULT_REPR_BYTES} bytes \
+                     (a limit of this executor, not of Python)"
+                ),
+            ))
+        }
+        other => other,
+    }
+}
 
 /// Executes tool calls with Python semantics.
 #[derive(Debug)]
@@ -112,7 +163,7 @@ impl Executor {
             || PyException::new("NameError", format!("name '{display_name}' is not defined"));
         let sig = exec::signature(real_name).ok_or_else(not_defined)?;
         let bound = exec::bind_call(sig, display_name, positional, kwargs)?;
-        match sig.kind {
+        bounded_result(match sig.kind {
             FnKind::Pure => {
                 exec::call_pure(real_name, &bound).unwrap_or_else(|| Err(not_defined()))
             }
@@ -130,7 +181,7 @@ impl Executor {
                     .collect();
                 decoys::call_decoy(real_name, &kwargs).unwrap_or_else(|| Err(not_defined()))
             }
-        }
+        })
     }
 
     /// [`Executor::execute`] with arguments given as a JSON object (Python `json.loads`
@@ -385,5 +436,42 @@ mod tests {
             )
             .unwrap();
         assert!(by_pos.py_eq(&by_kw), "{by_pos:?} {by_kw:?}");
+    }
+
+    #[test]
+    fn shown_output_is_bounded_at_a_char_boundary() {
+        assert_eq!(bounded_output("short"), "short");
+        let exact = "a".repeat(MAX_OUTPUT_BYTES);
+        assert_eq!(bounded_output(&exact), exact);
+        // a 3-byte char straddling the limit is left out whole
+        let text = format!("{}€tail", "a".repeat(MAX_OUTPUT_BYTES - 1));
+        let shown = bounded_output(&text);
+        assert!(shown.starts_with(&"a".repeat(MAX_OUTPUT_BYTES - 1)));
+        assert!(shown.ends_with(&format!(
+            "... [output truncated: {} bytes in all, the first {} shown]",
+            text.len(),
+            MAX_OUTPUT_BYTES - 1
+        )));
+        let err: Result<PyValue, PyException> = Err(PyException::new("KeyError", "'Rated'"));
+        assert_eq!(output_text(&err), "KeyError: 'Rated'");
+    }
+
+    #[test]
+    fn repr_length_estimate_is_close() {
+        for text in [
+            "[1, 2.5, 'abc', None, (True,)]",
+            "{'a': [10**30, -7]}",
+            "''",
+        ] {
+            let v = crate::bfcl::python::parse::parse_expr(text).unwrap();
+            let real = v.repr().len();
+            let est = repr_len_estimate(&v, usize::MAX);
+            assert!(
+                est >= real && est <= real * 4 + 8,
+                "{text}: {est} vs {real}"
+            );
+        }
+        let long = PyValue::List(vec![PyValue::int(1); 1000]);
+        assert!(repr_len_estimate(&long, 100) > 100);
     }
 }

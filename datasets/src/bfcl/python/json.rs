@@ -14,8 +14,9 @@ use num_bigint::BigInt;
 use super::exception::PyException;
 use super::value::PyValue;
 
-/// Deepest nesting of arrays/objects accepted (CPython stops near 1000 frames).
-pub const MAX_DEPTH: usize = 900;
+/// Deepest nesting of arrays/objects accepted (CPython stops near 1000 frames; this
+/// reader at the runtime's one limit).
+pub use super::MAX_DEPTH;
 
 /// CPython's default `sys.get_int_max_str_digits()`.
 const MAX_INT_DIGITS: usize = 4300;
@@ -304,6 +305,8 @@ impl Parser<'_> {
 
     fn object(&mut self, idx: usize) -> Result<(PyValue, usize), Fail> {
         let mut pairs: Vec<(PyValue, PyValue)> = Vec::new();
+        // key -> position in `pairs` (a repeated key keeps its first position)
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let mut i = self.skip_ws(idx);
         if self.at(i) != Some('}') {
             loop {
@@ -320,12 +323,12 @@ impl Parser<'_> {
                 }
                 i = self.skip_ws(i + 1);
                 let (value, next) = self.scan_once(i)?;
-                match pairs
-                    .iter_mut()
-                    .find(|(k, _)| matches!(k, PyValue::Str(k) if *k == key))
-                {
-                    Some(slot) => slot.1 = value,
-                    None => pairs.push((PyValue::Str(key), value)),
+                match index.get(&key) {
+                    Some(&at) => pairs[at].1 = value,
+                    None => {
+                        index.insert(key.clone(), pairs.len());
+                        pairs.push((PyValue::Str(key), value));
+                    }
                 }
                 i = self.skip_ws(next);
                 match self.at(i) {

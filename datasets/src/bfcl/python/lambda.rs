@@ -13,6 +13,7 @@
 //! (`abs`, `float`, `int`, `round`, `pow`, `min`, `max`). Everything else is a
 //! `NameError`. Nothing is ever executed outside this interpreter; recursion is bounded.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use num_bigint::BigInt;
@@ -24,6 +25,54 @@ use super::value::{binop, float_pow, int_to_f64, num_cmp, py_lt, unary, BinOp, P
 
 /// Python's default recursion limit, used for nested lambda calls.
 const MAX_CALL_DEPTH: usize = 1000;
+
+/// Most evaluation steps one entry point ([`eval_expression`], [`Callable::call`]) may
+/// spend: one per expression node evaluated, plus one per 16 items of every sequence an
+/// operator builds. Past it the evaluation stops with [`budget_exceeded`] (this
+/// evaluator's own error: CPython has no such limit and would run, possibly forever).
+pub const STEP_BUDGET: u64 = 1_000_000;
+
+thread_local! {
+    /// Steps left to the evaluation running on this thread.
+    static STEPS_LEFT: Cell<u64> = const { Cell::new(STEP_BUDGET) };
+}
+
+/// The error of an evaluation that ran out of steps.
+pub fn budget_exceeded() -> PyException {
+    exc(
+        "RuntimeError",
+        format!("evaluation step budget exceeded ({STEP_BUDGET} steps; limit of this evaluator, not of Python)"),
+    )
+}
+
+/// Spends `n` steps of the running evaluation's budget.
+fn spend(n: u64) -> Result<(), PyException> {
+    STEPS_LEFT.with(|left| match left.get().checked_sub(n) {
+        Some(rest) => {
+            left.set(rest);
+            Ok(())
+        }
+        None => {
+            left.set(0);
+            Err(budget_exceeded())
+        }
+    })
+}
+
+/// Gives the evaluation on this thread a fresh budget.
+fn reset_budget() {
+    STEPS_LEFT.with(|left| left.set(STEP_BUDGET));
+}
+
+/// Steps charged for building `v`: a sixteenth of its length if it is a sequence.
+fn size_cost(v: &PyValue) -> u64 {
+    let len = match v {
+        PyValue::Str(s) => s.len(),
+        PyValue::List(items) | PyValue::Tuple(items) => items.len(),
+        _ => 0,
+    };
+    (len / 16) as u64
+}
 
 #[derive(Debug, Clone)]
 enum Expr {
@@ -131,6 +180,7 @@ pub fn eval_expression(src: &str, locals: &[(&str, PyValue)]) -> Result<Callable
         .iter()
         .map(|(k, v)| (k.to_string(), Callable::Value(v.clone())))
         .collect();
+    reset_budget();
     eval(&expr, &scope, 0)
 }
 
@@ -138,6 +188,7 @@ impl Callable {
     /// Calls the value with positional arguments, as Python would.
     pub fn call(&self, args: &[PyValue]) -> Result<PyValue, PyException> {
         let args: Vec<Callable> = args.iter().cloned().map(Callable::Value).collect();
+        reset_budget();
         match call(self, &args, 0)? {
             Callable::Value(v) => Ok(v),
             other => Err(exc(
@@ -164,10 +215,8 @@ impl Callable {
 // parsing
 // ---------------------------------------------------------------------------------------
 
-const MAX_PARSE_DEPTH: usize = 100;
-
 fn deeper(depth: usize) -> Result<usize, PyException> {
-    if depth > MAX_PARSE_DEPTH {
+    if depth > super::MAX_DEPTH {
         Err(exc("MemoryError", "expression nested too deeply"))
     } else {
         Ok(depth + 1)
@@ -565,6 +614,7 @@ fn value(c: Callable) -> Result<PyValue, PyException> {
 }
 
 fn eval(expr: &Expr, scope: &[(String, Callable)], depth: usize) -> Result<Callable, PyException> {
+    spend(1)?;
     let v = |e: &Expr| -> Result<PyValue, PyException> { value(eval(e, scope, depth)?) };
     Ok(match expr {
         Expr::Const(c) => Callable::Value(c.clone()),
@@ -586,7 +636,9 @@ fn eval(expr: &Expr, scope: &[(String, Callable)], depth: usize) -> Result<Calla
         Expr::Bin(op, a, b) => {
             let x = v(a)?;
             let y = v(b)?;
-            Callable::Value(binop(*op, &x, &y)?)
+            let out = binop(*op, &x, &y)?;
+            spend(size_cost(&out))?;
+            Callable::Value(out)
         }
         Expr::Bit(sym, a, b) => {
             let x = v(a)?;

@@ -74,6 +74,8 @@ pub fn parse_call_syntax(s: &str) -> Result<PyCall, ParseError> {
     }
     let mut args: Vec<PyValue> = Vec::new();
     let mut kwargs: Vec<(String, PyValue)> = Vec::new();
+    // keywords seen so far (a set: a hostile call may carry thousands)
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     loop {
         p.skip_ws();
         if p.eat(")") {
@@ -92,7 +94,7 @@ pub fn parse_call_syntax(s: &str) -> Result<PyCall, ParseError> {
                     });
                 }
                 p.eat("=");
-                if kwargs.iter().any(|(n, _)| *n == k) {
+                if !seen.insert(k.clone()) {
                     return Err(ParseError {
                         pos: arg_pos,
                         message: format!("keyword argument repeated: {k}"),
@@ -214,7 +216,7 @@ pub fn is_identifier(s: &str) -> bool {
 }
 
 /// Recursion limit for nested brackets / unary operators (CPython's parser has one too).
-const MAX_DEPTH: usize = 200;
+use super::MAX_DEPTH;
 
 pub(crate) struct Parser<'a> {
     pub(crate) src: &'a str,
@@ -344,8 +346,8 @@ impl<'a> Parser<'a> {
     }
 
     /// A single expression: `term (('+'|'-') term)*`.
+    /// (Nesting is counted where it happens: brackets, unary operators, `**`.)
     pub(crate) fn expr(&mut self) -> Result<PyValue, ParseError> {
-        self.enter()?;
         let mut acc = self.term()?;
         loop {
             self.skip_ws();
@@ -361,7 +363,6 @@ impl<'a> Parser<'a> {
             let rhs = self.term()?;
             acc = self.apply(op, &acc, &rhs, pos)?;
         }
-        self.leave();
         Ok(acc)
     }
 
