@@ -28,7 +28,7 @@ use super::python::exec::{self, FnKind};
 use super::python::json;
 use super::python::parse::PyCall;
 use super::python::value::{dict_get as get, repr_len_estimate, PyValue};
-use super::rest::{BackendChain, RestError};
+use super::rest::{recorded_exception, BackendChain, RestError};
 
 /// Longest tool output text shown (64 KiB); see [`bounded_output`].
 pub const MAX_OUTPUT_BYTES: usize = 64 << 10;
@@ -219,15 +219,7 @@ fn load_raw_recorded(
     for (key, entry) in entries {
         let PyValue::Str(key) = key else { continue };
         let outcome = match get(&entry, "error") {
-            Some(PyValue::Str(e)) => Err(match e.split_once(": ") {
-                Some((kind, msg))
-                    if kind.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                        && kind.starts_with(|c: char| c.is_ascii_uppercase()) =>
-                {
-                    PyException::new(kind, msg)
-                }
-                _ => PyException::new("Exception", e.clone()),
-            }),
+            Some(PyValue::Str(e)) => Err(recorded_exception(e)),
             _ => Ok(get(&entry, "output").cloned().unwrap_or(PyValue::None)),
         };
         out.insert(key.to_ascii_lowercase(), outcome);

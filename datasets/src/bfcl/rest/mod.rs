@@ -64,6 +64,7 @@ pub use backend::{
 };
 pub use calendar::WORLD_DATE;
 pub use live::{live_endpoint, LiveBackend, LiveDelays, LiveError, LiveKeys};
+pub(crate) use recorded::recorded_exception;
 pub use recorded::RecordedBackend;
 pub use simulated::SimulatedBackend;
 pub(crate) use world::{find_movie, Movie};

@@ -188,7 +188,7 @@ fn restore_big_numbers(v: PyValue) -> PyValue {
 
 /// A recorded error text `"KeyError: 'Rated'"` -> `KeyError` / `'Rated'`; text without
 /// an exception class prefix becomes an `Exception`.
-pub(super) fn recorded_exception(text: &str) -> PyException {
+pub(crate) fn recorded_exception(text: &str) -> PyException {
     if let Some((kind, message)) = text.split_once(": ") {
         let is_class = kind.chars().next().is_some_and(|c| c.is_ascii_uppercase())
             && kind.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
