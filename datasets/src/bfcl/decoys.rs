@@ -18,8 +18,8 @@ use num_integer::Integer;
 use num_traits::{Signed, ToPrimitive, Zero};
 use sha2::{Digest, Sha256};
 
-use super::exec::PyException;
-use super::pyvalue::{binop, BinOp, PyValue};
+use super::python::exception::PyException;
+use super::python::value::{binop, BinOp, PyValue};
 use super::rest::find_movie;
 
 /// The decoy functions, by real name.

@@ -28,9 +28,9 @@
 use serde_json::Value;
 
 use super::data::Category;
-use super::exec::PyException;
 use super::executor::Executor;
-use super::pyvalue::PyValue;
+use super::python::exception::PyException;
+use super::python::value::PyValue;
 
 /// One tool call as the agent emitted it.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@
 //! `executable_multiple_function` (50).
 //!
 //! Every JSON value that reaches the grader (model arguments, expected results) is parsed
-//! by this module's own JSON reader ([`parse_json`]): it keeps object key order (the
+//! by the crate's one JSON reader ([`parse_json`], i.e. `json.loads`): it keeps object key order (the
 //! argument order is part of the recorded-response key) and reads numbers as Python's
 //! `json.loads` does (exact ints, correctly rounded floats), which serde_json's default
 //! float parsing does not guarantee.
@@ -24,7 +24,6 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use num_bigint::BigInt;
 use serde_json::Value;
 
 use super::data::Category;
@@ -34,8 +33,9 @@ use super::grader::{
     ModelCall,
 };
 use super::opacify::Setting;
-use super::pyparse::parse_call;
-use super::pyvalue::PyValue;
+use super::python::exec::parse_call;
+use super::python::json;
+use super::python::value::PyValue;
 
 /// Errors of this module; each names the file (and line) it is about.
 #[derive(Debug, thiserror::Error)]
@@ -715,15 +715,7 @@ pub fn table2_cell(
 // ---------------------------------------------------------------------------------------
 
 /// Looks up a string key of a dict.
-pub fn get<'a>(v: &'a PyValue, key: &str) -> Option<&'a PyValue> {
-    match v {
-        PyValue::Dict(entries) => entries
-            .iter()
-            .find(|(k, _)| matches!(k, PyValue::Str(s) if s == key))
-            .map(|(_, v)| v),
-        _ => None,
-    }
-}
+pub use super::python::value::dict_get as get;
 
 fn as_str(v: &PyValue) -> Option<&str> {
     match v {
@@ -732,256 +724,12 @@ fn as_str(v: &PyValue) -> Option<&str> {
     }
 }
 
-/// Parses JSON text the way Python's `json.loads` does: objects become dicts in key
-/// order (a repeated key keeps its first position, last value), integers become exact
-/// ints, other numbers correctly rounded floats; `NaN`, `Infinity`, `-Infinity` are
-/// accepted.
+/// Parses JSON text as Python's `json.loads` does ([`json::loads`], the crate's one JSON
+/// reader): objects become dicts in key order (a repeated key keeps its first position,
+/// last value), integers exact ints, other numbers correctly rounded floats; `NaN`,
+/// `Infinity`, `-Infinity` are accepted. The error is CPython's exception text.
 pub fn parse_json(text: &str) -> Result<PyValue, String> {
-    let mut p = JsonParser {
-        s: text.as_bytes(),
-        i: 0,
-        depth: 0,
-    };
-    p.ws();
-    let v = p.value()?;
-    p.ws();
-    if p.i != p.s.len() {
-        return Err(format!("extra data at char {}", p.i));
-    }
-    Ok(v)
-}
-
-struct JsonParser<'a> {
-    s: &'a [u8],
-    i: usize,
-    depth: usize,
-}
-
-const MAX_DEPTH: usize = 512;
-
-impl JsonParser<'_> {
-    fn ws(&mut self) {
-        while self.i < self.s.len() && matches!(self.s[self.i], b' ' | b'\t' | b'\n' | b'\r') {
-            self.i += 1;
-        }
-    }
-
-    fn err<T>(&self, what: &str) -> Result<T, String> {
-        Err(format!("{what} at char {}", self.i))
-    }
-
-    fn eat(&mut self, lit: &str) -> bool {
-        if self.s[self.i..].starts_with(lit.as_bytes()) {
-            self.i += lit.len();
-            true
-        } else {
-            false
-        }
-    }
-
-    fn value(&mut self) -> Result<PyValue, String> {
-        let Some(&c) = self.s.get(self.i) else {
-            return self.err("unexpected end of input");
-        };
-        match c {
-            b'{' | b'[' => {
-                self.depth += 1;
-                if self.depth > MAX_DEPTH {
-                    return self.err("nesting too deep");
-                }
-                let v = if c == b'{' {
-                    self.object()
-                } else {
-                    self.array()
-                };
-                self.depth -= 1;
-                v
-            }
-            b'"' => self.string().map(PyValue::Str),
-            b't' if self.eat("true") => Ok(PyValue::Bool(true)),
-            b'f' if self.eat("false") => Ok(PyValue::Bool(false)),
-            b'n' if self.eat("null") => Ok(PyValue::None),
-            b'N' if self.eat("NaN") => Ok(PyValue::Float(f64::NAN)),
-            b'I' if self.eat("Infinity") => Ok(PyValue::Float(f64::INFINITY)),
-            b'-' if self.eat("-Infinity") => Ok(PyValue::Float(f64::NEG_INFINITY)),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => self.err("expecting value"),
-        }
-    }
-
-    fn object(&mut self) -> Result<PyValue, String> {
-        self.i += 1;
-        let mut entries: Vec<(PyValue, PyValue)> = Vec::new();
-        self.ws();
-        if self.eat("}") {
-            return Ok(PyValue::Dict(entries));
-        }
-        loop {
-            self.ws();
-            if self.s.get(self.i) != Some(&b'"') {
-                return self.err("expecting property name");
-            }
-            let key = self.string()?;
-            self.ws();
-            if !self.eat(":") {
-                return self.err("expecting ':'");
-            }
-            self.ws();
-            let value = self.value()?;
-            match entries
-                .iter_mut()
-                .find(|(k, _)| matches!(k, PyValue::Str(s) if *s == key))
-            {
-                Some(slot) => slot.1 = value,
-                None => entries.push((PyValue::Str(key), value)),
-            }
-            self.ws();
-            if self.eat(",") {
-                continue;
-            }
-            if self.eat("}") {
-                return Ok(PyValue::Dict(entries));
-            }
-            return self.err("expecting ',' or '}'");
-        }
-    }
-
-    fn array(&mut self) -> Result<PyValue, String> {
-        self.i += 1;
-        let mut items = Vec::new();
-        self.ws();
-        if self.eat("]") {
-            return Ok(PyValue::List(items));
-        }
-        loop {
-            self.ws();
-            items.push(self.value()?);
-            self.ws();
-            if self.eat(",") {
-                continue;
-            }
-            if self.eat("]") {
-                return Ok(PyValue::List(items));
-            }
-            return self.err("expecting ',' or ']'");
-        }
-    }
-
-    fn hex4(&mut self) -> Result<u32, String> {
-        let digits = self
-            .s
-            .get(self.i..self.i + 4)
-            .and_then(|d| std::str::from_utf8(d).ok())
-            .and_then(|d| u32::from_str_radix(d, 16).ok());
-        match digits {
-            Some(n) => {
-                self.i += 4;
-                Ok(n)
-            }
-            None => self.err("invalid \\u escape"),
-        }
-    }
-
-    fn string(&mut self) -> Result<String, String> {
-        self.i += 1;
-        let mut out: Vec<u8> = Vec::new();
-        loop {
-            let Some(&c) = self.s.get(self.i) else {
-                return self.err("unterminated string");
-            };
-            self.i += 1;
-            match c {
-                b'"' => break,
-                b'\\' => {
-                    let Some(&e) = self.s.get(self.i) else {
-                        return self.err("unterminated string");
-                    };
-                    self.i += 1;
-                    let ch = match e {
-                        b'"' => '"',
-                        b'\\' => '\\',
-                        b'/' => '/',
-                        b'b' => '\u{8}',
-                        b'f' => '\u{c}',
-                        b'n' => '\n',
-                        b'r' => '\r',
-                        b't' => '\t',
-                        b'u' => {
-                            let hi = self.hex4()?;
-                            let code = if (0xD800..0xDC00).contains(&hi)
-                                && self.s[self.i..].starts_with(b"\\u")
-                            {
-                                let save = self.i;
-                                self.i += 2;
-                                let lo = self.hex4()?;
-                                if (0xDC00..0xE000).contains(&lo) {
-                                    0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                                } else {
-                                    self.i = save;
-                                    hi
-                                }
-                            } else {
-                                hi
-                            };
-                            // Python keeps lone surrogates; Rust strings cannot: U+FFFD.
-                            char::from_u32(code).unwrap_or('\u{FFFD}')
-                        }
-                        _ => return self.err("invalid escape"),
-                    };
-                    let mut buf = [0u8; 4];
-                    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
-                }
-                c if c < 0x20 => return self.err("invalid control character"),
-                c => out.push(c),
-            }
-        }
-        String::from_utf8(out).or_else(|_| self.err("invalid UTF-8"))
-    }
-
-    fn number(&mut self) -> Result<PyValue, String> {
-        let start = self.i;
-        if self.s.get(self.i) == Some(&b'-') {
-            self.i += 1;
-        }
-        let digits = |p: &mut Self| {
-            let s = p.i;
-            while p.s.get(p.i).is_some_and(u8::is_ascii_digit) {
-                p.i += 1;
-            }
-            p.i - s
-        };
-        if digits(self) == 0 {
-            return self.err("expecting value");
-        }
-        let mut is_float = false;
-        if self.s.get(self.i) == Some(&b'.') {
-            self.i += 1;
-            if digits(self) == 0 {
-                return self.err("expecting digits after '.'");
-            }
-            is_float = true;
-        }
-        if matches!(self.s.get(self.i), Some(b'e' | b'E')) {
-            self.i += 1;
-            if matches!(self.s.get(self.i), Some(b'+' | b'-')) {
-                self.i += 1;
-            }
-            if digits(self) == 0 {
-                return self.err("expecting exponent digits");
-            }
-            is_float = true;
-        }
-        let text = std::str::from_utf8(&self.s[start..self.i]).unwrap_or("0");
-        if is_float {
-            text.parse::<f64>()
-                .map(PyValue::Float)
-                .or_else(|_| self.err("invalid number"))
-        } else {
-            text.parse::<BigInt>()
-                .map(PyValue::Int)
-                .or_else(|_| self.err("invalid number"))
-        }
-    }
+    json::loads(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

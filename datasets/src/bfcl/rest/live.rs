@@ -50,11 +50,11 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::exec::PyException;
-use super::pure::getitem;
-use super::pyjson;
-use super::pyvalue::{binop, int_to_f64, str_repr, BinOp, PyValue};
-use super::rest::{unpack2, AmazonField, Args, PyResult, RestBackend, RestFunctions};
+use super::backend::{unpack2, AmazonField, Args, PyResult, RestBackend, RestFunctions};
+use crate::bfcl::python::builtins::getitem;
+use crate::bfcl::python::exception::PyException;
+use crate::bfcl::python::json as pyjson;
+use crate::bfcl::python::value::{binop, int_to_f64, str_repr, BinOp, PyValue};
 
 /// The key variables, in the order the originals read them.
 pub const KEY_VARS: [&str; 4] = [
@@ -1286,7 +1286,7 @@ mod tests {
         assert!(e.message.contains("omdbapi.com/?t=Avatar&apikey=<key>"));
         assert!(LiveBackend::disabled().call("math_gcd", &[]).is_none());
         assert!(LiveBackend::enabled(keys()).call("math_gcd", &[]).is_none());
-        for name in super::super::rest::REST_FUNCTIONS {
+        for name in super::super::REST_FUNCTIONS {
             assert!(live_endpoint(name, &[]).is_some(), "{name}");
         }
     }

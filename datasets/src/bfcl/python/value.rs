@@ -15,7 +15,7 @@ use num_bigint::{BigInt, Sign};
 use num_integer::Integer;
 use num_traits::{FromPrimitive, One, Signed, ToPrimitive, Zero};
 
-use super::exec::PyException;
+use super::exception::PyException;
 
 /// A Python value. Dicts keep insertion order (Python 3.7+ semantics).
 #[derive(Debug, Clone)]
@@ -34,7 +34,9 @@ pub enum PyValue {
 /// refused with a `MemoryError` instead of being computed: CPython would grind on, but
 /// an agent-supplied `10**10**10` must not stall the executor.
 pub const MAX_INT_BITS: u64 = 1 << 22;
-/// Longest sequence (list / tuple / str length) that `*` repetition may build.
+/// Longest sequence (list / tuple length, str length in bytes) that `*` repetition or
+/// `+` concatenation may build; longer results raise `MemoryError` (empty text, as
+/// CPython prints a failed allocation) instead of being allocated.
 pub const MAX_SEQ_LEN: usize = 1 << 22;
 
 impl PyValue {
@@ -599,6 +601,20 @@ fn memory_error() -> PyException {
     exc("MemoryError", "result too large")
 }
 
+/// What CPython raises when an allocation fails: `MemoryError` with an empty text.
+fn seq_memory_error() -> PyException {
+    exc("MemoryError", "")
+}
+
+/// Refuses a sequence result longer than [`MAX_SEQ_LEN`].
+fn check_seq_len(len: usize) -> Result<(), PyException> {
+    if len > MAX_SEQ_LEN {
+        Err(seq_memory_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// Python's unary `-x` / `+x`.
 pub fn unary(op: UnaryOp, v: &PyValue) -> Result<PyValue, PyException> {
     match (op, v) {
@@ -629,9 +645,16 @@ pub fn binop(op: BinOp, a: &PyValue, b: &PyValue) -> Result<PyValue, PyException
         return num_binop(op, a, b);
     }
     match (op, a, b) {
-        (BinOp::Add, P::Str(x), P::Str(y)) => Ok(P::Str(format!("{x}{y}"))),
-        (BinOp::Add, P::List(x), P::List(y)) => Ok(P::List(x.iter().chain(y).cloned().collect())),
+        (BinOp::Add, P::Str(x), P::Str(y)) => {
+            check_seq_len(x.len().saturating_add(y.len()))?;
+            Ok(P::Str(format!("{x}{y}")))
+        }
+        (BinOp::Add, P::List(x), P::List(y)) => {
+            check_seq_len(x.len().saturating_add(y.len()))?;
+            Ok(P::List(x.iter().chain(y).cloned().collect()))
+        }
         (BinOp::Add, P::Tuple(x), P::Tuple(y)) => {
+            check_seq_len(x.len().saturating_add(y.len()))?;
             Ok(P::Tuple(x.iter().chain(y).cloned().collect()))
         }
         (BinOp::Add, P::Str(_) | P::List(_) | P::Tuple(_), other) => Err(exc(
@@ -666,19 +689,28 @@ fn repeat(seq: &PyValue, n: &PyValue) -> Result<PyValue, PyException> {
             ))
         }
     };
-    let count = if count.is_negative() {
-        0usize
-    } else {
-        count.to_usize().ok_or_else(memory_error)?
-    };
+    // CPython converts the count to a Py_ssize_t first (either sign), then refuses a
+    // result whose size overflows one: OverflowError for str, MemoryError for sequences.
+    let count = count.to_i64().ok_or_else(|| {
+        exc(
+            "OverflowError",
+            "cannot fit 'int' into an index-sized integer",
+        )
+    })?;
+    let count = usize::try_from(count).unwrap_or(0);
     let len = match seq {
-        PyValue::Str(s) => s.chars().count(),
+        PyValue::Str(s) => s.len(),
         PyValue::List(v) | PyValue::Tuple(v) => v.len(),
         _ => 0,
     };
-    if len.saturating_mul(count) > MAX_SEQ_LEN {
-        return Err(memory_error());
+    let total = (len as u128) * (count as u128);
+    if total > i64::MAX as u128 {
+        return Err(match seq {
+            PyValue::Str(_) => exc("OverflowError", "repeated string is too long"),
+            _ => seq_memory_error(),
+        });
     }
+    check_seq_len(total as usize)?;
     Ok(match seq {
         PyValue::Str(s) => PyValue::Str(s.repeat(count)),
         PyValue::List(v) => PyValue::List(repeat_vec(v, count)),
@@ -895,6 +927,61 @@ pub fn float_pow(iv: f64, iw: f64) -> Result<f64, PyException> {
         ));
     }
     Ok(if negate { -r } else { r })
+}
+
+/// An estimate of `v.repr().len()` that stops counting once it passes `limit` (the
+/// result is then some number above `limit`), without building the text: ints count
+/// their decimal digits from their bit length, strings their UTF-8 length.
+pub fn repr_len_estimate(v: &PyValue, limit: usize) -> usize {
+    fn walk(v: &PyValue, limit: usize, acc: &mut usize) {
+        if *acc > limit {
+            return;
+        }
+        match v {
+            PyValue::None | PyValue::Bool(_) => *acc += 5,
+            PyValue::Float(_) => *acc += 24,
+            // decimal digits from the bit length, plus sign and rounding
+            PyValue::Int(n) => *acc += (n.bits() as f64 * std::f64::consts::LOG10_2) as usize + 2,
+            // UTF-8 length plus quotes (escapes can make the repr a little longer)
+            PyValue::Str(s) => *acc += s.len() + 2,
+            PyValue::List(items) | PyValue::Tuple(items) => {
+                *acc += 2;
+                for item in items {
+                    *acc += 2;
+                    walk(item, limit, acc);
+                    if *acc > limit {
+                        return;
+                    }
+                }
+            }
+            PyValue::Dict(entries) => {
+                *acc += 2;
+                for (k, item) in entries {
+                    *acc += 4;
+                    walk(k, limit, acc);
+                    walk(item, limit, acc);
+                    if *acc > limit {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+    let mut acc = 0;
+    walk(v, limit, &mut acc);
+    acc
+}
+
+/// `d[key]` for a dict `d` and a str `key`; `None` when `v` is not a dict or has no
+/// such key.
+pub fn dict_get<'a>(v: &'a PyValue, key: &str) -> Option<&'a PyValue> {
+    match v {
+        PyValue::Dict(entries) => entries
+            .iter()
+            .find(|(k, _)| matches!(k, PyValue::Str(s) if s == key))
+            .map(|(_, v)| v),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

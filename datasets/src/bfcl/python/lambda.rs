@@ -13,19 +13,66 @@
 //! (`abs`, `float`, `int`, `round`, `pow`, `min`, `max`). Everything else is a
 //! `NameError`. Nothing is ever executed outside this interpreter; recursion is bounded.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use num_bigint::BigInt;
 use num_traits::{FromPrimitive, Signed, ToPrimitive, Zero};
 
-use super::exec::PyException;
-use super::pyparse::Parser;
-use super::pyvalue::{
-    binop, float_pow, int_to_f64, num_cmp, py_lt, unary, BinOp, PyValue, UnaryOp,
-};
+use super::exception::PyException;
+use super::parse::Parser;
+use super::value::{binop, float_pow, int_to_f64, num_cmp, py_lt, unary, BinOp, PyValue, UnaryOp};
 
 /// Python's default recursion limit, used for nested lambda calls.
 const MAX_CALL_DEPTH: usize = 1000;
+
+/// Most evaluation steps one entry point ([`eval_expression`], [`Callable::call`]) may
+/// spend: one per expression node evaluated, plus one per 16 items of every sequence an
+/// operator builds. Past it the evaluation stops with [`budget_exceeded`] (this
+/// evaluator's own error: CPython has no such limit and would run, possibly forever).
+pub const STEP_BUDGET: u64 = 1_000_000;
+
+thread_local! {
+    /// Steps left to the evaluation running on this thread.
+    static STEPS_LEFT: Cell<u64> = const { Cell::new(STEP_BUDGET) };
+}
+
+/// The error of an evaluation that ran out of steps.
+pub fn budget_exceeded() -> PyException {
+    exc(
+        "RuntimeError",
+        format!("evaluation step budget exceeded ({STEP_BUDGET} steps; limit of this evaluator, not of Python)"),
+    )
+}
+
+/// Spends `n` steps of the running evaluation's budget.
+fn spend(n: u64) -> Result<(), PyException> {
+    STEPS_LEFT.with(|left| match left.get().checked_sub(n) {
+        Some(rest) => {
+            left.set(rest);
+            Ok(())
+        }
+        None => {
+            left.set(0);
+            Err(budget_exceeded())
+        }
+    })
+}
+
+/// Gives the evaluation on this thread a fresh budget.
+fn reset_budget() {
+    STEPS_LEFT.with(|left| left.set(STEP_BUDGET));
+}
+
+/// Steps charged for building `v`: a sixteenth of its length if it is a sequence.
+fn size_cost(v: &PyValue) -> u64 {
+    let len = match v {
+        PyValue::Str(s) => s.len(),
+        PyValue::List(items) | PyValue::Tuple(items) => items.len(),
+        _ => 0,
+    };
+    (len / 16) as u64
+}
 
 #[derive(Debug, Clone)]
 enum Expr {
@@ -133,6 +180,7 @@ pub fn eval_expression(src: &str, locals: &[(&str, PyValue)]) -> Result<Callable
         .iter()
         .map(|(k, v)| (k.to_string(), Callable::Value(v.clone())))
         .collect();
+    reset_budget();
     eval(&expr, &scope, 0)
 }
 
@@ -140,6 +188,7 @@ impl Callable {
     /// Calls the value with positional arguments, as Python would.
     pub fn call(&self, args: &[PyValue]) -> Result<PyValue, PyException> {
         let args: Vec<Callable> = args.iter().cloned().map(Callable::Value).collect();
+        reset_budget();
         match call(self, &args, 0)? {
             Callable::Value(v) => Ok(v),
             other => Err(exc(
@@ -166,10 +215,8 @@ impl Callable {
 // parsing
 // ---------------------------------------------------------------------------------------
 
-const MAX_PARSE_DEPTH: usize = 100;
-
 fn deeper(depth: usize) -> Result<usize, PyException> {
-    if depth > MAX_PARSE_DEPTH {
+    if depth > super::MAX_DEPTH {
         Err(exc("MemoryError", "expression nested too deeply"))
     } else {
         Ok(depth + 1)
@@ -202,7 +249,7 @@ fn parse_lambda_or_test(p: &mut Parser, depth: usize) -> Result<Expr, PyExceptio
                 break;
             }
             let name = p.ident().ok_or_else(invalid)?;
-            if super::pyparse::is_keyword(&name) {
+            if super::parse::is_keyword(&name) {
                 return Err(invalid());
             }
             if params.contains(&name) {
@@ -499,7 +546,7 @@ fn parse_atom(p: &mut Parser, depth: usize) -> Result<Expr, PyException> {
                 "True" => Ok(Expr::Const(PyValue::Bool(true))),
                 "False" => Ok(Expr::Const(PyValue::Bool(false))),
                 "None" => Ok(Expr::Const(PyValue::None)),
-                w if super::pyparse::is_keyword(w) => Err(invalid()),
+                w if super::parse::is_keyword(w) => Err(invalid()),
                 _ => Ok(Expr::Name(word)),
             }
         }
@@ -567,6 +614,7 @@ fn value(c: Callable) -> Result<PyValue, PyException> {
 }
 
 fn eval(expr: &Expr, scope: &[(String, Callable)], depth: usize) -> Result<Callable, PyException> {
+    spend(1)?;
     let v = |e: &Expr| -> Result<PyValue, PyException> { value(eval(e, scope, depth)?) };
     Ok(match expr {
         Expr::Const(c) => Callable::Value(c.clone()),
@@ -588,7 +636,9 @@ fn eval(expr: &Expr, scope: &[(String, Callable)], depth: usize) -> Result<Calla
         Expr::Bin(op, a, b) => {
             let x = v(a)?;
             let y = v(b)?;
-            Callable::Value(binop(*op, &x, &y)?)
+            let out = binop(*op, &x, &y)?;
+            spend(size_cost(&out))?;
+            Callable::Value(out)
         }
         Expr::Bit(sym, a, b) => {
             let x = v(a)?;
@@ -644,7 +694,7 @@ fn eval(expr: &Expr, scope: &[(String, Callable)], depth: usize) -> Result<Calla
         Expr::Subscript(obj, index) => {
             let o = v(obj)?;
             let i = v(index)?;
-            Callable::Value(super::pure::getitem(&o, &i)?)
+            Callable::Value(super::builtins::getitem(&o, &i)?)
         }
         Expr::List(items) => Callable::Value(PyValue::List(
             items.iter().map(v).collect::<Result<_, _>>()?,
@@ -833,7 +883,7 @@ fn call(f: &Callable, args: &[Callable], depth: usize) -> Result<Callable, PyExc
                 let missing: Vec<&str> = params[args.len()..].iter().map(|s| s.as_str()).collect();
                 return Err(exc(
                     "TypeError",
-                    format!("<lambda>() {}", super::exec::missing_text(&missing)),
+                    format!("<lambda>() {}", super::bind::missing_text(&missing)),
                 ));
             }
             let mut scope = cl.scope.clone();
@@ -973,7 +1023,7 @@ fn builtin(name: &str, args: &[PyValue]) -> Result<PyValue, PyException> {
         }
         "min" | "max" => {
             let items: Vec<PyValue> = if args.len() == 1 {
-                super::pure::py_iter(&args[0])?
+                super::builtins::py_iter(&args[0])?
             } else {
                 args.to_vec()
             };
@@ -1102,7 +1152,7 @@ fn builtin(name: &str, args: &[PyValue]) -> Result<PyValue, PyException> {
             }
             let n = n
                 .to_u64()
-                .filter(|n| *n <= super::pure::MAX_FACTORIAL)
+                .filter(|n| *n <= super::builtins::MAX_FACTORIAL)
                 .ok_or_else(|| exc("MemoryError", "result too large"))?;
             let mut acc = BigInt::from(1u8);
             for i in 2..=n {

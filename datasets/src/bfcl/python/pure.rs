@@ -16,12 +16,13 @@
 use num_bigint::BigInt;
 use num_traits::{Signed, ToPrimitive, Zero};
 
-use super::exec::{BoundArgs, PyException};
+use super::bind::BoundArgs;
+use super::builtins::as_index;
+pub use super::builtins::{compare, getitem, py_iter, py_len, MAX_FACTORIAL};
+use super::exception::PyException;
 use super::lambda::{eval_expression, with_eval_stack};
-use super::pyvalue::{binop, num_cmp, py_lt, unary, BinOp, PyValue, UnaryOp};
+use super::value::{binop, py_lt, unary, BinOp, PyValue, UnaryOp};
 
-/// Largest `n` for which the factorial loops run (`n!` has ~250k bits).
-pub const MAX_FACTORIAL: u64 = 20_000;
 /// Longest Fibonacci list / largest Fibonacci index computed.
 pub const MAX_FIBONACCI: u64 = 20_000;
 /// Most loop iterations a single call may spend (trial division).
@@ -74,32 +75,6 @@ fn float(x: f64) -> PyValue {
     PyValue::Float(x)
 }
 
-/// Python's `len(v)`.
-pub fn py_len(v: &PyValue) -> Result<usize, PyException> {
-    match v {
-        PyValue::Str(s) => Ok(s.chars().count()),
-        PyValue::List(items) | PyValue::Tuple(items) => Ok(items.len()),
-        PyValue::Dict(d) => Ok(d.len()),
-        other => Err(exc(
-            "TypeError",
-            format!("object of type '{}' has no len()", other.type_name()),
-        )),
-    }
-}
-
-/// The items `for x in v` visits (dict keys, string characters).
-pub fn py_iter(v: &PyValue) -> Result<Vec<PyValue>, PyException> {
-    match v {
-        PyValue::Str(s) => Ok(s.chars().map(|c| PyValue::Str(c.to_string())).collect()),
-        PyValue::List(items) | PyValue::Tuple(items) => Ok(items.clone()),
-        PyValue::Dict(d) => Ok(d.iter().map(|(k, _)| k.clone()).collect()),
-        other => Err(exc(
-            "TypeError",
-            format!("'{}' object is not iterable", other.type_name()),
-        )),
-    }
-}
-
 /// Python's `sum(items)`: left to right from int 0.
 fn py_sum<I: IntoIterator<Item = R>>(items: I) -> R {
     let mut acc = int(0);
@@ -109,114 +84,9 @@ fn py_sum<I: IntoIterator<Item = R>>(items: I) -> R {
     Ok(acc)
 }
 
-/// `operator.index(v)`: ints (and bools) only, as `range()` and indexing require.
-fn as_index(v: &PyValue) -> Result<BigInt, PyException> {
-    v.as_bigint().ok_or_else(|| {
-        exc(
-            "TypeError",
-            format!(
-                "'{}' object cannot be interpreted as an integer",
-                v.type_name()
-            ),
-        )
-    })
-}
-
-/// Python's `container[index]` for lists, tuples, strings and dicts.
-pub fn getitem(container: &PyValue, index: &PyValue) -> R {
-    let seq_index = |len: usize, what: &str| -> Result<usize, PyException> {
-        let i = index.as_bigint().ok_or_else(|| {
-            exc(
-                "TypeError",
-                if what == "string" {
-                    format!(
-                        "string indices must be integers, not '{}'",
-                        index.type_name()
-                    )
-                } else {
-                    format!(
-                        "{what} indices must be integers or slices, not {}",
-                        index.type_name()
-                    )
-                },
-            )
-        })?;
-        let len_b = BigInt::from(len);
-        let j = if i.is_negative() { &i + &len_b } else { i };
-        if j.is_negative() || j >= len_b {
-            return Err(exc("IndexError", format!("{what} index out of range")));
-        }
-        Ok(j.to_usize().unwrap_or(0))
-    };
-    match container {
-        PyValue::List(items) => Ok(items[seq_index(items.len(), "list")?].clone()),
-        PyValue::Tuple(items) => Ok(items[seq_index(items.len(), "tuple")?].clone()),
-        PyValue::Str(s) => {
-            let chars: Vec<char> = s.chars().collect();
-            let i = seq_index(chars.len(), "string")?;
-            Ok(PyValue::Str(chars[i].to_string()))
-        }
-        PyValue::Dict(d) => {
-            if matches!(index, PyValue::List(_) | PyValue::Dict(_)) {
-                return Err(exc(
-                    "TypeError",
-                    format!("unhashable type: '{}'", index.type_name()),
-                ));
-            }
-            d.iter()
-                .find(|(k, _)| k.py_eq(index))
-                .map(|(_, v)| v.clone())
-                .ok_or_else(|| exc("KeyError", index.repr()))
-        }
-        other => Err(exc(
-            "TypeError",
-            format!("'{}' object is not subscriptable", other.type_name()),
-        )),
-    }
-}
-
 /// `container[i]` with a small integer index.
 fn idx(container: &PyValue, i: i64) -> R {
     getitem(container, &int(i))
-}
-
-/// Python's rich comparison `a <op> b` for `<`, `<=`, `>`, `>=`, `==`, `!=`.
-pub fn compare(op: &str, a: &PyValue, b: &PyValue) -> Result<bool, PyException> {
-    if op == "==" {
-        return Ok(a.py_eq(b));
-    }
-    if op == "!=" {
-        return Ok(!a.py_eq(b));
-    }
-    if a.is_number() && b.is_number() {
-        let o = num_cmp(a, b);
-        return Ok(match op {
-            "<" => o.is_some_and(|o| o.is_lt()),
-            "<=" => o.is_some_and(|o| o.is_le()),
-            ">" => o.is_some_and(|o| o.is_gt()),
-            _ => o.is_some_and(|o| o.is_ge()),
-        });
-    }
-    let relabel = |e: PyException| {
-        if e.kind == "TypeError" {
-            exc(
-                "TypeError",
-                format!(
-                    "'{op}' not supported between instances of '{}' and '{}'",
-                    a.type_name(),
-                    b.type_name()
-                ),
-            )
-        } else {
-            e
-        }
-    };
-    match op {
-        "<" => py_lt(a, b).map_err(relabel),
-        ">" => py_lt(b, a).map_err(relabel),
-        "<=" => Ok(py_lt(a, b).map_err(relabel)? || a.py_eq(b)),
-        _ => Ok(py_lt(b, a).map_err(relabel)? || a.py_eq(b)),
-    }
 }
 
 /// The values of `range(start, stop)` for a `stop` given as a Python value, refusing
@@ -872,8 +742,9 @@ fn polygon_area(vertices: &PyValue) -> R {
 
 #[cfg(test)]
 mod tests {
+    use super::super::exec::parse_call;
     use super::super::exec::{run_pure, signature, FnKind, SIGNATURES};
-    use super::super::pyparse::{from_json_str, parse_call};
+    use super::super::parse::from_json_str;
     use super::*;
 
     fn run(call: &str) -> String {
@@ -1309,7 +1180,7 @@ mod tests {
                         args.iter().map(|(k, v)| (k.py_str(), v.clone())).collect();
                     if !kwargs
                         .iter()
-                        .all(|(k, _)| super::super::pyparse::is_identifier(k))
+                        .all(|(k, _)| super::super::parse::is_identifier(k))
                     {
                         continue; // the reference produced a SyntaxError for these
                     }

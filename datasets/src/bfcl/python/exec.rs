@@ -9,104 +9,13 @@
 //! `get_fibonacci_number` from `exec_parallel_multiple`), and [`call_pure`] runs
 //! the pure ones (see [`super::pure`]).
 
-use std::fmt;
-
-use super::pyvalue::PyValue;
-
-/// A Python exception raised by a tool call: its class name and `str(e)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PyException {
-    /// The exception class, e.g. `"TypeError"`.
-    pub kind: String,
-    /// `str(e)` as CPython gives it.
-    pub message: String,
-}
-
-impl PyException {
-    /// Builds an exception of class `kind` with text `message`.
-    pub fn new(kind: &str, message: impl Into<String>) -> Self {
-        PyException {
-            kind: kind.to_string(),
-            message: message.into(),
-        }
-    }
-
-    /// The text the agent sees: Python's `str(e)`.
-    pub fn text(&self) -> String {
-        self.message.clone()
-    }
-}
-
-impl fmt::Display for PyException {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind, self.message)
-    }
-}
-
-impl std::error::Error for PyException {}
-
-/// How a function is implemented.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FnKind {
-    /// Pure computation, run by [`call_pure`].
-    Pure,
-    /// Calls a web API (run by the REST backends).
-    Rest,
-    /// Appears only as a doc in `exec_multiple`; has a stand-in implementation.
-    Decoy,
-}
-
-/// A Python default value of a parameter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum DefaultValue {
-    None,
-    Bool(bool),
-    Int(i64),
-    Str(&'static str),
-}
-
-impl DefaultValue {
-    /// The default as a Python value.
-    pub fn to_value(self) -> PyValue {
-        match self {
-            DefaultValue::None => PyValue::None,
-            DefaultValue::Bool(b) => PyValue::Bool(b),
-            DefaultValue::Int(n) => PyValue::int(n),
-            DefaultValue::Str(s) => PyValue::str(s),
-        }
-    }
-}
-
-/// One positional-or-keyword parameter.
-#[derive(Debug, Clone, Copy)]
-pub struct Param {
-    pub name: &'static str,
-    /// `None` for a required parameter.
-    pub default: Option<DefaultValue>,
-}
-
-/// The Python signature of a BFCL function.
-#[derive(Debug, Clone, Copy)]
-pub struct Signature {
-    /// The real (BFCL) function name.
-    pub name: &'static str,
-    pub params: &'static [Param],
-    pub kind: FnKind,
-}
-
-const fn req(name: &'static str) -> Param {
-    Param {
-        name,
-        default: None,
-    }
-}
-
-const fn opt(name: &'static str, default: DefaultValue) -> Param {
-    Param {
-        name,
-        default: Some(default),
-    }
-}
+pub use super::bind::{
+    bind, bind_call, keyword_form, missing_text, BoundArgs, DefaultValue, FnKind, Param, Signature,
+};
+use super::bind::{opt, req};
+pub use super::exception::PyException;
+use super::parse::{parse_call_syntax, ParseError, PyCall};
+use super::value::PyValue;
 
 macro_rules! sig {
     ($kind:ident, $name:literal, [$($p:expr),* $(,)?]) => {
@@ -348,95 +257,6 @@ pub fn signature(real_name: &str) -> Option<&'static Signature> {
     SIGNATURES.iter().find(|s| s.name == real_name)
 }
 
-/// Arguments bound to a signature: one entry per parameter, in signature order, with
-/// defaults filled in.
-#[derive(Debug, Clone)]
-pub struct BoundArgs {
-    pub values: Vec<(&'static str, PyValue)>,
-}
-
-impl BoundArgs {
-    /// The bound value of parameter `name`.
-    pub fn get(&self, name: &str) -> Option<&PyValue> {
-        self.values.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
-    }
-
-    /// The value of the `i`-th parameter.
-    pub fn at(&self, i: usize) -> Option<&PyValue> {
-        self.values.get(i).map(|(_, v)| v)
-    }
-}
-
-/// CPython's `missing N required positional argument(s): ...` clause.
-pub fn missing_text(names: &[&str]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
-    let list = match quoted.len() {
-        0 => String::new(),
-        1 => quoted[0].clone(),
-        2 => format!("{} and {}", quoted[0], quoted[1]),
-        n => format!("{}, and {}", quoted[..n - 1].join(", "), quoted[n - 1]),
-    };
-    format!(
-        "missing {} required positional argument{}: {list}",
-        names.len(),
-        if names.len() == 1 { "" } else { "s" }
-    )
-}
-
-/// Binds keyword arguments as `display_name(**kwargs)` would in CPython. The first
-/// unknown keyword (in argument order) is reported before any missing argument.
-pub fn bind(
-    sig: &Signature,
-    display_name: &str,
-    kwargs: &[(String, PyValue)],
-) -> Result<BoundArgs, PyException> {
-    let mut slots: Vec<Option<PyValue>> = vec![None; sig.params.len()];
-    for (k, v) in kwargs {
-        match sig.params.iter().position(|p| p.name == k) {
-            Some(i) => {
-                if slots[i].is_some() {
-                    return Err(PyException::new(
-                        "TypeError",
-                        format!("{display_name}() got multiple values for argument '{k}'"),
-                    ));
-                }
-                slots[i] = Some(v.clone());
-            }
-            None => {
-                return Err(PyException::new(
-                    "TypeError",
-                    format!("{display_name}() got an unexpected keyword argument '{k}'"),
-                ))
-            }
-        }
-    }
-    let missing: Vec<&str> = sig
-        .params
-        .iter()
-        .zip(&slots)
-        .filter(|(p, s)| s.is_none() && p.default.is_none())
-        .map(|(p, _)| p.name)
-        .collect();
-    if !missing.is_empty() {
-        return Err(PyException::new(
-            "TypeError",
-            format!("{display_name}() {}", missing_text(&missing)),
-        ));
-    }
-    let values = sig
-        .params
-        .iter()
-        .zip(slots)
-        .map(|(p, s)| {
-            let v = s
-                .or_else(|| p.default.map(DefaultValue::to_value))
-                .unwrap_or(PyValue::None);
-            (p.name, v)
-        })
-        .collect();
-    Ok(BoundArgs { values })
-}
-
 /// Runs a pure function (the 31 used ones plus `get_fibonacci_number`) on bound
 /// arguments. `None` when `real_name` is not a pure function.
 pub fn call_pure(real_name: &str, args: &BoundArgs) -> Option<Result<PyValue, PyException>> {
@@ -462,6 +282,25 @@ pub fn run_pure(
             ))
         })
     }))
+}
+
+/// Parses a call string (`f(1, b=2)`) and, when `f` is a BFCL function, binds its
+/// positional arguments to parameter names the way CPython would, so that the call
+/// comes back in keyword form (`args` empty, `kwargs` = `[("a", 1), ("b", 2)]`): the
+/// form the grader compares and the executor runs. Positional arguments that cannot
+/// bind (too many, or also given by keyword) and those of an unknown function stay in
+/// `args`; executing such a call raises CPython's `TypeError` / `NameError`.
+pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
+    let mut call = parse_call_syntax(s)?;
+    if !call.args.is_empty() {
+        if let Some(kwargs) =
+            signature(&call.name).and_then(|sig| keyword_form(sig, &call.args, &call.kwargs))
+        {
+            call.kwargs = kwargs;
+            call.args.clear();
+        }
+    }
+    Ok(call)
 }
 
 #[cfg(test)]

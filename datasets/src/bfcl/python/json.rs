@@ -11,26 +11,41 @@
 
 use num_bigint::BigInt;
 
-use super::exec::PyException;
-use super::pyvalue::PyValue;
+use super::exception::PyException;
+use super::value::PyValue;
 
-/// Deepest nesting of arrays/objects accepted (CPython stops near 1000 frames).
-pub const MAX_DEPTH: usize = 900;
+/// Deepest nesting of arrays/objects accepted (CPython stops near 1000 frames; this
+/// reader at the runtime's one limit).
+pub use super::MAX_DEPTH;
 
 /// CPython's default `sys.get_int_max_str_digits()`.
 const MAX_INT_DIGITS: usize = 4300;
 
 /// `json.loads(text)`: the value, or the exception CPython raises.
 pub fn loads(text: &str) -> Result<PyValue, PyException> {
+    loads_at(text).map_err(|(e, _)| e)
+}
+
+/// [`loads`], with the byte offset of a decoding error (`None` for errors that have no
+/// position, such as too deep nesting).
+pub fn loads_at(text: &str) -> Result<PyValue, (PyException, Option<usize>)> {
     let chars: Vec<char> = text.chars().collect();
     let mut p = Parser {
         s: &chars,
         depth: 0,
     };
+    let byte_at = |pos: usize| {
+        Some(
+            chars[..pos.min(chars.len())]
+                .iter()
+                .map(|c| c.len_utf8())
+                .sum(),
+        )
+    };
     p.document().map_err(|f| match f {
-        Fail::Decode(msg, pos) => decode_error(&chars, msg, pos),
-        Fail::Stop(pos) => decode_error(&chars, "Expecting value", pos),
-        Fail::Other(e) => e,
+        Fail::Decode(msg, pos) => (decode_error(&chars, msg, pos), byte_at(pos)),
+        Fail::Stop(pos) => (decode_error(&chars, "Expecting value", pos), byte_at(pos)),
+        Fail::Other(e) => (e, None),
     })
 }
 
@@ -290,6 +305,8 @@ impl Parser<'_> {
 
     fn object(&mut self, idx: usize) -> Result<(PyValue, usize), Fail> {
         let mut pairs: Vec<(PyValue, PyValue)> = Vec::new();
+        // key -> position in `pairs` (a repeated key keeps its first position)
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let mut i = self.skip_ws(idx);
         if self.at(i) != Some('}') {
             loop {
@@ -306,12 +323,12 @@ impl Parser<'_> {
                 }
                 i = self.skip_ws(i + 1);
                 let (value, next) = self.scan_once(i)?;
-                match pairs
-                    .iter_mut()
-                    .find(|(k, _)| matches!(k, PyValue::Str(k) if *k == key))
-                {
-                    Some(slot) => slot.1 = value,
-                    None => pairs.push((PyValue::Str(key), value)),
+                match index.get(&key) {
+                    Some(&at) => pairs[at].1 = value,
+                    None => {
+                        index.insert(key.clone(), pairs.len());
+                        pairs.push((PyValue::Str(key), value));
+                    }
                 }
                 i = self.skip_ws(next);
                 match self.at(i) {

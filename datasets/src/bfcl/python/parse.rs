@@ -7,17 +7,18 @@
 //! all of Python's escapes except `\N{...}`), `True`/`False`/`None`, lists, tuples,
 //! dicts, unary `+`/`-`, and the arithmetic operators `+ - * / // % **` with Python's
 //! precedence and semantics (`-3**2 == -9`, `1/6` true division, ...). Arithmetic goes
-//! through [`super::pyvalue::binop`], so results are bit-identical to CPython.
+//! through [`super::value::binop`], so results are bit-identical to CPython.
 //!
-//! Positional arguments in calls are rejected: every ground truth in the BFCL
-//! executable data passes its arguments by keyword, and model calls arrive as JSON
-//! objects. Positions in errors are byte offsets into the input.
+//! Calls may pass arguments by position and by keyword, with Python's syntax rules
+//! (no positional argument after a keyword one, no repeated keyword); binding them to
+//! parameters is [`super::bind`]'s job. Positions in errors are byte offsets into the
+//! input.
 
 use num_bigint::BigInt;
 use num_traits::Num;
 use thiserror::Error;
 
-use super::pyvalue::{binop, unary, BinOp, PyValue, UnaryOp};
+use super::value::{binop, unary, BinOp, PyValue, UnaryOp};
 
 /// A parse (or literal-evaluation) failure at byte offset `pos`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -29,17 +30,21 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// A parsed call: the function name (dotted names kept whole) and keyword arguments in
-/// source order.
-#[derive(Debug, Clone)]
+/// A parsed call: the function name (dotted names kept whole), the positional
+/// arguments and the keyword arguments, each in source order.
+#[derive(Debug, Clone, Default)]
 pub struct PyCall {
     pub name: String,
+    /// Positional arguments (empty once they are bound to parameter names, see
+    /// [`super::exec::parse_call`]).
+    pub args: Vec<PyValue>,
     pub kwargs: Vec<(String, PyValue)>,
 }
 
-/// Parses `name(kw=expr, ...)`. Positional arguments, repeated keywords and trailing
-/// text are errors.
-pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
+/// Parses `name(expr, ..., kw=expr, ...)` as Python's grammar does, without binding
+/// anything to a signature. A positional argument after a keyword one, a repeated
+/// keyword and trailing text are errors (CPython's `SyntaxError` texts).
+pub fn parse_call_syntax(s: &str) -> Result<PyCall, ParseError> {
     let mut p = Parser::new(s);
     p.skip_ws();
     let start = p.pos;
@@ -67,7 +72,10 @@ pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
     if !p.eat("(") {
         return Err(p.err("expected '(' after the function name"));
     }
+    let mut args: Vec<PyValue> = Vec::new();
     let mut kwargs: Vec<(String, PyValue)> = Vec::new();
+    // keywords seen so far (a set: a hostile call may carry thousands)
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     loop {
         p.skip_ws();
         if p.eat(")") {
@@ -86,7 +94,7 @@ pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
                     });
                 }
                 p.eat("=");
-                if kwargs.iter().any(|(n, _)| *n == k) {
+                if !seen.insert(k.clone()) {
                     return Err(ParseError {
                         pos: arg_pos,
                         message: format!("keyword argument repeated: {k}"),
@@ -96,11 +104,17 @@ pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
                 kwargs.push((k, v));
             }
             _ => {
-                return Err(ParseError {
-                    pos: arg_pos,
-                    message: "positional arguments are not supported; pass arguments by keyword"
-                        .to_string(),
-                });
+                if !kwargs.is_empty() {
+                    return Err(ParseError {
+                        pos: arg_pos,
+                        message: "positional argument follows keyword argument".to_string(),
+                    });
+                }
+                if p.peek() == Some('*') && p.pos == arg_pos {
+                    return Err(p.err("argument unpacking (* and **) is not supported"));
+                }
+                p.pos = arg_pos;
+                args.push(p.expr()?);
             }
         }
         p.skip_ws();
@@ -117,7 +131,7 @@ pub fn parse_call(s: &str) -> Result<PyCall, ParseError> {
     if p.pos != p.src.len() {
         return Err(p.err("unexpected text after the call"));
     }
-    Ok(PyCall { name, kwargs })
+    Ok(PyCall { name, args, kwargs })
 }
 
 /// Parses and evaluates a literal expression (see the module docs for the grammar).
@@ -131,172 +145,20 @@ pub fn parse_expr(s: &str) -> Result<PyValue, ParseError> {
     Ok(v)
 }
 
-/// Parses JSON text the way Python's `json.loads` does, into a [`PyValue`]: object key
-/// order is preserved, integers stay exact (big ints included), other numbers are
-/// correctly rounded floats, and `NaN` / `Infinity` / `-Infinity` are accepted.
+/// Parses JSON text the way Python's `json.loads` does, into a [`PyValue`] (the crate's
+/// one JSON reader, [`super::json::loads`]): object key order is preserved, integers
+/// stay exact (big ints included), other numbers are correctly rounded floats, and
+/// `NaN` / `Infinity` / `-Infinity` are accepted. The error message is CPython's text.
 ///
 /// Prefer this over `serde_json::Value` + [`PyValue::from_json`] when exactness
 /// matters: without serde_json's `float_roundtrip` feature its float parsing can be off
 /// by one ulp (`117.60000000000001` reads as `117.6`), and without `preserve_order` its
 /// objects come back sorted by key.
 pub fn from_json_str(s: &str) -> Result<PyValue, ParseError> {
-    let mut p = Parser::new(s);
-    let v = json_value(&mut p, 0)?;
-    p.skip_ws();
-    if p.pos != p.src.len() {
-        return Err(p.err("extra data after the JSON value"));
-    }
-    Ok(v)
-}
-
-fn json_value(p: &mut Parser, depth: usize) -> Result<PyValue, ParseError> {
-    if depth > 1000 {
-        return Err(p.err("JSON nested too deeply"));
-    }
-    p.skip_ws();
-    match p.peek() {
-        Some('{') => {
-            p.bump();
-            let mut entries: Vec<(PyValue, PyValue)> = Vec::new();
-            p.skip_ws();
-            if p.eat("}") {
-                return Ok(PyValue::Dict(entries));
-            }
-            loop {
-                p.skip_ws();
-                if p.peek() != Some('"') {
-                    return Err(p.err("expected a string key"));
-                }
-                let k = json_string(p)?;
-                p.skip_ws();
-                if !p.eat(":") {
-                    return Err(p.err("expected ':'"));
-                }
-                let v = json_value(p, depth + 1)?;
-                let k = PyValue::Str(k);
-                match entries.iter_mut().find(|(k2, _)| k2.py_eq(&k)) {
-                    Some(slot) => slot.1 = v,
-                    None => entries.push((k, v)),
-                }
-                p.skip_ws();
-                if p.eat(",") {
-                    continue;
-                }
-                if p.eat("}") {
-                    return Ok(PyValue::Dict(entries));
-                }
-                return Err(p.err("expected ',' or '}'"));
-            }
-        }
-        Some('[') => {
-            p.bump();
-            let mut items = Vec::new();
-            p.skip_ws();
-            if p.eat("]") {
-                return Ok(PyValue::List(items));
-            }
-            loop {
-                items.push(json_value(p, depth + 1)?);
-                p.skip_ws();
-                if p.eat(",") {
-                    continue;
-                }
-                if p.eat("]") {
-                    return Ok(PyValue::List(items));
-                }
-                return Err(p.err("expected ',' or ']'"));
-            }
-        }
-        Some('"') => json_string(p).map(PyValue::Str),
-        Some('t') if p.eat("true") => Ok(PyValue::Bool(true)),
-        Some('f') if p.eat("false") => Ok(PyValue::Bool(false)),
-        Some('n') if p.eat("null") => Ok(PyValue::None),
-        Some('N') if p.eat("NaN") => Ok(PyValue::Float(f64::NAN)),
-        Some('I') if p.eat("Infinity") => Ok(PyValue::Float(f64::INFINITY)),
-        Some('-') if p.eat("-Infinity") => Ok(PyValue::Float(f64::NEG_INFINITY)),
-        Some('-' | '0'..='9') => {
-            let start = p.pos;
-            p.eat("-");
-            let mut is_float = false;
-            while let Some(c) = p.peek() {
-                match c {
-                    '0'..='9' => {}
-                    '.' | 'e' | 'E' => is_float = true,
-                    '+' | '-' if is_float => {}
-                    _ => break,
-                }
-                p.bump();
-            }
-            let text = &p.src[start..p.pos];
-            let bad = || ParseError {
-                pos: start,
-                message: format!("invalid JSON number {text:?}"),
-            };
-            if is_float {
-                text.parse::<f64>().map(PyValue::Float).map_err(|_| bad())
-            } else {
-                text.parse::<BigInt>().map(PyValue::Int).map_err(|_| bad())
-            }
-        }
-        _ => Err(p.err("expected a JSON value")),
-    }
-}
-
-fn json_string(p: &mut Parser) -> Result<String, ParseError> {
-    let start = p.pos;
-    p.bump(); // opening quote
-    let mut out = String::new();
-    loop {
-        let c = p.bump().ok_or_else(|| ParseError {
-            pos: start,
-            message: "unterminated JSON string".to_string(),
-        })?;
-        match c {
-            '"' => return Ok(out),
-            '\\' => {
-                let e = p.bump().ok_or_else(|| p.err("unterminated escape"))?;
-                match e {
-                    '"' => out.push('"'),
-                    '\\' => out.push('\\'),
-                    '/' => out.push('/'),
-                    'b' => out.push('\x08'),
-                    'f' => out.push('\x0c'),
-                    'n' => out.push('\n'),
-                    'r' => out.push('\r'),
-                    't' => out.push('\t'),
-                    'u' => {
-                        let hex4 = |p: &mut Parser| -> Result<u32, ParseError> {
-                            let h: String = p.rest().chars().take(4).collect();
-                            if h.len() != 4 || !h.chars().all(|c| c.is_ascii_hexdigit()) {
-                                return Err(p.err("invalid \\u escape"));
-                            }
-                            p.pos += 4;
-                            u32::from_str_radix(&h, 16).map_err(|_| p.err("invalid \\u escape"))
-                        };
-                        let hi = hex4(p)?;
-                        let code = if (0xD800..0xDC00).contains(&hi) && p.rest().starts_with("\\u")
-                        {
-                            let save = p.pos;
-                            p.pos += 2;
-                            let lo = hex4(p)?;
-                            if (0xDC00..0xE000).contains(&lo) {
-                                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
-                            } else {
-                                p.pos = save;
-                                hi
-                            }
-                        } else {
-                            hi
-                        };
-                        // a lone surrogate cannot live in a Rust string
-                        out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
-                    }
-                    _ => return Err(p.err("invalid JSON escape")),
-                }
-            }
-            c => out.push(c),
-        }
-    }
+    super::json::loads_at(s).map_err(|(e, pos)| ParseError {
+        pos: pos.unwrap_or(0),
+        message: e.to_string(),
+    })
 }
 
 /// Python's reserved words (which cannot be names or keyword-argument names).
@@ -354,7 +216,7 @@ pub fn is_identifier(s: &str) -> bool {
 }
 
 /// Recursion limit for nested brackets / unary operators (CPython's parser has one too).
-const MAX_DEPTH: usize = 200;
+use super::MAX_DEPTH;
 
 pub(crate) struct Parser<'a> {
     pub(crate) src: &'a str,
@@ -484,8 +346,8 @@ impl<'a> Parser<'a> {
     }
 
     /// A single expression: `term (('+'|'-') term)*`.
+    /// (Nesting is counted where it happens: brackets, unary operators, `**`.)
     pub(crate) fn expr(&mut self) -> Result<PyValue, ParseError> {
-        self.enter()?;
         let mut acc = self.term()?;
         loop {
             self.skip_ws();
@@ -501,7 +363,6 @@ impl<'a> Parser<'a> {
             let rhs = self.term()?;
             acc = self.apply(op, &acc, &rhs, pos)?;
         }
-        self.leave();
         Ok(acc)
     }
 
@@ -1055,29 +916,43 @@ mod tests {
 
     #[test]
     fn calls() {
-        let c = parse_call("calc_binomial_probability(n=20, k=5, p=1/6)").unwrap();
+        let c = parse_call_syntax("calc_binomial_probability(n=20, k=5, p=1/6)").unwrap();
         assert_eq!(c.name, "calc_binomial_probability");
         let got: Vec<String> = c.kwargs.iter().map(|(k, v)| format!("{k}={v}")).collect();
         assert_eq!(got, ["n=20", "k=5", "p=0.16666666666666666"]);
-        let c = parse_call("add_binary_numbers(a='0011',b='1100')").unwrap();
+        let c = parse_call_syntax("add_binary_numbers(a='0011',b='1100')").unwrap();
         assert_eq!(c.kwargs.len(), 2);
-        let c = parse_call("f()").unwrap();
+        let c = parse_call_syntax("f()").unwrap();
         assert!(c.kwargs.is_empty());
-        let c = parse_call(" math.f( x = [1, 2] , ) ").unwrap();
+        let c = parse_call_syntax(" math.f( x = [1, 2] , ) ").unwrap();
         assert_eq!(c.name, "math.f");
         assert_eq!(c.kwargs[0].1.repr(), "[1, 2]");
-        let err = parse_call("f(1, a=2)").unwrap_err();
-        assert_eq!(err.pos, 2);
-        assert!(err.message.contains("positional"));
-        assert!(parse_call("f(a=1, a=2)")
+        // positional arguments, in order, before the keywords
+        let c = parse_call_syntax("calculate_mean([1,3,4,6,8])").unwrap();
+        assert_eq!(c.args.len(), 1);
+        assert_eq!(c.args[0].repr(), "[1, 3, 4, 6, 8]");
+        let c = parse_call_syntax("f(1, (2, 3), True, None, b=-1)").unwrap();
+        let got: Vec<String> = c.args.iter().map(PyValue::repr).collect();
+        assert_eq!(got, ["1", "(2, 3)", "True", "None"]);
+        assert_eq!(c.kwargs[0].0, "b");
+        // CPython 3.11.7: compile("f(a=1, 2)", ...) -> SyntaxError "positional argument
+        // follows keyword argument"
+        let err = parse_call_syntax("f(a=1, 2)").unwrap_err();
+        assert_eq!(err.pos, 7);
+        assert_eq!(err.message, "positional argument follows keyword argument");
+        let err = parse_call_syntax("f(1, a=1, 2)").unwrap_err();
+        assert_eq!(err.message, "positional argument follows keyword argument");
+        assert!(parse_call_syntax("f(*x)").is_err());
+        assert!(parse_call_syntax("f(**x)").is_err());
+        assert!(parse_call_syntax("f(a=1, a=2)")
             .unwrap_err()
             .message
             .contains("repeated"));
-        assert!(parse_call("f(a==1)").is_err());
-        assert!(parse_call("f(a=1) g").is_err());
-        assert!(parse_call("f(a=1").is_err());
-        assert!(parse_call("f(lambda=1)").is_err());
-        assert!(parse_call("").is_err());
+        assert!(parse_call_syntax("f(a==1)").is_err());
+        assert!(parse_call_syntax("f(a=1) g").is_err());
+        assert!(parse_call_syntax("f(a=1").is_err());
+        assert!(parse_call_syntax("f(lambda=1)").is_err());
+        assert!(parse_call_syntax("").is_err());
         assert!(is_identifier("vectorA"));
         assert!(!is_identifier("0"));
         assert!(!is_identifier("my-arg"));
@@ -1122,8 +997,8 @@ mod tests {
             for t in v["tests"].as_array().unwrap() {
                 for gt in t["ground_truth"].as_array().unwrap() {
                     let s = gt.as_str().unwrap();
-                    let call = parse_call(s).unwrap_or_else(|e| panic!("{s}: {e}"));
-                    assert!(!call.kwargs.is_empty(), "{s}");
+                    let call = parse_call_syntax(s).unwrap_or_else(|e| panic!("{s}: {e}"));
+                    assert!(!call.kwargs.is_empty() || !call.args.is_empty(), "{s}");
                     n += 1;
                 }
             }
