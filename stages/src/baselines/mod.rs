@@ -41,13 +41,14 @@ pub trait ToolRunner: Sync {
 impl ToolRunner for Executor {
     fn run(&self, real_name: &str, shown_name: &str, args: &Map<String, Value>) -> ToolOutput {
         match self.execute_json(real_name, shown_name, args) {
+            // What a model sees of a tool's output is bounded.
             Ok(v) => ToolOutput {
                 ok: true,
-                text: v.repr(),
+                text: datasets::bfcl::executor::bounded_output(&v.repr()),
             },
             Err(e) => ToolOutput {
                 ok: false,
-                text: e.text(),
+                text: datasets::bfcl::executor::bounded_output(&e.text()),
             },
         }
     }

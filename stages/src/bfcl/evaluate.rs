@@ -2,6 +2,7 @@
 //! the same backend chain, and grade E/P/A per instance. One bad trajectory never fails
 //! the stage: it becomes a row with its reason.
 
+use datasets::bfcl::executor::bounded_output;
 use crate::bfcl::data::instance_of;
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use datasets::bfcl::exec::PyException;
@@ -53,7 +54,8 @@ fn output_json(o: &Result<PyValue, PyException>) -> Value {
     }
 }
 
-/// The outcome line shown to the editor (`toolobserver.md`, online mode step 2).
+/// The outcome line shown to the editor (`toolobserver.md`, online mode step 2),
+/// bounded in size like every tool output a model sees.
 pub fn outcome_text(
     calls: usize,
     outputs: &[Result<PyValue, PyException>],
@@ -67,16 +69,16 @@ pub fn outcome_text(
         .filter_map(|o| o.as_ref().err().map(|e| e.text()))
         .collect();
     if !errors.is_empty() {
-        return format!("ERROR: {}", errors.join("; "));
+        return bounded_output(&format!("ERROR: {}", errors.join("; ")));
     }
     let values: Vec<String> = outputs
         .iter()
         .filter_map(|o| o.as_ref().ok().map(|v| v.repr()))
         .collect();
     if correct {
-        format!("SUCCESS: {}", values.join("; "))
+        bounded_output(&format!("SUCCESS: {}", values.join("; ")))
     } else {
-        format!("Model output: {}", values.join("; "))
+        bounded_output(&format!("Model output: {}", values.join("; ")))
     }
 }
 
@@ -114,6 +116,13 @@ pub fn grade_one(
     let mut gt = Vec::new();
     for s in &instance.ground_truth {
         match parse_call(s) {
+            // Positional arguments that could not be named by the signature.
+            Ok(c) if !c.args.is_empty() => {
+                row.e_reason = format!(
+                    "ground_truth_unparsable: {s}: positional arguments that bind to no parameter"
+                );
+                return row;
+            }
             Ok(c) => gt.push(GroundTruthCall {
                 source: s.clone(),
                 name: c.name,

@@ -43,9 +43,10 @@ pub fn make_live_executor() -> Result<Executor, LiveError> {
 /// that does not parse is an `Err` (bad input).
 pub fn exec_call_line(exec: &Executor, call: &str) -> Result<String, String> {
     let c = parse_call(call).map_err(|e| format!("cannot parse call `{call}`: {e}"))?;
-    let out: Result<_, PyException> = exec.execute(&c.name, &c.name, &c.kwargs);
-    Ok(match out {
+    // Positional arguments are bound as CPython binds them (with its error texts).
+    let out: Result<_, PyException> = exec.execute_call(&c);
+    Ok(datasets::bfcl::executor::bounded_output(&match out {
         Ok(v) => v.repr(),
         Err(e) => format!("{}: {}", e.kind, e.text()),
-    })
+    }))
 }
