@@ -14,4 +14,5 @@ pub mod pyjson;
 pub mod pyparse;
 pub mod pyvalue;
 pub mod released;
+pub mod released_checks;
 pub mod rest;
