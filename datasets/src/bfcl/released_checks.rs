@@ -102,6 +102,24 @@ fn sorted_subdirs(path: &Path) -> Result<Vec<(String, PathBuf)>, ChecksError> {
     Ok(out)
 }
 
+/// The run directories of one method: (category, setting, generation hypers, directory)
+/// for every `<config>/<gen_hypers>/` whose config name is a known setting.
+fn run_dirs(method_dir: &Path) -> Result<Vec<(Category, Setting, String, PathBuf)>, ChecksError> {
+    let mut out = Vec::new();
+    for (config, config_dir) in sorted_subdirs(method_dir)? {
+        let Some((category, suffix)) = split_config(&config) else {
+            continue;
+        };
+        let Some(setting) = Setting::from_reference_suffix(suffix) else {
+            continue;
+        };
+        for (gen_hypers, gen_dir) in sorted_subdirs(&config_dir)? {
+            out.push((category, setting, gen_hypers, gen_dir));
+        }
+    }
+    Ok(out)
+}
+
 /// The model of a hypers directory name: the part before the first `_`
 /// (`gpt5_medium_req_...` -> `gpt5`, `gpt5mini_...` -> `gpt5mini`).
 pub fn model_of(hypers: &str) -> &str {
@@ -186,37 +204,29 @@ pub fn discover_chains(root: &Path) -> Result<Vec<Chain>, ChecksError> {
         return Err(ChecksError::NoChains(root.to_path_buf()));
     }
     let mut chains = Vec::new();
-    for (config, config_dir) in sorted_subdirs(&method_dir)? {
-        let Some((category, suffix)) = split_config(&config) else {
+    for (category, setting, gen_hypers, gen_dir) in run_dirs(&method_dir)? {
+        let improvements = gen_dir.join("improvements");
+        if !improvements.is_dir() {
             continue;
-        };
-        let Some(setting) = Setting::from_reference_suffix(suffix) else {
-            continue;
-        };
-        for (gen_hypers, gen_dir) in sorted_subdirs(&config_dir)? {
-            let improvements = gen_dir.join("improvements");
-            if !improvements.is_dir() {
+        }
+        for (edit_hypers, edit_dir) in sorted_subdirs(&improvements)? {
+            let mut versions: Vec<u32> = sorted_subdirs(&edit_dir)?
+                .into_iter()
+                .filter_map(|(name, _)| name.strip_prefix('v')?.parse().ok())
+                .filter(|&v| v > 0)
+                .collect();
+            versions.sort_unstable();
+            if versions.is_empty() {
                 continue;
             }
-            for (edit_hypers, edit_dir) in sorted_subdirs(&improvements)? {
-                let mut versions: Vec<u32> = sorted_subdirs(&edit_dir)?
-                    .into_iter()
-                    .filter_map(|(name, _)| name.strip_prefix('v')?.parse().ok())
-                    .filter(|&v| v > 0)
-                    .collect();
-                versions.sort_unstable();
-                if versions.is_empty() {
-                    continue;
-                }
-                chains.push(Chain {
-                    setting,
-                    category,
-                    gen_hypers: gen_hypers.clone(),
-                    edit_hypers,
-                    gen_dir: gen_dir.clone(),
-                    versions,
-                });
-            }
+            chains.push(Chain {
+                setting,
+                category,
+                gen_hypers: gen_hypers.clone(),
+                edit_hypers,
+                gen_dir: gen_dir.clone(),
+                versions,
+            });
         }
     }
     if chains.is_empty() {
@@ -836,25 +846,15 @@ pub fn tokens(root: &Path) -> Result<TokenCheck, ChecksError> {
         if !dir.is_dir() {
             continue;
         }
-        for (config, config_dir) in sorted_subdirs(&dir)? {
-            let Some((category, suffix)) = split_config(&config) else {
-                continue;
-            };
-            let Some(setting) = Setting::from_reference_suffix(suffix) else {
-                continue;
-            };
-            for (gen_hypers, gen_dir) in sorted_subdirs(&config_dir)? {
-                if let Some(eval) =
-                    read_token_usage(&gen_dir.join("v0_token_usage_generation.json"))?
-                {
-                    baselines.push(BaselineTokens {
-                        method: method.to_string(),
-                        setting,
-                        category,
-                        agent: model_of(&gen_hypers).to_string(),
-                        eval,
-                    });
-                }
+        for (category, setting, gen_hypers, gen_dir) in run_dirs(&dir)? {
+            if let Some(eval) = read_token_usage(&gen_dir.join("v0_token_usage_generation.json"))? {
+                baselines.push(BaselineTokens {
+                    method: method.to_string(),
+                    setting,
+                    category,
+                    agent: model_of(&gen_hypers).to_string(),
+                    eval,
+                });
             }
         }
     }
