@@ -12,6 +12,7 @@ pub mod grader;
 pub mod opacify;
 pub mod python;
 pub mod released;
+pub mod released_checks;
 pub mod rest;
 
 // The runtime's modules at their former paths (`datasets::bfcl::pyvalue::PyValue`, ...).
