@@ -318,6 +318,12 @@ pub fn main() -> Result<ExitCode> {
             out.as_deref(),
         ),
         Command::Table {
+            table: table @ (TableName::Table5 | TableName::Table7 | TableName::Tokens),
+            released: Some(dir),
+            experiment: None,
+            ..
+        } => released_check(table, &dir),
+        Command::Table {
             table,
             experiment,
             format,
@@ -431,6 +437,19 @@ fn table2(
     };
     let table = stages::tables::table2::build(&store, exp.as_ref(), released, &exec, expected)?;
     show(&table, format == Format::Csv, out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb table table5|table7|tokens --released DIR`: the paper's claims checked
+/// against the authors' released runs (each definition tried, labelled).
+fn released_check(table: TableName, dir: &Path) -> Result<ExitCode> {
+    use datasets::bfcl::released_checks as rc;
+    let text = match table {
+        TableName::Table5 => rc::render_table5(&rc::table5(dir)?),
+        TableName::Table7 => rc::render_table7(&rc::table7(dir)?),
+        _ => rc::render_tokens(&rc::tokens(dir)?),
+    };
+    print!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 
