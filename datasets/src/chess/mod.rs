@@ -1,0 +1,37 @@
+//! The Chess environment's data layer (`../shared/spec/chess.md`): rules, a pool
+//! of UCI engine processes, the two tool sets (gold and opaque), positions,
+//! games and metrics.
+//!
+//! Like `bfcl`, this module has no store, no Parquet and no model calls: the
+//! stages call it. What the agent chooses is passed in by the caller.
+//!
+//! - [`rules`]: FEN, legal moves, SAN/UCI, game end, phase by piece count.
+//! - [`rng`]: the seeded generator used for every random choice.
+
+pub mod rng;
+pub mod rules;
+
+pub use rules::{DrawRules, EndReason, Ending, Phase, Side};
+
+/// Errors of the chess module.
+#[derive(Debug, thiserror::Error)]
+pub enum ChessError {
+    /// A FEN that cannot be parsed or describes an impossible position.
+    #[error("bad FEN {fen:?}: {reason}")]
+    Fen {
+        /// The FEN as given.
+        fen: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A move that is not legal (or not a move) in a position.
+    #[error("illegal move {mv:?} in {fen}: {reason}")]
+    IllegalMove {
+        /// The position.
+        fen: String,
+        /// The move as given.
+        mv: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+}
