@@ -6,8 +6,10 @@
 //! stages call it. What the agent chooses is passed in by the caller.
 //!
 //! - [`rules`]: FEN, legal moves, SAN/UCI, game end, phase by piece count.
+//! - [`engine`]: the UCI engine pool (async) and its blocking facade.
 //! - [`rng`]: the seeded generator used for every random choice.
 
+pub mod engine;
 pub mod rng;
 pub mod rules;
 
@@ -34,4 +36,7 @@ pub enum ChessError {
         /// Why it was rejected.
         reason: String,
     },
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
 }
