@@ -756,7 +756,16 @@ impl BlockingPool {
         })
     }
 
-    fn run_many<I, T, F, Fut>(&self, items: Vec<I>, op: F) -> Vec<Result<T, EngineError>>
+    /// Runs a future on the pool's runtime (for callers that compose their
+    /// own async operations over [`BlockingPool::pool`]).
+    pub fn block_on<T>(&self, fut: impl std::future::Future<Output = T>) -> T {
+        self.rt.block_on(fut)
+    }
+
+    /// Runs `op` on every item concurrently (at most [`EnginePool::size`]
+    /// searches at a time); results in input order. A task that panics gives
+    /// an error in its place.
+    pub fn run_many<I, T, F, Fut>(&self, items: Vec<I>, op: F) -> Vec<Result<T, EngineError>>
     where
         I: Send + 'static,
         T: Send + 'static,

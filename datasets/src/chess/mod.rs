@@ -8,10 +8,18 @@
 //! - [`rules`]: FEN, legal moves, SAN/UCI, game end, phase by piece count.
 //! - [`engine`]: the UCI engine pool (async) and its blocking facade.
 //! - [`rng`]: the seeded generator used for every random choice.
+//! - [`strength`]: playing strength as data (the weakening below the engine's
+//!   Elo floor) and seeded matches for calibration.
+//! - [`tools`]: the phase specialists and the strength gradient, gold and opaque.
+//! - [`game`]: games, episodes (exploration, test games, mirror) and the
+//!   editor's view of a trajectory.
 
 pub mod engine;
+pub mod game;
 pub mod rng;
 pub mod rules;
+pub mod strength;
+pub mod tools;
 
 pub use rules::{DrawRules, EndReason, Ending, Phase, Side};
 
