@@ -13,9 +13,12 @@
 //! - [`tools`]: the phase specialists and the strength gradient, gold and opaque.
 //! - [`game`]: games, episodes (exploration, test games, mirror) and the
 //!   editor's view of a trajectory.
+//! - [`metrics`]: best-tool %, per-phase accuracy, streaming and bootstrap Elo,
+//!   performance rating.
 
 pub mod engine;
 pub mod game;
+pub mod metrics;
 pub mod rng;
 pub mod rules;
 pub mod strength;
