@@ -184,6 +184,11 @@ fn illegal(pos: &Chess, mv: &str, reason: impl Into<String>) -> ChessError {
     }
 }
 
+/// The error for a position without legal moves where a move was needed.
+pub fn no_legal_move(pos: &Chess) -> ChessError {
+    illegal(pos, "", "no legal move in this position")
+}
+
 /// The legal move that `text` names in SAN (check marks and annotations such
 /// as `!?` are accepted and ignored).
 pub fn parse_san(pos: &Chess, text: &str) -> Result<Move, ChessError> {

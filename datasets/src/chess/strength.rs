@@ -101,11 +101,7 @@ pub async fn choose_move(
     seed: u64,
 ) -> Result<Move, ChessError> {
     let mut rng = SplitMix64::new(seed);
-    let no_move = || ChessError::IllegalMove {
-        fen: rules::fen(pos),
-        mv: String::new(),
-        reason: "no legal move in this position".into(),
-    };
+    let no_move = || rules::no_legal_move(pos);
     if strength.random_share > 0.0 && rng.next_f64() < strength.random_share {
         return random_move(pos, &mut rng).ok_or_else(no_move);
     }

@@ -267,13 +267,8 @@ impl ToolSet {
             || (strength.random_share > 0.0
                 && SplitMix64::new(seed).next_f64() < strength.random_share);
         let m = if strength.random_share >= 1.0 {
-            strength::random_move(pos, &mut SplitMix64::new(seed)).ok_or_else(|| {
-                ChessError::IllegalMove {
-                    fen: rules::fen(pos),
-                    mv: String::new(),
-                    reason: "no legal move in this position".into(),
-                }
-            })?
+            strength::random_move(pos, &mut SplitMix64::new(seed))
+                .ok_or_else(|| rules::no_legal_move(pos))?
         } else {
             pool.choose_move(pos, &strength, seed)?
         };
