@@ -172,6 +172,8 @@ enum Format {
 enum TableName {
     /// BFCL-Opaque E/P/A (paper / released / this run).
     Table2,
+    /// Chess: best-tool % and bootstrap Elo (paper / this run).
+    Table3,
     /// Mean ToolObserver rounds to convergence, and the per-round curve (CSV + PNG with --out).
     Table5,
     /// Fidelity of learned descriptions to gold: MiniLM cosine and ROUGE-1 F1.
@@ -336,6 +338,7 @@ pub fn main() -> Result<ExitCode> {
 /// `otb run`: every stage of the experiment that is not in the store yet.
 fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
     let exp = Experiment::load(experiment)?;
+    stages::driver::preflight(&exp)?;
     let store = Store::open(root, Access::ReadWrite)?;
     let mut session = Session::new(&store, Mode::Run, quiet);
     stages::driver::drive(&exp, &mut session)?;
@@ -463,6 +466,7 @@ fn table(
 ) -> Result<ExitCode> {
     let name = match table {
         TableName::Table2 => "table2",
+        TableName::Table3 => "table3",
         TableName::Table5 => "table5",
         TableName::Table6 => "table6",
         TableName::Table7 => "table7",
@@ -474,6 +478,7 @@ fn table(
     let store = Store::open(root, Access::ReadOnly)?;
     let csv = format == Format::Csv;
     match table {
+        TableName::Table3 => show(&stages::tables::table3::build(&store, &exp)?, csv, out)?,
         TableName::Table5 => show(&stages::tables::table5::build(&store, &exp)?, csv, out)?,
         TableName::Table6 => show(&stages::tables::fidelity::build(&store, &exp)?, csv, out)?,
         TableName::Table7 => show(&stages::tables::table7::build(&store, &exp)?, csv, out)?,

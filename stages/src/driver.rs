@@ -17,7 +17,14 @@ pub use crate::env::{DriveError, Label, Output, RunOutput};
 /// Run (or, in status mode, plan) every stage of `exp`. The experiment's models were
 /// checked when it was parsed; they are loaded on first use.
 pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveError> {
-    let models = Models::for_store(s.store().root());
+    // Scripted agents that belong to an environment are registered by it.
+    let models = Models::for_store(s.store().root()).with_agent(
+        crate::models::ModelSpec {
+            kind: crate::models::ModelKind::Scripted,
+            name: "chess-oracle".into(),
+        },
+        std::sync::Arc::new(crate::chess::Oracle),
+    );
     let mut out = RunOutput::default();
     let mut cx = crate::env::Cx {
         session: s,
@@ -27,7 +34,19 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
     if let Some(b) = &exp.bfcl {
         crate::bfcl::env::drive(exp, b, &mut cx)?;
     }
+    if let Some(c) = &exp.chess {
+        crate::chess::drive(exp, c, &mut cx)?;
+    }
     Ok(out)
+}
+
+/// What must exist before a run touches the store, beyond what parsing the
+/// experiment checked: the chess engine binary.
+pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
+    if let Some(c) = &exp.chess {
+        crate::chess::check_engine(c)?;
+    }
+    Ok(())
 }
 
 /// The one way renderers locate an experiment's results: the driver in status mode

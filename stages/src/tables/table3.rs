@@ -1,0 +1,215 @@
+//! `otb table table3`: Table 3 of the paper (chess) -- best-tool % and bootstrap
+//! streaming Elo per tool set x method x agent, with the paper's printed values
+//! beside this run's (mean Elo as the headline, median and the 95% interval too).
+
+use crate::chess::rows::EloRow;
+use crate::experiment::Experiment;
+use crate::tables::report::{csv_row, md_row};
+use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use serde::{Deserialize, Serialize};
+
+/// The paper's Table 3 (`targets.md`): tool set, model, method, best-tool %, Elo.
+pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
+    ("phase_specialists", "gpt-5", "gold", 64.4, 1411.0),
+    ("phase_specialists", "gpt-5", "base", 23.5, 728.0),
+    ("phase_specialists", "gpt-5", "toolobserver", 40.1, 1020.0),
+    ("phase_specialists", "gpt-5", "play2prompt", 35.8, 966.0),
+    ("phase_specialists", "gpt-5", "easytool", 23.2, 761.0),
+    ("phase_specialists", "gpt-5-mini", "gold", 52.8, 1243.0),
+    ("phase_specialists", "gpt-5-mini", "base", 24.9, 772.0),
+    ("phase_specialists", "gpt-5-mini", "toolobserver", 32.1, 949.0),
+    ("phase_specialists", "gpt-5-mini", "play2prompt", 19.5, 754.0),
+    ("phase_specialists", "gpt-5-mini", "easytool", 25.8, 739.0),
+    ("strength_gradient", "gpt-5", "gold", 100.0, 2341.0),
+    ("strength_gradient", "gpt-5", "base", 24.9, 1572.0),
+    ("strength_gradient", "gpt-5", "toolobserver", 29.1, 1756.0),
+    ("strength_gradient", "gpt-5", "play2prompt", 0.25, 1622.0),
+    ("strength_gradient", "gpt-5", "easytool", 24.9, 1584.0),
+    ("strength_gradient", "gpt-5-mini", "gold", 100.0, 2346.0),
+    ("strength_gradient", "gpt-5-mini", "base", 25.7, 1674.0),
+    ("strength_gradient", "gpt-5-mini", "toolobserver", 28.4, 1778.0),
+    ("strength_gradient", "gpt-5-mini", "play2prompt", 22.7, 1481.0),
+    ("strength_gradient", "gpt-5-mini", "easytool", 25.5, 1645.0),
+];
+
+/// One cell of Table 3.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Table3Row {
+    pub tool_set: String,
+    pub model: String,
+    pub method: String,
+    /// `paper` or `run`.
+    pub source: String,
+    pub best_tool_pct: f64,
+    pub elo_mean: f64,
+    pub elo_median: Option<f64>,
+    pub elo_ci95_lo: Option<f64>,
+    pub elo_ci95_hi: Option<f64>,
+    pub games: Option<i64>,
+    pub tool_calls: Option<i64>,
+}
+
+impl Row for Table3Row {
+    const TABLE: &'static str = "table3";
+    const DOC: &'static str = "one cell of Table 3 (chess): best-tool % and bootstrap Elo";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("tool_set", Str, "phase_specialists or strength_gradient"),
+            col("model", Str, "agent model"),
+            col("method", Str, "gold, base, toolobserver, play2prompt, easytool"),
+            col("source", Str, "paper or run"),
+            col("best_tool_pct", F64, "share of tool calls that picked the optimal tool"),
+            col("elo_mean", F64, "mean bootstrap streaming Elo (the paper's headline)"),
+            col("elo_median", F64, "median bootstrap Elo"),
+            col("elo_ci95_lo", F64, "2.5th percentile"),
+            col("elo_ci95_hi", F64, "97.5th percentile"),
+            col("games", I64, "test games"),
+            col("tool_calls", I64, "agent tool calls"),
+        ];
+        C
+    }
+}
+
+pub struct Table3 {
+    pub rows: Vec<Table3Row>,
+    pub notes: Vec<String>,
+}
+
+pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
+    let mut rows: Vec<Table3Row> = PAPER
+        .iter()
+        .map(|&(s, m, meth, acc, elo)| Table3Row {
+            tool_set: s.into(),
+            model: m.into(),
+            method: meth.into(),
+            source: "paper".into(),
+            best_tool_pct: acc,
+            elo_mean: elo,
+            elo_median: None,
+            elo_ci95_lo: None,
+            elo_ci95_hi: None,
+            games: None,
+            tool_calls: None,
+        })
+        .collect();
+    let mut notes = Vec::new();
+    let (out, reports) = crate::driver::locate(exp, store)
+        .map_err(|e| StageError::failed("table3", e.to_string()))?;
+    let mut found = 0;
+    for o in out.by_stage(crate::chess::EVALUATE_STAGE) {
+        let elo: Vec<EloRow> = o.entry.read()?;
+        let Some(e) = elo.first() else { continue };
+        found += 1;
+        rows.push(Table3Row {
+            tool_set: o.setting.clone(),
+            model: o.agent.clone(),
+            method: o.method.clone(),
+            source: "run".into(),
+            best_tool_pct: e.best_tool_pct,
+            elo_mean: e.mean,
+            elo_median: Some(e.median),
+            elo_ci95_lo: Some(e.ci95_lo),
+            elo_ci95_hi: Some(e.ci95_hi),
+            games: Some(e.games),
+            tool_calls: Some(e.tool_calls),
+        });
+    }
+    let pending = reports
+        .iter()
+        .filter(|r| !matches!(r.state, pipeline::NodeState::Fresh))
+        .count();
+    if found == 0 {
+        notes.push(format!(
+            "{}: no chess results in the store yet (run `otb run {}`)",
+            exp.name,
+            exp.path.display()
+        ));
+    } else if pending > 0 {
+        notes.push(format!(
+            "{}: {pending} stages not computed yet; finished cells are shown",
+            exp.name
+        ));
+    }
+    Ok(Table3 { rows, notes })
+}
+
+impl crate::tables::report::TableReport for Table3 {
+    type Row = Table3Row;
+    const NAME: &'static str = "table3";
+
+    fn rows(&self) -> &[Table3Row] {
+        &self.rows
+    }
+
+    fn render(&self, csv: bool) -> String {
+        let mut out = String::new();
+        if csv {
+            out.push_str("tool_set,model,method,source,best_tool_pct,elo_mean,elo_median,elo_ci95_lo,elo_ci95_hi,games\n");
+            for r in &self.rows {
+                let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+                out.push_str(&csv_row(&[
+                    &r.tool_set,
+                    &r.model,
+                    &r.method,
+                    &r.source,
+                    &format!("{:.1}", r.best_tool_pct),
+                    &format!("{:.1}", r.elo_mean),
+                    &opt(r.elo_median),
+                    &opt(r.elo_ci95_lo),
+                    &opt(r.elo_ci95_hi),
+                    &r.games.map(|g| g.to_string()).unwrap_or_default(),
+                ]));
+            }
+            return out;
+        }
+        out.push_str("Table 3 -- Chess: best-tool % / bootstrap Elo (mean; run rows add the median and the 95% interval, and the number of test games)\n\n");
+        let methods = ["gold", "base", "toolobserver", "play2prompt", "easytool"];
+        out.push_str(&md_row(&[
+            &"Tool set",
+            &"Model",
+            &"Source",
+            &"Gold",
+            &"Base",
+            &"+TO",
+            &"+P2P",
+            &"+ET",
+        ]));
+        out.push_str("|---|---|---|---|---|---|---|---|\n");
+        let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+        for r in &self.rows {
+            let k = (r.tool_set.as_str(), r.model.as_str(), r.source.as_str());
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        for (set, model, source) in keys {
+            let cells: Vec<String> = methods
+                .iter()
+                .map(|m| {
+                    self.rows
+                        .iter()
+                        .find(|r| {
+                            r.tool_set == set && r.model == model && r.source == source && r.method == *m
+                        })
+                        .map(|r| match (r.elo_median, r.elo_ci95_lo, r.elo_ci95_hi, r.games) {
+                            (Some(med), Some(lo), Some(hi), Some(g)) => format!(
+                                "{:.1} / {:.0} (median {med:.0}, 95% [{lo:.0}, {hi:.0}], {g} games)",
+                                r.best_tool_pct, r.elo_mean
+                            ),
+                            _ => format!("{:.1} / {:.0}", r.best_tool_pct, r.elo_mean),
+                        })
+                        .unwrap_or_default()
+                })
+                .collect();
+            let mut row: Vec<&dyn std::fmt::Display> = vec![&set, &model, &source];
+            for c in &cells {
+                row.push(c);
+            }
+            out.push_str(&md_row(&row));
+        }
+        for n in &self.notes {
+            out.push_str(&format!("\nNote: {n}\n"));
+        }
+        out
+    }
+}

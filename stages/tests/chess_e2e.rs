@@ -1,0 +1,97 @@
+//! Chess through the real stages and the real engine (Debian's `stockfish`), with
+//! scripted agents: an oracle that always picks the optimal tool scores 100%
+//! best-tool and a higher bootstrap Elo than a uniformly random agent, which scores
+//! about 1/n. Skips (saying so) when no engine is installed.
+
+use pipeline::{Mode, Session, Store};
+use serde_json::json;
+use stages::chess::rows::EloRow;
+use stages::experiment::Experiment;
+use std::path::Path;
+
+fn engine() -> bool {
+    match datasets::chess::engine::find_engine(None) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipping: no chess engine ({e})");
+            false
+        }
+    }
+}
+
+fn positions(dir: &Path) -> (String, String) {
+    let rows = [
+        ("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -", "opening", "p1"),
+        ("r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ -", "middlegame", "p2"),
+        ("8/5pk1/6p1/8/3R4/6P1/5PK1/2r5 w - -", "late_endgame", "p3"),
+        ("r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w - -", "endgame", "p4"),
+    ];
+    let line = |(fen, phase, id): (&str, &str, &str)| {
+        json!({"fen": fen, "phase": phase, "evaluation": "equal", "cp": 0.0, "mate": null, "depth": 12, "test_id": id}).to_string()
+    };
+    let train = dir.join("train.jsonl");
+    let test = dir.join("test.jsonl");
+    std::fs::write(&train, format!("{}\n", line(rows[0]))).unwrap();
+    std::fs::write(
+        &test,
+        rows[1..].iter().map(|r| line(*r)).collect::<Vec<_>>().join("\n") + "\n",
+    )
+    .unwrap();
+    (train.display().to_string(), test.display().to_string())
+}
+
+fn run(dir: &Path, agent: &str, tool_set: &str) -> EloRow {
+    std::fs::create_dir_all(dir).unwrap();
+    let (train, test) = positions(dir);
+    let exp_path = dir.join("exp.toml");
+    std::fs::write(
+        &exp_path,
+        format!(
+            "name = \"chess\"\n[chess]\ntool_sets = [\"{tool_set}\"]\nmethods = [\"base\"]\ntrain_file = \"{train}\"\ntest_file = \"{test}\"\nopponents = [1350]\nmovetime_ms = 10\nmax_plies = 60\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"{agent}\"\n"
+        ),
+    )
+    .unwrap();
+    let exp = Experiment::load(&exp_path).unwrap();
+    stages::driver::preflight(&exp).unwrap();
+    let store = Store::open(&dir.join("store"), pipeline::Access::ReadWrite).unwrap();
+    let mut s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let e = out
+        .by_stage(stages::chess::EVALUATE_STAGE)
+        .next()
+        .expect("an evaluate output");
+    let row = e.entry.read::<EloRow>().unwrap().remove(0);
+    // A rerun replays from the store: no stage runs, no engine is started.
+    let mut s2 = Session::new(&store, Mode::Run, true);
+    stages::driver::drive(&exp, &mut s2).unwrap();
+    assert_eq!(s2.executed(), 0);
+    row
+}
+
+#[test]
+fn oracle_and_random_agents_on_the_real_engine() {
+    if !engine() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let oracle = run(&d.path().join("o"), "scripted:chess-oracle", "phase_specialists");
+    let random = run(&d.path().join("r"), "scripted:random", "phase_specialists");
+    assert_eq!(oracle.best_tool_pct, 100.0, "{oracle:?}");
+    assert!(oracle.tool_calls > 0);
+    // Uniform over 4 tools: 25% expected; a generous binomial interval.
+    let n = random.tool_calls as f64;
+    let sd = (n * 0.25 * 0.75).sqrt();
+    let hits = random.best_tool_pct / 100.0 * n;
+    assert!(
+        (hits - 0.25 * n).abs() <= 3.5 * sd,
+        "random agent: {hits} of {n} optimal"
+    );
+    assert!(
+        oracle.mean > random.mean,
+        "oracle Elo {} vs random {}",
+        oracle.mean,
+        random.mean
+    );
+    let gradient = run(&d.path().join("g"), "scripted:chess-oracle", "strength_gradient");
+    assert_eq!(gradient.best_tool_pct, 100.0);
+}
