@@ -5,7 +5,7 @@ OTB := target/release/otb
 STORE ?= outputs/store
 SHARED ?= ../shared/data/otb
 
-.PHONY: setup build test lint fmt bench reproduce-table2 clean-store
+.PHONY: setup build test lint fmt bench reproduce-table2 reproduce-table3 clean-store
 
 ## llama.cpp's x86 extensions for this machine's CPU (AVX-512, VNNI when present), as
 ## GGML_* variables that every cargo command in the repository reads.
@@ -43,3 +43,8 @@ bench: $(CPU_CONFIG)
 reproduce-table2:
 	@test -x $(OTB) || $(MAKE) setup
 	bash scripts/reproduce-table2.sh
+
+## Table 3 (chess): the grid of experiments/table3.toml (EXP=... for another), then the table.
+reproduce-table3:
+	@test -x $(OTB) || $(MAKE) setup
+	bash scripts/reproduce-table3.sh
