@@ -18,6 +18,9 @@ struct Cli {
     /// Store directory (default: $OTB_STORE, else outputs/store).
     #[arg(long, global = true, env = "OTB_STORE")]
     store: Option<PathBuf>,
+    /// Let relative paths in experiment files leave the experiment's folder.
+    #[arg(long, global = true)]
+    allow_outside_paths: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -212,6 +215,18 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     1
 }
 
+/// `--allow-outside-paths`, read by [`load`].
+static ALLOW_OUTSIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Read an experiment file (relative paths inside its folder unless allowed).
+fn load(path: &Path) -> Result<Experiment, ConfigError> {
+    if ALLOW_OUTSIDE.load(std::sync::atomic::Ordering::Relaxed) {
+        Experiment::load_allowing_outside_paths(path)
+    } else {
+        Experiment::load(path)
+    }
+}
+
 fn store_root(cli_store: &Option<PathBuf>) -> PathBuf {
     cli_store
         .clone()
@@ -220,6 +235,9 @@ fn store_root(cli_store: &Option<PathBuf>) -> PathBuf {
 
 pub fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
+    if cli.allow_outside_paths {
+        ALLOW_OUTSIDE.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let root = store_root(&cli.store);
     match cli.command {
         Command::Run { experiment, quiet } => run(&root, &experiment, quiet),
@@ -337,7 +355,7 @@ pub fn main() -> Result<ExitCode> {
 
 /// `otb run`: every stage of the experiment that is not in the store yet.
 fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
-    let exp = Experiment::load(experiment)?;
+    let exp = load(experiment)?;
     stages::driver::preflight(&exp)?;
     let store = Store::open(root, Access::ReadWrite)?;
     let mut session = Session::new(&store, Mode::Run, quiet);
@@ -365,7 +383,7 @@ fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
 
 /// `otb status`: each stage as fresh / would run / blocked, and why.
 fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
-    let exp = Experiment::load(experiment)?;
+    let exp = load(experiment)?;
     let store = Store::open(root, Access::ReadOnly)?;
     let mut session = Session::new(&store, Mode::Status, true);
     stages::driver::drive(&exp, &mut session)?;
@@ -375,7 +393,7 @@ fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
 
 /// `otb export`: the experiment's tables as flat Parquet files.
 fn export(root: &Path, experiment: &Path, to: &Path) -> Result<ExitCode> {
-    let exp = Experiment::load(experiment)?;
+    let exp = load(experiment)?;
     let store = Store::open(root, Access::ReadOnly)?;
     let written = stages::tables::export::export_experiment(&store, &exp, to)?;
     for w in written {
@@ -389,7 +407,7 @@ fn gc(root: &Path, keep: &[PathBuf], dry_run: bool) -> Result<ExitCode> {
     // Every experiment file is read and checked before the store is opened.
     let exps = keep
         .iter()
-        .map(|p| Experiment::load(p))
+        .map(|p| load(p))
         .collect::<Result<Vec<_>, _>>()?;
     let access = if dry_run {
         Access::ReadOnly
@@ -432,7 +450,7 @@ fn table2(
     format: Format,
     out: Option<&Path>,
 ) -> Result<ExitCode> {
-    let exp = experiment.map(Experiment::load).transpose()?;
+    let exp = experiment.map(load).transpose()?;
     let store = Store::open(root, Access::ReadOnly)?;
     let exec = match recorded {
         Some(r) => executor(Backend::Recorded, Some(r))?,
@@ -474,7 +492,7 @@ fn table(
     };
     let path =
         experiment.ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
-    let exp = Experiment::load(path)?;
+    let exp = load(path)?;
     let store = Store::open(root, Access::ReadOnly)?;
     let csv = format == Format::Csv;
     match table {

@@ -6,6 +6,12 @@ mod cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // A closed pipe on stdout (`otb status ... | head`) ends the process quietly,
+    // as it does other Unix tools, instead of a panic in `println!`.
+    // SAFETY: restoring the default disposition of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match cli::main() {
         Ok(code) => code,
         Err(err) => {

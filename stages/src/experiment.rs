@@ -248,6 +248,9 @@ pub const DEFAULT_AGENT_SYSTEM: &str = include_str!("../../prompts/agent_system.
 /// The online editor prompt shipped with the project (`prompts/editor_online.txt`).
 pub const DEFAULT_EDITOR: &str = include_str!("../../prompts/editor_online.txt");
 
+/// The largest prompt template an experiment may name.
+pub const MAX_PROMPT_BYTES: u64 = 256 * 1024;
+
 /// A shipped set of the online prompts (`[prompts] set = "project" | "paper"`).
 pub struct PromptSet {
     pub agent_system: &'static str,
@@ -303,6 +306,13 @@ fn check_model(path: &Path, role: &str, spec: &str, as_role: Role) -> Result<Mod
 
 impl Experiment {
     /// Read and validate an experiment file.
+    /// Read and validate an experiment file whose relative paths may leave its folder.
+    pub fn load_allowing_outside_paths(path: &Path) -> Result<Experiment, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| cfg_err(path, format!("cannot read experiment file: {e}")))?;
+        Experiment::parse_with(path, &text, true)
+    }
+
     pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| cfg_err(path, format!("cannot read experiment file: {e}")))?;
@@ -310,6 +320,12 @@ impl Experiment {
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Experiment, ConfigError> {
+        Experiment::parse_with(path, text, false)
+    }
+
+    /// `allow_outside`: relative paths may climb out of the experiment's folder
+    /// (`otb --allow-outside-paths`).
+    pub fn parse_with(path: &Path, text: &str, allow_outside: bool) -> Result<Experiment, ConfigError> {
         let raw: RawExperiment = toml::from_str(text).map_err(|e| {
             let msg = e.message().to_string();
             let loc = e
@@ -322,13 +338,27 @@ impl Experiment {
             cfg_err(path, format!("malformed TOML: {loc}{msg}"))
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
+        // A relative path resolves inside the experiment's folder; one that climbs out
+        // of it (`../..`) is refused unless the user allowed it.
+        let escapes: std::cell::RefCell<Vec<String>> = std::cell::RefCell::new(Vec::new());
         let resolve = |p: &str| -> PathBuf {
-            let p = PathBuf::from(p);
-            if p.is_absolute() {
-                p
-            } else {
-                base.join(p)
+            let pb = PathBuf::from(p);
+            if pb.is_absolute() {
+                return pb;
             }
+            let mut depth = 0i64;
+            for c in pb.components() {
+                match c {
+                    std::path::Component::ParentDir => depth -= 1,
+                    std::path::Component::Normal(_) => depth += 1,
+                    _ => {}
+                }
+                if depth < 0 {
+                    escapes.borrow_mut().push(p.to_string());
+                    break;
+                }
+            }
+            base.join(pb)
         };
         let chess = raw
             .chess
@@ -528,10 +558,45 @@ impl Experiment {
         let read_prompt = |p: Option<String>, default: &str| -> Result<String, ConfigError> {
             match p {
                 None => Ok(default.to_string()),
-                Some(p) => std::fs::read_to_string(resolve(&p))
-                    .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}"))),
+                Some(p) => {
+                    let f = resolve(&p);
+                    if !allow_outside && !escapes.borrow().is_empty() {
+                        return Err(cfg_err(
+                            path,
+                            format!(
+                                "path `{p}` leaves the experiment's folder; use a path inside it, an absolute path, or `otb --allow-outside-paths`"
+                            ),
+                        ));
+                    }
+                    let meta = std::fs::metadata(&f)
+                        .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))?;
+                    if !meta.is_file() {
+                        return Err(cfg_err(path, format!("prompt template {p}: not a regular file")));
+                    }
+                    if meta.len() > MAX_PROMPT_BYTES {
+                        return Err(cfg_err(
+                            path,
+                            format!(
+                                "prompt template {p}: {} bytes, more than the {MAX_PROMPT_BYTES} a template may have",
+                                meta.len()
+                            ),
+                        ));
+                    }
+                    std::fs::read_to_string(&f)
+                        .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))
+                }
             }
         };
+        let agent_system_prompt = read_prompt(prompts.agent_system, set.agent_system)?;
+        let editor_prompt = read_prompt(prompts.editor, set.editor)?;
+        if let (false, Some(p)) = (allow_outside, escapes.borrow().first()) {
+            return Err(cfg_err(
+                path,
+                format!(
+                    "path `{p}` leaves the experiment's folder; use a path inside it, an absolute path, or `otb --allow-outside-paths`"
+                ),
+            ));
+        }
         Ok(Experiment {
             path: path.to_path_buf(),
             name: raw.name.unwrap_or_else(|| {
@@ -555,8 +620,8 @@ impl Experiment {
             agents,
             editors,
             baselines,
-            agent_system_prompt: read_prompt(prompts.agent_system, set.agent_system)?,
-            editor_prompt: read_prompt(prompts.editor, set.editor)?,
+            agent_system_prompt,
+            editor_prompt,
         })
     }
 }
@@ -646,6 +711,16 @@ mod tests {
         assert_eq!(e.editor_prompt, DEFAULT_EDITOR);
         assert!(parse("[bfcl]\noutcome = \"gold\"\n").is_err());
         assert!(parse("[bfcl]\n[prompts]\nset = \"x\"\n").is_err());
+    }
+
+    #[test]
+    fn relative_paths_stay_inside_the_experiment_folder() {
+        let text = "[bfcl]\n[prompts]\neditor = \"../../etc/passwd\"\n";
+        let err = parse(text).unwrap_err();
+        assert!(err.to_string().contains("leaves the experiment's folder"), "{err}");
+        // Allowed: it is then only a missing (or unreadable) file.
+        let err = Experiment::parse_with(Path::new("exp.toml"), text, true).unwrap_err();
+        assert!(!err.to_string().contains("leaves"), "{err}");
     }
 
     #[test]

@@ -110,10 +110,23 @@ pub fn extract_json(text: &str) -> Option<Map<String, Value>> {
     for (i, _) in text.match_indices('{') {
         let mut it = serde_json::Deserializer::from_str(&text[i..]).into_iter::<Value>();
         if let Some(Ok(Value::Object(m))) = it.next() {
+            // Whatever a model writes is bounded before it is stored: one depth limit
+            // for model output (the llm crate's).
+            if depth(&Value::Object(m.clone())) > llm::MAX_JSON_DEPTH {
+                return None;
+            }
             return Some(m);
         }
     }
     None
+}
+
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(m) => 1 + m.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Python `==` of two JSON argument values (so `5 == 5.0`).
@@ -536,6 +549,14 @@ mod tests {
         assert!(extract_json("{broken").is_none());
         let m = extract_json("{x} then {\"k\": [1, 2]}").unwrap();
         assert_eq!(Value::Object(m), json!({"k": [1, 2]}));
+    }
+
+    #[test]
+    fn deep_json_from_a_model_is_refused() {
+        let deep = format!("{}1{}", "{\"a\":".repeat(70), "}".repeat(70));
+        assert!(extract_json(&deep).is_none());
+        let ok = format!("{}1{}", "{\"a\":".repeat(10), "}".repeat(10));
+        assert!(extract_json(&ok).is_some());
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub fn load(source: &DataSource, cache: &Path) -> Result<Vec<Instance>, StageErr
             let wheel = data::ensure_wheel(cache).map_err(fail)?;
             data::load_instances(&wheel).map_err(fail)
         }
-        DataSource::File(p) => data::load_jsonl(p, None).map_err(fail),
+        // A user's file that does not parse is bad input (exit 2), not a failure.
+        DataSource::File(p) => data::load_jsonl(p, None)
+            .map_err(|e| StageError::user(STAGE, format!("{}: {e}", p.display()))),
     }
 }
 
