@@ -2,3 +2,4 @@
 //! tools and its grader; none of them knows about the store or about models.
 
 pub mod bfcl;
+pub mod search;
