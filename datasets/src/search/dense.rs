@@ -226,6 +226,22 @@ mod tests {
     }
 
     #[test]
+    fn plugs_into_the_tools() {
+        use crate::search::tools::{SearchEnv, ToolSet, ToolSetConfig};
+        use crate::search::DomainSet;
+        let c = corpus();
+        let s = DenseSearcher::build(&c, Letters, 8).unwrap();
+        let tools = ToolSet::new(&DomainSet::substitute(), ToolSetConfig::default());
+        let env = SearchEnv::new(&c, &s, tools);
+        let out = env
+            .execute("tool_10", &serde_json::json!({"query": "dd"}))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v[0]["docid"], "d3");
+        assert_eq!(v.as_array().unwrap().len(), 4);
+    }
+
+    #[test]
     fn shape_errors_are_reported() {
         let e = DenseIndex::build(&corpus(), &Broken, 2).unwrap_err();
         assert!(

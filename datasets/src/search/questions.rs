@@ -284,7 +284,12 @@ pub fn generate(sub: &SubstituteCorpus, cfg: &GenConfig) -> Vec<Question> {
         for (i, w) in ws.iter().enumerate() {
             for &t in by_first.get(w.as_str()).into_iter().flatten() {
                 let title = &a.titles[t];
-                if t != b && ws[i..].starts_with(title) && !found.contains(&t) {
+                // Word match, and the title as written (case included) in the text.
+                if t != b
+                    && ws[i..].starts_with(title)
+                    && !found.contains(&t)
+                    && docs[b].text.contains(docs[t].title.as_str())
+                {
                     found.push(t);
                 }
             }
