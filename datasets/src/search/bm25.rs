@@ -245,22 +245,11 @@ impl Retriever for Bm25Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::corpus::{Document, Source};
+    use crate::search::corpus::{test_docs, Source};
 
     fn corpus(texts: &[&str]) -> Corpus {
-        let docs = texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Document {
-                docid: format!("d{i}"),
-                title: String::new(),
-                text: t.to_string(),
-                url: String::new(),
-                topic: None,
-                domain: "other".into(),
-            })
-            .collect();
-        Corpus::new(Source::Substitute, docs).unwrap()
+        let rows: Vec<(&str, &str)> = texts.iter().map(|t| ("other", *t)).collect();
+        Corpus::new(Source::Substitute, test_docs(&rows)).unwrap()
     }
 
     fn tmp(name: &str) -> PathBuf {

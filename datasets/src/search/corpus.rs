@@ -353,19 +353,30 @@ pub fn substitute_domain(topic: &str) -> &'static str {
         .map_or(OTHER, |(_, id, _)| id)
 }
 
+/// Untitled test documents `d0`, `d1`, ... from `(domain, text)` pairs.
+#[cfg(test)]
+pub(crate) fn test_docs(rows: &[(&str, &str)]) -> Vec<Document> {
+    rows.iter()
+        .enumerate()
+        .map(|(i, (domain, text))| Document {
+            docid: format!("d{i}"),
+            title: String::new(),
+            text: text.to_string(),
+            url: String::new(),
+            topic: None,
+            domain: domain.to_string(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn doc(id: &str, domain: &str) -> Document {
-        Document {
-            docid: id.into(),
-            title: String::new(),
-            text: format!("text of {id}"),
-            url: String::new(),
-            topic: None,
-            domain: domain.into(),
-        }
+        let mut d = test_docs(&[(domain, "some text")]).remove(0);
+        d.docid = id.into();
+        d
     }
 
     #[test]

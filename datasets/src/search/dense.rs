@@ -164,7 +164,7 @@ impl<E: DenseEncoder> Retriever for DenseSearcher<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::corpus::{Document, Source};
+    use crate::search::corpus::{test_docs, Source};
 
     /// Bag of letters a..e: a toy encoder whose geometry is easy to reason about.
     struct Letters;
@@ -197,19 +197,8 @@ mod tests {
     }
 
     fn corpus() -> Corpus {
-        let docs = ["aaa", "aab", "eee", "ddd c"]
-            .iter()
-            .enumerate()
-            .map(|(i, t)| Document {
-                docid: format!("d{i}"),
-                title: String::new(),
-                text: t.to_string(),
-                url: String::new(),
-                topic: None,
-                domain: "other".into(),
-            })
-            .collect();
-        Corpus::new(Source::Substitute, docs).unwrap()
+        let rows = ["aaa", "aab", "eee", "ddd c"].map(|t| ("other", t));
+        Corpus::new(Source::Substitute, test_docs(&rows)).unwrap()
     }
 
     #[test]

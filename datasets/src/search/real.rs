@@ -164,11 +164,44 @@ fn id_string(v: Option<&Value>) -> Option<String> {
     }
 }
 
-/// Reads non-empty JSONL lines as objects, reporting file and line on any error.
-/// A JSONL object with its 1-based line number.
-type Row = (usize, serde_json::Map<String, Value>);
+/// One JSONL object with where it came from.
+struct Row {
+    file: String,
+    line: usize,
+    map: serde_json::Map<String, Value>,
+}
 
-fn jsonl_objects(path: &Path) -> Result<Vec<Row>, SearchError> {
+impl Row {
+    fn malformed(&self, message: impl Into<String>) -> SearchError {
+        SearchError::Malformed {
+            file: self.file.clone(),
+            line: self.line,
+            message: message.into(),
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key)
+    }
+
+    /// A required identifier field (a non-empty string or an integer).
+    fn id(&self, key: &str) -> Result<String, SearchError> {
+        id_string(self.get(key))
+            .ok_or_else(|| self.malformed(format!("missing {key:?} (a string or integer)")))
+    }
+
+    /// A required string field.
+    fn string(&self, key: &str) -> Result<&str, SearchError> {
+        match self.get(key) {
+            Some(Value::String(s)) => Ok(s),
+            _ => Err(self.malformed(format!("missing {key:?} (a string)"))),
+        }
+    }
+}
+
+/// Reads the non-empty lines of a JSONL file as objects, reporting file and line on any
+/// error.
+fn jsonl_rows(path: &Path) -> Result<Vec<Row>, SearchError> {
     let text = fs::read_to_string(path).map_err(io_err(path))?;
     let file = path.display().to_string();
     let mut out = Vec::new();
@@ -176,23 +209,17 @@ fn jsonl_objects(path: &Path) -> Result<Vec<Row>, SearchError> {
         if line.trim().is_empty() {
             continue;
         }
+        let mut row = Row {
+            file: file.clone(),
+            line: i + 1,
+            map: serde_json::Map::new(),
+        };
         match serde_json::from_str::<Value>(line) {
-            Ok(Value::Object(m)) => out.push((i + 1, m)),
-            Ok(_) => {
-                return Err(SearchError::Malformed {
-                    file,
-                    line: i + 1,
-                    message: "expected a JSON object".into(),
-                })
-            }
-            Err(e) => {
-                return Err(SearchError::Malformed {
-                    file,
-                    line: i + 1,
-                    message: format!("not JSON: {e}"),
-                })
-            }
+            Ok(Value::Object(m)) => row.map = m,
+            Ok(_) => return Err(row.malformed("expected a JSON object")),
+            Err(e) => return Err(row.malformed(format!("not JSON: {e}"))),
         }
+        out.push(row);
     }
     Ok(out)
 }
@@ -203,28 +230,18 @@ pub fn load_corpus(
     categories: &CategoryMap,
     domains: &DomainSet,
 ) -> Result<Corpus, SearchError> {
-    let file = path.display().to_string();
     let mut docs = Vec::new();
     let mut seen = HashSet::new();
-    for (line, row) in jsonl_objects(path)? {
-        let malformed = |message: String| SearchError::Malformed {
-            file: file.clone(),
-            line,
-            message,
-        };
-        let docid = id_string(row.get("docid"))
-            .ok_or_else(|| malformed("missing \"docid\" (a string or integer)".into()))?;
+    for row in jsonl_rows(path)? {
+        let docid = row.id("docid")?;
         if !seen.insert(docid.clone()) {
-            return Err(malformed(format!("docid {docid:?} occurs more than once")));
+            return Err(row.malformed(format!("docid {docid:?} occurs more than once")));
         }
-        let text = match row.get("text") {
-            Some(Value::String(s)) => s.clone(),
-            _ => return Err(malformed("missing \"text\" (a string)".into())),
-        };
+        let text = row.string("text")?.to_string();
         let url = match row.get("url") {
             Some(Value::String(s)) => s.clone(),
             None | Some(Value::Null) => String::new(),
-            Some(_) => return Err(malformed("\"url\" should be a string".into())),
+            Some(_) => return Err(row.malformed("\"url\" should be a string")),
         };
         let domain = domains
             .domain_of(categories.category(&url).unwrap_or(""))
@@ -250,25 +267,16 @@ pub fn load_queries(
     canary: Option<&str>,
     corpus: Option<&Corpus>,
 ) -> Result<Vec<Question>, SearchError> {
-    let file = path.display().to_string();
     let mut out = Vec::new();
-    for (line, row) in jsonl_objects(path)? {
-        let malformed = |message: String| SearchError::Malformed {
-            file: file.clone(),
-            line,
-            message,
-        };
-        let id = id_string(row.get("query_id"))
-            .ok_or_else(|| malformed("missing \"query_id\" (a string or integer)".into()))?;
+    for row in jsonl_rows(path)? {
+        let id = row.id("query_id")?;
         let field = |name: &str| -> Result<String, SearchError> {
-            let Some(Value::String(raw)) = row.get(name) else {
-                return Err(malformed(format!("missing {name:?} (a string)")));
-            };
+            let raw = row.string(name)?;
             match canary {
-                None => Ok(raw.clone()),
+                None => Ok(raw.to_string()),
                 Some(c) => decrypt(raw, c).map_err(|e| SearchError::WrongKey {
-                    file: file.clone(),
-                    line,
+                    file: row.file.clone(),
+                    line: row.line,
                     field: name.to_string(),
                     detail: e.to_string(),
                 }),
@@ -284,22 +292,22 @@ pub fn load_queries(
                     for it in items {
                         let id = id_string(Some(it)).or_else(|| id_string(it.get("docid")));
                         let id = id.ok_or_else(|| {
-                            malformed(format!("{key:?}: item {it} is not a docid"))
+                            row.malformed(format!("{key:?}: item {it} is not a docid"))
                         })?;
                         if !evidence.contains(&id) {
                             evidence.push(id);
                         }
                     }
                 }
-                Some(_) => return Err(malformed(format!("{key:?} should be a list"))),
+                Some(_) => return Err(row.malformed(format!("{key:?} should be a list"))),
             }
         }
         let mut domain = String::new();
         if let Some(c) = corpus {
             if let Some(missing) = evidence.iter().find(|d| c.ordinal(d).is_none()) {
-                return Err(malformed(format!(
-                    "evidence docid {missing:?} is not in the corpus"
-                )));
+                return Err(
+                    row.malformed(format!("evidence docid {missing:?} is not in the corpus"))
+                );
             }
             domain = evidence
                 .first()

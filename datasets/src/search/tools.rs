@@ -335,7 +335,7 @@ impl<'a, R: Retriever + ?Sized> SearchEnv<'a, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::corpus::{Document, Source};
+    use crate::search::corpus::{test_docs, Source};
 
     /// Scores documents by how many query words their text contains.
     struct WordCount<'a>(&'a Corpus);
@@ -362,24 +362,16 @@ mod tests {
     }
 
     fn corpus() -> Corpus {
-        let d = |i: usize, domain: &str, text: &str| Document {
-            docid: format!("d{i}"),
-            title: format!("T{i}"),
-            text: text.into(),
-            url: String::new(),
-            topic: None,
-            domain: domain.into(),
-        };
-        Corpus::new(
-            Source::Substitute,
-            vec![
-                d(0, "people", "river bank painter"),
-                d(1, "geography", "river delta"),
-                d(2, "geography", "river"),
-                d(3, "other", "painter of rivers and lakes and seas"),
-            ],
-        )
-        .unwrap()
+        let mut docs = test_docs(&[
+            ("people", "river bank painter"),
+            ("geography", "river delta"),
+            ("geography", "river"),
+            ("other", "painter of rivers and lakes and seas"),
+        ]);
+        for (i, d) in docs.iter_mut().enumerate() {
+            d.title = format!("T{i}");
+        }
+        Corpus::new(Source::Substitute, docs).unwrap()
     }
 
     #[test]
