@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use tantivy::collector::TopDocs;
 use tantivy::columnar::Column;
+use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
+use tantivy::directory::{
+    Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
+};
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
@@ -92,6 +96,15 @@ impl Bm25Index {
         }
         writer.commit().map_err(&err)?;
         writer.wait_merging_threads().map_err(&err)?;
+        // The writer leaves its (unlocked) lock files behind; a published index does not
+        // need them and readers here take none.
+        for lock in [".tantivy-writer.lock", ".tantivy-meta.lock"] {
+            let path = dir.join(lock);
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&path)(e)),
+                _ => {}
+            }
+        }
         let meta = json!({
             "format": FORMAT,
             "source": corpus.source().label(),
@@ -138,7 +151,11 @@ impl Bm25Index {
 
     fn open_unchecked(dir: &Path, n_docs: usize) -> Result<Self, SearchError> {
         let err = index_err(dir);
-        let index = Index::open_in_dir(dir).map_err(&err)?;
+        let mmap = MmapDirectory::open(dir).map_err(|e| SearchError::Index {
+            path: dir.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+        let index = Index::open(ReadOnlyDir(mmap)).map_err(&err)?;
         let contents = index.schema().get_field(CONTENTS).map_err(&err)?;
         let reader = index
             .reader_builder()
@@ -191,6 +208,67 @@ impl Bm25Index {
             }
         }
         Ok(terms)
+    }
+}
+
+/// A directory that serves an existing index's files and writes nothing: tantivy's
+/// readers take a lock file, which a published (possibly read-only, checksummed) index
+/// directory must not grow. Nothing else writes while a published index is read, so the
+/// lock is not needed.
+#[derive(Debug, Clone)]
+struct ReadOnlyDir(MmapDirectory);
+
+fn read_only(path: &Path) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!("{} is opened read-only", path.display()),
+    )
+}
+
+impl Directory for ReadOnlyDir {
+    fn get_file_handle(
+        &self,
+        path: &Path,
+    ) -> Result<std::sync::Arc<dyn FileHandle>, OpenReadError> {
+        self.0.get_file_handle(path)
+    }
+
+    fn delete(&self, path: &Path) -> Result<(), DeleteError> {
+        Err(DeleteError::IoError {
+            io_error: std::sync::Arc::new(read_only(path)),
+            filepath: path.to_path_buf(),
+        })
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool, OpenReadError> {
+        self.0.exists(path)
+    }
+
+    fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
+        Err(OpenWriteError::IoError {
+            io_error: std::sync::Arc::new(read_only(path)),
+            filepath: path.to_path_buf(),
+        })
+    }
+
+    fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
+        self.0.atomic_read(path)
+    }
+
+    fn atomic_write(&self, path: &Path, _data: &[u8]) -> std::io::Result<()> {
+        Err(read_only(path))
+    }
+
+    fn sync_directory(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn acquire_lock(&self, _lock: &Lock) -> Result<DirectoryLock, LockError> {
+        Ok(DirectoryLock::from(Box::new(())))
+    }
+
+    fn watch(&self, _callback: WatchCallback) -> tantivy::Result<WatchHandle> {
+        Ok(WatchHandle::empty())
     }
 }
 
@@ -278,8 +356,29 @@ mod tests {
         assert!(idx.retrieve("", 10).unwrap().is_empty());
         assert_eq!(idx.retrieve("river", 1).unwrap().len(), 1);
         drop(idx);
+        let listing = || {
+            let mut v: Vec<(String, u64)> = fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        e.metadata().unwrap().len(),
+                    )
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let before = listing();
+        assert!(
+            before.iter().all(|(n, _)| !n.ends_with(".lock")),
+            "{before:?}"
+        );
         let again = Bm25Index::open(&dir, &c).unwrap();
         assert_eq!(again.retrieve("river delta", 10).unwrap(), hits);
+        drop(again);
+        assert_eq!(listing(), before, "opening wrote into the index directory");
         let other = corpus(&["something else"]);
         let e = Bm25Index::open(&dir, &other).unwrap_err();
         assert!(e.to_string().contains("another corpus"), "{e}");
