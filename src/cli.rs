@@ -177,6 +177,8 @@ enum TableName {
     Table2,
     /// Chess: best-tool % and bootstrap Elo (paper / this run).
     Table3,
+    /// Search (BrowseComp-Domains): judged accuracy and tool calls (paper / this run).
+    Table4,
     /// Mean ToolObserver rounds to convergence, and the per-round curve (CSV + PNG with --out).
     Table5,
     /// Fidelity of learned descriptions to gold: MiniLM cosine and ROUGE-1 F1.
@@ -485,6 +487,7 @@ fn table(
     let name = match table {
         TableName::Table2 => "table2",
         TableName::Table3 => "table3",
+        TableName::Table4 => "table4",
         TableName::Table5 => "table5",
         TableName::Table6 => "table6",
         TableName::Table7 => "table7",
@@ -497,6 +500,7 @@ fn table(
     let csv = format == Format::Csv;
     match table {
         TableName::Table3 => show(&stages::tables::table3::build(&store, &exp)?, csv, out)?,
+        TableName::Table4 => show(&stages::tables::table4::build(&store, &exp)?, csv, out)?,
         TableName::Table5 => show(&stages::tables::table5::build(&store, &exp)?, csv, out)?,
         TableName::Table6 => show(&stages::tables::fidelity::build(&store, &exp)?, csv, out)?,
         TableName::Table7 => show(&stages::tables::table7::build(&store, &exp)?, csv, out)?,

