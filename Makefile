@@ -5,7 +5,7 @@ OTB := target/release/otb
 STORE ?= outputs/store
 SHARED ?= ../shared/data/otb
 
-.PHONY: setup build test lint fmt bench reproduce-table2 reproduce-table3 clean-store
+.PHONY: setup build test lint fmt bench reproduce-table2 reproduce-table3 reproduce-table4 clean-store
 
 ## llama.cpp's x86 extensions for this machine's CPU (AVX-512, VNNI when present), as
 ## GGML_* variables that every cargo command in the repository reads.
@@ -48,3 +48,8 @@ reproduce-table2:
 reproduce-table3:
 	@test -x $(OTB) || $(MAKE) setup
 	bash scripts/reproduce-table3.sh
+
+## Table 4 (search, on the substitute corpus): experiments/table4.toml, then the table.
+reproduce-table4:
+	@test -x $(OTB) || $(MAKE) setup
+	bash scripts/reproduce-table4.sh
