@@ -3,7 +3,7 @@
 # and print Table 4 with the paper's values beside this run's.
 #
 # Environment:
-#   EXP=experiments/table4.toml   experiment file (table4-paper.toml: the paper's budgets)
+#   EXP=experiments/table4.toml   experiment file
 #   (the substitute corpus and the BM25 index are cached under the store)
 set -euo pipefail
 cd "$(dirname "$0")/.."
