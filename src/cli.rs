@@ -304,7 +304,13 @@ pub fn main() -> Result<ExitCode> {
                     expected,
                     format,
                 },
-        } => released_score(&dir, backend, recorded.as_deref(), expected.as_deref(), format),
+        } => released_score(
+            &dir,
+            backend,
+            recorded.as_deref(),
+            expected.as_deref(),
+            format,
+        ),
         Command::Import {
             command:
                 ImportCommand::ReleasedRuns {
@@ -351,7 +357,7 @@ pub fn main() -> Result<ExitCode> {
             format,
             out,
             ..
-        } => table(&root, table, experiment.as_deref(), format, out.as_deref()),
+        } => render_table(&root, table, experiment.as_deref(), format, out.as_deref()),
     }
 }
 
@@ -433,7 +439,10 @@ fn released_score(
     let exec = executor(backend, recorded)?;
     let rows = stages::bfcl::released::score(dir, &exec, expected)
         .with_context(|| format!("scoring released runs under {}", dir.display()))?;
-    print!("{}", stages::bfcl::released::render(&rows, format == Format::Csv));
+    print!(
+        "{}",
+        stages::bfcl::released::render(&rows, format == Format::Csv)
+    );
     eprintln!(
         "otb: {} run versions scored; {} instance verdicts disagree with the released scored files",
         rows.len(),
@@ -477,7 +486,7 @@ fn released_check(table: TableName, dir: &Path) -> Result<ExitCode> {
 }
 
 /// `otb table table5|table6|table7|tokens`.
-fn table(
+fn render_table(
     root: &Path,
     table: TableName,
     experiment: Option<&Path>,
@@ -493,8 +502,7 @@ fn table(
         TableName::Table7 => "table7",
         TableName::Tokens => "tokens",
     };
-    let path =
-        experiment.ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
+    let path = experiment.ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
     let exp = load(path)?;
     let store = Store::open(root, Access::ReadOnly)?;
     let csv = format == Format::Csv;

@@ -213,7 +213,11 @@ fn a_store_seeded_from_an_exported_cache_replays_without_a_model() {
         .expect("import");
     assert!(stdout_ok(&out).contains("(10 already there, 0 refused"));
     stdout_ok(&run(&b, &exp, &url));
-    assert_eq!(srv.log.lock().unwrap().len(), made, "the seeded store made no call");
+    assert_eq!(
+        srv.log.lock().unwrap().len(),
+        made,
+        "the seeded store made no call"
+    );
     assert_eq!(table(&a, &exp), table(&b, &exp));
     // A file that is not an export is one error line, exit 2.
     let junk = dir.path().join("junk.parquet");

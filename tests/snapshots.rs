@@ -66,7 +66,10 @@ fn error_lines_of_bad_input() {
         ("unknown setting", "[bfcl]\nsettings = [\"nmaes\"]\n"),
         ("malformed toml", "[bfcl]\nsettings = [\"names\"\n"),
         ("no environment", "name = \"x\"\n"),
-        ("unknown scripted agent", "[bfcl]\n[models]\nagent = \"scripted:nope\"\n"),
+        (
+            "unknown scripted agent",
+            "[bfcl]\n[models]\nagent = \"scripted:nope\"\n",
+        ),
         ("bad model grammar", "[bfcl]\n[models]\nagent = \"gpt-5\"\n"),
         ("bad outcome", "[bfcl]\noutcome = \"gold\"\n"),
     ] {

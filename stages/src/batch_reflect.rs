@@ -184,10 +184,9 @@ pub fn run(
     let pb = ctx.progress(prompts.len() as u64);
     let replies = editor.complete_all(&prompts, params.seed, &|| pb.inc(1));
     pb.finish_and_clear();
-    if let Some(e) = crate::models::infrastructure_error(
-        STAGE,
-        replies.iter().filter_map(|r| r.error.as_ref()),
-    ) {
+    if let Some(e) =
+        crate::models::infrastructure_error(STAGE, replies.iter().filter_map(|r| r.error.as_ref()))
+    {
         return Err(e);
     }
     if replies.len() != prompts.len() {
@@ -247,8 +246,8 @@ pub fn run(
         // Frozen = converged. A failed editor call is not convergence (the next round
         // asks again), and neither is a failed agent call (`Example::Retry`: nothing
         // was observed yet). A row frozen earlier stays frozen.
-        next.frozen = d.frozen
-            || (!next.changed && edit.error_kind.is_none() && *ex != Example::Retry);
+        next.frozen =
+            d.frozen || (!next.changed && edit.error_kind.is_none() && *ex != Example::Retry);
         new_docs.push(next);
         edits.push(edit);
     }

@@ -55,10 +55,7 @@ pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
 /// The one way renderers locate an experiment's results: the driver in status mode
 /// (nothing runs, no model is loaded), quietly.
 /// Also returns the status of every node, so a renderer can say what is missing.
-pub fn locate(
-    exp: &Experiment,
-    store: &Store,
-) -> Result<(RunOutput, Vec<NodeReport>), DriveError> {
+pub fn locate(exp: &Experiment, store: &Store) -> Result<(RunOutput, Vec<NodeReport>), DriveError> {
     let mut s = Session::new(store, Mode::Status, true);
     let out = drive(exp, &mut s)?;
     Ok((out, s.reports().to_vec()))

@@ -94,10 +94,7 @@ impl RunOutput {
     /// baselines) is recorded once.
     pub fn push(&mut self, node: &str, stage: &'static str, label: &Label, e: &Entry) {
         if self.outputs.iter().any(|o| {
-            o.node == node
-                && o.stage == stage
-                && o.agent == label.agent
-                && o.editor == label.editor
+            o.node == node && o.stage == stage && o.agent == label.agent && o.editor == label.editor
         }) {
             return;
         }

@@ -303,8 +303,14 @@ fn check_names(path: &Path, what: &str, got: &[String], valid: &[&str]) -> Resul
     Ok(())
 }
 
-fn check_model(path: &Path, role: &str, spec: &str, as_role: Role) -> Result<ModelSpec, ConfigError> {
-    ModelSpec::parse_for(spec, as_role).map_err(|e| cfg_err(path, format!("models.{role}: {}", e.0)))
+fn check_model(
+    path: &Path,
+    role: &str,
+    spec: &str,
+    as_role: Role,
+) -> Result<ModelSpec, ConfigError> {
+    ModelSpec::parse_for(spec, as_role)
+        .map_err(|e| cfg_err(path, format!("models.{role}: {}", e.0)))
 }
 
 impl Experiment {
@@ -328,7 +334,11 @@ impl Experiment {
 
     /// `allow_outside`: relative paths may climb out of the experiment's folder
     /// (`otb --allow-outside-paths`).
-    pub fn parse_with(path: &Path, text: &str, allow_outside: bool) -> Result<Experiment, ConfigError> {
+    pub fn parse_with(
+        path: &Path,
+        text: &str,
+        allow_outside: bool,
+    ) -> Result<Experiment, ConfigError> {
         let raw: RawExperiment = toml::from_str(text).map_err(|e| {
             let msg = e.message().to_string();
             let loc = e
@@ -503,7 +513,11 @@ impl Experiment {
             models.editor,
             models.editors,
             &|| vec![first_agent.clone()],
-            if needs_editor { Role::Editor } else { Role::Unused },
+            if needs_editor {
+                Role::Editor
+            } else {
+                Role::Unused
+            },
         )?;
         let rb = raw.baselines.unwrap_or_default();
         let baselines = Baselines {
@@ -582,7 +596,10 @@ impl Experiment {
                     let meta = std::fs::metadata(&f)
                         .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))?;
                     if !meta.is_file() {
-                        return Err(cfg_err(path, format!("prompt template {p}: not a regular file")));
+                        return Err(cfg_err(
+                            path,
+                            format!("prompt template {p}: not a regular file"),
+                        ));
                     }
                     if meta.len() > MAX_PROMPT_BYTES {
                         return Err(cfg_err(
@@ -706,10 +723,19 @@ mod tests {
             "exp.toml: models.agent: unknown scripted agent `scripted:nope` (valid: scripted:schema, scripted:empty)"
         );
         let err = parse("[bfcl]\n[models]\nagent = \"embedded:nope\"\n").unwrap_err();
-        assert!(err.to_string().starts_with("exp.toml: models.agent: model `embedded:nope`"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("exp.toml: models.agent: model `embedded:nope`"),
+            "{err}"
+        );
         // An editor is checked as an editor only where a method needs one.
-        assert!(parse("[bfcl]\nmethods = [\"base\"]\n[models]\nagent = \"scripted:schema\"\n").is_ok());
-        assert!(parse("[bfcl]\nmethods = [\"toolobserver\"]\n[models]\nagent = \"scripted:schema\"\n").is_err());
+        assert!(
+            parse("[bfcl]\nmethods = [\"base\"]\n[models]\nagent = \"scripted:schema\"\n").is_ok()
+        );
+        assert!(parse(
+            "[bfcl]\nmethods = [\"toolobserver\"]\n[models]\nagent = \"scripted:schema\"\n"
+        )
+        .is_err());
     }
 
     #[test]
@@ -729,7 +755,10 @@ mod tests {
     fn relative_paths_stay_inside_the_experiment_folder() {
         let text = "[bfcl]\n[prompts]\neditor = \"../../etc/passwd\"\n";
         let err = parse(text).unwrap_err();
-        assert!(err.to_string().contains("leaves the experiment's folder"), "{err}");
+        assert!(
+            err.to_string().contains("leaves the experiment's folder"),
+            "{err}"
+        );
         // Allowed: it is then only a missing (or unreadable) file.
         let err = Experiment::parse_with(Path::new("exp.toml"), text, true).unwrap_err();
         assert!(!err.to_string().contains("leaves"), "{err}");

@@ -61,7 +61,11 @@ impl Row for AnalysisRow {
             col("model", Str, "editor model spec"),
             col("reply", Str, "the editor's analysis"),
             col("proposals", Json, "{tool: proposed description}"),
-            col("error_kind", Str, "null, or the class of a failed editor call"),
+            col(
+                "error_kind",
+                Str,
+                "null, or the class of a failed editor call",
+            ),
             col("prompt_tokens", I64, "prompt tokens"),
             col("completion_tokens", I64, "completion tokens"),
             col("reasoning_tokens", I64, "reasoning tokens"),
@@ -161,7 +165,11 @@ pub fn majority<'a>(proposals: impl IntoIterator<Item = &'a str>) -> Option<Stri
 }
 
 fn tools_text(tools: &[Value]) -> String {
-    tools.iter().map(render_tool).collect::<Vec<_>>().join("\n\n")
+    tools
+        .iter()
+        .map(render_tool)
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 fn shared_tools(docs: &[DocRow]) -> Result<(DocRow, Vec<Value>), StageError> {
@@ -255,7 +263,10 @@ pub fn batch_reflect(
         let mut proposals = Map::new();
         if let Some(t) = &r.text {
             for (name, desc) in parse_blocks(t, "Updated description") {
-                if tools.iter().any(|x| x.get("name").and_then(Value::as_str) == Some(&name)) {
+                if tools
+                    .iter()
+                    .any(|x| x.get("name").and_then(Value::as_str) == Some(&name))
+                {
                     proposals.insert(name, Value::String(desc));
                 }
             }
@@ -304,7 +315,9 @@ pub fn consensus_merge(
             format!(
                 "Batch {}:\n{}",
                 a.batch + 1,
-                a.reply.as_deref().unwrap_or("(no analysis: the request failed)")
+                a.reply
+                    .as_deref()
+                    .unwrap_or("(no analysis: the request failed)")
             )
         })
         .collect::<Vec<_>>()

@@ -21,8 +21,16 @@ fn engine() -> bool {
 
 fn positions(dir: &Path) -> (String, String) {
     let rows = [
-        ("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -", "opening", "p1"),
-        ("r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ -", "middlegame", "p2"),
+        (
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -",
+            "opening",
+            "p1",
+        ),
+        (
+            "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ -",
+            "middlegame",
+            "p2",
+        ),
         ("8/5pk1/6p1/8/3R4/6P1/5PK1/2r5 w - -", "late_endgame", "p3"),
         ("r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w - -", "endgame", "p4"),
     ];
@@ -34,7 +42,12 @@ fn positions(dir: &Path) -> (String, String) {
     std::fs::write(&train, format!("{}\n", line(rows[0]))).unwrap();
     std::fs::write(
         &test,
-        rows[1..].iter().map(|r| line(*r)).collect::<Vec<_>>().join("\n") + "\n",
+        rows[1..]
+            .iter()
+            .map(|r| line(*r))
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n",
     )
     .unwrap();
     (train.display().to_string(), test.display().to_string())
@@ -74,7 +87,11 @@ fn oracle_and_random_agents_on_the_real_engine() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let oracle = run(&d.path().join("o"), "scripted:chess-oracle", "phase_specialists");
+    let oracle = run(
+        &d.path().join("o"),
+        "scripted:chess-oracle",
+        "phase_specialists",
+    );
     let random = run(&d.path().join("r"), "scripted:random", "phase_specialists");
     assert_eq!(oracle.best_tool_pct, 100.0, "{oracle:?}");
     assert!(oracle.tool_calls > 0);
@@ -92,6 +109,10 @@ fn oracle_and_random_agents_on_the_real_engine() {
         oracle.mean,
         random.mean
     );
-    let gradient = run(&d.path().join("g"), "scripted:chess-oracle", "strength_gradient");
+    let gradient = run(
+        &d.path().join("g"),
+        "scripted:chess-oracle",
+        "strength_gradient",
+    );
     assert_eq!(gradient.best_tool_pct, 100.0);
 }

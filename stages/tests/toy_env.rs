@@ -214,7 +214,9 @@ impl Toy {
                     out.push(ToyTrajectory {
                         instance_id: id.clone(),
                         round: label.round,
-                        answer: tool.as_deref().map(|n| n.trim_start_matches("tool_").into()),
+                        answer: tool
+                            .as_deref()
+                            .map(|n| n.trim_start_matches("tool_").into()),
                         tool,
                         error_kind: t.error.map(|e| e.kind),
                     });
@@ -273,8 +275,14 @@ impl OnlineEnv for Toy {
         docs: &Entry,
         _prev: Option<&Entry>,
     ) -> Result<Option<(Entry, Entry)>, DriveError> {
-        let Some(t) =
-            self.explore_rows(cx, chain, &format!("toy-explore[{tag}]"), label, docs, &self.questions)?
+        let Some(t) = self.explore_rows(
+            cx,
+            chain,
+            &format!("toy-explore[{tag}]"),
+            label,
+            docs,
+            &self.questions,
+        )?
         else {
             return Ok(None);
         };
@@ -296,16 +304,18 @@ impl OnlineEnv for Toy {
         let t: Vec<ToyTrajectory> = trajectories.read()?;
         Ok(docs
             .iter()
-            .map(|d| match t.iter().find(|t| t.instance_id == d.instance_id) {
-                _ if d.frozen => Example::Converged,
-                Some(t) if t.error_kind.is_some() => Example::Retry,
-                Some(t) => Example::Show(format!(
-                    "called {}, got {}",
-                    t.tool.as_deref().unwrap_or("nothing"),
-                    t.answer.as_deref().unwrap_or("nothing")
-                )),
-                None => Example::Converged,
-            })
+            .map(
+                |d| match t.iter().find(|t| t.instance_id == d.instance_id) {
+                    _ if d.frozen => Example::Converged,
+                    Some(t) if t.error_kind.is_some() => Example::Retry,
+                    Some(t) => Example::Show(format!(
+                        "called {}, got {}",
+                        t.tool.as_deref().unwrap_or("nothing"),
+                        t.answer.as_deref().unwrap_or("nothing")
+                    )),
+                    None => Example::Converged,
+                },
+            )
             .collect())
     }
 }
@@ -388,7 +398,11 @@ fn spec(s: &str) -> ModelSpec {
     ModelSpec::parse(s).unwrap()
 }
 
-fn models(dir: &std::path::Path, fail_agent: &[&str], fail_editor: bool) -> (Models, Arc<PickB>, Arc<Teacher>) {
+fn models(
+    dir: &std::path::Path,
+    fail_agent: &[&str],
+    fail_editor: bool,
+) -> (Models, Arc<PickB>, Arc<Teacher>) {
     let agent = Arc::new(PickB {
         fail: Mutex::new(fail_agent.iter().map(|s| s.to_string()).collect()),
         calls: AtomicUsize::new(0),
@@ -410,20 +424,22 @@ fn seed_docs(s: &mut Session<'_>, ids: &[String], shared: bool) -> Entry {
     } else {
         ids.iter().map(|i| doc(i)).collect()
     };
-    s.stage("toy-docs", "toy-docs", 1, json!({"shared": shared, "ids": ids}), &[], |ctx| {
-        ctx.write(&rows)?;
-        Ok(())
-    })
+    s.stage(
+        "toy-docs",
+        "toy-docs",
+        1,
+        json!({"shared": shared, "ids": ids}),
+        &[],
+        |ctx| {
+            ctx.write(&rows)?;
+            Ok(())
+        },
+    )
     .unwrap()
     .unwrap()
 }
 
-fn online_run(
-    store: &Store,
-    models: &Models,
-    toy: &Toy,
-    rounds: u32,
-) -> (RunOutput, usize) {
+fn online_run(store: &Store, models: &Models, toy: &Toy, rounds: u32) -> (RunOutput, usize) {
     let mut s = Session::new(store, Mode::Run, true);
     let docs0 = seed_docs(&mut s, &toy.questions, false);
     let mut out = RunOutput::default();
@@ -477,7 +493,12 @@ fn toy_environment_runs_the_online_loop_and_a_table() {
     // r0: tool_a (nothing mentions B); r1: tool_b after the editor's rewrite; r2: the
     // editor proposes nothing new -> every instance frozen -> stop before K.
     let reflects: Vec<_> = out.by_stage("batch-reflect").collect();
-    assert_eq!(reflects.len(), 2, "{:?}", reflects.iter().map(|o| &o.node).collect::<Vec<_>>());
+    assert_eq!(
+        reflects.len(),
+        2,
+        "{:?}",
+        reflects.iter().map(|o| &o.node).collect::<Vec<_>>()
+    );
     assert!(last_docs(&out, "batch-reflect").iter().all(|d| d.frozen));
     let t = table(&out);
     assert_eq!(
@@ -511,7 +532,10 @@ fn failed_agent_and_editor_calls_keep_instances_live() {
     // not frozen. Before the fix both froze and the loop stopped after round 1.
     assert!(r1.iter().all(|d| !d.frozen && !d.changed), "{r1:?}");
     assert_eq!(edits1.iter().filter(|e| e.sent).count(), 1);
-    assert!(reflects.len() >= 3, "the loop went on while instances were live");
+    assert!(
+        reflects.len() >= 3,
+        "the loop went on while instances were live"
+    );
     let last = last_docs(&out, "batch-reflect");
     assert!(last.iter().all(|d| d.frozen));
     let t = table(&out);
@@ -562,16 +586,37 @@ fn toy_environment_runs_the_offline_loop() {
     let batch = "BATCH {{notes}}\n{{tools}}\n{{trajectories}}";
     let (out, _) = run(&m, batch);
     // 3 training trajectories in batches of 2: every trajectory exactly once.
-    let analyses: Vec<AnalysisRow> = out.by_stage("batch-reflect").next().unwrap().entry.read().unwrap();
+    let analyses: Vec<AnalysisRow> = out
+        .by_stage("batch-reflect")
+        .next()
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
     assert_eq!(
-        analyses.iter().map(|a| a.trajectories.clone()).collect::<Vec<_>>(),
+        analyses
+            .iter()
+            .map(|a| a.trajectories.clone())
+            .collect::<Vec<_>>(),
         vec![vec![0, 1], vec![2]]
     );
     // The merge omitted tool_b: the batches' majority is used.
-    let merge: Vec<MergeRow> = out.by_stage("consensus-merge").next().unwrap().entry.read().unwrap();
+    let merge: Vec<MergeRow> = out
+        .by_stage("consensus-merge")
+        .next()
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
     assert_eq!(
-        merge.iter().map(|m| (m.tool.as_str(), m.source.as_str(), m.description.as_str())).collect::<Vec<_>>(),
-        vec![("tool_a", "merge", "Answers A."), ("tool_b", "majority", "Answers B.")]
+        merge
+            .iter()
+            .map(|m| (m.tool.as_str(), m.source.as_str(), m.description.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("tool_a", "merge", "Answers A."),
+            ("tool_b", "majority", "Answers B.")
+        ]
     );
     // Round 2 explored with the merged docs, and the test split solves every question.
     let t = table(&out);

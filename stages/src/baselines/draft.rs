@@ -161,7 +161,11 @@ fn draft_tool(
                 format!(
                     "{}. {}",
                     i + 1,
-                    if d.trim().is_empty() { "(empty)" } else { d.as_str() }
+                    if d.trim().is_empty() {
+                        "(empty)"
+                    } else {
+                        d.as_str()
+                    }
                 )
             })
             .collect::<Vec<_>>()
@@ -358,18 +362,32 @@ mod tests {
         };
         draft_tool(&mut w, &tools_of(&doc), "function_1", &budget);
         let p = prompts.lock().unwrap().clone();
-        let explorers: Vec<&String> = p.iter().filter(|x| x.starts_with("You are exploring")).collect();
+        let explorers: Vec<&String> = p
+            .iter()
+            .filter(|x| x.starts_with("You are exploring"))
+            .collect();
         let analyzers: Vec<&String> = p.iter().filter(|x| x.starts_with("Compare what")).collect();
         let rewriters: Vec<&String> = p.iter().filter(|x| x.starts_with("Rewrite")).collect();
-        assert_eq!((explorers.len(), analyzers.len(), rewriters.len()), (2, 2, 2));
+        assert_eq!(
+            (explorers.len(), analyzers.len(), rewriters.len()),
+            (2, 2, 2)
+        );
         // Explorer: the (query, call, result) of the first episode.
         assert!(explorers[0].contains("(none yet)"));
-        assert!(explorers[1].contains("Request: zebra0 quantum0 harbor0"), "{}", explorers[1]);
+        assert!(
+            explorers[1].contains("Request: zebra0 quantum0 harbor0"),
+            "{}",
+            explorers[1]
+        );
         assert!(explorers[1].contains("Call: function_1(a=0)"));
         assert!(explorers[1].contains("Output: result for a=0"));
         // Analyzer: the revision history (the empty start, then episode 1's rewrite).
         assert!(analyzers[0].contains("1. (empty)"), "{}", analyzers[0]);
-        assert!(analyzers[1].contains("2. version 1 lantern1 meadow1"), "{}", analyzers[1]);
+        assert!(
+            analyzers[1].contains("2. version 1 lantern1 meadow1"),
+            "{}",
+            analyzers[1]
+        );
         // Rewriter: this episode's query, call and result, and the earlier ones.
         assert!(rewriters[1].contains("User request: zebra1 quantum1 harbor1"));
         assert!(rewriters[1].contains("Output: result for a=1"));

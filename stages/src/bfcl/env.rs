@@ -5,13 +5,13 @@
 
 use crate::baselines::{self, draft, easytool, play2prompt, ToolOutput, ToolRunner, Toolbox};
 use crate::batch_reflect::render_call;
+use crate::bfcl::summarize::{self, SummaryInput};
 use crate::env::{Chain, Cx, DriveError, Example, Label, OnlineEnv};
 use crate::experiment::{BfclExperiment, Experiment, Outcome, BASELINES};
 use crate::models::ModelSpec;
 use crate::online::{self, Curve};
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use crate::{bfcl, bfcl::data as bfcl_data, bfcl::evaluate, bfcl::explore, bfcl::opacify};
-use crate::bfcl::summarize::{self, SummaryInput};
 use datasets::bfcl::executor::Executor;
 use pipeline::{Entry, StageError};
 use serde_json::json;
@@ -353,7 +353,9 @@ impl Bfcl<'_> {
                 let tb = Toolbox {
                     editor: ed.as_ref(),
                     editor_model: &editor_model,
-                    agent: agent.as_ref().map(|a| a.as_ref() as &dyn crate::models::Agent),
+                    agent: agent
+                        .as_ref()
+                        .map(|a| a.as_ref() as &dyn crate::models::Agent),
                     agent_model: &agent_model,
                     agent_system: &exp.agent_system_prompt,
                     runner: if method == "easytool" {
@@ -624,17 +626,37 @@ mod tests {
     fn a_failed_agent_call_is_retried_not_frozen() {
         let d = doc();
         assert_eq!(
-            example_for(&d, Some(&traj(0, Some("transient"))), None, false, "q", Outcome::Grader),
+            example_for(
+                &d,
+                Some(&traj(0, Some("transient"))),
+                None,
+                false,
+                "q",
+                Outcome::Grader
+            ),
             Example::Retry
         );
-        assert_eq!(example_for(&d, Some(&traj(0, None)), None, false, "q", Outcome::Grader), Example::Converged);
+        assert_eq!(
+            example_for(&d, Some(&traj(0, None)), None, false, "q", Outcome::Grader),
+            Example::Converged
+        );
         assert!(matches!(
             example_for(&d, Some(&traj(1, None)), None, false, "q", Outcome::Grader),
             Example::Show(t) if t.contains("function_1()")
         ));
-        let frozen = DocRow { frozen: true, ..doc() };
+        let frozen = DocRow {
+            frozen: true,
+            ..doc()
+        };
         assert_eq!(
-            example_for(&frozen, Some(&traj(0, Some("transient"))), None, false, "q", Outcome::Grader),
+            example_for(
+                &frozen,
+                Some(&traj(0, Some("transient"))),
+                None,
+                false,
+                "q",
+                Outcome::Grader
+            ),
             Example::Converged
         );
     }

@@ -2,10 +2,10 @@
 //! the same backend chain, and grade E/P/A per instance. One bad trajectory never fails
 //! the stage: it becomes a row with its reason.
 
-use datasets::bfcl::executor::bounded_output;
 use crate::bfcl::data::instance_of;
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use datasets::bfcl::exec::PyException;
+use datasets::bfcl::executor::bounded_output;
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::grader::{self, GradeInput, GroundTruthCall, ModelCall};
 use datasets::bfcl::pyparse::parse_call;

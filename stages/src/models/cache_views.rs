@@ -182,12 +182,8 @@ pub fn import(store: &Path, from: &Path) -> Result<ImportReport, InputError> {
             from.display()
         )));
     }
-    let rows: Vec<CallRow> = pipeline::table::read_rows(from).map_err(|e| {
-        InputError(format!(
-            "{}: not a call-cache export ({e})",
-            from.display()
-        ))
-    })?;
+    let rows: Vec<CallRow> = pipeline::table::read_rows(from)
+        .map_err(|e| InputError(format!("{}: not a call-cache export ({e})", from.display())))?;
     let dir = cache_dir(store);
     let cache = llm::CallCache::open(&dir)
         .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?;

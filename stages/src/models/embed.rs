@@ -29,4 +29,3 @@ impl Embed for MiniLm {
         self.0.embed(texts).map_err(|e| e.to_string())
     }
 }
-

@@ -9,8 +9,8 @@
 //! `error_kind` is stored in the row), never a silent zero.
 
 use super::{
-    Agent, AgentJob, AgentTurn, CallFailure, CallUsage, Conversation, Editor, EditorReply, ModelKind,
-    ModelSpec, MultiTurn,
+    Agent, AgentJob, AgentTurn, CallFailure, CallUsage, Conversation, Editor, EditorReply,
+    ModelKind, ModelSpec, MultiTurn,
 };
 use crate::rows::CallRecord;
 use crate::InputError;
@@ -385,13 +385,20 @@ impl Editor for LlmEditor {
 
 impl LlmAgent {
     pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, InputError> {
-        Ok(LlmAgent(LlmModel::open(shared, spec, cache_dir, "explore")?))
+        Ok(LlmAgent(LlmModel::open(
+            shared, spec, cache_dir, "explore",
+        )?))
     }
 }
 
 impl LlmEditor {
     pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, InputError> {
-        Ok(LlmEditor(LlmModel::open(shared, spec, cache_dir, "batch-reflect")?))
+        Ok(LlmEditor(LlmModel::open(
+            shared,
+            spec,
+            cache_dir,
+            "batch-reflect",
+        )?))
     }
 }
 

@@ -118,10 +118,7 @@ impl ModelSpec {
                     return Err(InputError(if list.is_empty() {
                         format!("model `{m}`: scripted models cannot be served")
                     } else {
-                        format!(
-                            "unknown scripted {what} `{m}` (valid: {})",
-                            list.join(", ")
-                        )
+                        format!("unknown scripted {what} `{m}` (valid: {})", list.join(", "))
                     }));
                 }
             }
@@ -173,7 +170,6 @@ impl CallUsage {
         into.errors += failed as u64;
     }
 }
-
 
 /// A failed model call, classified.
 #[derive(Clone, Debug, PartialEq)]
@@ -505,7 +501,12 @@ mod tests {
 
     #[test]
     fn specs_parse_once_and_print_as_written() {
-        for s in ["scripted:schema", "embedded:qwen2.5-coder-1.5b", "openai:gpt-5", "replay:x"] {
+        for s in [
+            "scripted:schema",
+            "embedded:qwen2.5-coder-1.5b",
+            "openai:gpt-5",
+            "replay:x",
+        ] {
             let m = ModelSpec::parse(s).unwrap();
             assert_eq!(m.to_string(), s);
             assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{s}\""));

@@ -78,12 +78,9 @@ impl MultiTurn for RandomAgent {}
 
 impl Agent for RandomAgent {
     fn act(&self, job: &AgentJob<'_>) -> AgentTurn {
-        let h = job
-            .question
-            .bytes()
-            .fold(1469598103934665603u64, |h, b| {
-                (h ^ b as u64).wrapping_mul(1099511628211)
-            });
+        let h = job.question.bytes().fold(1469598103934665603u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(1099511628211)
+        });
         let calls = if job.tools.is_empty() {
             Vec::new()
         } else {

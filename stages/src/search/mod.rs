@@ -22,15 +22,17 @@ use crate::rows::{CallRecord, DocRow};
 use datasets::search::judge;
 use datasets::search::questions::{self, GenConfig};
 use datasets::search::substitute::{self, SubstituteCorpus};
-use datasets::search::trajectory::{serialize_for_editor, EditorView, SearchCall, SearchTrajectory};
+use datasets::search::trajectory::{
+    serialize_for_editor, EditorView, SearchCall, SearchTrajectory,
+};
 use datasets::search::{Bm25Index, DomainSet, Opacity, SearchEnv, ToolSet, ToolSetConfig};
 use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::OnceLock;
 
 pub const QUESTIONS_STAGE: &str = "search-questions";
 pub const DOCS_STAGE: &str = "search-docs";
@@ -115,7 +117,9 @@ impl SearchExperiment {
             show_queries: raw.show_queries.unwrap_or(false),
         };
         if s.tool_sets.is_empty() || s.concurrency == 0 || s.batch_size == 0 {
-            return Err("search: tool_sets must not be empty; concurrency and batch_size at least 1".into());
+            return Err(
+                "search: tool_sets must not be empty; concurrency and batch_size at least 1".into(),
+            );
         }
         Ok(s)
     }
@@ -143,11 +147,19 @@ impl Row for QuestionRow {
         const C: &[Column] = &[
             col("split", Str, "train or test"),
             col("question_id", Str, "identifier"),
-            col("source", Str, "data source (substitute corpus or BrowseComp-Plus)"),
+            col(
+                "source",
+                Str,
+                "data source (substitute corpus or BrowseComp-Plus)",
+            ),
             col("question", Str, "the question"),
             col("answer", Str, "gold answer"),
             col("aliases", Json, "other accepted answers"),
-            col("evidence_docids", Json, "evidence documents, the answer's first"),
+            col(
+                "evidence_docids",
+                Json,
+                "evidence documents, the answer's first",
+            ),
             col("hops", I64, "1 or 2 (generated); 0 unknown"),
             col("domain", Str, "domain of the answer's document"),
         ];
@@ -187,8 +199,16 @@ impl Row for EpisodeRow {
             col("model", Str, "agent model spec"),
             col("steps", Json, "per turn: calls, content, tool results"),
             col("answer", Str, "final answer text"),
-            col("forced", Bool, "the turn budget ran out and the answer was forced"),
-            col("correct", Bool, "judged correct (normalised exact match with answer or alias)"),
+            col(
+                "forced",
+                Bool,
+                "the turn budget ran out and the answer was forced",
+            ),
+            col(
+                "correct",
+                Bool,
+                "judged correct (normalised exact match with answer or alias)",
+            ),
             col("f1", F64, "best token F1 against the answer and aliases"),
             col("tool_calls", I64, "tool calls made"),
             col("editor_text", Str, "the episode as the editor reads it"),
@@ -215,15 +235,24 @@ pub struct SearchScoreRow {
 
 impl Row for SearchScoreRow {
     const TABLE: &'static str = "search_scores";
-    const DOC: &'static str = "judged accuracy (bootstrap 95% interval) and tool calls per question";
+    const DOC: &'static str =
+        "judged accuracy (bootstrap 95% interval) and tool calls per question";
     fn columns() -> &'static [Column] {
         const C: &[Column] = &[
             col("questions", I64, "test questions"),
             col("accuracy", F64, "share judged correct"),
-            col("ci95_lo", F64, "bootstrap 2.5th percentile (1000 resamples, seed 0)"),
+            col(
+                "ci95_lo",
+                F64,
+                "bootstrap 2.5th percentile (1000 resamples, seed 0)",
+            ),
             col("ci95_hi", F64, "bootstrap 97.5th percentile"),
             col("mean_f1", F64, "mean token F1"),
-            col("tool_calls_per_question", F64, "mean tool calls per question"),
+            col(
+                "tool_calls_per_question",
+                F64,
+                "mean tool calls per question",
+            ),
             col("source", Str, "data source"),
         ];
         C
@@ -233,14 +262,14 @@ impl Row for SearchScoreRow {
 /// The corpus and its index, loaded on first use (never by `otb status`).
 pub struct Corpus {
     cache: PathBuf,
-    data: OnceCell<(SubstituteCorpus, Bm25Index)>,
+    data: OnceLock<(SubstituteCorpus, Bm25Index)>,
 }
 
 impl Corpus {
     pub fn new(cache: &Path) -> Corpus {
         Corpus {
             cache: cache.to_path_buf(),
-            data: OnceCell::new(),
+            data: OnceLock::new(),
         }
     }
 
@@ -248,22 +277,23 @@ impl Corpus {
         if self.data.get().is_none() {
             let sub = substitute::load(&self.cache)
                 .map_err(|e| StageError::failed(stage, format!("substitute corpus: {e}")))?;
-            let dir = self
-                .cache
-                .join(format!("bm25-{}", &sub.corpus.fingerprint()[..16.min(sub.corpus.fingerprint().len())]));
+            let dir = self.cache.join(format!(
+                "bm25-{}",
+                &sub.corpus.fingerprint()[..16.min(sub.corpus.fingerprint().len())]
+            ));
             let index = if dir.join(datasets::search::bm25::META_FILE).is_file() {
                 Bm25Index::open(&dir, &sub.corpus)
             } else {
                 // Built beside its final place, then renamed: never a half index.
-                let tmp = self.cache.join(format!("bm25-building-{}", std::process::id()));
+                let tmp = self
+                    .cache
+                    .join(format!("bm25-building-{}", std::process::id()));
                 let _ = std::fs::remove_dir_all(&tmp);
                 Bm25Index::build(&sub.corpus, &tmp)
                     .and_then(|_| {
-                        std::fs::rename(&tmp, &dir).map_err(|e| {
-                            datasets::search::SearchError::Io {
-                                path: dir.clone(),
-                                source: e,
-                            }
+                        std::fs::rename(&tmp, &dir).map_err(|e| datasets::search::SearchError::Io {
+                            path: dir.clone(),
+                            source: e,
                         })
                     })
                     .and_then(|_| Bm25Index::open(&dir, &sub.corpus))
@@ -407,7 +437,9 @@ impl Search<'_> {
             }
         });
         pb.finish_and_clear();
-        if let Some(e) = infrastructure_error(EXPLORE_STAGE, &infra.into_inner().unwrap_or_default()) {
+        if let Some(e) =
+            infrastructure_error(EXPLORE_STAGE, &infra.into_inner().unwrap_or_default())
+        {
             return Err(e);
         }
         let mut rows = Vec::new();
@@ -416,11 +448,16 @@ impl Search<'_> {
             .into_inner()
             .map_err(|_| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?
         {
-            let row = r.ok_or_else(|| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?;
+            let row =
+                r.ok_or_else(|| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?;
             usage.calls = usage.calls.saturating_add(1);
             usage.prompt_tokens = usage.prompt_tokens.saturating_add(row.prompt_tokens as u64);
-            usage.completion_tokens = usage.completion_tokens.saturating_add(row.completion_tokens as u64);
-            usage.errors = usage.errors.saturating_add(u64::from(row.error_kind.is_some()));
+            usage.completion_tokens = usage
+                .completion_tokens
+                .saturating_add(row.completion_tokens as u64);
+            usage.errors = usage
+                .errors
+                .saturating_add(u64::from(row.error_kind.is_some()));
             rows.push(row);
         }
         ctx.add_usage(&usage);
@@ -532,12 +569,24 @@ impl OfflineEnv for Search<'_> {
 pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
     let n = eps.len();
     let correct: Vec<f64> = eps.iter().map(|e| f64::from(u8::from(e.correct))).collect();
-    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
     let mut rng = datasets::chess::rng::SplitMix64::new(0);
     let mut means: Vec<f64> = (0..1000)
         .map(|_| {
-            let s: f64 = (0..n).map(|_| correct[rng.below(n.max(1)).min(n.saturating_sub(1))]).sum();
-            if n == 0 { 0.0 } else { s / n as f64 }
+            let s: f64 = (0..n)
+                .map(|_| correct[rng.below(n.max(1)).min(n.saturating_sub(1))])
+                .sum();
+            if n == 0 {
+                0.0
+            } else {
+                s / n as f64
+            }
         })
         .collect();
     means.sort_by(f64::total_cmp);
@@ -554,7 +603,11 @@ pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
 }
 
 /// Expand the `[search]` table into stage calls.
-pub fn drive(exp: &Experiment, s: &SearchExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+pub fn drive(
+    exp: &Experiment,
+    s: &SearchExperiment,
+    cx: &mut Cx<'_, '_>,
+) -> Result<(), DriveError> {
     let cache = cx.session.store().root().join("cache").join("search");
     let corpus = Corpus::new(&cache);
     let qs = cx.session.stage(
@@ -594,7 +647,8 @@ pub fn drive(exp: &Experiment, s: &SearchExperiment, cx: &mut Cx<'_, '_>) -> Res
         },
     )?;
     let Some(qs) = qs else { return Ok(()) };
-    cx.out.push(QUESTIONS_STAGE, QUESTIONS_STAGE, &Label::default(), &qs);
+    cx.out
+        .push(QUESTIONS_STAGE, QUESTIONS_STAGE, &Label::default(), &qs);
     let rows: Vec<QuestionRow> = qs.read()?;
     let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
     for set in &s.tool_sets {
@@ -606,40 +660,50 @@ pub fn drive(exp: &Experiment, s: &SearchExperiment, cx: &mut Cx<'_, '_>) -> Res
             test: test.clone(),
             corpus: &corpus,
         };
-        let mut docs_for = |cx: &mut Cx<'_, '_>, opacity: Opacity| -> Result<Option<Entry>, DriveError> {
-            let name = if opacity == Opacity::Gold { "gold" } else { "opaque" };
-            let node = format!("search-docs[{set} {name}]");
-            let row = DocRow {
-                instance_id: SHARED.into(),
-                setting: set.clone(),
-                round: 0,
-                tools: Value::Array(doc_tools(&tool_set(set, opacity))),
-                name_mapping: Value::Null,
-                changed: true,
-                frozen: false,
-                demos: Value::Null,
-            };
-            let e = cx.session.stage(
-                &node,
-                DOCS_STAGE,
-                VERSION,
-                json!({"tool_set": set, "docs": name, "tools": row.tools}),
-                &[],
-                |ctx| {
-                    ctx.write(&[row.clone()])?;
-                    Ok(())
-                },
-            )?;
-            if let Some(e) = &e {
-                let label = Label {
-                    setting: set.clone(),
-                    method: if opacity == Opacity::Gold { "gold" } else { "base" }.into(),
-                    ..Label::default()
+        let docs_for =
+            |cx: &mut Cx<'_, '_>, opacity: Opacity| -> Result<Option<Entry>, DriveError> {
+                let name = if opacity == Opacity::Gold {
+                    "gold"
+                } else {
+                    "opaque"
                 };
-                cx.out.push(&node, DOCS_STAGE, &label, e);
-            }
-            Ok(e)
-        };
+                let node = format!("search-docs[{set} {name}]");
+                let row = DocRow {
+                    instance_id: SHARED.into(),
+                    setting: set.clone(),
+                    round: 0,
+                    tools: Value::Array(doc_tools(&tool_set(set, opacity))),
+                    name_mapping: Value::Null,
+                    changed: true,
+                    frozen: false,
+                    demos: Value::Null,
+                };
+                let e = cx.session.stage(
+                    &node,
+                    DOCS_STAGE,
+                    VERSION,
+                    json!({"tool_set": set, "docs": name, "tools": row.tools}),
+                    &[],
+                    |ctx| {
+                        ctx.write(&[row.clone()])?;
+                        Ok(())
+                    },
+                )?;
+                if let Some(e) = &e {
+                    let label = Label {
+                        setting: set.clone(),
+                        method: if opacity == Opacity::Gold {
+                            "gold"
+                        } else {
+                            "base"
+                        }
+                        .into(),
+                        ..Label::default()
+                    };
+                    cx.out.push(&node, DOCS_STAGE, &label, e);
+                }
+                Ok(e)
+            };
         let gold = docs_for(cx, Opacity::Gold)?;
         let opaque = docs_for(cx, Opacity::Opaque)?;
         let has = |m: &str| s.methods.iter().any(|x| x == m);

@@ -2,11 +2,11 @@
 //! row, every stored table of that kind concatenated, with `node`,
 //! `method`, `agent` and `editor` columns added, plus a `SCHEMA.md` documenting every column.
 
+use crate::bfcl::summarize::SummaryRow;
 use crate::driver::RunOutput;
 use crate::experiment::Experiment;
 use crate::offline::{AnalysisRow, MergeRow};
 use crate::rows::{DocCallRow, DocRow, EditRow, InstanceRow, ScoreRow, ToolRunRow, TrajectoryRow};
-use crate::bfcl::summarize::SummaryRow;
 use pipeline::{Row, StageError};
 use polars::prelude::*;
 use std::path::{Path, PathBuf};

@@ -7,16 +7,15 @@
 //! A tool whose final description is empty scores 0 on both (the paper's 0 / 0 for
 //! EasyTool when nothing could be written).
 
-use crate::baselines::{cosine, BagOfWords, Embed};
+use crate::baselines::{cosine, Embed};
 use crate::driver::Output;
 use crate::experiment::Experiment;
+use crate::models::embed::make_embedder;
 use crate::rows::{DocRow, InstanceRow};
-use crate::InputError;
-use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
+use pipeline::{col, ColType::*, Column, Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 /// One method's fidelity for one documentation setting and model pair.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -272,6 +271,7 @@ impl crate::tables::report::TableReport for Table6 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::baselines::BagOfWords;
     use serde_json::json;
 
     #[test]

@@ -2,13 +2,13 @@
 //! per cell -- the paper's printed value, the authors' released runs rescored by this
 //! project's grader, and this project's own run from the store -- and the differences.
 
-use crate::experiment::Experiment;
 use crate::bfcl::released::csv_field;
 use crate::bfcl::summarize::{SummaryInput, SummaryRow};
+use crate::experiment::Experiment;
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::opacify::Setting;
 use datasets::bfcl::released::score_tree;
-use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
+use pipeline::{col, ColType::*, Column, Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -50,13 +50,22 @@ pub struct Table4Row {
 
 impl Row for Table4Row {
     const TABLE: &'static str = "table4";
-    const DOC: &'static str = "one cell of Table 4 (search): judged accuracy and tool calls per question";
+    const DOC: &'static str =
+        "one cell of Table 4 (search): judged accuracy and tool calls per question";
     fn columns() -> &'static [Column] {
         const C: &[Column] = &[
             col("tool_set", Str, "domains or domains+all"),
             col("model", Str, "agent model"),
-            col("method", Str, "gold, base, toolobserver, play2prompt, easytool"),
-            col("source", Str, "the paper (BrowseComp-Plus) or this run's data source"),
+            col(
+                "method",
+                Str,
+                "gold, base, toolobserver, play2prompt, easytool",
+            ),
+            col(
+                "source",
+                Str,
+                "the paper (BrowseComp-Plus) or this run's data source",
+            ),
             col("accuracy_pct", F64, "judged accuracy, %"),
             col("ci95_lo_pct", F64, "bootstrap 2.5th percentile, %"),
             col("ci95_hi_pct", F64, "bootstrap 97.5th percentile, %"),
@@ -148,8 +157,19 @@ impl crate::tables::report::TableReport for Table4 {
             }
             return out;
         }
-        out.push_str("Table 4 -- BrowseComp-Domains: judged accuracy % / tool calls per question\n\n");
-        out.push_str(&md_row(&[&"Tool set", &"Model", &"Source", &"Gold", &"Base", &"+TO", &"+P2P", &"+ET"]));
+        out.push_str(
+            "Table 4 -- BrowseComp-Domains: judged accuracy % / tool calls per question\n\n",
+        );
+        out.push_str(&md_row(&[
+            &"Tool set",
+            &"Model",
+            &"Source",
+            &"Gold",
+            &"Base",
+            &"+TO",
+            &"+P2P",
+            &"+ET",
+        ]));
         out.push_str("|---|---|---|---|---|---|---|---|\n");
         let mut keys: Vec<(&str, &str, &str)> = Vec::new();
         for r in &self.rows {
@@ -164,7 +184,12 @@ impl crate::tables::report::TableReport for Table4 {
                 .map(|m| {
                     self.rows
                         .iter()
-                        .find(|r| r.tool_set == set && r.model == model && r.source == source && r.method == *m)
+                        .find(|r| {
+                            r.tool_set == set
+                                && r.model == model
+                                && r.source == source
+                                && r.method == *m
+                        })
                         .map(|r| match (r.ci95_lo_pct, r.ci95_hi_pct, r.questions) {
                             (Some(lo), Some(hi), Some(n)) => format!(
                                 "{:.1} [{lo:.1}, {hi:.1}] / {:.1} (n={n})",

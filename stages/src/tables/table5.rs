@@ -7,12 +7,12 @@
 //! an instance frozen by round k's unchanged reply counts k; one still changing at the
 //! round limit counts K.
 
-use crate::experiment::Experiment;
-use crate::tables::report::{csv_row, md_row};
-use crate::rows::DocRow;
 use crate::bfcl::summarize::SummaryRow;
+use crate::experiment::Experiment;
+use crate::rows::DocRow;
+use crate::tables::report::{csv_row, md_row};
 use crate::tables::table2::SETTINGS;
-use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
+use pipeline::{col, ColType::*, Column, Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 //! lists. A cell is the instance-weighted mean over the experiment's settings of E at
 //! the last round of each setting's chain.
 
-use crate::experiment::Experiment;
 use crate::bfcl::summarize::SummaryRow;
-use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
+use crate::experiment::Experiment;
+use pipeline::{col, ColType::*, Column, Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -16,7 +16,7 @@
 use crate::driver::Output;
 use crate::experiment::Experiment;
 use crate::rows::{DocCallRow, EditRow, TrajectoryRow};
-use pipeline::{col, ColType::*, Column, Mode, Row, Session, StageError, Store};
+use pipeline::{col, ColType::*, Column, Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
