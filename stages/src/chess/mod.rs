@@ -949,7 +949,7 @@ pub fn drive(exp: &Experiment, c: &ChessExperiment, cx: &mut Cx<'_, '_>) -> Resu
                 json!({"tool_set": set, "docs": name, "tools": row.tools}),
                 &[],
                 |ctx| {
-                    ctx.write(&[row.clone()])?;
+                    ctx.write(std::slice::from_ref(&row))?;
                     Ok(())
                 },
             )?;

@@ -685,7 +685,7 @@ pub fn drive(
                     json!({"tool_set": set, "docs": name, "tools": row.tools}),
                     &[],
                     |ctx| {
-                        ctx.write(&[row.clone()])?;
+                        ctx.write(std::slice::from_ref(&row))?;
                         Ok(())
                     },
                 )?;
