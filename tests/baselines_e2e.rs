@@ -13,7 +13,7 @@ use std::path::Path;
 fn scratch() -> Scratch {
     let s = Scratch::new("", common::MODELS);
     let text = format!(
-        "name = \"mini\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names\", \"names+params\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\", \"draft\"]\nrounds = 3\n[models]\n{}\n[baselines]\nconcurrency = 3\n[baselines.draft]\nepisodes = 2\nembedder = \"bag-of-words\"\n",
+        "name = \"mini\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names\", \"names+params\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\", \"draft\"]\nrounds = 3\n[models]\n{}\n[baselines]\nconcurrency = 3\n[baselines.play2prompt]\ninstances = \"all\"\n[baselines.draft]\nepisodes = 2\nembedder = \"bag-of-words\"\n",
         fixture("mini_bfcl.jsonl").display(),
         common::MODELS
     );
@@ -198,8 +198,10 @@ fn baselines_reach_table2_and_tokens_equal_the_stored_calls() {
 fn changing_a_budget_reruns_only_that_baseline() {
     let s = scratch();
     s.run();
-    let text =
-        std::fs::read_to_string(s.exp()).unwrap() + "[baselines.play2prompt]\ninit_loops = 1\n";
+    let text = std::fs::read_to_string(s.exp()).unwrap().replace(
+        "[baselines.play2prompt]\n",
+        "[baselines.play2prompt]\ninit_loops = 1\n",
+    );
     std::fs::write(s.exp(), text).unwrap();
     let status = s.status();
     assert!(

@@ -7,26 +7,29 @@ mod common;
 
 use common::{Scratch, MODELS};
 
-/// Replace what differs between runs: the scratch directory, and durations such as
-/// `12ms`, `1.5s`, `0.0 s`.
+/// Replace what differs between runs and machines: the scratch directory, stage keys
+/// (they hash the fixture's absolute path), and durations such as `(0.1 s)`, `12ms`.
 fn normalise(text: &str, s: &Scratch) -> String {
     let dir = s.dir.path().display().to_string();
     let text = text.replace(&dir, "[DIR]");
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
-        let words: Vec<String> = line
-            .split(' ')
-            .map(|w| {
-                let digits = w.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
-                let is_num = digits.len() < w.len();
-                if is_num && matches!(digits, "ms" | "s" | "s," | "ms," | "s)" | "ms)") {
-                    format!("[T]{}", digits.trim_start_matches(['m', 's']))
-                } else {
-                    w.to_string()
-                }
-            })
-            .collect();
-        out.push_str(&words.join(" "));
+        let words: Vec<&str> = line.split(' ').collect();
+        let mut fixed: Vec<String> = Vec::with_capacity(words.len());
+        for (i, w) in words.iter().enumerate() {
+            let next = words.get(i + 1).copied().unwrap_or("");
+            let unit_next = ["s", "s)", "s,", "ms", "ms)", "ms,"].contains(&next);
+            let num = w.trim_start_matches('(');
+            let is_key = w.len() == 12 && w.chars().all(|c| c.is_ascii_hexdigit());
+            if unit_next && !num.is_empty() && num.parse::<f64>().is_ok() {
+                fixed.push(format!("{}[T]", &w[..w.len() - num.len()]));
+            } else if is_key {
+                fixed.push("[KEY]".into());
+            } else {
+                fixed.push(w.to_string());
+            }
+        }
+        out.push_str(&fixed.join(" "));
         out.push('\n');
     }
     out
@@ -81,4 +84,27 @@ fn error_lines_of_bad_input() {
     }
     assert!(!s.store().exists(), "bad input touched the store");
     insta::assert_snapshot!("error_lines", normalise(&lines.join("\n"), &s));
+}
+
+#[test]
+fn table2_of_a_half_finished_run_shows_finished_cells_and_marks_the_rest() {
+    let s = Scratch::new("", MODELS);
+    // Run only the `names` setting; the experiment asks for names+params too.
+    let full = std::fs::read_to_string(s.exp()).unwrap();
+    std::fs::write(
+        s.exp(),
+        full.replace(
+            "settings = [\"names\", \"names+params\"]",
+            "settings = [\"names\"]",
+        ),
+    )
+    .unwrap();
+    s.run();
+    std::fs::write(s.exp(), &full).unwrap();
+    let exp = s.exp();
+    let out = s.otb(&["table", "table2", "--experiment", exp.to_str().unwrap()]);
+    let text = common::stdout_ok(&out);
+    assert!(text.contains("not finished"), "{text}");
+    assert!(text.contains(".80/.80/.88 (n=5)"), "{text}");
+    insta::assert_snapshot!("table2_half_finished", normalise(&text, &s));
 }

@@ -215,7 +215,13 @@ fn classify(root: &Path) -> Result<RootState, StoreError> {
     let meta = match fs::metadata(root) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RootState::Missing),
-        Err(e) => return Err(StoreError::io(root, e)),
+        // A path that cannot be a directory (below a regular file, no permission).
+        Err(e) => {
+            return Err(StoreError::new(
+                StoreErrorKind::NotWritable(e.to_string()),
+                root,
+            ))
+        }
     };
     if !meta.is_dir() {
         return Err(not_a_store());

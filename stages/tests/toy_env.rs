@@ -216,7 +216,7 @@ impl Toy {
                         round: label.round,
                         answer: tool
                             .as_deref()
-                            .map(|n| n.trim_start_matches("tool_").into()),
+                            .map(|n| n.trim_start_matches("tool_").to_uppercase()),
                         tool,
                         error_kind: t.error.map(|e| e.kind),
                     });
