@@ -228,3 +228,31 @@ impl Split {
         }
     }
 }
+
+/// Run `f` on every item with up to `workers` threads (items are taken in order;
+/// results come back in item order); `done` is called after each (progress). A
+/// worker that panicked leaves `None` in its item's place.
+pub fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    done: &(dyn Fn() + Sync),
+    f: &(dyn Fn(&T) -> R + Sync),
+) -> Vec<Option<R>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out: std::sync::Mutex<Vec<Option<R>>> =
+        std::sync::Mutex::new(items.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..workers.clamp(1, items.len().max(1)) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                if let Ok(mut o) = out.lock() {
+                    o[i] = Some(r);
+                }
+                done();
+            });
+        }
+    });
+    out.into_inner().unwrap_or_default()
+}

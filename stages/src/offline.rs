@@ -513,6 +513,119 @@ pub fn toolobserver(
     Ok(Some((traj, scores)))
 }
 
+/// Stage `<stage>[<setting> <docs>]`: an offline environment's shared documentation
+/// row (`docs` = `gold` or `opaque`), recorded as the Gold / Base method's docs.
+pub fn docs_stage(
+    cx: &mut Cx<'_, '_>,
+    stage: &'static str,
+    setting: &str,
+    docs: &str,
+    tools: Vec<Value>,
+) -> Result<Option<Entry>, DriveError> {
+    let node = format!("{stage}[{setting} {docs}]");
+    let row = DocRow {
+        instance_id: SHARED.into(),
+        setting: setting.into(),
+        round: 0,
+        tools: Value::Array(tools),
+        name_mapping: Value::Null,
+        changed: true,
+        frozen: false,
+        demos: Value::Null,
+    };
+    let e = cx.session.stage(
+        &node,
+        stage,
+        1,
+        json!({"tool_set": setting, "docs": docs, "tools": row.tools}),
+        &[],
+        |ctx| {
+            ctx.write(std::slice::from_ref(&row))?;
+            Ok(())
+        },
+    )?;
+    if let Some(e) = &e {
+        let label = Label {
+            setting: setting.into(),
+            method: if docs == "gold" { "gold" } else { "base" }.into(),
+            ..Label::default()
+        };
+        cx.out.push(&node, stage, &label, e);
+    }
+    Ok(e)
+}
+
+/// What an offline grid runs for one tool set.
+pub struct Grid<'a> {
+    pub setting: &'a str,
+    pub methods: &'a [String],
+    pub seed: u64,
+    pub gold: Option<Entry>,
+    pub opaque: Option<Entry>,
+    pub rounds: u32,
+    pub batch_size: usize,
+}
+
+/// Gold and Base (the test split with the gold / opaque docs) and +TO (offline
+/// ToolObserver from the opaque docs) of one tool set, for every agent and editor.
+pub fn drive_grid(
+    env: &dyn OfflineEnv,
+    cx: &mut Cx<'_, '_>,
+    exp: &crate::experiment::Experiment,
+    g: &Grid<'_>,
+) -> Result<(), DriveError> {
+    let has = |m: &str| g.methods.iter().any(|x| x == m);
+    for agent in &exp.agents {
+        let sfx = if exp.agents.len() > 1 {
+            format!(" a={}", agent.tag())
+        } else {
+            String::new()
+        };
+        let chain = Chain {
+            seed: g.seed,
+            agent: agent.clone(),
+            sfx: sfx.clone(),
+        };
+        for (method, docs) in [("gold", &g.gold), ("base", &g.opaque)] {
+            let (true, Some(docs)) = (has(method), docs) else {
+                continue;
+            };
+            let tag = format!("{} {method} test{sfx}", g.setting);
+            let l = Label {
+                setting: g.setting.into(),
+                method: method.into(),
+                agent: agent.to_string(),
+                editor: String::new(),
+                round: 0,
+            };
+            if let Some(t) = env.explore(cx, &chain, Split::Test, &tag, &l, docs)? {
+                env.evaluate(cx, &tag, &l, docs, &t)?;
+            }
+        }
+        if let (true, Some(docs0)) = (has("toolobserver"), &g.opaque) {
+            for editor in &exp.editors {
+                let etag = if exp.editors.len() > 1 {
+                    format!(" e={}", editor.tag())
+                } else {
+                    String::new()
+                };
+                let curve = OfflineCurve {
+                    setting: g.setting,
+                    method: "toolobserver",
+                    editor,
+                    batch_template: DEFAULT_BATCH,
+                    merge_template: DEFAULT_MERGE,
+                    rounds: g.rounds,
+                    batch_size: g.batch_size,
+                    etag: &etag,
+                };
+                toolobserver(env, cx, &chain, &curve, docs0)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ pub mod rows;
 use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
 use crate::experiment::Experiment;
 use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, MultiTurn};
-use crate::offline::{self, OfflineCurve};
+use crate::offline;
 use crate::rows::DocRow;
 use crate::InputError;
 use datasets::chess::engine::{BlockingPool, EngineConfig};
@@ -32,7 +32,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
@@ -349,106 +348,99 @@ impl Chess<'_> {
         let pool = self.engines.get(EXPLORE_STAGE)?;
         let kind = docs_kind(&self.tools, docs);
         let pb = ctx.progress(jobs.len() as u64);
-        let next = AtomicUsize::new(0);
-        let out: Mutex<Vec<Option<Result<GameRow, StageError>>>> =
-            Mutex::new((0..jobs.len()).map(|_| None).collect());
         let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..self.c.concurrency.clamp(1, jobs.len().max(1)) {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(job) = jobs.get(i) else { break };
-                    let mut usage = CallUsage::default();
-                    let mut failed = 0i64;
-                    let mut first_error: Option<String> = None;
-                    let mut choose = |g: &Game| -> AgentChoice {
-                        let question = AGENT_TURN
-                            .replace("{{fen}}", &g.fen())
-                            .replace("{{side}}", side_str(g.turn()))
-                            .replace(
-                                "{{history}}",
-                                &Some(g.history_text())
-                                    .filter(|h| !h.is_empty())
-                                    .unwrap_or_else(|| "(none)".into()),
-                            );
-                        let turn = agent.act(&AgentJob {
-                            system: AGENT_SYSTEM,
-                            question: &question,
-                            tools: docs,
-                            seed: seed ^ (g.plies().len() as u64),
-                        });
-                        usage.prompt_tokens += turn.usage.prompt_tokens;
-                        usage.completion_tokens += turn.usage.completion_tokens;
-                        usage.reasoning_tokens += turn.usage.reasoning_tokens;
-                        if let Some(e) = turn.error {
-                            failed += 1;
-                            first_error.get_or_insert(e.kind.clone());
-                            if e.infrastructure {
-                                if let Ok(mut v) = infra.lock() {
-                                    v.push(e.clone());
-                                }
-                            }
-                            return AgentChoice::Failed { error: e.message };
-                        }
-                        match turn.calls.first() {
-                            None => AgentChoice::NoCall,
-                            Some(c) => AgentChoice::Tool {
-                                name: c.function.clone(),
-                            },
-                        }
-                    };
-                    let r = game::run_episode(
-                        pool,
-                        &self.tools,
-                        kind,
-                        &job.position.fen,
-                        &job.cfg,
-                        job.seed,
-                        &mut choose,
-                    )
-                    .map_err(|e| fail(EXPLORE_STAGE, format!("game {}: {e}", job.id)))
-                    .map(|rec| {
-                        let (score, result, reason) = match &rec.ending {
-                            Some(e) => (
-                                Some(e.score_for(job.cfg.agent_side)),
-                                e.result_str().to_string(),
-                                e.reason.as_str().to_string(),
-                            ),
-                            None => (None, "*".into(), "unfinished".into()),
-                        };
-                        GameRow {
-                            game_id: job.id.clone(),
-                            split: split.as_str().into(),
-                            round,
-                            model: model.to_string(),
-                            position_id: job.position.position_id.clone(),
-                            agent_side: side_str(job.cfg.agent_side).into(),
-                            opponent_elo: i64::from(job.opponent_elo),
-                            score,
-                            result,
-                            end_reason: reason,
-                            plies: serde_json::to_value(&rec.plies).unwrap_or(Value::Null),
-                            start_eval: rec.start_eval.map(i64::from),
-                            final_eval: rec.final_eval().map(i64::from),
-                            editor_text: game::editor_text(
-                                &rec,
-                                job.cfg.agent_side,
-                                game::EDITOR_PLIES,
-                            ),
-                            failed_calls: failed,
-                            error_kind: first_error.clone(),
-                            prompt_tokens: usage.prompt_tokens as i64,
-                            completion_tokens: usage.completion_tokens as i64,
-                            reasoning_tokens: usage.reasoning_tokens as i64,
-                        }
+        let results = crate::env::parallel_map(
+            &jobs,
+            self.c.concurrency,
+            &|| pb.inc(1),
+            &|job: &Job| -> Result<GameRow, StageError> {
+                let mut usage = CallUsage::default();
+                let mut failed = 0i64;
+                let mut first_error: Option<String> = None;
+                let mut choose = |g: &Game| -> AgentChoice {
+                    let question = AGENT_TURN
+                        .replace("{{fen}}", &g.fen())
+                        .replace("{{side}}", side_str(g.turn()))
+                        .replace(
+                            "{{history}}",
+                            &Some(g.history_text())
+                                .filter(|h| !h.is_empty())
+                                .unwrap_or_else(|| "(none)".into()),
+                        );
+                    let turn = agent.act(&AgentJob {
+                        system: AGENT_SYSTEM,
+                        question: &question,
+                        tools: docs,
+                        seed: seed ^ (g.plies().len() as u64),
                     });
-                    if let Ok(mut o) = out.lock() {
-                        o[i] = Some(r);
+                    usage.prompt_tokens += turn.usage.prompt_tokens;
+                    usage.completion_tokens += turn.usage.completion_tokens;
+                    usage.reasoning_tokens += turn.usage.reasoning_tokens;
+                    if let Some(e) = turn.error {
+                        failed += 1;
+                        first_error.get_or_insert(e.kind.clone());
+                        if e.infrastructure {
+                            if let Ok(mut v) = infra.lock() {
+                                v.push(e.clone());
+                            }
+                        }
+                        return AgentChoice::Failed { error: e.message };
                     }
-                    pb.inc(1);
+                    match turn.calls.first() {
+                        None => AgentChoice::NoCall,
+                        Some(c) => AgentChoice::Tool {
+                            name: c.function.clone(),
+                        },
+                    }
+                };
+                let r = game::run_episode(
+                    pool,
+                    &self.tools,
+                    kind,
+                    &job.position.fen,
+                    &job.cfg,
+                    job.seed,
+                    &mut choose,
+                )
+                .map_err(|e| fail(EXPLORE_STAGE, format!("game {}: {e}", job.id)))
+                .map(|rec| {
+                    let (score, result, reason) = match &rec.ending {
+                        Some(e) => (
+                            Some(e.score_for(job.cfg.agent_side)),
+                            e.result_str().to_string(),
+                            e.reason.as_str().to_string(),
+                        ),
+                        None => (None, "*".into(), "unfinished".into()),
+                    };
+                    GameRow {
+                        game_id: job.id.clone(),
+                        split: split.as_str().into(),
+                        round,
+                        model: model.to_string(),
+                        position_id: job.position.position_id.clone(),
+                        agent_side: side_str(job.cfg.agent_side).into(),
+                        opponent_elo: i64::from(job.opponent_elo),
+                        score,
+                        result,
+                        end_reason: reason,
+                        plies: serde_json::to_value(&rec.plies).unwrap_or(Value::Null),
+                        start_eval: rec.start_eval.map(i64::from),
+                        final_eval: rec.final_eval().map(i64::from),
+                        editor_text: game::editor_text(
+                            &rec,
+                            job.cfg.agent_side,
+                            game::EDITOR_PLIES,
+                        ),
+                        failed_calls: failed,
+                        error_kind: first_error.clone(),
+                        prompt_tokens: usage.prompt_tokens as i64,
+                        completion_tokens: usage.completion_tokens as i64,
+                        reasoning_tokens: usage.reasoning_tokens as i64,
+                    }
                 });
-            }
-        });
+                r
+            },
+        );
         pb.finish_and_clear();
         let infra = infra.into_inner().unwrap_or_default();
         if let Some(e) = infrastructure_error(EXPLORE_STAGE, &infra) {
@@ -456,10 +448,7 @@ impl Chess<'_> {
         }
         let mut rows = Vec::new();
         let mut usage = Usage::default();
-        for r in out
-            .into_inner()
-            .map_err(|_| fail(EXPLORE_STAGE, "a game thread panicked"))?
-        {
+        for r in results {
             let row = r.ok_or_else(|| fail(EXPLORE_STAGE, "a game thread panicked"))??;
             usage.calls = usage.calls.saturating_add(1);
             usage.prompt_tokens = usage.prompt_tokens.saturating_add(row.prompt_tokens as u64);
@@ -926,95 +915,25 @@ pub fn drive(exp: &Experiment, c: &ChessExperiment, cx: &mut Cx<'_, '_>) -> Resu
             calibration: calibration.clone(),
         };
         let set = family.as_str();
-        let docs_for = |cx: &mut Cx<'_, '_>, kind: Docs| -> Result<Option<Entry>, DriveError> {
-            let name = match kind {
-                Docs::Gold => "gold",
-                Docs::Opaque => "opaque",
-            };
-            let node = format!("chess-docs[{set} {name}]");
-            let row = DocRow {
-                instance_id: SHARED.into(),
-                setting: set.into(),
-                round: 0,
-                tools: Value::Array(tools.function_defs(kind)),
-                name_mapping: Value::Null,
-                changed: true,
-                frozen: false,
-                demos: Value::Null,
-            };
-            let e = cx.session.stage(
-                &node,
-                DOCS_STAGE,
-                VERSION,
-                json!({"tool_set": set, "docs": name, "tools": row.tools}),
-                &[],
-                |ctx| {
-                    ctx.write(std::slice::from_ref(&row))?;
-                    Ok(())
-                },
-            )?;
-            if let Some(e) = &e {
-                let label = Label {
-                    setting: set.into(),
-                    method: if kind == Docs::Gold { "gold" } else { "base" }.into(),
-                    ..Label::default()
-                };
-                cx.out.push(&node, DOCS_STAGE, &label, e);
-            }
-            Ok(e)
+        let gold =
+            offline::docs_stage(cx, DOCS_STAGE, set, "gold", tools.function_defs(Docs::Gold))?;
+        let opaque = offline::docs_stage(
+            cx,
+            DOCS_STAGE,
+            set,
+            "opaque",
+            tools.function_defs(Docs::Opaque),
+        )?;
+        let grid = offline::Grid {
+            setting: set,
+            methods: &c.methods,
+            seed: c.seed,
+            gold,
+            opaque,
+            rounds: c.rounds,
+            batch_size: c.batch_size,
         };
-        let gold = docs_for(cx, Docs::Gold)?;
-        let opaque = docs_for(cx, Docs::Opaque)?;
-        let has = |m: &str| c.methods.iter().any(|x| x == m);
-        for agent in &exp.agents {
-            let sfx = if exp.agents.len() > 1 {
-                format!(" a={}", agent.tag())
-            } else {
-                String::new()
-            };
-            let chain = Chain {
-                seed: c.seed,
-                agent: agent.clone(),
-                sfx: sfx.clone(),
-            };
-            let label = |method: &str, editor: String, round: i64| Label {
-                setting: set.into(),
-                method: method.into(),
-                agent: agent.to_string(),
-                editor,
-                round,
-            };
-            for (method, docs) in [("gold", &gold), ("base", &opaque)] {
-                let (true, Some(docs)) = (has(method), docs) else {
-                    continue;
-                };
-                let tag = format!("{set} {method} test{sfx}");
-                let l = label(method, String::new(), 0);
-                if let Some(t) = env.explore(cx, &chain, Split::Test, &tag, &l, docs)? {
-                    env.evaluate(cx, &tag, &l, docs, &t)?;
-                }
-            }
-            if let (true, Some(docs0)) = (has("toolobserver"), &opaque) {
-                for (ei, editor) in exp.editors.iter().enumerate() {
-                    let etag = if exp.editors.len() > 1 {
-                        format!(" e={}", exp.editors[ei].tag())
-                    } else {
-                        String::new()
-                    };
-                    let curve = OfflineCurve {
-                        setting: set,
-                        method: "toolobserver",
-                        editor,
-                        batch_template: offline::DEFAULT_BATCH,
-                        merge_template: offline::DEFAULT_MERGE,
-                        rounds: c.rounds,
-                        batch_size: c.batch_size,
-                        etag: &etag,
-                    };
-                    offline::toolobserver(&env, cx, &chain, &curve, docs0)?;
-                }
-            }
-        }
+        offline::drive_grid(&env, cx, exp, &grid)?;
     }
     Ok(())
 }

@@ -17,7 +17,7 @@
 use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
 use crate::experiment::Experiment;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
-use crate::offline::{self, OfflineCurve};
+use crate::offline;
 use crate::rows::{CallRecord, DocRow};
 use datasets::search::judge;
 use datasets::search::questions::{self, GenConfig};
@@ -30,7 +30,6 @@ use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage}
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
@@ -358,84 +357,78 @@ impl Search<'_> {
             ..EditorView::default()
         };
         let pb = ctx.progress(qs.len() as u64);
-        let next = AtomicUsize::new(0);
-        let out: Mutex<Vec<Option<EpisodeRow>>> = Mutex::new(qs.iter().map(|_| None).collect());
         let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..self.s.concurrency.clamp(1, qs.len().max(1)) {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(q) = qs.get(i) else { break };
-                    let mut calls: Vec<SearchCall> = Vec::new();
-                    let mut run_tool = |c: &CallRecord| -> String {
-                        let text = match env.execute(&c.function, &c.args) {
-                            Ok(t) => t,
-                            Err(e) => format!("Error: {e}"),
-                        };
-                        let text = datasets::bfcl::executor::bounded_output(&text);
-                        calls.push(SearchCall {
-                            tool: c.function.clone(),
-                            query: c
-                                .args
-                                .get("query")
-                                .and_then(Value::as_str)
-                                .map(str::to_string)
-                                .unwrap_or_else(|| c.args.to_string()),
-                            output: text.clone(),
-                        });
-                        text
+        let results = crate::env::parallel_map(
+            qs,
+            self.s.concurrency,
+            &|| pb.inc(1),
+            &|q: &QuestionRow| -> EpisodeRow {
+                let mut calls: Vec<SearchCall> = Vec::new();
+                let mut run_tool = |c: &CallRecord| -> String {
+                    let text = match env.execute(&c.function, &c.args) {
+                        Ok(t) => t,
+                        Err(e) => format!("Error: {e}"),
                     };
-                    let ep = run_episode(
-                        agent,
-                        AGENT_SYSTEM,
-                        &q.question,
-                        tools,
-                        self.s.max_turns,
-                        seed,
-                        &mut run_tool,
-                    );
-                    if let Some(e) = ep.error.as_ref().filter(|e| e.infrastructure) {
-                        if let Ok(mut v) = infra.lock() {
-                            v.push(e.clone());
-                        }
+                    let text = datasets::bfcl::executor::bounded_output(&text);
+                    calls.push(SearchCall {
+                        tool: c.function.clone(),
+                        query: c
+                            .args
+                            .get("query")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                            .unwrap_or_else(|| c.args.to_string()),
+                        output: text.clone(),
+                    });
+                    text
+                };
+                let ep = run_episode(
+                    agent,
+                    AGENT_SYSTEM,
+                    &q.question,
+                    tools,
+                    self.s.max_turns,
+                    seed,
+                    &mut run_tool,
+                );
+                if let Some(e) = ep.error.as_ref().filter(|e| e.infrastructure) {
+                    if let Ok(mut v) = infra.lock() {
+                        v.push(e.clone());
                     }
-                    let answer = ep.answer.clone().unwrap_or_default();
-                    let g = judge::grade(&answer, &q.answer, &q.aliases);
-                    let traj = SearchTrajectory {
-                        question: q.question.clone(),
-                        final_answer: g.answer.clone(),
-                        correct: g.exact,
-                        calls: calls.clone(),
-                    };
-                    let steps: Vec<Value> = ep
-                        .steps
-                        .iter()
-                        .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
-                        .collect();
-                    let row = EpisodeRow {
-                        question_id: q.question_id.clone(),
-                        split: split.as_str().into(),
-                        round,
-                        model: model.to_string(),
-                        steps: Value::Array(steps),
-                        answer: ep.answer.clone(),
-                        forced: ep.forced,
-                        correct: g.exact,
-                        f1: g.f1,
-                        tool_calls: calls.len() as i64,
-                        editor_text: serialize_for_editor(&traj, &view),
-                        error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
-                        prompt_tokens: ep.usage.prompt_tokens as i64,
-                        completion_tokens: ep.usage.completion_tokens as i64,
-                        reasoning_tokens: ep.usage.reasoning_tokens as i64,
-                    };
-                    if let Ok(mut o) = out.lock() {
-                        o[i] = Some(row);
-                    }
-                    pb.inc(1);
-                });
-            }
-        });
+                }
+                let answer = ep.answer.clone().unwrap_or_default();
+                let g = judge::grade(&answer, &q.answer, &q.aliases);
+                let traj = SearchTrajectory {
+                    question: q.question.clone(),
+                    final_answer: g.answer.clone(),
+                    correct: g.exact,
+                    calls: calls.clone(),
+                };
+                let steps: Vec<Value> = ep
+                    .steps
+                    .iter()
+                    .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
+                    .collect();
+                let row = EpisodeRow {
+                    question_id: q.question_id.clone(),
+                    split: split.as_str().into(),
+                    round,
+                    model: model.to_string(),
+                    steps: Value::Array(steps),
+                    answer: ep.answer.clone(),
+                    forced: ep.forced,
+                    correct: g.exact,
+                    f1: g.f1,
+                    tool_calls: calls.len() as i64,
+                    editor_text: serialize_for_editor(&traj, &view),
+                    error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
+                    prompt_tokens: ep.usage.prompt_tokens as i64,
+                    completion_tokens: ep.usage.completion_tokens as i64,
+                    reasoning_tokens: ep.usage.reasoning_tokens as i64,
+                };
+                row
+            },
+        );
         pb.finish_and_clear();
         if let Some(e) =
             infrastructure_error(EXPLORE_STAGE, &infra.into_inner().unwrap_or_default())
@@ -444,10 +437,7 @@ impl Search<'_> {
         }
         let mut rows = Vec::new();
         let mut usage = Usage::default();
-        for r in out
-            .into_inner()
-            .map_err(|_| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?
-        {
+        for r in results {
             let row =
                 r.ok_or_else(|| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?;
             usage.calls = usage.calls.saturating_add(1);
@@ -660,101 +650,30 @@ pub fn drive(
             test: test.clone(),
             corpus: &corpus,
         };
-        let docs_for =
-            |cx: &mut Cx<'_, '_>, opacity: Opacity| -> Result<Option<Entry>, DriveError> {
-                let name = if opacity == Opacity::Gold {
-                    "gold"
-                } else {
-                    "opaque"
-                };
-                let node = format!("search-docs[{set} {name}]");
-                let row = DocRow {
-                    instance_id: SHARED.into(),
-                    setting: set.clone(),
-                    round: 0,
-                    tools: Value::Array(doc_tools(&tool_set(set, opacity))),
-                    name_mapping: Value::Null,
-                    changed: true,
-                    frozen: false,
-                    demos: Value::Null,
-                };
-                let e = cx.session.stage(
-                    &node,
-                    DOCS_STAGE,
-                    VERSION,
-                    json!({"tool_set": set, "docs": name, "tools": row.tools}),
-                    &[],
-                    |ctx| {
-                        ctx.write(std::slice::from_ref(&row))?;
-                        Ok(())
-                    },
-                )?;
-                if let Some(e) = &e {
-                    let label = Label {
-                        setting: set.clone(),
-                        method: if opacity == Opacity::Gold {
-                            "gold"
-                        } else {
-                            "base"
-                        }
-                        .into(),
-                        ..Label::default()
-                    };
-                    cx.out.push(&node, DOCS_STAGE, &label, e);
-                }
-                Ok(e)
-            };
-        let gold = docs_for(cx, Opacity::Gold)?;
-        let opaque = docs_for(cx, Opacity::Opaque)?;
-        let has = |m: &str| s.methods.iter().any(|x| x == m);
-        for agent in &exp.agents {
-            let sfx = if exp.agents.len() > 1 {
-                format!(" a={}", agent.tag())
-            } else {
-                String::new()
-            };
-            let chain = Chain {
-                seed: s.seed,
-                agent: agent.clone(),
-                sfx: sfx.clone(),
-            };
-            for (method, docs) in [("gold", &gold), ("base", &opaque)] {
-                let (true, Some(docs)) = (has(method), docs) else {
-                    continue;
-                };
-                let tag = format!("{set} {method} test{sfx}");
-                let l = Label {
-                    setting: set.clone(),
-                    method: method.into(),
-                    agent: agent.to_string(),
-                    editor: String::new(),
-                    round: 0,
-                };
-                if let Some(t) = env.explore(cx, &chain, Split::Test, &tag, &l, docs)? {
-                    env.evaluate(cx, &tag, &l, docs, &t)?;
-                }
-            }
-            if let (true, Some(docs0)) = (has("toolobserver"), &opaque) {
-                for editor in &exp.editors {
-                    let etag = if exp.editors.len() > 1 {
-                        format!(" e={}", editor.tag())
-                    } else {
-                        String::new()
-                    };
-                    let curve = OfflineCurve {
-                        setting: set,
-                        method: "toolobserver",
-                        editor,
-                        batch_template: offline::DEFAULT_BATCH,
-                        merge_template: offline::DEFAULT_MERGE,
-                        rounds: s.rounds,
-                        batch_size: s.batch_size,
-                        etag: &etag,
-                    };
-                    offline::toolobserver(&env, cx, &chain, &curve, docs0)?;
-                }
-            }
-        }
+        let gold = offline::docs_stage(
+            cx,
+            DOCS_STAGE,
+            set,
+            "gold",
+            doc_tools(&tool_set(set, Opacity::Gold)),
+        )?;
+        let opaque = offline::docs_stage(
+            cx,
+            DOCS_STAGE,
+            set,
+            "opaque",
+            doc_tools(&tool_set(set, Opacity::Opaque)),
+        )?;
+        let grid = offline::Grid {
+            setting: set,
+            methods: &s.methods,
+            seed: s.seed,
+            gold,
+            opaque,
+            rounds: s.rounds,
+            batch_size: s.batch_size,
+        };
+        offline::drive_grid(&env, cx, exp, &grid)?;
     }
     Ok(())
 }
