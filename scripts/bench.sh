@@ -23,6 +23,12 @@ else
   echo "== released runs not found ($rel): skipping the rescoring benchmark"
 fi
 
+echo "== chess: bootstrap Elo (1000 shuffles x 600 games) and engine-pool throughput at depth 12"
+cargo run --release -q -p datasets --example bench_chess
+
+echo "== search: BM25 index build over the substitute corpus and tool calls per second"
+cargo run --release -q -p datasets --example bench_search
+
 echo "== client overhead of the openai backend (in-process 127.0.0.1 server; under a minute)"
 cargo run --release -q -p llm --example bench_client
 

@@ -252,3 +252,38 @@ fn agent_by_editor_grid_fills_table7() {
         "{md}"
     );
 }
+
+/// Each paper-vs-code switch runs on the scripted grid and the table says which
+/// variant a number used.
+#[test]
+fn every_switch_runs_and_labels_its_output() {
+    for (extra, label) in [
+        (
+            "",
+            "outcome = grader; prompts = project; play2prompt instances = paper; guard = off",
+        ),
+        ("outcome = \"execution\"\n", "outcome = execution"),
+        (
+            "reflect_skip_success = true\n",
+            "guard = on (uses gold labels)",
+        ),
+        ("[prompts]\nset = \"paper\"\n", "prompts = paper"),
+    ] {
+        let (bfcl, rest) = if extra.starts_with('[') {
+            ("", extra)
+        } else {
+            (extra, "")
+        };
+        let s = Scratch::new(bfcl, common::MODELS);
+        if !rest.is_empty() {
+            let text = std::fs::read_to_string(s.exp()).unwrap() + rest;
+            std::fs::write(s.exp(), text).unwrap();
+        }
+        s.run();
+        let exp = s.exp();
+        let out = s.otb(&["table", "table2", "--experiment", exp.to_str().unwrap()]);
+        let text = common::stdout_ok(&out);
+        assert!(text.contains(label), "{label} not in {text}");
+        assert!(text.contains("| run |"), "{text}");
+    }
+}

@@ -314,6 +314,41 @@ fn check_model(
 }
 
 impl Experiment {
+    /// The switches that make this run differ from the defaults, as one line for the
+    /// tables; the defaults read
+    /// `outcome = grader; prompts = project; play2prompt instances = paper; guard = off`.
+    pub fn switches(&self) -> String {
+        let prompts = if self.editor_prompt == PAPER_PROMPTS.editor
+            && self.agent_system_prompt == PAPER_PROMPTS.agent_system
+        {
+            "paper"
+        } else if self.editor_prompt == PROJECT_PROMPTS.editor
+            && self.agent_system_prompt == PROJECT_PROMPTS.agent_system
+        {
+            "project"
+        } else {
+            "custom files"
+        };
+        let (outcome, guard) = match &self.bfcl {
+            Some(b) => (
+                match b.outcome {
+                    Outcome::Grader => "grader",
+                    Outcome::Execution => "execution",
+                },
+                if b.reflect_skip_success {
+                    "on (uses gold labels)"
+                } else {
+                    "off"
+                },
+            ),
+            None => ("-", "-"),
+        };
+        format!(
+            "outcome = {outcome}; prompts = {prompts}; play2prompt instances = {}; guard = {guard}",
+            self.baselines.play2prompt.instances
+        )
+    }
+
     /// Read and validate an experiment file.
     /// Read and validate an experiment file whose relative paths may leave its folder.
     pub fn load_allowing_outside_paths(path: &Path) -> Result<Experiment, ConfigError> {

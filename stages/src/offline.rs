@@ -571,12 +571,13 @@ pub struct Grid<'a> {
 pub fn drive_grid(
     env: &dyn OfflineEnv,
     cx: &mut Cx<'_, '_>,
-    exp: &crate::experiment::Experiment,
+    agents: &[ModelSpec],
+    editors: &[ModelSpec],
     g: &Grid<'_>,
 ) -> Result<(), DriveError> {
     let has = |m: &str| g.methods.iter().any(|x| x == m);
-    for agent in &exp.agents {
-        let sfx = if exp.agents.len() > 1 {
+    for agent in agents {
+        let sfx = if agents.len() > 1 {
             format!(" a={}", agent.tag())
         } else {
             String::new()
@@ -603,8 +604,8 @@ pub fn drive_grid(
             }
         }
         if let (true, Some(docs0)) = (has("toolobserver"), &g.opaque) {
-            for editor in &exp.editors {
-                let etag = if exp.editors.len() > 1 {
+            for editor in editors {
+                let etag = if editors.len() > 1 {
                     format!(" e={}", editor.tag())
                 } else {
                     String::new()

@@ -341,3 +341,20 @@ impl Row for ToolRunRow {
         C
     }
 }
+
+/// `[[real name, shown name], ...]` of a docs row (pairs that are not two strings are
+/// skipped).
+pub fn name_mapping(v: &Value) -> Vec<(String, String)> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| {
+                    Some((
+                        p.get(0)?.as_str()?.to_string(),
+                        p.get(1)?.as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -14,9 +14,9 @@ pub mod draft;
 pub mod easytool;
 pub mod play2prompt;
 
+use crate::models::Agent;
 use crate::models::{AgentJob, AgentTurn, CallUsage, Editor};
 use crate::rows::{DocCallRow, DocRow, InstanceRow, ToolRunRow};
-use crate::{bfcl::evaluate, models::Agent};
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::pyvalue::PyValue;
 use pipeline::{StageCtx, StageError, Usage};
@@ -54,43 +54,7 @@ impl ToolRunner for Executor {
     }
 }
 
-/// Sentence embeddings (DRAFT's diversity and convergence rules, Table 6).
-pub trait Embed: Sync {
-    /// One unit-length vector per text.
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
-}
-
-/// A deterministic bag-of-words embedder (hashed word counts, L2-normalised) for
-/// scripted tests: texts with the same words have cosine 1.
-pub struct BagOfWords;
-
-impl Embed for BagOfWords {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
-        Ok(texts
-            .iter()
-            .map(|t| {
-                let mut v = vec![0f32; 64];
-                for w in t
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                {
-                    let h = w
-                        .to_lowercase()
-                        .bytes()
-                        .fold(1469598103934665603u64, |h, b| {
-                            (h ^ b as u64).wrapping_mul(1099511628211)
-                        });
-                    v[(h % 64) as usize] += 1.0;
-                }
-                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-                if n > 0.0 {
-                    v.iter_mut().for_each(|x| *x /= n);
-                }
-                v
-            })
-            .collect())
-    }
-}
+pub use crate::models::embed::{BagOfWords, Embed};
 
 /// Cosine of two vectors (0 when either is zero), as `textsim` computes it.
 pub use textsim::cosine_f64 as cosine;
@@ -281,7 +245,7 @@ impl<'a> Work<'a> {
 
     /// Execute `shown(**args)` through the instance's name mapping.
     pub fn execute(&mut self, tool: &str, step: &str, args: &Map<String, Value>) -> ToolOutput {
-        let mapping = evaluate::name_mapping(&self.docs.name_mapping);
+        let mapping = crate::rows::name_mapping(&self.docs.name_mapping);
         let real = mapping
             .iter()
             .find(|(_, shown)| shown == tool)

@@ -32,20 +32,7 @@ pub fn model_call(function: &str, args: &Value, raw: Option<&str>) -> ModelCall 
 }
 
 /// `[[real, shown], ...]` back into pairs.
-pub fn name_mapping(v: &Value) -> Vec<(String, String)> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| {
-                    Some((
-                        p.get(0)?.as_str()?.to_string(),
-                        p.get(1)?.as_str()?.to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
+pub use crate::rows::name_mapping;
 
 fn output_json(o: &Result<PyValue, PyException>) -> Value {
     match o {

@@ -36,7 +36,7 @@
 
 use crate::bfcl::evaluate;
 use crate::bfcl::released::{csv_line, CSV_HEADER};
-use crate::driver::DriveError;
+use crate::env::DriveError;
 use crate::rows::{CallRecord, DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use crate::InputError;
 use datasets::bfcl::data::Category;

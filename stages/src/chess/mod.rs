@@ -14,7 +14,7 @@
 pub mod rows;
 
 use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
-use crate::experiment::Experiment;
+use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, MultiTurn};
 use crate::offline;
 use crate::rows::DocRow;
@@ -847,7 +847,12 @@ impl crate::models::Agent for Oracle {
 impl MultiTurn for Oracle {}
 
 /// Expand the `[chess]` table into stage calls.
-pub fn drive(exp: &Experiment, c: &ChessExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+pub fn drive(
+    agents: &[ModelSpec],
+    editors: &[ModelSpec],
+    c: &ChessExperiment,
+    cx: &mut Cx<'_, '_>,
+) -> Result<(), DriveError> {
     let engines = Engines::new(c.engine.clone());
     let cache = cx.session.store().root().join("cache").join("chess");
     let pos = cx.session.stage(
@@ -933,7 +938,7 @@ pub fn drive(exp: &Experiment, c: &ChessExperiment, cx: &mut Cx<'_, '_>) -> Resu
             rounds: c.rounds,
             batch_size: c.batch_size,
         };
-        offline::drive_grid(&env, cx, exp, &grid)?;
+        offline::drive_grid(&env, cx, agents, editors, &grid)?;
     }
     Ok(())
 }

@@ -395,7 +395,7 @@ pub struct Models {
     llm: llm::Shared,
     agents: Mutex<HashMap<ModelSpec, Arc<dyn MultiTurn>>>,
     editors: Mutex<HashMap<ModelSpec, Arc<dyn Editor>>>,
-    embedders: Mutex<HashMap<String, Arc<dyn crate::baselines::Embed>>>,
+    embedders: Mutex<HashMap<String, Arc<dyn embed::Embed>>>,
 }
 
 impl Models {
@@ -480,7 +480,7 @@ impl Models {
     }
 
     /// The sentence embedder named `name` (`minilm`, `bag-of-words`).
-    pub fn embedder(&self, name: &str) -> Result<Arc<dyn crate::baselines::Embed>, InputError> {
+    pub fn embedder(&self, name: &str) -> Result<Arc<dyn embed::Embed>, InputError> {
         let mut map = self
             .embedders
             .lock()
@@ -488,8 +488,7 @@ impl Models {
         if let Some(e) = map.get(name) {
             return Ok(e.clone());
         }
-        let e: Arc<dyn crate::baselines::Embed> =
-            Arc::from(embed::make_embedder(name, &self.embed_cache)?);
+        let e: Arc<dyn embed::Embed> = Arc::from(embed::make_embedder(name, &self.embed_cache)?);
         map.insert(name.to_string(), e.clone());
         Ok(e)
     }

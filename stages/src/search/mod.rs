@@ -15,7 +15,7 @@
 //! per corpus fingerprint; the tool results depend only on the corpus).
 
 use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
-use crate::experiment::Experiment;
+use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::offline;
 use crate::rows::{CallRecord, DocRow};
@@ -594,7 +594,8 @@ pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
 
 /// Expand the `[search]` table into stage calls.
 pub fn drive(
-    exp: &Experiment,
+    agents: &[ModelSpec],
+    editors: &[ModelSpec],
     s: &SearchExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
@@ -673,7 +674,7 @@ pub fn drive(
             rounds: s.rounds,
             batch_size: s.batch_size,
         };
-        offline::drive_grid(&env, cx, exp, &grid)?;
+        offline::drive_grid(&env, cx, agents, editors, &grid)?;
     }
     Ok(())
 }

@@ -84,7 +84,7 @@ pub fn pairs(docs: &[DocRow], instances: &[InstanceRow]) -> Vec<(String, String)
         let Some(g) = gold.get(d.instance_id.as_str()) else {
             continue;
         };
-        let mapping = crate::bfcl::evaluate::name_mapping(&d.name_mapping);
+        let mapping = crate::rows::name_mapping(&d.name_mapping);
         for t in d.tools.as_array().map(Vec::as_slice).unwrap_or(&[]) {
             let shown = t.get("name").and_then(Value::as_str).unwrap_or("");
             let real = mapping

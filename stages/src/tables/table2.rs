@@ -249,6 +249,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
             exp.name
         ));
     }
+    notes.push(format!("{}: {}", exp.name, exp.switches()));
     let mut cells = Vec::new();
     let cell = |setting: &str, method: &str, r: &SummaryRow| CellRow {
         setting: setting.to_string(),

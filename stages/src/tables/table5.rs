@@ -55,7 +55,20 @@ impl Row for RoundsRow {
 pub struct Table5 {
     pub rows: Vec<RoundsRow>,
     pub curve: Vec<SummaryRow>,
+    /// Per curve row: instances frozen after that round's reflection, the editor's
+    /// tokens in that round, and the agent's tokens in that round's exploration
+    /// (turns reused from an earlier round count 0).
+    pub round_extra: Vec<RoundExtra>,
     pub notes: Vec<String>,
+}
+
+/// What a round cost and how far it converged (`toolobserver.md`: report per round
+/// E/P/A, instances frozen, editor and agent tokens).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RoundExtra {
+    pub frozen: i64,
+    pub editor_tokens: i64,
+    pub agent_tokens: i64,
 }
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
@@ -128,11 +141,90 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
         Some(s) => s.entry.read()?,
         None => Vec::new(),
     };
-    let curve = curve
+    let curve: Vec<SummaryRow> = curve
         .into_iter()
         .filter(|r| r.method.starts_with("toolobserver"))
         .collect();
-    Ok(Table5 { rows, curve, notes })
+    // (setting, agent, editor, method, round) -> extras, from the stored rows.
+    type Key = (String, String, String, String, i64);
+    let mut extra: BTreeMap<Key, RoundExtra> = BTreeMap::new();
+    for o in out.by_stage(crate::batch_reflect::STAGE) {
+        let key = (
+            o.setting.clone(),
+            o.agent.clone(),
+            o.editor.clone(),
+            o.method.clone(),
+            o.round,
+        );
+        let docs: Vec<DocRow> = o.entry.read()?;
+        let edits: Vec<crate::rows::EditRow> = o.entry.read()?;
+        let e = extra.entry(key).or_default();
+        e.frozen = docs.iter().filter(|d| d.frozen).count() as i64;
+        e.editor_tokens = edits
+            .iter()
+            .map(|r| r.prompt_tokens.saturating_add(r.completion_tokens))
+            .sum();
+    }
+    let mut agent_tokens: BTreeMap<(String, String, String, String, i64), i64> = BTreeMap::new();
+    for o in out.by_stage(crate::bfcl::explore::STAGE) {
+        let t: Vec<crate::rows::TrajectoryRow> = o.entry.read()?;
+        let sum = t
+            .iter()
+            .filter(|r| !r.reused)
+            .map(|r| r.prompt_tokens.saturating_add(r.completion_tokens))
+            .sum();
+        agent_tokens.insert(
+            (
+                o.setting.clone(),
+                o.agent.clone(),
+                o.editor.clone(),
+                o.method.clone(),
+                o.round,
+            ),
+            sum,
+        );
+    }
+    let round_extra = curve
+        .iter()
+        .map(|c| {
+            let mut e = extra
+                .get(&(
+                    c.setting.clone(),
+                    c.agent.clone(),
+                    c.editor.clone(),
+                    c.method.clone(),
+                    c.round,
+                ))
+                .copied()
+                .unwrap_or_default();
+            // Round 0 of a curve is the Base chain's exploration.
+            let agent_key = if c.round == 0 {
+                (
+                    c.setting.clone(),
+                    c.agent.clone(),
+                    String::new(),
+                    "base".to_string(),
+                    0,
+                )
+            } else {
+                (
+                    c.setting.clone(),
+                    c.agent.clone(),
+                    c.editor.clone(),
+                    c.method.clone(),
+                    c.round,
+                )
+            };
+            e.agent_tokens = agent_tokens.get(&agent_key).copied().unwrap_or(0);
+            e
+        })
+        .collect();
+    Ok(Table5 {
+        rows,
+        curve,
+        round_extra,
+        notes,
+    })
 }
 
 impl crate::tables::report::TableReport for Table5 {
@@ -176,8 +268,9 @@ impl crate::tables::report::TableReport for Table5 {
                 &r.round_limit,
             ]));
         }
-        out.push_str("\nPer-round curve (E/P/A by round):\n\n| Setting | Agent | Editor | Method | Round | n | E | P | A |\n|---|---|---|---|---|---|---|---|---|\n");
-        for c in &self.curve {
+        out.push_str("\nPer round: E/P/A, instances frozen after the round's reflection, editor and agent tokens of the round:\n\n| Setting | Agent | Editor | Method | Round | n | E | P | A | Frozen | Editor tokens | Agent tokens |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (i, c) in self.curve.iter().enumerate() {
+            let x = self.round_extra.get(i).copied().unwrap_or_default();
             out.push_str(&md_row(&[
                 &c.setting,
                 &c.agent,
@@ -188,6 +281,9 @@ impl crate::tables::report::TableReport for Table5 {
                 &format!("{:.3}", c.e),
                 &format!("{:.3}", c.p),
                 &format!("{:.3}", c.a),
+                &x.frozen,
+                &x.editor_tokens,
+                &x.agent_tokens,
             ]));
         }
         crate::tables::report::end_with_notes(out, &self.notes)
@@ -203,8 +299,11 @@ impl crate::tables::report::TableReport for Table5 {
         let pq = dir.join("table5.parquet");
         pipeline::table::write_rows(&self.rows, &pq)?;
         let curve = dir.join("rounds.csv");
-        let mut text = String::from("setting,agent,editor,round,n,E,P,A,E_lo,E_hi,method\n");
-        for c in &self.curve {
+        let mut text = String::from(
+            "setting,agent,editor,round,n,E,P,A,E_lo,E_hi,method,frozen,editor_tokens,agent_tokens\n",
+        );
+        for (i, c) in self.curve.iter().enumerate() {
+            let x = self.round_extra.get(i).copied().unwrap_or_default();
             let f4 = |x: f64| format!("{x:.4}");
             text.push_str(&csv_row(&[
                 &c.setting,
@@ -218,6 +317,9 @@ impl crate::tables::report::TableReport for Table5 {
                 &f4(c.e_lo),
                 &f4(c.e_hi),
                 &c.method,
+                &x.frozen,
+                &x.editor_tokens,
+                &x.agent_tokens,
             ]));
         }
         std::fs::write(&curve, text).map_err(|e| fail(&curve, e.to_string()))?;
