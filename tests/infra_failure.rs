@@ -7,7 +7,6 @@
 mod common;
 
 use common::{fixture, otb, stdout_ok};
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -26,28 +25,9 @@ struct Server {
 }
 
 fn handle(mut stream: TcpStream, srv: Arc<Server>) {
-    let mut reader = BufReader::new(match stream.try_clone() {
-        Ok(s) => s,
-        Err(_) => return,
-    });
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let l = line.trim_end().to_ascii_lowercase();
-        if l.is_empty() {
-            break;
-        }
-        if let Some(v) = l.strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0u8; len];
-    if reader.read_exact(&mut body).is_err() {
+    let Some(body) = common::read_request(&stream) else {
         return;
-    }
+    };
     let ticket = srv.tickets.fetch_add(1, Ordering::SeqCst);
     let denied = !srv.fixed.load(Ordering::SeqCst) && srv.deny.contains(&ticket);
     let (status, text) = if denied {
@@ -55,11 +35,7 @@ fn handle(mut stream: TcpStream, srv: Arc<Server>) {
     } else {
         ("200 OK", REPLY)
     };
-    let resp = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-        text.len()
-    );
-    if stream.write_all(resp.as_bytes()).is_ok() && stream.flush().is_ok() {
+    if common::respond(&mut stream, status, text) {
         if let Ok(mut l) = srv.log.lock() {
             l.push((String::from_utf8_lossy(&body).into_owned(), !denied));
         }

@@ -5,7 +5,6 @@
 mod common;
 
 use common::{fixture, otb};
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,28 +35,9 @@ impl Server {
 }
 
 fn handle(mut stream: TcpStream, srv: Arc<Server>) {
-    let mut reader = BufReader::new(match stream.try_clone() {
-        Ok(s) => s,
-        Err(_) => return,
-    });
-    let mut len = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let l = line.trim_end().to_ascii_lowercase();
-        if l.is_empty() {
-            break;
-        }
-        if let Some(v) = l.strip_prefix("content-length:") {
-            len = v.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0u8; len];
-    if reader.read_exact(&mut body).is_err() {
+    let Some(body) = common::read_request(&stream) else {
         return;
-    }
+    };
     let ticket = srv.tickets.fetch_add(1, Ordering::SeqCst);
     if ticket >= srv.answer_limit && !srv.open.load(Ordering::SeqCst) {
         // In flight forever: the client waits for an answer that never comes.
@@ -69,11 +49,7 @@ fn handle(mut stream: TcpStream, srv: Arc<Server>) {
         return;
     }
     std::thread::sleep(Duration::from_millis(30));
-    let resp = format!(
-        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{REPLY}",
-        REPLY.len()
-    );
-    if stream.write_all(resp.as_bytes()).is_ok() && stream.flush().is_ok() {
+    if common::respond(&mut stream, "200 OK", REPLY) {
         if let Ok(mut l) = srv.log.lock() {
             l.push(String::from_utf8_lossy(&body).into_owned());
         }

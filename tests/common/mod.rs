@@ -173,3 +173,37 @@ impl RunResult {
         }
     }
 }
+
+/// Test HTTP servers (127.0.0.1 only): read one request's body from `stream` (headers
+/// up to the empty line, then `content-length` bytes); `None` on a broken connection.
+pub fn read_request(stream: &std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::{BufRead, BufReader, Read};
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return None;
+        }
+        let l = line.trim_end().to_ascii_lowercase();
+        if l.is_empty() {
+            break;
+        }
+        if let Some(v) = l.strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// Write one JSON response and close; true when it was sent whole.
+pub fn respond(stream: &mut std::net::TcpStream, status: &str, body: &str) -> bool {
+    use std::io::Write;
+    let resp = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(resp.as_bytes()).is_ok() && stream.flush().is_ok()
+}

@@ -123,6 +123,62 @@ pub fn end_with_notes(mut out: String, notes: &[String]) -> String {
 }
 
 /// A table that `otb table` prints (Markdown or CSV) and writes with `--out`.
+/// A Markdown table with one row per `(tool set, model, source)` (in first-seen
+/// order) and one column per method (Gold, Base, +TO, +P2P, +ET), each cell rendered
+/// by `cell` from the row with that method, or empty.
+pub fn method_grid<R>(
+    rows: &[R],
+    key: &dyn Fn(&R) -> [String; 4],
+    cell: &dyn Fn(&R) -> String,
+) -> String {
+    const METHODS: [(&str, &str); 5] = [
+        ("gold", "Gold"),
+        ("base", "Base"),
+        ("toolobserver", "+TO"),
+        ("play2prompt", "+P2P"),
+        ("easytool", "+ET"),
+    ];
+    let mut out = md_row(&[
+        &"Tool set",
+        &"Model",
+        &"Source",
+        &"Gold",
+        &"Base",
+        &"+TO",
+        &"+P2P",
+        &"+ET",
+    ]);
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    let mut groups: Vec<[String; 3]> = Vec::new();
+    for r in rows {
+        let [a, b, c, _] = key(r);
+        let g = [a, b, c];
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    for g in groups {
+        let cells: Vec<String> = METHODS
+            .iter()
+            .map(|(m, _)| {
+                rows.iter()
+                    .find(|r| {
+                        let k = key(r);
+                        k[..3] == g[..] && k[3] == *m
+                    })
+                    .map(cell)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let mut row: Vec<&dyn std::fmt::Display> = vec![&g[0], &g[1], &g[2]];
+        for c in &cells {
+            row.push(c);
+        }
+        out.push_str(&md_row(&row));
+    }
+    out
+}
+
 pub trait TableReport {
     type Row: pipeline::Row;
     /// File stem of the written files (`table2` -> `table2.md`, ...).

@@ -4,7 +4,7 @@
 
 use crate::chess::rows::EloRow;
 use crate::experiment::Experiment;
-use crate::tables::report::{csv_row, md_row};
+use crate::tables::report::csv_row;
 use pipeline::{col, ColType::*, Column, Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 
@@ -199,50 +199,24 @@ impl crate::tables::report::TableReport for Table3 {
             return out;
         }
         out.push_str("Table 3 -- Chess: best-tool % / bootstrap Elo (mean; run rows add the median and the 95% interval, and the number of test games)\n\n");
-        let methods = ["gold", "base", "toolobserver", "play2prompt", "easytool"];
-        out.push_str(&md_row(&[
-            &"Tool set",
-            &"Model",
-            &"Source",
-            &"Gold",
-            &"Base",
-            &"+TO",
-            &"+P2P",
-            &"+ET",
-        ]));
-        out.push_str("|---|---|---|---|---|---|---|---|\n");
-        let mut keys: Vec<(&str, &str, &str)> = Vec::new();
-        for r in &self.rows {
-            let k = (r.tool_set.as_str(), r.model.as_str(), r.source.as_str());
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
-        for (set, model, source) in keys {
-            let cells: Vec<String> = methods
-                .iter()
-                .map(|m| {
-                    self.rows
-                        .iter()
-                        .find(|r| {
-                            r.tool_set == set && r.model == model && r.source == source && r.method == *m
-                        })
-                        .map(|r| match (r.elo_median, r.elo_ci95_lo, r.elo_ci95_hi, r.games) {
-                            (Some(med), Some(lo), Some(hi), Some(g)) => format!(
-                                "{:.1} / {:.0} (median {med:.0}, 95% [{lo:.0}, {hi:.0}], {g} games)",
-                                r.best_tool_pct, r.elo_mean
-                            ),
-                            _ => format!("{:.1} / {:.0}", r.best_tool_pct, r.elo_mean),
-                        })
-                        .unwrap_or_default()
-                })
-                .collect();
-            let mut row: Vec<&dyn std::fmt::Display> = vec![&set, &model, &source];
-            for c in &cells {
-                row.push(c);
-            }
-            out.push_str(&md_row(&row));
-        }
+        out.push_str(&crate::tables::report::method_grid(
+            &self.rows,
+            &|r: &Self::Row| {
+                [
+                    r.tool_set.clone(),
+                    r.model.clone(),
+                    r.source.clone(),
+                    r.method.clone(),
+                ]
+            },
+            &|r: &Self::Row| match (r.elo_median, r.elo_ci95_lo, r.elo_ci95_hi, r.games) {
+                (Some(med), Some(lo), Some(hi), Some(g)) => format!(
+                    "{:.1} / {:.0} (median {med:.0}, 95% [{lo:.0}, {hi:.0}], {g} games)",
+                    r.best_tool_pct, r.elo_mean
+                ),
+                _ => format!("{:.1} / {:.0}", r.best_tool_pct, r.elo_mean),
+            },
+        ));
         for n in &self.notes {
             out.push_str(&format!("\nNote: {n}\n"));
         }

@@ -5,7 +5,7 @@
 
 use crate::experiment::Experiment;
 use crate::search::SearchScoreRow;
-use crate::tables::report::{csv_row, md_row};
+use crate::tables::report::csv_row;
 use pipeline::{col, ColType::*, Column, Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 
@@ -160,52 +160,24 @@ impl crate::tables::report::TableReport for Table4 {
         out.push_str(
             "Table 4 -- BrowseComp-Domains: judged accuracy % / tool calls per question\n\n",
         );
-        out.push_str(&md_row(&[
-            &"Tool set",
-            &"Model",
-            &"Source",
-            &"Gold",
-            &"Base",
-            &"+TO",
-            &"+P2P",
-            &"+ET",
-        ]));
-        out.push_str("|---|---|---|---|---|---|---|---|\n");
-        let mut keys: Vec<(&str, &str, &str)> = Vec::new();
-        for r in &self.rows {
-            let k = (r.tool_set.as_str(), r.model.as_str(), r.source.as_str());
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
-        for (set, model, source) in keys {
-            let cells: Vec<String> = ["gold", "base", "toolobserver", "play2prompt", "easytool"]
-                .iter()
-                .map(|m| {
-                    self.rows
-                        .iter()
-                        .find(|r| {
-                            r.tool_set == set
-                                && r.model == model
-                                && r.source == source
-                                && r.method == *m
-                        })
-                        .map(|r| match (r.ci95_lo_pct, r.ci95_hi_pct, r.questions) {
-                            (Some(lo), Some(hi), Some(n)) => format!(
-                                "{:.1} [{lo:.1}, {hi:.1}] / {:.1} (n={n})",
-                                r.accuracy_pct, r.tool_calls
-                            ),
-                            _ => format!("{:.1} / {:.1}", r.accuracy_pct, r.tool_calls),
-                        })
-                        .unwrap_or_default()
-                })
-                .collect();
-            let mut row: Vec<&dyn std::fmt::Display> = vec![&set, &model, &source];
-            for c in &cells {
-                row.push(c);
-            }
-            out.push_str(&md_row(&row));
-        }
+        out.push_str(&crate::tables::report::method_grid(
+            &self.rows,
+            &|r: &Self::Row| {
+                [
+                    r.tool_set.clone(),
+                    r.model.clone(),
+                    r.source.clone(),
+                    r.method.clone(),
+                ]
+            },
+            &|r: &Self::Row| match (r.ci95_lo_pct, r.ci95_hi_pct, r.questions) {
+                (Some(lo), Some(hi), Some(n)) => format!(
+                    "{:.1} [{lo:.1}, {hi:.1}] / {:.1} (n={n})",
+                    r.accuracy_pct, r.tool_calls
+                ),
+                _ => format!("{:.1} / {:.1}", r.accuracy_pct, r.tool_calls),
+            },
+        ));
         for n in &self.notes {
             out.push_str(&format!("\nNote: {n}\n"));
         }
