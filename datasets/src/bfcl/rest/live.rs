@@ -418,7 +418,7 @@ impl RestFunctions for LiveBackend {
         let api_key = LiveKeys::require(&self.keys()?.exchangerate, "EXCHANGERATE_API_KEY")?;
         let req = Request::new(
             "https://v6.exchangerate-api.com".into(),
-            &format!("/v6/{api_key}/latest/{}", from.py_str()),
+            &format!("/v6/{api_key}/latest/{}", path_segment(&from.py_str())),
         )
         .secret(api_key);
         let r = self.send(&req)?;
@@ -447,7 +447,7 @@ impl RestFunctions for LiveBackend {
         let ip = a.req("ip_address")?;
         let req = Request::new(
             "http://ip-api.com".into(),
-            &format!("/json/{}", ip.py_str()),
+            &format!("/json/{}", path_segment(&ip.py_str())),
         );
         let r = self.send(&req)?;
         let parsed = r.json();
@@ -545,7 +545,7 @@ impl RestFunctions for LiveBackend {
         let zipcode = a.req("zipcode")?;
         let req = Request::new(
             "http://ziptasticapi.com".into(),
-            &format!("/{}", zipcode.py_str()),
+            &format!("/{}", path_segment(&zipcode.py_str())),
         );
         let r = self.send(&req)?;
         or_whole(r.json(), |j| getitem(j, &key("city")))
@@ -558,8 +558,8 @@ impl RestFunctions for LiveBackend {
             "https://date.nager.at".into(),
             &format!(
                 "/api/v3/publicholidays/{}/{}",
-                year.py_str(),
-                country.py_str()
+                path_segment(&year.py_str()),
+                path_segment(&country.py_str())
             ),
         );
         self.send(&req)?.json()
@@ -834,6 +834,29 @@ fn percent_encode_into(out: &mut String, c: char) {
     for b in c.encode_utf8(&mut buf).bytes() {
         out.push_str(&format!("%{b:02X}"));
     }
+}
+
+/// A model-written value placed in a URL path: one path segment, whatever it holds.
+/// The originals paste the value into the path as is (so `../admin?x` would change
+/// the path or add a query); here `/`, `?`, `#`, `%`, spaces and everything outside
+/// the path characters are `%XX`, and a `.` or `..` segment is escaped too. Values a
+/// real call passes (currency codes, IPs, zip codes, years, country codes) are
+/// unchanged.
+fn path_segment(s: &str) -> String {
+    if s == "." || s == ".." {
+        return s.replace('.', "%2E");
+    }
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '_' | '.' | '-' | '~' => out.push(c),
+            '!' | '$' | '&' | '\'' | '(' | ')' | '*' | '+' | ',' | ';' | '=' | ':' | '@' => {
+                out.push(c)
+            }
+            _ => percent_encode_into(&mut out, c),
+        }
+    }
+    out
 }
 
 /// `urllib.parse.quote_plus(s)` (safe = ""): letters, digits and `_.-~` stay, space is
@@ -1113,6 +1136,19 @@ fn last_ten(data: &PyValue) -> PyResult {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn model_strings_stay_one_path_segment() {
+        assert_eq!(super::path_segment("USD"), "USD");
+        assert_eq!(super::path_segment("192.168.0.1"), "192.168.0.1");
+        assert_eq!(super::path_segment("2001:db8::1"), "2001:db8::1");
+        assert_eq!(
+            super::path_segment("../admin?x=1#y"),
+            "..%2Fadmin%3Fx=1%23y"
+        );
+        assert_eq!(super::path_segment(".."), "%2E%2E");
+        assert_eq!(super::path_segment("a b%"), "a%20b%25");
+    }
     use super::*;
 
     fn s(x: &str) -> PyValue {
