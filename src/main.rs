@@ -8,9 +8,12 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // A closed pipe on stdout (`otb status ... | head`) ends the process quietly,
     // as it does other Unix tools, instead of a panic in `println!`.
-    // SAFETY: restoring the default disposition of one signal before any thread starts.
+    // SAFETY: setting two signals' dispositions before any thread starts.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        // A file-size limit (`ulimit -f`) makes writes fail with an error the stage
+        // reports (nothing is published), instead of killing the process.
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     match cli::main() {
         Ok(code) => code,
