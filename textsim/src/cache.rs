@@ -14,9 +14,10 @@
 //! Writes: every [`CachedEmbedder::embed`] that computes something appends
 //! all its new records with one `write` on an `O_APPEND` handle, then
 //! `fdatasync`, under an exclusive advisory lock (`flock`), so several
-//! processes may share a file. Opening reads every complete record; a torn
-//! or corrupt tail (a writer that died mid-append) is cut off under the same
-//! lock, so later appends start on a record boundary. A file with another
+//! processes may share a file. Opening reads every complete record whose check
+//! holds (a corrupt record in the middle is skipped, the ones after it are kept);
+//! a torn or corrupt tail (a writer that died mid-append) is cut off under the
+//! same lock, so later appends start on a record boundary. A file with another
 //! model's id is refused rather than mixed.
 
 use std::collections::HashMap;
@@ -101,12 +102,17 @@ fn decode_records(data: &[u8], dim: usize) -> (Records, usize) {
     let len = body + CHECK_LEN;
     let mut out = Vec::new();
     let mut pos = 0;
+    // Records have one size: a corrupt record in the middle is skipped and the
+    // records after it are still read; the valid part ends after the last good one
+    // (a torn or corrupt tail is cut there).
+    let mut valid = 0;
     while data.len() - pos >= len {
         let rec = &data[pos..pos + len];
         let mut d = [0u8; 4];
         d.copy_from_slice(&rec[KEY_LEN..KEY_LEN + 4]);
+        pos += len;
         if u32::from_le_bytes(d) as usize != dim || check_bytes(&rec[..body]) != rec[body..] {
-            break;
+            continue;
         }
         let mut k = [0u8; KEY_LEN];
         k.copy_from_slice(&rec[..KEY_LEN]);
@@ -115,9 +121,9 @@ fn decode_records(data: &[u8], dim: usize) -> (Records, usize) {
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         out.push((k, v));
-        pos += len;
+        valid = pos;
     }
-    (out, pos)
+    (out, valid)
 }
 
 /// Releases an advisory lock when dropped.
@@ -339,6 +345,20 @@ mod tests {
         assert_eq!(recs[0].0, k);
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&recs[0].1), bits(&v));
+    }
+
+    #[test]
+    fn a_corrupt_record_in_the_middle_does_not_lose_the_ones_after_it() {
+        let mut bytes = Vec::new();
+        encode_record(&key("a"), &[1.0, 2.0], &mut bytes);
+        let one = bytes.len();
+        encode_record(&key("b"), &[3.0, 4.0], &mut bytes);
+        encode_record(&key("c"), &[5.0, 6.0], &mut bytes);
+        bytes[one + KEY_LEN + 5] ^= 1;
+        let (recs, valid) = decode_records(&bytes, 2);
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[1].0, key("c"));
+        assert_eq!(valid, bytes.len());
     }
 
     #[test]
