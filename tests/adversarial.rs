@@ -84,9 +84,7 @@ fn kills_concurrent_runs_and_write_errors_end_with_the_uninterrupted_tables() {
     let store = d.path().join("limited");
     let out = std::process::Command::new("bash")
         .arg("-c")
-        .arg(format!(
-            "ulimit -f 64; exec \"$0\" --store \"$1\" run \"$2\" --quiet"
-        ))
+        .arg("ulimit -f 64; exec \"$0\" --store \"$1\" run \"$2\" --quiet")
         .arg(env!("CARGO_BIN_EXE_otb"))
         .arg(&store)
         .arg(experiment())

@@ -348,3 +348,39 @@ fn export_writes_documented_flat_tables_and_gc_removes_only_unreferenced() {
     let out = s.otb(&["gc", "--keep", s.exp().to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("removed 0 entries"));
 }
+
+#[test]
+fn malformed_data_or_recorded_files_are_bad_input_before_the_store_is_touched() {
+    let s = Scratch::new("", MODELS);
+    let bad = s.dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\": \"exec_simple_0\", \"question\": \n").unwrap();
+    let text = std::fs::read_to_string(s.exp()).unwrap();
+    let data_line = text
+        .lines()
+        .find(|l| l.starts_with("data = "))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        s.exp(),
+        text.replace(&data_line, &format!("data = \"{}\"", bad.display())),
+    )
+    .unwrap();
+    let err = common::one_error_line(&s.otb(&["run", s.exp().to_str().unwrap()]));
+    assert!(err.contains("bfcl.data"), "{err}");
+    assert!(!s.store().exists(), "store was created for bad input");
+
+    let s = Scratch::new("", MODELS);
+    let rec = s.dir.path().join("recorded.json");
+    std::fs::write(&rec, "[not json").unwrap();
+    let text = std::fs::read_to_string(s.exp()).unwrap().replace(
+        "rounds = 3\n",
+        &format!(
+            "rounds = 3\nbackend = \"recorded\"\nrecorded = \"{}\"\n",
+            rec.display()
+        ),
+    );
+    std::fs::write(s.exp(), text).unwrap();
+    let err = common::one_error_line(&s.otb(&["run", s.exp().to_str().unwrap()]));
+    assert!(err.contains("bfcl.recorded"), "{err}");
+    assert!(!s.store().exists(), "store was created for bad input");
+}

@@ -43,9 +43,22 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
     Ok(out)
 }
 
-/// What must exist before a run touches the store, beyond what parsing the
-/// experiment checked: the chess engine binary.
+/// What must hold before a run touches the store, beyond what parsing the experiment
+/// checked: a user's BFCL data and frozen-responses files parse; the chess engine
+/// binary exists.
 pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
+    if let Some(b) = &exp.bfcl {
+        // A user's data or frozen-responses file must parse before the store is
+        // opened (the stages would find out only after).
+        if let crate::experiment::DataSource::File(p) = &b.data {
+            datasets::bfcl::data::load_jsonl(p, None)
+                .map_err(|e| crate::InputError(format!("bfcl.data {}: {e}", p.display())))?;
+        }
+        if let (Some(p), "recorded") = (&b.recorded, b.backend.as_str()) {
+            crate::bfcl::make_executor(Some(p))
+                .map_err(|e| crate::InputError(format!("bfcl.recorded {}: {e}", p.display())))?;
+        }
+    }
     if let Some(c) = &exp.chess {
         crate::chess::check_engine(c)?;
     }
