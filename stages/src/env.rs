@@ -256,3 +256,67 @@ pub fn parallel_map<T: Sync, R: Send>(
     });
     out.into_inner().unwrap_or_default()
 }
+
+/// A method of the benchmark, parsed once from its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Method {
+    Gold,
+    Base,
+    ToolObserver,
+    EasyTool,
+    Play2Prompt,
+    Draft,
+}
+
+impl Method {
+    pub const ALL: [Method; 6] = [
+        Method::Gold,
+        Method::Base,
+        Method::ToolObserver,
+        Method::EasyTool,
+        Method::Play2Prompt,
+        Method::Draft,
+    ];
+
+    /// The name used in experiment files, node names and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Gold => "gold",
+            Method::Base => "base",
+            Method::ToolObserver => "toolobserver",
+            Method::EasyTool => "easytool",
+            Method::Play2Prompt => "play2prompt",
+            Method::Draft => "draft",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// Methods whose documentation comes from a baseline stage.
+    pub fn is_baseline(self) -> bool {
+        matches!(self, Method::EasyTool | Method::Play2Prompt | Method::Draft)
+    }
+}
+
+/// Parse method names, each one of `valid`.
+pub fn parse_methods(names: &[String], valid: &[Method]) -> Result<Vec<Method>, String> {
+    names
+        .iter()
+        .map(|n| {
+            Method::parse(n)
+                .filter(|m| valid.contains(m))
+                .ok_or_else(|| {
+                    format!(
+                        "unknown method `{n}` (valid: {})",
+                        valid
+                            .iter()
+                            .map(|m| m.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+        })
+        .collect()
+}

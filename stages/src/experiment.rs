@@ -41,6 +41,7 @@
 //! Validation happens here, before the store is opened: a bad file never touches it.
 
 use crate::models::{ModelSpec, Role};
+pub use datasets::bfcl::opacify::Setting;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -69,6 +70,8 @@ pub const METHODS: &[&str] = &[
     "draft",
 ];
 pub const EMBEDDERS: &[&str] = &["minilm", "bag-of-words"];
+pub use crate::env::{parse_methods, Method};
+
 /// The methods that produce documentation with a baseline stage.
 pub const BASELINES: &[&str] = &["easytool", "play2prompt", "draft"];
 pub const BACKENDS: &[&str] = &["simulated", "recorded"];
@@ -233,8 +236,9 @@ pub struct Experiment {
 
 #[derive(Debug, Clone)]
 pub struct BfclExperiment {
-    pub settings: Vec<String>,
-    pub methods: Vec<String>,
+    /// The opaque settings (gold rows come from `methods`).
+    pub settings: Vec<Setting>,
+    pub methods: Vec<Method>,
     pub subset: Option<usize>,
     pub data: DataSource,
     pub backend: String,
@@ -430,10 +434,16 @@ impl Experiment {
             .settings
             .unwrap_or_else(|| vec!["names".into(), "names+desc".into(), "names+params".into()]);
         check_names(path, "setting", &settings, &SETTINGS[1..])?;
+        let settings: Vec<Setting> = settings
+            .iter()
+            .map(|s| Setting::parse(s).map_err(|e| cfg_err(path, e.to_string())))
+            .collect::<Result<_, _>>()?;
         let methods = b
             .methods
             .unwrap_or_else(|| vec!["gold".into(), "base".into(), "toolobserver".into()]);
         check_names(path, "method", &methods, METHODS)?;
+        let methods: Vec<Method> =
+            parse_methods(&methods, &Method::ALL).map_err(|m| cfg_err(path, m))?;
         let backend = b.backend.unwrap_or_else(|| "simulated".into());
         if backend == "live" {
             return Err(cfg_err(
@@ -528,13 +538,13 @@ impl Experiment {
         let needs_editor = (has_bfcl
             && methods
                 .iter()
-                .any(|m| m == "toolobserver" || BASELINES.contains(&m.as_str())))
+                .any(|m| *m == Method::ToolObserver || m.is_baseline()))
             || chess
                 .as_ref()
-                .is_some_and(|c| c.methods.iter().any(|m| m == "toolobserver"))
+                .is_some_and(|c| c.methods.contains(&Method::ToolObserver))
             || search
                 .as_ref()
-                .is_some_and(|c| c.methods.iter().any(|m| m == "toolobserver"));
+                .is_some_and(|c| c.methods.contains(&Method::ToolObserver));
         let agents = one_or_many(
             "agent",
             models.agent,
@@ -702,7 +712,10 @@ mod tests {
     fn defaults() {
         let e = parse("[bfcl]\n").unwrap();
         let b = e.bfcl.as_ref().unwrap();
-        assert_eq!(b.settings, ["names", "names+desc", "names+params"]);
+        assert_eq!(
+            b.settings,
+            [Setting::Names, Setting::NamesDesc, Setting::NamesParams]
+        );
         assert_eq!(b.rounds, 10);
         assert_eq!(e.agents[0].to_string(), "embedded:qwen2.5-coder-1.5b");
         assert_eq!(e.editors, e.agents);

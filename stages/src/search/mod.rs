@@ -65,7 +65,7 @@ pub struct RawSearch {
 pub struct SearchExperiment {
     /// `domains` (9 domain tools + other) and/or `domains+all` (+ `search_all`).
     pub tool_sets: Vec<String>,
-    pub methods: Vec<String>,
+    pub methods: Vec<crate::env::Method>,
     pub train_questions: usize,
     pub test_questions: usize,
     pub max_turns: usize,
@@ -92,17 +92,15 @@ impl SearchExperiment {
                 ));
             }
         }
-        let methods = raw
+        let names = raw
             .methods
             .unwrap_or_else(|| METHODS.iter().map(|m| m.to_string()).collect());
-        for m in &methods {
-            if !METHODS.contains(&m.as_str()) {
-                return Err(format!(
-                    "search.methods: unknown method `{m}` (valid: {})",
-                    METHODS.join(", ")
-                ));
-            }
-        }
+        let valid: Vec<crate::env::Method> = METHODS
+            .iter()
+            .filter_map(|m| crate::env::Method::parse(m))
+            .collect();
+        let methods = crate::env::parse_methods(&names, &valid)
+            .map_err(|e| format!("search.methods: {e}"))?;
         let s = SearchExperiment {
             tool_sets,
             methods,

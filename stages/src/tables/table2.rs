@@ -302,8 +302,12 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
     let mut pending = Vec::new();
     if pending_nodes > 0 {
         let b = exp.bfcl.as_ref();
-        let methods = b.map(|b| b.methods.clone()).unwrap_or_default();
-        let settings = b.map(|b| b.settings.clone()).unwrap_or_default();
+        let methods: Vec<&str> = b
+            .map(|b| b.methods.iter().map(|m| m.as_str()).collect())
+            .unwrap_or_default();
+        let settings: Vec<String> = b
+            .map(|b| b.settings.iter().map(|s| s.as_str().to_string()).collect())
+            .unwrap_or_default();
         for agent in exp.agents.iter().map(ToString::to_string) {
             for s in &settings {
                 for (method, label) in [
@@ -314,7 +318,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
                     ("easytool", "+ET"),
                     ("draft", "+DRAFT"),
                 ] {
-                    if !methods.iter().any(|m| m == method) {
+                    if !methods.contains(&method) {
                         continue;
                     }
                     let prefix = if method == "gold" {
