@@ -132,11 +132,20 @@ pub fn parse_reply(text: &str) -> ParsedReply {
     out
 }
 
+/// What the editor is asked with: one struct, serialised as the stage key's params
+/// and used by the run.
+#[derive(serde::Serialize)]
 pub struct ReflectParams<'a> {
-    pub model: &'a str,
+    pub editor: &'a crate::models::ModelSpec,
     pub template: &'a str,
     pub round: i64,
     pub seed: u64,
+    /// The success guard (examples judged correct are not sent; uses gold labels).
+    pub skip_success: bool,
+    /// The environment's example parameters ([`crate::env::OnlineEnv::example_params`]);
+    /// left out of the key when null.
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub examples: serde_json::Value,
 }
 
 /// The editor's inputs for one round, besides the editor itself: the docs and, per
@@ -204,7 +213,7 @@ pub fn run(
         let mut edit = EditRow {
             instance_id: d.instance_id.clone(),
             round: params.round,
-            model: params.model.to_string(),
+            model: params.editor.to_string(),
             sent: false,
             reply: None,
             updated: Vec::new(),

@@ -9,7 +9,6 @@ use crate::env::{Chain, Cx, DriveError, Label, OnlineEnv};
 use crate::models::ModelSpec;
 use crate::rows::DocRow;
 use pipeline::Entry;
-use serde_json::json;
 
 /// One ToolObserver curve: which editor, prompt and budget, and how nodes are named.
 pub struct Curve<'a> {
@@ -67,35 +66,27 @@ pub fn toolobserver(
         let docs_rows: Vec<DocRow> = docs.read()?;
         let examples = env.examples(&docs_rows, &traj, &scores, guard)?;
         let node = format!("batch-reflect[{setting} r{round}{}{etag}]", chain.sfx);
-        let mut params = json!({
-            "editor": editor,
-            "template": template,
-            "round": round,
-            "seed": chain.seed,
-            "skip_success": guard,
-        });
-        let extra = env.example_params();
-        if !extra.is_null() {
-            params["examples"] = extra;
-        }
+        let params = batch_reflect::ReflectParams {
+            editor,
+            template,
+            round,
+            seed: chain.seed,
+            skip_success: guard,
+            examples: env.example_params(),
+        };
         let models = cx.models;
         let reflect = cx.session.stage(
             &node,
             batch_reflect::STAGE,
             batch_reflect::VERSION,
-            params,
+            serde_json::to_value(&params)
+                .map_err(|e| pipeline::StageError::bug(batch_reflect::STAGE, e))?,
             &[
                 ("docs", Some(&docs)),
                 ("trajectories", Some(&traj)),
                 ("scores", Some(&scores)),
             ],
             |ctx| {
-                let params = batch_reflect::ReflectParams {
-                    model: &editor.to_string(),
-                    template,
-                    round,
-                    seed: chain.seed,
-                };
                 let inputs = batch_reflect::RoundInputs {
                     docs: &docs_rows,
                     examples: &examples,

@@ -92,27 +92,22 @@ impl OnlineEnv for Bfcl<'_> {
             inputs.push(("previous", Some(p)));
         }
         let node = format!("explore[{tag}]");
-        let params = json!({
-            "agent": chain.agent,
-            "system_prompt": exp.agent_system_prompt,
-            "seed": chain.seed,
-            "tool_choice": "required",
-            "round": round,
-        });
+        let params = explore::ExploreParams {
+            agent: &chain.agent,
+            system_prompt: &exp.agent_system_prompt,
+            seed: chain.seed,
+            tool_choice: "required",
+            round,
+        };
         let models = cx.models;
         let instances = &self.instances;
         let traj = cx.session.stage(
             &node,
             explore::STAGE,
             explore::VERSION,
-            params,
+            serde_json::to_value(&params).map_err(|e| StageError::bug(explore::STAGE, e))?,
             &inputs,
             |ctx| {
-                let params = explore::ExploreParams {
-                    model: &chain.agent.to_string(),
-                    system: &exp.agent_system_prompt,
-                    seed: chain.seed,
-                };
                 let agent = models
                     .agent(&chain.agent)
                     .map_err(|e| StageError::failed(explore::STAGE, e.0))?;

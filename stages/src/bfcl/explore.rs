@@ -13,11 +13,16 @@ pub const STAGE: &str = "explore";
 /// 2: a previous round's failed agent call is asked again, not reused.
 pub const VERSION: u32 = 2;
 
-/// What the agent is asked with (all of it is part of the stage key).
+/// What the agent is asked with: one struct, serialised as the stage key's params
+/// and used by the run (so the key cannot miss what the run reads).
+#[derive(serde::Serialize)]
 pub struct ExploreParams<'a> {
-    pub model: &'a str,
-    pub system: &'a str,
+    pub agent: &'a crate::models::ModelSpec,
+    pub system_prompt: &'a str,
     pub seed: u64,
+    /// Always `required`: the agent must call a tool.
+    pub tool_choice: &'static str,
+    pub round: i64,
 }
 
 /// The system prompt with an instance's demonstrations appended (unchanged without).
@@ -88,7 +93,7 @@ pub fn run(
     // Demonstrations (Play2Prompt) extend the system prompt of their instance.
     let systems: Vec<String> = todo
         .iter()
-        .map(|(_, d, _)| with_demos(params.system, &d.demos))
+        .map(|(_, d, _)| with_demos(params.system_prompt, &d.demos))
         .collect();
     let jobs: Vec<AgentJob<'_>> = todo
         .iter()
@@ -117,7 +122,7 @@ pub fn run(
         rows[slot] = Some(TrajectoryRow {
             instance_id: d.instance_id.clone(),
             round: d.round,
-            model: params.model.to_string(),
+            model: params.agent.to_string(),
             calls: turn.calls,
             content: turn.content,
             error_kind: turn.error.as_ref().map(|e| e.kind.clone()),
