@@ -22,8 +22,6 @@ use datasets::bfcl::pyvalue::PyValue;
 use pipeline::{StageCtx, StageError, Usage};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// What executing one tool call gave: the Python `repr` of the result, or the error.
 #[derive(Clone, Debug, PartialEq)]
@@ -348,39 +346,18 @@ where
         jobs.push((*inst, d));
     }
     let pb = ctx.progress(jobs.len() as u64);
-    let next = AtomicUsize::new(0);
-    type Done = (
-        DocRow,
-        Vec<DocCallRow>,
-        Vec<ToolRunRow>,
-        Usage,
-        Vec<crate::models::CallFailure>,
-    );
-    let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..concurrency.clamp(1, jobs.len().max(1)) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some((inst, d)) = jobs.get(i) else { break };
-                let mut w = Work::new(tb, method, inst, d);
-                let p = per_instance(&mut w);
-                let mut row = (*d).clone();
-                row.changed = Value::Array(p.tools.clone()) != d.tools || !p.demos.is_null();
-                row.tools = Value::Array(p.tools);
-                row.demos = p.demos;
-                row.round = 0;
-                row.frozen = true;
-                if let Ok(mut r) = results.lock() {
-                    r[i] = Some((row, w.calls, w.runs, w.usage, w.infra));
-                }
-                pb.inc(1);
-            });
-        }
+    let results = crate::env::parallel_map(&jobs, concurrency, &|| pb.inc(1), &|&(inst, d)| {
+        let mut w = Work::new(tb, method, inst, d);
+        let p = per_instance(&mut w);
+        let mut row = d.clone();
+        row.changed = Value::Array(p.tools.clone()) != d.tools || !p.demos.is_null();
+        row.tools = Value::Array(p.tools);
+        row.demos = p.demos;
+        row.round = 0;
+        row.frozen = true;
+        (row, w.calls, w.runs, w.usage, w.infra)
     });
     pb.finish_and_clear();
-    let results = results
-        .into_inner()
-        .map_err(|_| StageError::failed(method, "a worker thread panicked"))?;
     let mut rows = Vec::new();
     let mut calls = Vec::new();
     let mut runs = Vec::new();
@@ -410,7 +387,8 @@ pub(crate) mod testing {
     //! Fakes for the baselines' control-flow tests.
     use super::*;
     use crate::models::EditorReply;
-    use std::sync::atomic::AtomicU64;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
 
     /// An editor answering with `f(prompt)`; counts calls; 10 prompt tokens each.
     pub struct FnEditor<F: Fn(&str) -> String + Send + Sync>(pub F, pub AtomicU64);

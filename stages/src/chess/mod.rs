@@ -3,9 +3,15 @@
 //! ([`crate::offline`]). Stages:
 //!
 //! ```text
-//! chess-positions -> chess-docs[set gold|opaque] -> chess-explore[... test] -> chess-evaluate -> bootstrap-elo
+//! chess-positions -> chess-docs[set gold|opaque] -> chess-explore[... test] -> chess-evaluate
 //!                                        \-> offline ToolObserver (chess-explore[train] -> batch-reflect -> consensus-merge) x K
-//! calibrate (the opponents' measured Elo, used by bootstrap-elo)
+//! calibrate (the opponents' measured Elo, used by chess-evaluate's bootstrap Elo)
+//! ```
+//!
+//! The bootstrap Elo is computed inside `chess-evaluate` (one row beside the per-call
+//! checks), not as a stage of its own.
+//!
+//! ```text
 //! ```
 //!
 //! The rules, engine pool, tools, games and metrics are `datasets::chess` (no store,
@@ -39,7 +45,6 @@ pub const POSITIONS_STAGE: &str = "chess-positions";
 pub const DOCS_STAGE: &str = "chess-docs";
 pub const EXPLORE_STAGE: &str = "chess-explore";
 pub const EVALUATE_STAGE: &str = "chess-evaluate";
-pub const ELO_STAGE: &str = "bootstrap-elo";
 pub const CALIBRATE_STAGE: &str = "calibrate";
 pub const VERSION: u32 = 1;
 
@@ -274,10 +279,6 @@ fn docs_kind(tools: &ToolSet, list: &[Value]) -> Docs {
     }
 }
 
-fn side_str(s: Side) -> &'static str {
-    s.as_str()
-}
-
 /// One game to play.
 struct Job {
     id: String,
@@ -297,7 +298,7 @@ impl Chess<'_> {
         let mut n = 0u64;
         let mut push = |p: &PositionRow, cfg: EpisodeConfig, elo: u32, tag: String| {
             jobs.push(Job {
-                id: format!("{}-{tag}-{}", p.position_id, side_str(cfg.agent_side)),
+                id: format!("{}-{tag}-{}", p.position_id, Side::as_str(cfg.agent_side)),
                 position: p.clone(),
                 seed: datasets::chess::rng::SplitMix64::derived(self.c.seed, n).next_u64(),
                 opponent_elo: elo,
@@ -358,7 +359,7 @@ impl Chess<'_> {
                 let mut choose = |g: &Game| -> AgentChoice {
                     let question = AGENT_TURN
                         .replace("{{fen}}", &g.fen())
-                        .replace("{{side}}", side_str(g.turn()))
+                        .replace("{{side}}", Side::as_str(g.turn()))
                         .replace(
                             "{{history}}",
                             &Some(g.history_text())
@@ -371,9 +372,7 @@ impl Chess<'_> {
                         tools: docs,
                         seed: seed ^ (g.plies().len() as u64),
                     });
-                    usage.prompt_tokens += turn.usage.prompt_tokens;
-                    usage.completion_tokens += turn.usage.completion_tokens;
-                    usage.reasoning_tokens += turn.usage.reasoning_tokens;
+                    usage.add(&turn.usage);
                     if let Some(e) = turn.error {
                         failed += 1;
                         first_error.get_or_insert(e.kind.clone());
@@ -416,7 +415,7 @@ impl Chess<'_> {
                         round,
                         model: model.to_string(),
                         position_id: job.position.position_id.clone(),
-                        agent_side: side_str(job.cfg.agent_side).into(),
+                        agent_side: Side::as_str(job.cfg.agent_side).into(),
                         opponent_elo: i64::from(job.opponent_elo),
                         score,
                         result,

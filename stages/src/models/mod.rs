@@ -160,6 +160,14 @@ pub struct CallUsage {
 }
 
 impl CallUsage {
+    /// Sum another call's usage into this one (saturating).
+    pub fn add(&mut self, u: &CallUsage) {
+        self.prompt_tokens = self.prompt_tokens.saturating_add(u.prompt_tokens);
+        self.completion_tokens = self.completion_tokens.saturating_add(u.completion_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(u.reasoning_tokens);
+        self.latency_ms = self.latency_ms.saturating_add(u.latency_ms);
+    }
+
     /// Add this call to a stage's accounting.
     pub fn record(&self, into: &mut pipeline::Usage, failed: bool) {
         into.calls += 1;
@@ -359,7 +367,7 @@ pub fn run_episode(
             final_answer,
             seed,
         });
-        add_usage(&mut ep.usage, &t.usage);
+        ep.usage.add(&t.usage);
         if t.error.is_some() {
             ep.error = t.error;
             return ep;
@@ -377,13 +385,6 @@ pub fn run_episode(
         });
     }
     ep
-}
-
-fn add_usage(into: &mut CallUsage, u: &CallUsage) {
-    into.prompt_tokens = into.prompt_tokens.saturating_add(u.prompt_tokens);
-    into.completion_tokens = into.completion_tokens.saturating_add(u.completion_tokens);
-    into.reasoning_tokens = into.reasoning_tokens.saturating_add(u.reasoning_tokens);
-    into.latency_ms = into.latency_ms.saturating_add(u.latency_ms);
 }
 
 /// The models of one drive, created on first use and shared by every stage.

@@ -274,9 +274,11 @@ impl Corpus {
         if self.data.get().is_none() {
             let sub = substitute::load(&self.cache)
                 .map_err(|e| StageError::failed(stage, format!("substitute corpus: {e}")))?;
+            // The fingerprint hashes every document: once.
+            let fingerprint = sub.corpus.fingerprint();
             let dir = self.cache.join(format!(
                 "bm25-{}",
-                &sub.corpus.fingerprint()[..16.min(sub.corpus.fingerprint().len())]
+                &fingerprint[..16.min(fingerprint.len())]
             ));
             let index = if dir.join(datasets::search::bm25::META_FILE).is_file() {
                 Bm25Index::open(&dir, &sub.corpus)

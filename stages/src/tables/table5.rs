@@ -165,7 +165,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
             .map(|r| r.prompt_tokens.saturating_add(r.completion_tokens))
             .sum();
     }
-    let mut agent_tokens: BTreeMap<(String, String, String, String, i64), i64> = BTreeMap::new();
+    let mut agent_tokens: BTreeMap<Key, i64> = BTreeMap::new();
     for o in out.by_stage(crate::bfcl::explore::STAGE) {
         let t: Vec<crate::rows::TrajectoryRow> = o.entry.read()?;
         let sum = t
