@@ -7,7 +7,7 @@
 mod common;
 
 use common::{fixture, otb, stdout_ok};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -43,20 +43,11 @@ fn handle(mut stream: TcpStream, srv: Arc<Server>) {
 }
 
 fn serve(deny: Vec<usize>) -> (String, Arc<Server>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
     let srv = Arc::new(Server {
         deny,
         ..Server::default()
     });
-    let s2 = srv.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            let srv = s2.clone();
-            std::thread::spawn(move || handle(s, srv));
-        }
-    });
-    (url, srv)
+    (common::spawn_server(srv.clone(), handle), srv)
 }
 
 fn experiment(dir: &std::path::Path) -> std::path::PathBuf {

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{fixture, otb};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -59,20 +59,11 @@ fn handle(mut stream: TcpStream, srv: Arc<Server>) {
 /// Starts the server; it answers the first `answer_limit` requests and holds the
 /// rest open.
 fn serve(answer_limit: usize) -> (String, Arc<Server>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
     let srv = Arc::new(Server {
         answer_limit,
         ..Server::default()
     });
-    let s2 = srv.clone();
-    std::thread::spawn(move || {
-        for s in listener.incoming().flatten() {
-            let srv = s2.clone();
-            std::thread::spawn(move || handle(s, srv));
-        }
-    });
-    (url, srv)
+    (common::spawn_server(srv.clone(), handle), srv)
 }
 
 fn wait_until(what: &str, child: &mut std::process::Child, mut done: impl FnMut() -> bool) {

@@ -207,3 +207,20 @@ pub fn respond(stream: &mut std::net::TcpStream, status: &str, body: &str) -> bo
     );
     stream.write_all(resp.as_bytes()).is_ok() && stream.flush().is_ok()
 }
+
+/// Start a test HTTP server on 127.0.0.1 whose connections `handle` answers (one
+/// thread each, with `state`); returns the OpenAI-style base URL (`http://.../v1`).
+pub fn spawn_server<S: Send + Sync + 'static>(
+    state: std::sync::Arc<S>,
+    handle: fn(std::net::TcpStream, std::sync::Arc<S>),
+) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let state = state.clone();
+            std::thread::spawn(move || handle(s, state));
+        }
+    });
+    url
+}
