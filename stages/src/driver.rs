@@ -35,10 +35,10 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
         crate::bfcl::env::drive(exp, b, &mut cx)?;
     }
     if let Some(c) = &exp.chess {
-        crate::chess::drive(&exp.agents, &exp.editors, c, &mut cx)?;
+        crate::chess::drive(&exp.agents, &exp.editors, &exp.baselines, c, &mut cx)?;
     }
     if let Some(c) = &exp.search {
-        crate::search::drive(&exp.agents, &exp.editors, c, &mut cx)?;
+        crate::search::drive(&exp.agents, &exp.editors, &exp.baselines, c, &mut cx)?;
     }
     Ok(out)
 }

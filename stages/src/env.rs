@@ -201,6 +201,27 @@ pub trait OfflineEnv {
     /// chess: which sign of the evaluation is good for whom). Goes into the prompts.
     fn editor_notes(&self) -> &str;
 
+    /// The agent's system prompt (Play2Prompt validates candidate descriptions by
+    /// asking the agent with it).
+    /// (Default: none.)
+    fn agent_system(&self) -> &str {
+        ""
+    }
+
+    /// Runs this environment's tools for the baselines that play with them
+    /// (Play2Prompt, DRAFT) on training material; built only when such a stage runs.
+    /// Default: no tool play (every call answers that this environment has none, so
+    /// those baselines keep the docs they were given).
+    fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
+        Ok(Box::new(NoToolPlay("this environment has no tool play")))
+    }
+
+    /// What [`OfflineEnv::tool_runner`] executes against, for a baseline stage's key:
+    /// its parameters and the stage outputs it reads.
+    fn runner_key(&self) -> (serde_json::Value, Vec<(&'static str, Entry)>) {
+        (serde_json::Value::Null, Vec::new())
+    }
+
     /// Grade test-split trajectories; `None` when blocked.
     fn evaluate(
         &self,
@@ -210,6 +231,54 @@ pub trait OfflineEnv {
         docs: &Entry,
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError>;
+}
+
+/// What executing one tool call gave: the Python `repr` of the result, or the error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    pub ok: bool,
+    pub text: String,
+}
+
+/// Executes an environment's tool calls for the methods that play with tools
+/// (Play2Prompt, DRAFT): the BFCL executor, a chess tool on a training position, a
+/// domain search; counting fakes in tests.
+pub trait ToolRunner: Sync {
+    fn run(
+        &self,
+        real_name: &str,
+        shown_name: &str,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> ToolOutput;
+}
+
+impl<T: ToolRunner + ?Sized> ToolRunner for &T {
+    fn run(
+        &self,
+        real_name: &str,
+        shown_name: &str,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> ToolOutput {
+        (**self).run(real_name, shown_name, args)
+    }
+}
+
+/// A runner that executes nothing and says why (an environment without tool play;
+/// a method that never executes tools).
+pub struct NoToolPlay(pub &'static str);
+
+impl ToolRunner for NoToolPlay {
+    fn run(
+        &self,
+        _real: &str,
+        shown: &str,
+        _args: &serde_json::Map<String, serde_json::Value>,
+    ) -> ToolOutput {
+        ToolOutput {
+            ok: false,
+            text: format!("Error: {shown}: {}", self.0),
+        }
+    }
 }
 
 /// The two splits of an offline environment.

@@ -13,10 +13,12 @@
 //! Every round rewrites all tools (no convergence rule). Documentation is one
 //! [`DocRow`] whose instance is [`SHARED`].
 
+use crate::baselines;
+use crate::baselines::budget::Baselines;
 use crate::batch_reflect::render_tool;
-use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
+use crate::env::{Chain, Cx, DriveError, Label, Method, OfflineEnv, Split, SHARED};
 use crate::models::{Editor, ModelSpec};
-use crate::rows::{DocRow, EditRow};
+use crate::rows::{DocRow, EditRow, InstanceRow};
 use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -198,13 +200,26 @@ fn edit_row(id: String, round: i64, model: &str) -> EditRow {
     }
 }
 
-/// What the offline editor stages are asked with (all of it is in their keys).
-pub struct OfflineParams<'a> {
-    pub model: &'a str,
-    pub batch_template: &'a str,
-    pub merge_template: &'a str,
+/// What offline `batch-reflect` is asked with: one struct, serialised as the stage
+/// key's params and read by the run.
+#[derive(Serialize)]
+pub struct ReflectParams<'a> {
+    /// Always `offline` (the online form shares the stage name).
+    pub mode: &'static str,
+    pub editor: &'a ModelSpec,
+    pub template: &'a str,
     pub notes: &'a str,
     pub batch_size: usize,
+    pub round: i64,
+    pub seed: u64,
+}
+
+/// What `consensus-merge` is asked with (its key's params, read by the run).
+#[derive(Serialize)]
+pub struct MergeParams<'a> {
+    pub editor: &'a ModelSpec,
+    pub template: &'a str,
+    pub notes: &'a str,
     pub round: i64,
     pub seed: u64,
 }
@@ -215,7 +230,7 @@ pub struct OfflineParams<'a> {
 pub fn batch_reflect(
     ctx: &mut StageCtx<'_>,
     editor: &dyn Editor,
-    p: &OfflineParams<'_>,
+    p: &ReflectParams<'_>,
     docs: &[DocRow],
     trajectories: &[String],
 ) -> Result<(), StageError> {
@@ -234,7 +249,7 @@ pub fn batch_reflect(
                 .map(|&i| format!("Trajectory {}:\n{}", i + 1, trajectories[i]))
                 .collect::<Vec<_>>()
                 .join("\n\n");
-            p.batch_template
+            p.template
                 .replace("{{notes}}", p.notes)
                 .replace("{{tools}}", &tools_text(&tools))
                 .replace("{{trajectories}}", &text)
@@ -271,7 +286,7 @@ pub fn batch_reflect(
                 }
             }
         }
-        let mut e = edit_row(format!("batch-{i}"), p.round, p.model);
+        let mut e = edit_row(format!("batch-{i}"), p.round, &p.editor.to_string());
         e.reply = r.text.clone();
         e.updated = proposals.keys().cloned().collect();
         e.error_kind = r.error.as_ref().map(|f| f.kind.clone());
@@ -282,7 +297,7 @@ pub fn batch_reflect(
             round: p.round,
             batch: i as i64,
             trajectories: b.iter().map(|&i| i as i64).collect(),
-            model: p.model.to_string(),
+            model: p.editor.to_string(),
             reply: r.text.clone(),
             proposals: Value::Object(proposals),
             error_kind: e.error_kind.clone(),
@@ -304,7 +319,7 @@ pub fn batch_reflect(
 pub fn consensus_merge(
     ctx: &mut StageCtx<'_>,
     editor: &dyn Editor,
-    p: &OfflineParams<'_>,
+    p: &MergeParams<'_>,
     docs: &[DocRow],
     analyses: &[AnalysisRow],
 ) -> Result<(), StageError> {
@@ -323,7 +338,7 @@ pub fn consensus_merge(
         .collect::<Vec<_>>()
         .join("\n\n");
     let prompt = p
-        .merge_template
+        .template
         .replace("{{notes}}", p.notes)
         .replace("{{tools}}", &tools_text(&tools))
         .replace("{{analyses}}", &text);
@@ -342,7 +357,7 @@ pub fn consensus_merge(
         .map(|t| parse_blocks(t, "Final description"))
         .unwrap_or_default();
     let mut merge_rows = Vec::with_capacity(tools.len());
-    let mut edit = edit_row("merge".into(), p.round, p.model);
+    let mut edit = edit_row("merge".into(), p.round, &p.editor.to_string());
     for tool in tools.iter_mut() {
         let name = tool
             .get("name")
@@ -436,25 +451,16 @@ pub fn toolobserver(
         };
         let serialized = env.serialize(&traj)?;
         let docs_rows: Vec<DocRow> = docs.read()?;
-        let editor_model = c.editor.to_string();
-        let params = OfflineParams {
-            model: &editor_model,
-            batch_template: c.batch_template,
-            merge_template: c.merge_template,
+        let params = ReflectParams {
+            mode: "offline",
+            editor: c.editor,
+            template: c.batch_template,
             notes: env.editor_notes(),
             batch_size: c.batch_size,
             round,
             seed: chain.seed,
         };
-        let key = json!({
-            "mode": "offline",
-            "editor": c.editor,
-            "template": c.batch_template,
-            "notes": params.notes,
-            "batch_size": c.batch_size,
-            "round": round,
-            "seed": chain.seed,
-        });
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(REFLECT_STAGE, e))?;
         let node = format!("batch-reflect[{} r{round}{sfx}]", c.setting);
         let models = cx.models;
         let analyses = cx.session.stage(
@@ -475,13 +481,14 @@ pub fn toolobserver(
         };
         cx.out.push(&node, REFLECT_STAGE, &label(round), &analyses);
         let analysis_rows: Vec<AnalysisRow> = analyses.read()?;
-        let key = json!({
-            "editor": c.editor,
-            "template": c.merge_template,
-            "notes": params.notes,
-            "round": round,
-            "seed": chain.seed,
-        });
+        let merge = MergeParams {
+            editor: c.editor,
+            template: c.merge_template,
+            notes: env.editor_notes(),
+            round,
+            seed: chain.seed,
+        };
+        let key = serde_json::to_value(&merge).map_err(|e| StageError::bug(MERGE_STAGE, e))?;
         let node = format!("consensus-merge[{} r{round}{sfx}]", c.setting);
         let merged = cx.session.stage(
             &node,
@@ -493,7 +500,7 @@ pub fn toolobserver(
                 let ed = models
                     .editor(c.editor)
                     .map_err(|e| StageError::failed(MERGE_STAGE, e.0))?;
-                consensus_merge(ctx, ed.as_ref(), &params, &docs_rows, &analysis_rows)
+                consensus_merge(ctx, ed.as_ref(), &merge, &docs_rows, &analysis_rows)
             },
         )?;
         let Some(merged) = merged else {
@@ -564,10 +571,13 @@ pub struct Grid<'a> {
     pub opaque: Option<Entry>,
     pub rounds: u32,
     pub batch_size: usize,
+    /// The baselines' budgets (EasyTool, Play2Prompt, DRAFT).
+    pub baselines: &'a Baselines,
 }
 
-/// Gold and Base (the test split with the gold / opaque docs) and +TO (offline
-/// ToolObserver from the opaque docs) of one tool set, for every agent and editor.
+/// Gold and Base (the test split with the gold / opaque docs), +TO (offline
+/// ToolObserver from the opaque docs) and the baselines (docs from the opaque docs
+/// through the baseline stages) of one tool set, for every agent and editor.
 pub fn drive_grid(
     env: &dyn OfflineEnv,
     cx: &mut Cx<'_, '_>,
@@ -623,6 +633,86 @@ pub fn drive_grid(
                 toolobserver(env, cx, &chain, &curve, docs0)?;
             }
         }
+        let Some(docs0) = &g.opaque else { continue };
+        for &method in g.methods.iter().filter(|m| m.is_baseline()) {
+            for editor in editors {
+                let etag = if editors.len() > 1 {
+                    format!(" e={}", editor.tag())
+                } else {
+                    String::new()
+                };
+                baseline(env, cx, &chain, g, method, editor, &etag, docs0)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One baseline's docs for a tool set (the shared documentation row is the method's
+/// one "instance"), then the test split with them. EasyTool and DRAFT do not depend
+/// on the agent: their docs are computed once per editor.
+#[allow(clippy::too_many_arguments)]
+fn baseline(
+    env: &dyn OfflineEnv,
+    cx: &mut Cx<'_, '_>,
+    chain: &Chain,
+    g: &Grid<'_>,
+    method: Method,
+    editor: &ModelSpec,
+    etag: &str,
+    docs0: &Entry,
+) -> Result<(), DriveError> {
+    let sfx = if method == Method::Play2Prompt {
+        chain.sfx.as_str()
+    } else {
+        ""
+    };
+    let node = format!("{}[{}{sfx}{etag}]", method.as_str(), g.setting);
+    let docs_rows: Vec<DocRow> = docs0.read()?;
+    let shared = InstanceRow {
+        instance_id: SHARED.into(),
+        category: g.setting.into(),
+        idx: 0,
+        question: String::new(),
+        functions: Value::Array(Vec::new()),
+        ground_truth: Value::Array(Vec::new()),
+        execution_result_type: Value::Array(Vec::new()),
+    };
+    let (runner_params, runner_inputs) = env.runner_key();
+    let mut inputs: Vec<(&str, Option<&Entry>)> = vec![("docs", Some(docs0))];
+    inputs.extend(runner_inputs.iter().map(|(k, e)| (*k, Some(e))));
+    let run = baselines::BaselineStage {
+        method,
+        node: &node,
+        params: baselines::BaselineParams::new(
+            method,
+            g.baselines,
+            editor,
+            &chain.agent,
+            env.agent_system(),
+            chain.seed,
+            &runner_params,
+        ),
+        budgets: g.baselines,
+        inputs: &inputs,
+        instances: std::slice::from_ref(&shared),
+        docs: &docs_rows,
+    };
+    let Some(docs) = baselines::stage(cx, &run, &|| env.tool_runner())? else {
+        return Ok(());
+    };
+    let label = Label {
+        setting: g.setting.into(),
+        method: method.as_str().into(),
+        agent: chain.agent.to_string(),
+        editor: editor.to_string(),
+        round: 0,
+    };
+    cx.out
+        .push(&node, baselines::stage_of(method).0, &label, &docs);
+    let tag = format!("{} {} test{}{etag}", g.setting, method.as_str(), chain.sfx);
+    if let Some(t) = env.explore(cx, chain, Split::Test, &tag, &label, &docs)? {
+        env.evaluate(cx, &tag, &label, &docs, &t)?;
     }
     Ok(())
 }

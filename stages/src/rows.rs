@@ -358,3 +358,56 @@ pub fn name_mapping(v: &Value) -> Vec<(String, String)> {
         })
         .unwrap_or_default()
 }
+
+/// An exported table: its name, its schema text, and whether its rows get the chain's
+/// labels (node, method, agent, editor).
+pub struct Exported {
+    pub table: &'static str,
+    doc: &'static str,
+    columns: &'static [Column],
+    pub labelled: bool,
+}
+
+impl Exported {
+    pub fn of<R: Row>(labelled: bool) -> Exported {
+        Exported {
+            table: R::TABLE,
+            doc: R::DOC,
+            columns: R::columns(),
+            labelled,
+        }
+    }
+
+    pub fn schema(&self, out: &mut String) {
+        out.push_str(&format!(
+            "## {}.parquet\n\nOne row = {}.\n\n| column | type | meaning |\n|---|---|---|\n",
+            self.table, self.doc
+        ));
+        if self.labelled {
+            for (n, t, d) in [
+                (
+                    "node",
+                    "string",
+                    "the experiment node that produced the row",
+                ),
+                (
+                    "method",
+                    "string",
+                    "gold, base, toolobserver, easytool, play2prompt or draft",
+                ),
+                ("agent", "string", "agent model spec of the chain"),
+                (
+                    "editor",
+                    "string",
+                    "editor model spec of the chain (empty: none)",
+                ),
+            ] {
+                out.push_str(&format!("| {n} | {t} | {d} |\n"));
+            }
+        }
+        for c in self.columns {
+            out.push_str(&format!("| {} | {} | {} |\n", c.name, c.ty.name(), c.doc));
+        }
+        out.push('\n');
+    }
+}

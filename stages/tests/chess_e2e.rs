@@ -116,3 +116,78 @@ fn oracle_and_random_agents_on_the_real_engine() {
     );
     assert_eq!(gradient.best_tool_pct, 100.0);
 }
+
+/// EasyTool and Play2Prompt produce chess docs through the shared baseline stages:
+/// Play2Prompt's tool play runs the tools on training positions (the runner's text
+/// shows the move and the engine's evaluation), both methods' docs are played on the
+/// test split, and Table 3 shows a run row for each.
+#[test]
+fn baselines_play_the_chess_tools_and_reach_table3() {
+    if !engine() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let (train, test) = positions(dir);
+    let exp_path = dir.join("exp.toml");
+    std::fs::write(
+        &exp_path,
+        format!(
+            "name = \"chess-baselines\"\n[chess]\ntool_sets = [\"phase_specialists\"]\nmethods = [\"easytool\", \"play2prompt\"]\ntrain_file = \"{train}\"\ntest_file = \"{test}\"\nopponents = [1350]\nmovetime_ms = 10\nmax_plies = 20\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"scripted:chess-oracle\"\neditor = \"scripted:errors\"\n"
+        ),
+    )
+    .unwrap();
+    let exp = Experiment::load(&exp_path).unwrap();
+    stages::driver::preflight(&exp).unwrap();
+    let store = Store::open(&dir.join("store"), pipeline::Access::ReadWrite).unwrap();
+    let mut s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let p2p = out
+        .by_stage("play2prompt")
+        .next()
+        .expect("a play2prompt output");
+    let runs = p2p.entry.read::<stages::rows::ToolRunRow>().unwrap();
+    assert!(!runs.is_empty(), "Play2Prompt played no tool");
+    for r in &runs {
+        assert!(r.ok, "{r:?}");
+        assert!(
+            r.output.contains("the tool played") && r.output.contains("White's view"),
+            "{}",
+            r.output
+        );
+    }
+    assert!(out.by_stage("easytool").next().is_some());
+    let evaluated: Vec<&str> = out
+        .by_stage(stages::chess::EVALUATE_STAGE)
+        .map(|o| o.method.as_str())
+        .collect();
+    assert_eq!(evaluated, ["easytool", "play2prompt"]);
+    let t3 = stages::tables::table3::build(&store, &exp).unwrap();
+    for m in ["easytool", "play2prompt"] {
+        assert!(
+            t3.rows.iter().any(|r| r.source == "run" && r.method == m),
+            "no Table 3 run row for {m}"
+        );
+    }
+    // `otb export` carries the chess tables, labelled by method.
+    let dest = dir.join("export");
+    let files = stages::tables::export::export_experiment(&store, &exp, &dest).unwrap();
+    for t in [
+        "chess_games",
+        "chess_elo",
+        "chess_positions",
+        "docs",
+        "tool_runs",
+    ] {
+        assert!(
+            files.iter().any(|f| f.ends_with(format!("{t}.parquet"))),
+            "{t} not exported: {files:?}"
+        );
+    }
+    let schema = std::fs::read_to_string(dest.join("SCHEMA.md")).unwrap();
+    assert!(schema.contains("## chess_games.parquet") && !schema.contains("no schema registered"));
+    // A rerun replays from the store.
+    let mut s2 = Session::new(&store, Mode::Run, true);
+    stages::driver::drive(&exp, &mut s2).unwrap();
+    assert_eq!(s2.executed(), 0);
+}

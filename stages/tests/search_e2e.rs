@@ -21,7 +21,7 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     let exp_path = dir.path().join("exp.toml");
     std::fs::write(
         &exp_path,
-        "name = \"search\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"gold\", \"base\", \"toolobserver\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
+        "name = \"search\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
     )
     .unwrap();
     let exp = Experiment::load(&exp_path).unwrap();
@@ -29,10 +29,10 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     let mut s = Session::new(&store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &mut s).unwrap();
     let evals: Vec<_> = out.by_stage(stages::search::EVALUATE_STAGE).collect();
-    // Gold, Base and +TO on the test split.
+    // Gold, Base, +TO, +ET and +P2P on the test split.
     assert_eq!(
         evals.len(),
-        3,
+        5,
         "{:?}",
         evals.iter().map(|o| &o.node).collect::<Vec<_>>()
     );
@@ -51,6 +51,20 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     let eps: Vec<EpisodeRow> = ex.entry.read().unwrap();
     assert!(eps.iter().all(|e| e.tool_calls == 2 && e.forced), "{eps:?}");
     assert!(eps[0].editor_text.contains("Question:"));
+    // Play2Prompt's tool play ran real searches through the domain filter.
+    let p2p = out
+        .by_stage("play2prompt")
+        .next()
+        .expect("a play2prompt output");
+    let runs: Vec<stages::rows::ToolRunRow> = p2p.entry.read().unwrap();
+    // The first try of each tool has no arguments and fails; the scripted editor
+    // learns `query` from the error and the next try searches.
+    assert!(runs
+        .iter()
+        .any(|r| !r.ok && r.output.contains("missing required argument")));
+    let searched: Vec<_> = runs.iter().filter(|r| r.ok).collect();
+    assert!(!searched.is_empty(), "{runs:#?}");
+    assert!(searched.iter().all(|r| r.arguments["query"] == "query"));
     // Offline ToolObserver ran over the training split.
     assert_eq!(out.by_stage("consensus-merge").count(), 1);
     let t = stages::tables::table4::build(&store, &exp).unwrap();

@@ -12,12 +12,12 @@
 //! successive descriptions converge, `(BLEU + cosine) / 2 > converge`, or after
 //! `episodes` episodes.
 
+use super::budget::DraftBudget;
 use super::{
     cosine, extract_json, fill, str_field, tool_name, tools_of, with_description, Phase, Produced,
     Work,
 };
 use crate::batch_reflect::{render_call, render_tool};
-use crate::experiment::DraftBudget;
 use serde_json::Value;
 
 pub const STAGE: &str = "draft";

@@ -19,6 +19,7 @@ pub const STAGE: &str = "easytool";
 pub const VERSION: u32 = 1;
 pub const CONDENSE: &str = include_str!("../../../prompts/easytool_condense.txt");
 pub const GUIDELINES: &str = include_str!("../../../prompts/easytool_guidelines.txt");
+pub const TEMPLATES: [&str; 2] = [CONDENSE, GUIDELINES];
 
 /// One editor pass over the whole tool set; its reply's JSON object (keyed by tool
 /// name), or an empty map when the reply has none.

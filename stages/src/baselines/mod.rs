@@ -10,47 +10,22 @@
 //! Model output is parsed as JSON ([`extract_json`]) and never evaluated as code; a
 //! reply that does not parse is a failed step of the method, not a failed stage.
 
+pub mod budget;
 pub mod draft;
 pub mod easytool;
 pub mod play2prompt;
 
+use crate::env::{Cx, DriveError, Method};
 use crate::models::Agent;
-use crate::models::{AgentJob, AgentTurn, CallUsage, Editor};
+use crate::models::{AgentJob, AgentTurn, CallUsage, Editor, ModelSpec};
 use crate::rows::{DocCallRow, DocRow, InstanceRow, ToolRunRow};
-use datasets::bfcl::executor::Executor;
+use budget::{Baselines, DraftBudget, Play2PromptBudget};
 use datasets::bfcl::pyvalue::PyValue;
-use pipeline::{StageCtx, StageError, Usage};
+use pipeline::{Entry, StageCtx, StageError, Usage};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
-/// What executing one tool call gave: the Python `repr` of the result, or the error.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolOutput {
-    pub ok: bool,
-    pub text: String,
-}
-
-/// Executes tool calls for a method (the BFCL executor in the pipeline; counting
-/// fakes in tests).
-pub trait ToolRunner: Sync {
-    fn run(&self, real_name: &str, shown_name: &str, args: &Map<String, Value>) -> ToolOutput;
-}
-
-impl ToolRunner for Executor {
-    fn run(&self, real_name: &str, shown_name: &str, args: &Map<String, Value>) -> ToolOutput {
-        match self.execute_json(real_name, shown_name, args) {
-            // What a model sees of a tool's output is bounded.
-            Ok(v) => ToolOutput {
-                ok: true,
-                text: datasets::bfcl::executor::bounded_output(&v.repr()),
-            },
-            Err(e) => ToolOutput {
-                ok: false,
-                text: datasets::bfcl::executor::bounded_output(&e.text()),
-            },
-        }
-    }
-}
+pub use crate::env::{ToolOutput, ToolRunner};
 
 pub use crate::models::embed::{BagOfWords, Embed};
 
@@ -268,6 +243,26 @@ impl<'a> Work<'a> {
     }
 }
 
+/// The system prompt with an instance's demonstrations appended (unchanged without).
+pub fn with_demos(system: &str, demos: &Value) -> String {
+    let Some(list) = demos.as_array().filter(|l| !l.is_empty()) else {
+        return system.to_string();
+    };
+    let mut out = format!("{}\n\nExamples of correct tool use:", system.trim_end());
+    for d in list {
+        out.push_str(&format!(
+            "\nRequest: {}\nCall: {}",
+            d.get("query").and_then(Value::as_str).unwrap_or(""),
+            crate::batch_reflect::render_call(
+                d.get("function").and_then(Value::as_str).unwrap_or(""),
+                d.get("arguments").unwrap_or(&Value::Null),
+                None,
+            )
+        ));
+    }
+    out
+}
+
 /// The tools of a doc row as a vector.
 pub fn tools_of(d: &DocRow) -> Vec<Value> {
     d.tools.as_array().cloned().unwrap_or_default()
@@ -380,6 +375,146 @@ where
     ctx.write(&calls)?;
     ctx.write(&runs)?;
     Ok(())
+}
+
+/// A method's budget as it enters the stage key.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum Budget<'a> {
+    Play2Prompt(&'a Play2PromptBudget),
+    Draft(&'a DraftBudget),
+}
+
+/// A baseline stage's parameters: one struct, serialised as the stage key's params
+/// and read by the run (so the key cannot miss what the run uses).
+#[derive(serde::Serialize)]
+pub struct BaselineParams<'a> {
+    /// The method's prompt templates.
+    pub templates: &'a [&'static str],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget<'a>>,
+    /// The task model (Play2Prompt validates candidate descriptions with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<&'a ModelSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<&'a str>,
+    pub editor: &'a ModelSpec,
+    pub seed: u64,
+    /// What executes the method's tool calls (the environment's key for it); absent
+    /// for methods that execute nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executor: Option<&'a Value>,
+}
+
+impl<'a> BaselineParams<'a> {
+    /// The params of `method` (a baseline) with these settings.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        method: Method,
+        budgets: &'a Baselines,
+        editor: &'a ModelSpec,
+        agent: &'a ModelSpec,
+        system_prompt: &'a str,
+        seed: u64,
+        executor: &'a Value,
+    ) -> Self {
+        let (templates, budget): (&'a [&'static str], _) = match method {
+            Method::Play2Prompt => (
+                play2prompt::TEMPLATES,
+                Some(Budget::Play2Prompt(&budgets.play2prompt)),
+            ),
+            Method::Draft => (draft::TEMPLATES, Some(Budget::Draft(&budgets.draft))),
+            _ => (&easytool::TEMPLATES, None),
+        };
+        let p2p = method == Method::Play2Prompt;
+        BaselineParams {
+            templates,
+            budget,
+            agent: p2p.then_some(agent),
+            system_prompt: p2p.then_some(system_prompt),
+            editor,
+            seed,
+            executor: (method != Method::EasyTool).then_some(executor),
+        }
+    }
+}
+
+/// The stage name and version of a baseline method.
+pub fn stage_of(method: Method) -> (&'static str, u32) {
+    match method {
+        Method::Play2Prompt => (play2prompt::STAGE, play2prompt::VERSION),
+        Method::Draft => (draft::STAGE, draft::VERSION),
+        _ => (easytool::STAGE, easytool::VERSION),
+    }
+}
+
+/// One baseline stage of any environment: what it runs on and how it is keyed.
+pub struct BaselineStage<'a> {
+    pub method: Method,
+    pub node: &'a str,
+    pub params: BaselineParams<'a>,
+    pub budgets: &'a Baselines,
+    /// Input entries of the key besides the params (instances, docs, positions...).
+    pub inputs: &'a [(&'a str, Option<&'a Entry>)],
+    pub instances: &'a [InstanceRow],
+    pub docs: &'a [DocRow],
+}
+
+/// Run (or reuse) a baseline stage: the documentation `method` produces from
+/// `docs`. `runner` gives the environment's tool executor; it is called only when
+/// the stage runs and the method executes tools.
+pub fn stage<'r>(
+    cx: &mut Cx<'_, '_>,
+    s: &BaselineStage<'_>,
+    runner: &dyn Fn() -> Result<Box<dyn ToolRunner + 'r>, StageError>,
+) -> Result<Option<Entry>, DriveError> {
+    let (name, version) = stage_of(s.method);
+    let models = cx.models;
+    let key = serde_json::to_value(&s.params).map_err(|e| StageError::bug(name, e))?;
+    let p = &s.params;
+    let e = cx
+        .session
+        .stage(s.node, name, version, key, s.inputs, |ctx| {
+            let fail = |e: crate::InputError| StageError::failed(name, e.0);
+            let ed = models.editor(p.editor).map_err(fail)?;
+            let agent = match p.agent {
+                Some(a) => Some(models.agent(a).map_err(fail)?),
+                None => None,
+            };
+            let embed = if s.method == Method::Draft {
+                Some(models.embedder(&s.budgets.draft.embedder).map_err(fail)?)
+            } else {
+                None
+            };
+            let runner: Box<dyn ToolRunner + 'r> = if p.executor.is_some() {
+                runner()?
+            } else {
+                Box::new(crate::env::NoToolPlay("this method does not execute tools"))
+            };
+            let editor_model = p.editor.to_string();
+            let agent_model = p.agent.map(ToString::to_string).unwrap_or_default();
+            let tb = Toolbox {
+                editor: ed.as_ref(),
+                editor_model: &editor_model,
+                agent: agent.as_ref().map(|a| a.as_ref() as &dyn Agent),
+                agent_model: &agent_model,
+                agent_system: p.system_prompt.unwrap_or(""),
+                runner: runner.as_ref(),
+                embed: embed.as_deref(),
+                seed: p.seed,
+            };
+            let n = s.budgets.concurrency;
+            match s.method {
+                Method::Play2Prompt => run_stage(ctx, &tb, name, n, s.instances, s.docs, |w| {
+                    play2prompt::produce(w, &s.budgets.play2prompt)
+                }),
+                Method::Draft => run_stage(ctx, &tb, name, n, s.instances, s.docs, |w| {
+                    draft::produce(w, &s.budgets.draft)
+                }),
+                _ => run_stage(ctx, &tb, name, n, s.instances, s.docs, easytool::produce),
+            }
+        })?;
+    Ok(e)
 }
 
 #[cfg(test)]

@@ -20,12 +20,12 @@
 //! the agent prompt ([`crate::rows::DocRow::demos`]). The optional difficulty term of
 //! the original (rewarding examples the task model gets wrong) is not implemented.
 
+use super::budget::Play2PromptBudget;
 use super::{
     args_equal, extract_json, fill, str_field, tool_description, tool_name, tools_of,
     with_description, Phase, Produced, Work,
 };
 use crate::batch_reflect::{render_call, render_tool};
-use crate::experiment::Play2PromptBudget;
 use serde_json::{json, Map, Value};
 
 pub const STAGE: &str = "play2prompt";

@@ -3,10 +3,10 @@
 //! observed example the editor sees), and [`drive`] expands the `[bfcl]` grid
 //! (settings x methods x agents x editors x seeds) into stage calls.
 
-use crate::baselines::{self, draft, easytool, play2prompt, ToolOutput, ToolRunner, Toolbox};
+use crate::baselines::{self, ToolOutput, ToolRunner};
 use crate::batch_reflect::render_call;
 use crate::bfcl::summarize::{self, SummaryInput};
-use crate::env::{Chain, Cx, DriveError, Example, Label, OnlineEnv};
+use crate::env::{Chain, Cx, DriveError, Example, Label, Method, OnlineEnv};
 use crate::experiment::{BfclExperiment, Experiment, Outcome, BASELINES};
 use crate::models::ModelSpec;
 use crate::online::{self, Curve};
@@ -230,28 +230,32 @@ pub fn example_for(
     }
 }
 
-/// EasyTool's runner: it never executes a tool (a call would be a bug).
-struct NoTools;
-
-impl ToolRunner for NoTools {
-    fn run(
-        &self,
-        _real: &str,
-        shown: &str,
-        _args: &serde_json::Map<String, serde_json::Value>,
-    ) -> ToolOutput {
-        ToolOutput {
-            ok: false,
-            text: format!("RuntimeError: {shown}: this method does not execute tools"),
-        }
-    }
-}
-
 fn seed_sfx(b: &BfclExperiment, seed: u64) -> String {
     if b.seeds.len() > 1 {
         format!(" s{seed}")
     } else {
         String::new()
+    }
+}
+
+impl ToolRunner for Executor {
+    fn run(
+        &self,
+        real_name: &str,
+        shown_name: &str,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> ToolOutput {
+        match self.execute_json(real_name, shown_name, args) {
+            // What a model sees of a tool's output is bounded.
+            Ok(v) => ToolOutput {
+                ok: true,
+                text: datasets::bfcl::executor::bounded_output(&v.repr()),
+            },
+            Err(e) => ToolOutput {
+                ok: false,
+                text: datasets::bfcl::executor::bounded_output(&e.text()),
+            },
+        }
     }
 }
 
@@ -270,36 +274,10 @@ impl Bfcl<'_> {
     ) -> Result<(), DriveError> {
         let exp = self.exp;
         let bl = &exp.baselines;
-        let (stage, version, mut params): (&'static str, u32, serde_json::Value) = match method {
-            "easytool" => (
-                easytool::STAGE,
-                easytool::VERSION,
-                json!({"templates": [easytool::CONDENSE, easytool::GUIDELINES]}),
-            ),
-            "play2prompt" => (
-                play2prompt::STAGE,
-                play2prompt::VERSION,
-                json!({
-                    "templates": play2prompt::TEMPLATES,
-                    "budget": bl.play2prompt,
-                    // The task model validates candidate descriptions.
-                    "agent": chain.agent,
-                    "system_prompt": exp.agent_system_prompt,
-                }),
-            ),
-            _ => (
-                draft::STAGE,
-                draft::VERSION,
-                json!({"templates": draft::TEMPLATES, "budget": bl.draft}),
-            ),
+        let Some(m) = Method::parse(method).filter(|m| m.is_baseline()) else {
+            return Err(StageError::bug(method, "not a baseline method").into());
         };
-        if let Some(o) = params.as_object_mut() {
-            o.insert("editor".into(), json!(editor));
-            o.insert("seed".into(), json!(chain.seed));
-            if method != "easytool" {
-                o.insert("executor".into(), self.eval_params.clone());
-            }
-        }
+        let (stage, _) = baselines::stage_of(m);
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
         let sfx = if method == "play2prompt" {
@@ -323,76 +301,26 @@ impl Bfcl<'_> {
                 .collect();
             docs_rows.retain(|d| multiple.contains(d.instance_id.as_str()));
         }
-        let models = cx.models;
-        let docs = cx.session.stage(
-            &node,
-            stage,
-            version,
-            params,
-            &[("instances", Some(&self.data)), ("docs", Some(docs0))],
-            |ctx| {
-                let fail = |e: crate::InputError| StageError::failed(stage, e.0);
-                let ed = models.editor(editor).map_err(fail)?;
-                let agent = if method == "play2prompt" {
-                    Some(models.agent(&chain.agent).map_err(fail)?)
-                } else {
-                    None
-                };
-                let embed = if method == "draft" {
-                    Some(models.embedder(&bl.draft.embedder).map_err(fail)?)
-                } else {
-                    None
-                };
-                let editor_model = editor.to_string();
-                let agent_model = chain.agent.to_string();
-                let tb = Toolbox {
-                    editor: ed.as_ref(),
-                    editor_model: &editor_model,
-                    agent: agent
-                        .as_ref()
-                        .map(|a| a.as_ref() as &dyn crate::models::Agent),
-                    agent_model: &agent_model,
-                    agent_system: &exp.agent_system_prompt,
-                    runner: if method == "easytool" {
-                        &NoTools
-                    } else {
-                        self.executor()?
-                    },
-                    embed: embed.as_deref(),
-                    seed: chain.seed,
-                };
-                let inst = &self.instances;
-                match method {
-                    "easytool" => baselines::run_stage(
-                        ctx,
-                        &tb,
-                        easytool::STAGE,
-                        bl.concurrency,
-                        inst,
-                        &docs_rows,
-                        easytool::produce,
-                    ),
-                    "play2prompt" => baselines::run_stage(
-                        ctx,
-                        &tb,
-                        play2prompt::STAGE,
-                        bl.concurrency,
-                        inst,
-                        &docs_rows,
-                        |w| play2prompt::produce(w, &bl.play2prompt),
-                    ),
-                    _ => baselines::run_stage(
-                        ctx,
-                        &tb,
-                        draft::STAGE,
-                        bl.concurrency,
-                        inst,
-                        &docs_rows,
-                        |w| draft::produce(w, &bl.draft),
-                    ),
-                }
-            },
-        )?;
+        let run = baselines::BaselineStage {
+            method: m,
+            node: &node,
+            params: baselines::BaselineParams::new(
+                m,
+                bl,
+                editor,
+                &chain.agent,
+                &exp.agent_system_prompt,
+                chain.seed,
+                &self.eval_params,
+            ),
+            budgets: bl,
+            inputs: &[("instances", Some(&self.data)), ("docs", Some(docs0))],
+            instances: &self.instances,
+            docs: &docs_rows,
+        };
+        let docs = baselines::stage(cx, &run, &|| {
+            Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + '_>)
+        })?;
         let Some(docs) = docs else { return Ok(()) };
         let label = Label {
             setting: setting.to_string(),

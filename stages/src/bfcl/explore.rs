@@ -3,6 +3,7 @@
 //! row (no model call), which is what makes ToolObserver's later rounds cheap.
 //! Turns that need a model run concurrently (bounded by the backend).
 
+use crate::baselines::with_demos;
 use crate::models::{Agent, AgentJob};
 use crate::rows::{DocRow, InstanceRow, TrajectoryRow};
 use pipeline::{StageCtx, StageError, Usage};
@@ -23,26 +24,6 @@ pub struct ExploreParams<'a> {
     /// Always `required`: the agent must call a tool.
     pub tool_choice: &'static str,
     pub round: i64,
-}
-
-/// The system prompt with an instance's demonstrations appended (unchanged without).
-pub fn with_demos(system: &str, demos: &Value) -> String {
-    let Some(list) = demos.as_array().filter(|l| !l.is_empty()) else {
-        return system.to_string();
-    };
-    let mut out = format!("{}\n\nExamples of correct tool use:", system.trim_end());
-    for d in list {
-        out.push_str(&format!(
-            "\nRequest: {}\nCall: {}",
-            d.get("query").and_then(Value::as_str).unwrap_or(""),
-            crate::batch_reflect::render_call(
-                d.get("function").and_then(Value::as_str).unwrap_or(""),
-                d.get("arguments").unwrap_or(&Value::Null),
-                None,
-            )
-        ));
-    }
-    out
 }
 
 pub fn run(

@@ -19,7 +19,8 @@
 
 pub mod rows;
 
-use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
+use crate::baselines::with_demos;
+use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, ToolRunner, SHARED};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, MultiTurn};
 use crate::offline;
@@ -38,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
@@ -114,7 +116,7 @@ pub struct ChessExperiment {
     pub engine: Option<PathBuf>,
 }
 
-pub const METHODS: &[&str] = &["gold", "base", "toolobserver"];
+pub const METHODS: &[&str] = &["gold", "base", "toolobserver", "play2prompt", "easytool"];
 
 impl ChessExperiment {
     /// Validate the raw table; paths are resolved against the experiment's folder.
@@ -340,7 +342,7 @@ impl Chess<'_> {
         model: &str,
         round: i64,
         split: Split,
-        docs: &[Value],
+        (system, docs): (&str, &[Value]),
         jobs: Vec<Job>,
         seed: u64,
     ) -> Result<(), StageError> {
@@ -367,7 +369,7 @@ impl Chess<'_> {
                                 .unwrap_or_else(|| "(none)".into()),
                         );
                     let turn = agent.act(&AgentJob {
-                        system: AGENT_SYSTEM,
+                        system,
                         question: &question,
                         tools: docs,
                         seed: seed ^ (g.plies().len() as u64),
@@ -470,11 +472,12 @@ impl Chess<'_> {
         docs: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         let docs_rows: Vec<DocRow> = docs.read()?;
-        let tools = docs_rows
-            .iter()
-            .find(|d| d.instance_id == SHARED)
+        let shared = docs_rows.iter().find(|d| d.instance_id == SHARED);
+        let tools = shared
             .and_then(|d| d.tools.as_array().cloned())
             .unwrap_or_default();
+        // A baseline's demonstrations (Play2Prompt) go into the system prompt.
+        let system = with_demos(AGENT_SYSTEM, shared.map_or(&Value::Null, |d| &d.demos));
         let node = format!("chess-explore[{tag}]");
         let c = self.c;
         let params = json!({
@@ -506,7 +509,7 @@ impl Chess<'_> {
                     &chain.agent.to_string(),
                     label.round,
                     split,
-                    &tools,
+                    (&system, &tools),
                     jobs,
                     chain.seed,
                 )
@@ -516,6 +519,65 @@ impl Chess<'_> {
             cx.out.push(&node, EXPLORE_STAGE, label, e);
         }
         Ok(e)
+    }
+}
+
+/// Tool play for the baselines: call number n runs the tool on a training position
+/// drawn from the chess seed and n, plays its move and reports the move with the
+/// engine's evaluation before and after (from White's view).
+struct ChessRunner<'e, 'a> {
+    env: &'e Chess<'a>,
+    pool: &'e BlockingPool,
+    calls: AtomicU64,
+}
+
+impl ChessRunner<'_, '_> {
+    fn play(&self, name: &str) -> Result<String, String> {
+        let tools = &self.env.tools;
+        let i = tools
+            .index_of(name, Docs::Opaque)
+            .or_else(|| tools.index_of(name, Docs::Gold))
+            .ok_or_else(|| format!("there is no tool named {name}"))?;
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut draw = datasets::chess::rng::SplitMix64::derived(self.env.c.seed, n);
+        let train = &self.env.train;
+        if train.is_empty() {
+            return Err("no training positions to play on".into());
+        }
+        let row = &train[(draw.next_u64() % train.len() as u64) as usize];
+        let mut g = Game::new(&row.fen, 2, Default::default()).map_err(|e| e.to_string())?;
+        let depth = game::EXPLORATION_EVAL_DEPTH;
+        let before = self
+            .pool
+            .evaluate(&g.fen(), depth)
+            .map_err(|e| e.to_string())?;
+        let side = Side::as_str(g.turn());
+        let phase = datasets::chess::rules::Phase::of(g.position()).as_str();
+        let mv = tools
+            .execute(i, g.position(), draw.next_u64(), self.pool)
+            .map_err(|e| e.to_string())?;
+        g.play_san(&mv.san, Some(name)).map_err(|e| e.to_string())?;
+        let after = self
+            .pool
+            .evaluate(&g.fen(), depth)
+            .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "Position {} ({side} to move, {phase}): the tool played {}. Engine evaluation \
+             (centipawns, White's view, depth {depth}): {:+} before, {:+} after.",
+            row.fen, mv.san, before.white_cp, after.white_cp
+        ))
+    }
+}
+
+impl ToolRunner for ChessRunner<'_, '_> {
+    fn run(&self, _real: &str, shown: &str, _args: &serde_json::Map<String, Value>) -> ToolOutput {
+        match self.play(shown) {
+            Ok(text) => ToolOutput { ok: true, text },
+            Err(e) => ToolOutput {
+                ok: false,
+                text: format!("Error: {e}"),
+            },
+        }
     }
 }
 
@@ -535,6 +597,30 @@ impl OfflineEnv for Chess<'_> {
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
         let games: Vec<GameRow> = trajectories.read()?;
         Ok(games.into_iter().map(|g| g.editor_text).collect())
+    }
+
+    fn agent_system(&self) -> &str {
+        AGENT_SYSTEM
+    }
+
+    fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
+        Ok(Box::new(ChessRunner {
+            env: self,
+            pool: self.engines.get(EXPLORE_STAGE)?,
+            calls: AtomicU64::new(0),
+        }))
+    }
+
+    fn runner_key(&self) -> (Value, Vec<(&'static str, Entry)>) {
+        (
+            json!({
+                "chess": "a tool on a sampled training position, then the evaluation",
+                "movetime_ms": self.c.movetime_ms,
+                "eval_depth": game::EXPLORATION_EVAL_DEPTH,
+                "seed": self.c.seed,
+            }),
+            vec![("positions", self.positions.clone())],
+        )
     }
 
     fn editor_notes(&self) -> &str {
@@ -847,6 +933,7 @@ impl MultiTurn for Oracle {}
 pub fn drive(
     agents: &[ModelSpec],
     editors: &[ModelSpec],
+    baselines: &crate::baselines::budget::Baselines,
     c: &ChessExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
@@ -934,6 +1021,7 @@ pub fn drive(
             opaque,
             rounds: c.rounds,
             batch_size: c.batch_size,
+            baselines,
         };
         offline::drive_grid(&env, cx, agents, editors, &grid)?;
     }

@@ -218,3 +218,16 @@ impl Row for CalibrationRow {
         C
     }
 }
+
+/// The chess tables `otb export` writes (positions and calibration are per
+/// experiment, not per chain: unlabelled).
+pub fn exported() -> Vec<crate::rows::Exported> {
+    use crate::rows::Exported;
+    vec![
+        Exported::of::<PositionRow>(false),
+        Exported::of::<CalibrationRow>(false),
+        Exported::of::<GameRow>(true),
+        Exported::of::<CallCheckRow>(true),
+        Exported::of::<EloRow>(true),
+    ]
+}

@@ -5,7 +5,7 @@
 //! |----------------------|-------------------------------------------------------------|
 //! | `scripted:schema`    | deterministic agent: picks a tool by word overlap, takes parameter names from the schema or from a `Parameters: a, b` sentence in the description, fills them with the question's literals in order; with no names known it calls with no arguments |
 //! | `scripted:empty`     | deterministic agent: calls the first tool with no arguments |
-//! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions; asked for a JSON tool call (Play2Prompt, DRAFT), calls with the argument names such texts revealed (each = 1) |
+//! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions; asked for a JSON tool call (Play2Prompt, DRAFT), calls with the argument names such texts revealed (each = 1; a name revealed by `missing required argument \"x\"` gets the string `\"x\"`) |
 //! | `scripted:silent`    | deterministic editor that never proposes a change           |
 //!
 //! Scripted models report one token per whitespace-separated word of their prompt
@@ -298,6 +298,21 @@ fn missing_arguments(prompt: &str) -> Vec<(&str, Vec<&str>)> {
     out
 }
 
+/// Every `x` of `missing required argument "x"` texts (the search tools' error).
+fn missing_named_arguments(prompt: &str) -> Vec<&str> {
+    const MARK: &str = "missing required argument \"";
+    let mut out: Vec<&str> = Vec::new();
+    for (i, _) in prompt.match_indices(MARK) {
+        let rest = &prompt[i + MARK.len()..];
+        if let Some(name) = rest.split('"').next().filter(|n| !n.is_empty()) {
+            if !out.contains(&name) {
+                out.push(name);
+            }
+        }
+    }
+    out
+}
+
 impl Editor for ErrorsEditor {
     fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
         // Tool play / exploration prompts (Play2Prompt, DRAFT) ask for a JSON call:
@@ -308,6 +323,9 @@ impl Editor for ErrorsEditor {
                 for n in names {
                     args.insert(n.to_string(), Value::from(1));
                 }
+            }
+            for n in missing_named_arguments(prompt) {
+                args.insert(n.to_string(), Value::from(n));
             }
             let reply = serde_json::json!({"query": "use the tool", "arguments": args});
             return scripted_editor_reply(prompt, reply.to_string());

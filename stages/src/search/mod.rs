@@ -14,7 +14,8 @@
 //! The BM25 index is a rebuildable cache under `<store>/cache/search/` (built once
 //! per corpus fingerprint; the tool results depend only on the corpus).
 
-use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, SHARED};
+use crate::baselines::with_demos;
+use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, ToolRunner, SHARED};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::offline;
@@ -77,7 +78,7 @@ pub struct SearchExperiment {
 }
 
 pub const TOOL_SETS: &[&str] = &["domains", "domains+all"];
-pub const METHODS: &[&str] = &["gold", "base", "toolobserver"];
+pub const METHODS: &[&str] = &["gold", "base", "toolobserver", "play2prompt", "easytool"];
 
 impl SearchExperiment {
     pub fn from_raw(raw: RawSearch) -> Result<Self, String> {
@@ -256,6 +257,16 @@ impl Row for SearchScoreRow {
     }
 }
 
+/// The search tables `otb export` writes (questions are per experiment: unlabelled).
+pub fn exported() -> Vec<crate::rows::Exported> {
+    use crate::rows::Exported;
+    vec![
+        Exported::of::<QuestionRow>(false),
+        Exported::of::<EpisodeRow>(true),
+        Exported::of::<SearchScoreRow>(true),
+    ]
+}
+
 /// The corpus and its index, loaded on first use (never by `otb status`).
 pub struct Corpus {
     cache: PathBuf,
@@ -343,7 +354,7 @@ impl Search<'_> {
         model: &str,
         round: i64,
         split: Split,
-        tools: &[Value],
+        (system, tools): (&str, &[Value]),
         seed: u64,
     ) -> Result<(), StageError> {
         let (sub, index) = self.corpus.get(EXPLORE_STAGE)?;
@@ -384,7 +395,7 @@ impl Search<'_> {
                 };
                 let ep = run_episode(
                     agent,
-                    AGENT_SYSTEM,
+                    system,
                     &q.question,
                     tools,
                     self.s.max_turns,
@@ -456,6 +467,23 @@ impl Search<'_> {
     }
 }
 
+/// Tool play for the baselines: a search with the tool's domain filter, its results
+/// as the agent would see them.
+struct SearchRunner<'a>(SearchEnv<'a, Bm25Index>);
+
+impl ToolRunner for SearchRunner<'_> {
+    fn run(&self, _real: &str, shown: &str, args: &serde_json::Map<String, Value>) -> ToolOutput {
+        let (ok, text) = match self.0.execute(shown, &Value::Object(args.clone())) {
+            Ok(t) => (true, t),
+            Err(e) => (false, format!("Error: {e}")),
+        };
+        ToolOutput {
+            ok,
+            text: datasets::bfcl::executor::bounded_output(&text),
+        }
+    }
+}
+
 impl OfflineEnv for Search<'_> {
     fn explore(
         &self,
@@ -467,11 +495,12 @@ impl OfflineEnv for Search<'_> {
         docs: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         let docs_rows: Vec<DocRow> = docs.read()?;
-        let tools = docs_rows
-            .iter()
-            .find(|d| d.instance_id == SHARED)
+        let shared = docs_rows.iter().find(|d| d.instance_id == SHARED);
+        let tools = shared
             .and_then(|d| d.tools.as_array().cloned())
             .unwrap_or_default();
+        // A baseline's demonstrations (Play2Prompt) go into the system prompt.
+        let system = with_demos(AGENT_SYSTEM, shared.map_or(&Value::Null, |d| &d.demos));
         let node = format!("search-explore[{tag}]");
         let s = self.s;
         let models = cx.models;
@@ -501,7 +530,7 @@ impl OfflineEnv for Search<'_> {
                     &chain.agent.to_string(),
                     label.round,
                     split,
-                    &tools,
+                    (&system, &tools),
                     chain.seed,
                 )
             },
@@ -515,6 +544,26 @@ impl OfflineEnv for Search<'_> {
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
         let eps: Vec<EpisodeRow> = trajectories.read()?;
         Ok(eps.into_iter().map(|e| e.editor_text).collect())
+    }
+
+    fn agent_system(&self) -> &str {
+        AGENT_SYSTEM
+    }
+
+    fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
+        let (sub, index) = self.corpus.get(EXPLORE_STAGE)?;
+        Ok(Box::new(SearchRunner(SearchEnv::new(
+            &sub.corpus,
+            index,
+            tool_set(&self.set, Opacity::Opaque),
+        ))))
+    }
+
+    fn runner_key(&self) -> (Value, Vec<(&'static str, Entry)>) {
+        (
+            json!({"search": "bm25", "corpus": substitute::REQUIREMENT, "tool_set": self.set}),
+            Vec::new(),
+        )
     }
 
     fn editor_notes(&self) -> &str {
@@ -596,6 +645,7 @@ pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
 pub fn drive(
     agents: &[ModelSpec],
     editors: &[ModelSpec],
+    baselines: &crate::baselines::budget::Baselines,
     s: &SearchExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
@@ -673,6 +723,7 @@ pub fn drive(
             opaque,
             rounds: s.rounds,
             batch_size: s.batch_size,
+            baselines,
         };
         offline::drive_grid(&env, cx, agents, editors, &grid)?;
     }

@@ -6,8 +6,10 @@ use crate::bfcl::summarize::SummaryRow;
 use crate::driver::RunOutput;
 use crate::experiment::Experiment;
 use crate::offline::{AnalysisRow, MergeRow};
-use crate::rows::{DocCallRow, DocRow, EditRow, InstanceRow, ScoreRow, ToolRunRow, TrajectoryRow};
-use pipeline::{Row, StageError};
+use crate::rows::{
+    DocCallRow, DocRow, EditRow, Exported, InstanceRow, ScoreRow, ToolRunRow, TrajectoryRow,
+};
+use pipeline::StageError;
 use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
@@ -15,41 +17,32 @@ fn fail(e: impl std::fmt::Display) -> StageError {
     StageError::failed("export", e.to_string())
 }
 
-fn doc_of<R: Row>(out: &mut String, labelled: bool) {
-    out.push_str(&format!(
-        "## {}.parquet\n\nOne row = {}.\n\n| column | type | meaning |\n|---|---|---|\n",
-        R::TABLE,
-        R::DOC
-    ));
-    if labelled {
-        for (n, t, d) in [
-            (
-                "node",
-                "string",
-                "the experiment node that produced the row",
-            ),
-            (
-                "method",
-                "string",
-                "gold, base, toolobserver, easytool, play2prompt or draft",
-            ),
-            ("agent", "string", "agent model spec of the chain"),
-            (
-                "editor",
-                "string",
-                "editor model spec of the chain (empty: none)",
-            ),
-        ] {
-            out.push_str(&format!("| {n} | {t} | {d} |\n"));
-        }
-    }
-    for c in R::columns() {
-        out.push_str(&format!("| {} | {} | {} |\n", c.name, c.ty.name(), c.doc));
-    }
-    out.push('\n');
+/// Every table an experiment's stages write, environment by environment (the order
+/// of SCHEMA.md).
+pub fn tables() -> Vec<Exported> {
+    let mut t = vec![
+        Exported::of::<InstanceRow>(false),
+        Exported::of::<DocRow>(true),
+        Exported::of::<TrajectoryRow>(true),
+        Exported::of::<ScoreRow>(true),
+        Exported::of::<EditRow>(true),
+        Exported::of::<DocCallRow>(true),
+        Exported::of::<ToolRunRow>(true),
+        Exported::of::<AnalysisRow>(true),
+        Exported::of::<MergeRow>(true),
+        Exported::of::<SummaryRow>(false),
+    ];
+    t.extend(crate::chess::rows::exported());
+    t.extend(crate::search::exported());
+    t
 }
 
-fn concat_table(run: &RunOutput, table: &str, dest: &Path) -> Result<Option<PathBuf>, StageError> {
+fn concat_table(
+    run: &RunOutput,
+    table: &str,
+    labelled: bool,
+    dest: &Path,
+) -> Result<Option<PathBuf>, StageError> {
     let mut acc: Option<DataFrame> = None;
     for o in &run.outputs {
         if !o.entry.manifest.outputs.contains_key(table) {
@@ -60,7 +53,7 @@ fn concat_table(run: &RunOutput, table: &str, dest: &Path) -> Result<Option<Path
             std::fs::File::open(&path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
         let mut df = ParquetReader::new(file).finish().map_err(fail)?;
         let h = df.height();
-        if table != "instances" && table != "summary" {
+        if labelled {
             df.with_column(Column::new("node".into(), vec![o.node.clone(); h]))
                 .map_err(fail)?;
             df.with_column(Column::new("method".into(), vec![o.method.clone(); h]))
@@ -85,36 +78,33 @@ fn concat_table(run: &RunOutput, table: &str, dest: &Path) -> Result<Option<Path
     Ok(Some(path))
 }
 
-/// Write the flat tables and `SCHEMA.md` into `dest`; returns the files written.
+/// Write every table the run's outputs hold (one Parquet file per table, rows of all
+/// outputs stacked) and SCHEMA.md describing them. A table no registry names is a
+/// defect: it is exported unlabelled and noted in SCHEMA.md rather than dropped.
 pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> {
     std::fs::create_dir_all(dest).map_err(|e| fail(format!("{}: {e}", dest.display())))?;
     let mut written = Vec::new();
     let mut schema = String::from(
         "# Exported tables\n\nWritten by `otb export`. JSON columns hold JSON text (object key order as produced).\n\n",
     );
-    doc_of::<InstanceRow>(&mut schema, false);
-    doc_of::<DocRow>(&mut schema, true);
-    doc_of::<TrajectoryRow>(&mut schema, true);
-    doc_of::<ScoreRow>(&mut schema, true);
-    doc_of::<EditRow>(&mut schema, true);
-    doc_of::<DocCallRow>(&mut schema, true);
-    doc_of::<ToolRunRow>(&mut schema, true);
-    doc_of::<AnalysisRow>(&mut schema, true);
-    doc_of::<MergeRow>(&mut schema, true);
-    doc_of::<SummaryRow>(&mut schema, false);
-    for table in [
-        InstanceRow::TABLE,
-        DocRow::TABLE,
-        TrajectoryRow::TABLE,
-        ScoreRow::TABLE,
-        EditRow::TABLE,
-        DocCallRow::TABLE,
-        ToolRunRow::TABLE,
-        AnalysisRow::TABLE,
-        MergeRow::TABLE,
-        SummaryRow::TABLE,
-    ] {
-        if let Some(p) = concat_table(run, table, dest)? {
+    let known = tables();
+    for t in &known {
+        t.schema(&mut schema);
+        if let Some(p) = concat_table(run, t.table, t.labelled, dest)? {
+            written.push(p);
+        }
+    }
+    let mut other: Vec<&str> = run
+        .outputs
+        .iter()
+        .flat_map(|o| o.entry.manifest.outputs.keys().map(String::as_str))
+        .filter(|k| !known.iter().any(|t| t.table == *k))
+        .collect();
+    other.sort_unstable();
+    other.dedup();
+    for table in other {
+        schema.push_str(&format!("## {table}.parquet\n\n(no schema registered)\n\n"));
+        if let Some(p) = concat_table(run, table, false, dest)? {
             written.push(p);
         }
     }

@@ -1,0 +1,79 @@
+//! The baselines' budgets, as the experiment file's `[baselines]` table gives them
+//! (defaults: the paper's reduced budgets).
+
+use serde::Deserialize;
+
+/// Play2Prompt's search budget (`baselines.md`); defaults are the paper's reduced budget.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Play2PromptBudget {
+    /// Tool-play tries per example until an executable call is found.
+    pub init_loops: u32,
+    /// Candidates kept per level of both beam searches.
+    pub beam_width: u32,
+    /// New candidates proposed per kept candidate and level.
+    pub expansions: u32,
+    /// Levels of the documentation search.
+    pub iterations: u32,
+    /// Query refinement rounds per example.
+    pub refine_steps: u32,
+    /// Candidate descriptions kept per level.
+    pub top_k: u32,
+    /// Examples (demonstrations) per tool.
+    pub examples: u32,
+    /// `paper`: on `names` and `names+desc` only the 50 `exec_multiple` instances, as
+    /// the paper's +P2P cells (n = 50); `all`: every instance in every setting.
+    pub instances: String,
+}
+
+impl Default for Play2PromptBudget {
+    fn default() -> Self {
+        Play2PromptBudget {
+            init_loops: 3,
+            beam_width: 1,
+            expansions: 1,
+            iterations: 1,
+            refine_steps: 1,
+            top_k: 1,
+            examples: 1,
+            instances: "paper".into(),
+        }
+    }
+}
+
+/// DRAFT's exploration rules (`baselines.md`).
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DraftBudget {
+    /// Explore / analyse / rewrite episodes per tool.
+    pub episodes: u32,
+    /// A new query is rejected when its cosine to a previous one is >= this.
+    pub diversity: f64,
+    /// Re-asks after a rejected query (then the last one is accepted).
+    pub retries: u32,
+    /// Stop when (BLEU + cosine) / 2 of successive descriptions exceeds this.
+    pub converge: f64,
+    /// Sentence embeddings: `minilm` (all-MiniLM-L6-v2, in process) or
+    /// `bag-of-words` (hashed word counts; for scripted tests).
+    pub embedder: String,
+}
+
+impl Default for DraftBudget {
+    fn default() -> Self {
+        DraftBudget {
+            episodes: 5,
+            diversity: 0.9,
+            retries: 3,
+            converge: 0.75,
+            embedder: "minilm".into(),
+        }
+    }
+}
+
+/// Settings shared by the baseline methods.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Baselines {
+    pub concurrency: usize,
+    pub play2prompt: Play2PromptBudget,
+    pub draft: DraftBudget,
+}
