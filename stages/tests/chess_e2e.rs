@@ -70,9 +70,9 @@ fn run(dir: &Path, agent: &str, tool_set: &str) -> EloRow {
     let mut s = Session::new(&store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &mut s).unwrap();
     let e = out
-        .by_stage(stages::chess::EVALUATE_STAGE)
+        .by_stage(stages::chess::ELO_STAGE)
         .next()
-        .expect("an evaluate output");
+        .expect("a bootstrap-elo output");
     let row = e.entry.read::<EloRow>().unwrap().remove(0);
     // A rerun replays from the store: no stage runs, no engine is started.
     let mut s2 = Session::new(&store, Mode::Run, true);
@@ -190,4 +190,36 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
     let mut s2 = Session::new(&store, Mode::Run, true);
     stages::driver::drive(&exp, &mut s2).unwrap();
     assert_eq!(s2.executed(), 0);
+    // Another Elo start reruns only the two bootstrap-elo stages: the games and the
+    // call checks are reused.
+    let text = std::fs::read_to_string(&exp_path).unwrap();
+    std::fs::write(
+        &exp_path,
+        text.replace("concurrency = 2\n", "concurrency = 2\nelo_start = 1200\n"),
+    )
+    .unwrap();
+    let exp2 = Experiment::load(&exp_path).unwrap();
+    let mut s3 = Session::new(&store, Mode::Run, true);
+    let out3 = stages::driver::drive(&exp2, &mut s3).unwrap();
+    assert_eq!(s3.executed(), 2);
+    let ran: Vec<&str> = s3
+        .reports()
+        .iter()
+        .filter(|r| r.state != pipeline::NodeState::Fresh)
+        .map(|r| r.node.as_str())
+        .collect();
+    assert!(
+        ran.iter().all(|n| n.starts_with("bootstrap-elo[")),
+        "{ran:?}"
+    );
+    // 1200 lies outside the opponents' ratings (one opponent, 1350): the start is
+    // their midpoint, as the spec says.
+    let elo = out3
+        .by_stage(stages::chess::ELO_STAGE)
+        .next()
+        .unwrap()
+        .entry
+        .read::<EloRow>()
+        .unwrap();
+    assert_eq!(elo[0].start, 1350.0);
 }

@@ -34,7 +34,7 @@ use datasets::chess::rules::Side;
 use datasets::chess::strength::{self, Strength};
 use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
 use pipeline::{Entry, StageCtx, StageError, Usage};
-use rows::{CalibrationRow, CallCheckRow, EloRow, GameRow, PositionRow};
+use rows::{BestToolRow, CalibrationRow, CallCheckRow, EloRow, GameRow, PositionRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -47,6 +47,9 @@ pub const POSITIONS_STAGE: &str = "chess-positions";
 pub const DOCS_STAGE: &str = "chess-docs";
 pub const EXPLORE_STAGE: &str = "chess-explore";
 pub const EVALUATE_STAGE: &str = "chess-evaluate";
+/// The bootstrap Elo of one set of test games (its own stage: changing the Elo
+/// settings reruns only this).
+pub const ELO_STAGE: &str = "bootstrap-elo";
 pub const CALIBRATE_STAGE: &str = "calibrate";
 pub const VERSION: u32 = 1;
 
@@ -644,45 +647,77 @@ impl OfflineEnv for Chess<'_> {
         let kind = docs_kind(&self.tools, &tools_json);
         let node = format!("chess-evaluate[{tag}]");
         let c = self.c;
-        let mut inputs = vec![("games", Some(trajectories)), ("docs", Some(docs))];
+        let params = EvaluateParams {
+            indexing: c.indexing,
+        };
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EVALUATE_STAGE, e))?;
+        let inputs = [("games", Some(trajectories)), ("docs", Some(docs))];
+        let tools = &self.tools;
+        let Some(checked) =
+            cx.session
+                .stage(&node, EVALUATE_STAGE, VERSION, key, &inputs, |ctx| {
+                    check_calls(ctx, tools, kind, &params, &games)
+                })?
+        else {
+            return Ok(None);
+        };
+        cx.out.push(&node, EVALUATE_STAGE, label, &checked);
+        let node = format!("bootstrap-elo[{tag}]");
+        let params = EloParams {
+            elo_start: c.elo_start,
+            opponent_ratings: &c.opponent_ratings,
+            k: metrics::ELO_K,
+            shuffles: metrics::BOOTSTRAP_SHUFFLES,
+        };
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(ELO_STAGE, e))?;
+        let mut inputs = vec![("games", Some(trajectories)), ("checked", Some(&checked))];
         if let Some(cal) = &self.calibration {
             inputs.push(("calibration", Some(cal)));
         }
-        let ratings = self.ratings.clone();
-        let e = cx.session.stage(
-            &node,
-            EVALUATE_STAGE,
-            VERSION,
-            json!({
-                "indexing": c.indexing,
-                "elo_start": c.elo_start,
-                "opponent_ratings": c.opponent_ratings,
-                "shuffles": metrics::BOOTSTRAP_SHUFFLES,
-            }),
-            &inputs,
-            |ctx| evaluate(ctx, &self.tools, kind, c, &ratings, &games),
-        )?;
+        let ratings = &self.ratings;
+        let e = cx
+            .session
+            .stage(&node, ELO_STAGE, VERSION, key, &inputs, |ctx| {
+                let best: Vec<BestToolRow> = checked.read()?;
+                bootstrap_elo(ctx, &params, ratings, &games, best.first())
+            })?;
         if let Some(e) = &e {
-            cx.out.push(&node, EVALUATE_STAGE, label, e);
+            cx.out.push(&node, ELO_STAGE, label, e);
         }
         Ok(e)
     }
 }
 
-/// Stage `chess-evaluate` (+ the bootstrap Elo): every agent tool call checked
-/// against the optimal tool, then 1000 seeded shuffles of the games for the
-/// streaming Elo (mean, median, intervals) and the performance rating.
-fn evaluate(
+/// `chess-evaluate`'s params: the stage key and what the run reads.
+#[derive(Serialize)]
+struct EvaluateParams {
+    indexing: BestToolIndexing,
+}
+
+/// `bootstrap-elo`'s params: the stage key and what the run reads.
+#[derive(Serialize)]
+struct EloParams<'a> {
+    /// The configured start rating (the midpoint of the opponents' ratings when it
+    /// lies outside them).
+    elo_start: f64,
+    /// `measured` (the calibrate stage's ratings, an input) or `nominal`.
+    opponent_ratings: &'a str,
+    k: f64,
+    shuffles: u64,
+}
+
+/// Stage `chess-evaluate`: every agent tool call of the test games checked against
+/// the optimal tool (`chess_calls`), and the best-tool % overall and per phase
+/// (`chess_best_tool`).
+fn check_calls(
     ctx: &mut StageCtx<'_>,
     tools: &ToolSet,
     kind: Docs,
-    c: &ChessExperiment,
-    ratings: &BTreeMap<u32, f64>,
+    p: &EvaluateParams,
     games: &[GameRow],
 ) -> Result<(), StageError> {
     let mut checks = Vec::new();
     let mut rows = Vec::new();
-    let mut elo_games = Vec::new();
     for g in games {
         let plies: Vec<game::PlyRecord> = serde_json::from_value(g.plies.clone())
             .map_err(|e| fail(EVALUATE_STAGE, format!("game {}: {e}", g.game_id)))?;
@@ -699,7 +734,7 @@ fn evaluate(
             ending: None,
             start_eval: None,
         };
-        let cs = metrics::check_tool_calls(&rec, tools, kind, c.indexing)
+        let cs = metrics::check_tool_calls(&rec, tools, kind, p.indexing)
             .map_err(|e| fail(EVALUATE_STAGE, format!("game {}: {e}", g.game_id)))?;
         for ch in &cs {
             rows.push(CallCheckRow {
@@ -712,27 +747,45 @@ fn evaluate(
             });
         }
         checks.extend(cs);
-        if let Some(score) = g.score {
-            let nominal = g.opponent_elo as u32;
-            elo_games.push(EloGame {
-                opponent: ratings.get(&nominal).copied().unwrap_or(nominal as f64),
-                score,
-            });
-        }
     }
     let summary = metrics::summarize_best_tool(&checks);
-    let start = metrics::elo_start(&elo_games, c.elo_start);
-    let b = metrics::bootstrap_elo(
-        &elo_games,
-        start,
-        metrics::ELO_K,
-        metrics::BOOTSTRAP_SHUFFLES,
-    );
     let per_phase: serde_json::Map<String, Value> = summary
         .per_phase
         .iter()
         .map(|(p, a)| (p.as_str().to_string(), json!(a.percent())))
         .collect();
+    ctx.write(&rows)?;
+    ctx.write(&[BestToolRow {
+        best_tool_pct: summary.overall.percent(),
+        tool_calls: summary.overall.calls as i64,
+        per_phase: Value::Object(per_phase),
+    }])?;
+    Ok(())
+}
+
+/// Stage `bootstrap-elo`: the streaming Elo over `shuffles` seeded shuffles of the
+/// finished games (rayon), mean, median and intervals, and the performance rating;
+/// the row repeats the best-tool figures of `chess-evaluate` so one row is one cell.
+fn bootstrap_elo(
+    ctx: &mut StageCtx<'_>,
+    p: &EloParams<'_>,
+    ratings: &BTreeMap<u32, f64>,
+    games: &[GameRow],
+    best: Option<&BestToolRow>,
+) -> Result<(), StageError> {
+    let elo_games: Vec<EloGame> = games
+        .iter()
+        .filter_map(|g| {
+            let score = g.score?;
+            let nominal = g.opponent_elo as u32;
+            Some(EloGame {
+                opponent: ratings.get(&nominal).copied().unwrap_or(nominal as f64),
+                score,
+            })
+        })
+        .collect();
+    let start = metrics::elo_start(&elo_games, p.elo_start);
+    let b = metrics::bootstrap_elo(&elo_games, start, p.k, p.shuffles);
     let elo = EloRow {
         games: elo_games.len() as i64,
         start,
@@ -746,11 +799,10 @@ fn evaluate(
         ci99_lo: b.ci99.0,
         ci99_hi: b.ci99.1,
         performance: metrics::performance_rating(&elo_games),
-        best_tool_pct: summary.overall.percent(),
-        tool_calls: summary.overall.calls as i64,
-        per_phase: Value::Object(per_phase),
+        best_tool_pct: best.map_or(0.0, |b| b.best_tool_pct),
+        tool_calls: best.map_or(0, |b| b.tool_calls),
+        per_phase: best.map_or(Value::Null, |b| b.per_phase.clone()),
     };
-    ctx.write(&rows)?;
     ctx.write(&[elo])?;
     Ok(())
 }

@@ -131,6 +131,32 @@ impl Row for CallCheckRow {
     }
 }
 
+/// The best-tool % of one set of test games.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BestToolRow {
+    pub best_tool_pct: f64,
+    pub tool_calls: i64,
+    /// `{phase: percent}`.
+    pub per_phase: Value,
+}
+
+impl Row for BestToolRow {
+    const TABLE: &'static str = "chess_best_tool";
+    const DOC: &'static str = "best-tool % of one set of test games, overall and per phase";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col(
+                "best_tool_pct",
+                F64,
+                "share of tool calls that picked the optimal tool",
+            ),
+            col("tool_calls", I64, "agent tool calls"),
+            col("per_phase", Json, "{phase: best-tool %}"),
+        ];
+        C
+    }
+}
+
 /// The bootstrap Elo of one set of test games.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct EloRow {
@@ -228,6 +254,7 @@ pub fn exported() -> Vec<crate::rows::Exported> {
         Exported::of::<CalibrationRow>(false),
         Exported::of::<GameRow>(true),
         Exported::of::<CallCheckRow>(true),
+        Exported::of::<BestToolRow>(true),
         Exported::of::<EloRow>(true),
     ]
 }
