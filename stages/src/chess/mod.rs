@@ -284,6 +284,24 @@ fn docs_kind(tools: &ToolSet, list: &[Value]) -> Docs {
     }
 }
 
+/// `chess-explore`'s params: the stage key and what the run reads.
+#[derive(Serialize)]
+struct ExploreParams<'a> {
+    agent: &'a ModelSpec,
+    /// The system prompt before any demonstrations (those come with the docs input).
+    system: &'static str,
+    turn: &'static str,
+    /// The chain's seed (the agent's requests).
+    chain_seed: u64,
+    /// The chess seed (each game's tool and opponent draws).
+    seed: u64,
+    split: Split,
+    movetime_ms: u64,
+    opponents: &'a [u32],
+    max_plies: usize,
+    round: i64,
+}
+
 /// One game to play.
 struct Job {
     id: String,
@@ -294,40 +312,38 @@ struct Job {
 }
 
 impl Chess<'_> {
-    fn jobs(&self, split: Split) -> Vec<Job> {
+    fn jobs(&self, p: &ExploreParams<'_>) -> Vec<Job> {
+        let split = p.split;
         let mut jobs = Vec::new();
         let rows = match split {
             Split::Train => &self.train,
             Split::Test => &self.test,
         };
         let mut n = 0u64;
-        let mut push = |p: &PositionRow, cfg: EpisodeConfig, elo: u32, tag: String| {
+        let mut push = |row: &PositionRow, cfg: EpisodeConfig, elo: u32, tag: String| {
             jobs.push(Job {
-                id: format!("{}-{tag}-{}", p.position_id, Side::as_str(cfg.agent_side)),
-                position: p.clone(),
-                seed: datasets::chess::rng::SplitMix64::derived(self.c.seed, n).next_u64(),
+                id: format!("{}-{tag}-{}", row.position_id, Side::as_str(cfg.agent_side)),
+                position: row.clone(),
+                seed: datasets::chess::rng::SplitMix64::derived(p.seed, n).next_u64(),
                 opponent_elo: elo,
                 cfg,
             });
             n += 1;
         };
-        for p in rows {
+        for pos in rows {
             match split {
                 Split::Train => {
-                    for cfg in EpisodeConfig::exploration(Side::White, self.c.movetime_ms).mirror()
-                    {
-                        push(p, cfg, game::EXPLORATION_OPPONENT_ELO, "explore".into());
+                    for cfg in EpisodeConfig::exploration(Side::White, p.movetime_ms).mirror() {
+                        push(pos, cfg, game::EXPLORATION_OPPONENT_ELO, "explore".into());
                     }
                 }
                 Split::Test => {
-                    for &elo in &self.c.opponents {
-                        let mut base = EpisodeConfig::test(
-                            Side::White,
-                            Strength::nominal(elo, self.c.movetime_ms),
-                        );
-                        base.max_plies = self.c.max_plies;
+                    for &elo in p.opponents {
+                        let mut base =
+                            EpisodeConfig::test(Side::White, Strength::nominal(elo, p.movetime_ms));
+                        base.max_plies = p.max_plies;
                         for cfg in base.mirror() {
-                            push(p, cfg, elo, format!("vs{elo}"));
+                            push(pos, cfg, elo, format!("vs{elo}"));
                         }
                     }
                 }
@@ -483,38 +499,40 @@ impl Chess<'_> {
         let system = with_demos(AGENT_SYSTEM, shared.map_or(&Value::Null, |d| &d.demos));
         let node = format!("chess-explore[{tag}]");
         let c = self.c;
-        let params = json!({
-            "agent": chain.agent,
-            "system": AGENT_SYSTEM,
-            "turn": AGENT_TURN,
-            "seed": chain.seed ^ c.seed,
-            "split": split,
-            "movetime_ms": c.movetime_ms,
-            "opponents": c.opponents,
-            "max_plies": c.max_plies,
-            "round": label.round,
-        });
+        let params = ExploreParams {
+            agent: &chain.agent,
+            system: AGENT_SYSTEM,
+            turn: AGENT_TURN,
+            chain_seed: chain.seed,
+            seed: c.seed,
+            split,
+            movetime_ms: c.movetime_ms,
+            opponents: &c.opponents,
+            max_plies: c.max_plies,
+            round: label.round,
+        };
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
         let models = cx.models;
+        let p = &params;
         let e = cx.session.stage(
             &node,
             EXPLORE_STAGE,
             VERSION,
-            params,
+            key,
             &[("positions", Some(&self.positions)), ("docs", Some(docs))],
             |ctx| {
                 let agent = models
-                    .agent(&chain.agent)
+                    .agent(p.agent)
                     .map_err(|e| fail(EXPLORE_STAGE, e.0))?;
-                let jobs = self.jobs(split);
                 self.play(
                     ctx,
                     agent.as_ref(),
-                    &chain.agent.to_string(),
-                    label.round,
-                    split,
+                    &p.agent.to_string(),
+                    p.round,
+                    p.split,
                     (&system, &tools),
-                    jobs,
-                    chain.seed,
+                    self.jobs(p),
+                    p.chain_seed,
                 )
             },
         )?;
@@ -874,15 +892,25 @@ fn positions(
 /// the engine's own calibrated `UCI_Elo`; its measured Elo is the performance
 /// rating against them (the nominal 1200 lies below the engine's floor and is a
 /// weakening whose real strength must be measured).
+/// `calibrate`'s params: the stage key and what the run reads.
+#[derive(Serialize)]
+struct CalibrateParams<'a> {
+    opponents: &'a [u32],
+    movetime_ms: u64,
+    games: usize,
+    max_plies: usize,
+    seed: u64,
+}
+
 fn calibrate(
     ctx: &mut StageCtx<'_>,
-    c: &ChessExperiment,
+    c: &CalibrateParams<'_>,
     engines: &Engines,
 ) -> Result<(), StageError> {
     let pool = engines.get(CALIBRATE_STAGE)?;
-    let anchors = calibration_anchors(&c.opponents);
+    let anchors = calibration_anchors(c.opponents);
     let mut rows = Vec::new();
-    for &elo in &c.opponents {
+    for &elo in c.opponents {
         let player = Strength::nominal(elo, c.movetime_ms);
         let mut games = Vec::new();
         let mut wdl = (0i64, 0i64, 0i64);
@@ -892,7 +920,7 @@ fn calibrate(
                 pool,
                 &player,
                 &opp,
-                c.calibration_games,
+                c.games,
                 c.seed ^ (k as u64 + 1) ^ u64::from(elo),
                 &[],
                 c.max_plies,
@@ -1019,19 +1047,20 @@ pub fn drive(
     let mut ratings: BTreeMap<u32, f64> = c.opponents.iter().map(|&e| (e, f64::from(e))).collect();
     let mut calibration = None;
     if c.opponent_ratings == "measured" {
+        let cal_params = CalibrateParams {
+            opponents: &c.opponents,
+            movetime_ms: c.movetime_ms,
+            games: c.calibration_games,
+            max_plies: c.max_plies,
+            seed: c.seed,
+        };
         let cal = cx.session.stage(
             CALIBRATE_STAGE,
             CALIBRATE_STAGE,
             VERSION,
-            json!({
-                "opponents": c.opponents,
-                "movetime_ms": c.movetime_ms,
-                "games": c.calibration_games,
-                "max_plies": c.max_plies,
-                "seed": c.seed,
-            }),
+            serde_json::to_value(&cal_params).map_err(|e| StageError::bug(CALIBRATE_STAGE, e))?,
             &[],
-            |ctx| calibrate(ctx, c, &engines),
+            |ctx| calibrate(ctx, &cal_params, &engines),
         )?;
         let Some(cal) = cal else { return Ok(()) };
         cx.out

@@ -351,20 +351,18 @@ impl Search<'_> {
         &self,
         ctx: &mut StageCtx<'_>,
         agent: &dyn MultiTurn,
-        model: &str,
-        round: i64,
-        split: Split,
+        p: &ExploreParams<'_>,
         (system, tools): (&str, &[Value]),
-        seed: u64,
     ) -> Result<(), StageError> {
+        let (model, round, split, seed) = (&p.agent.to_string(), p.round, p.split, p.seed);
         let (sub, index) = self.corpus.get(EXPLORE_STAGE)?;
-        let env = SearchEnv::new(&sub.corpus, index, tool_set(&self.set, Opacity::Opaque));
+        let env = SearchEnv::new(&sub.corpus, index, tool_set(p.tool_set, Opacity::Opaque));
         let qs = match split {
             Split::Train => &self.train,
             Split::Test => &self.test,
         };
         let view = EditorView {
-            show_queries: self.s.show_queries,
+            show_queries: p.show_queries,
             ..EditorView::default()
         };
         let pb = ctx.progress(qs.len() as u64);
@@ -398,7 +396,7 @@ impl Search<'_> {
                     system,
                     &q.question,
                     tools,
-                    self.s.max_turns,
+                    p.max_turns,
                     seed,
                     &mut run_tool,
                 );
@@ -467,6 +465,22 @@ impl Search<'_> {
     }
 }
 
+/// `search-explore`'s params: the stage key and what the run reads.
+#[derive(Serialize)]
+struct ExploreParams<'a> {
+    agent: &'a ModelSpec,
+    /// The system prompt before any demonstrations (those come with the docs input).
+    system: &'static str,
+    final_answer: &'static str,
+    /// The chain's seed (the agent's requests).
+    seed: u64,
+    split: Split,
+    max_turns: usize,
+    show_queries: bool,
+    tool_set: &'a str,
+    round: i64,
+}
+
 /// Tool play for the baselines: a search with the tool's domain filter, its results
 /// as the agent would see them.
 struct SearchRunner<'a>(SearchEnv<'a, Bm25Index>);
@@ -502,37 +516,31 @@ impl OfflineEnv for Search<'_> {
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
         let system = with_demos(AGENT_SYSTEM, shared.map_or(&Value::Null, |d| &d.demos));
         let node = format!("search-explore[{tag}]");
-        let s = self.s;
+        let params = ExploreParams {
+            agent: &chain.agent,
+            system: AGENT_SYSTEM,
+            final_answer: crate::models::llm::FINAL_ANSWER,
+            seed: chain.seed,
+            split,
+            max_turns: self.s.max_turns,
+            show_queries: self.s.show_queries,
+            tool_set: &self.set,
+            round: label.round,
+        };
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
         let models = cx.models;
+        let p = &params;
         let e = cx.session.stage(
             &node,
             EXPLORE_STAGE,
             VERSION,
-            json!({
-                "agent": chain.agent,
-                "system": AGENT_SYSTEM,
-                "final_answer": crate::models::llm::FINAL_ANSWER,
-                "seed": chain.seed ^ s.seed,
-                "split": split,
-                "max_turns": s.max_turns,
-                "show_queries": s.show_queries,
-                "tool_set": self.set,
-                "round": label.round,
-            }),
+            key,
             &[("questions", Some(&self.questions)), ("docs", Some(docs))],
             |ctx| {
                 let agent = models
-                    .agent(&chain.agent)
+                    .agent(p.agent)
                     .map_err(|e| StageError::failed(EXPLORE_STAGE, e.0))?;
-                self.play(
-                    ctx,
-                    agent.as_ref(),
-                    &chain.agent.to_string(),
-                    label.round,
-                    split,
-                    (&system, &tools),
-                    chain.seed,
-                )
+                self.play(ctx, agent.as_ref(), p, (&system, &tools))
             },
         )?;
         if let Some(e) = &e {
