@@ -53,20 +53,31 @@ fn positions(dir: &Path) -> (String, String) {
     (train.display().to_string(), test.display().to_string())
 }
 
-fn run(dir: &Path, agent: &str, tool_set: &str) -> EloRow {
+/// Write an experiment on the test's positions (`[chess]` = the common lines, then
+/// `chess`; `models` = the `[models]` lines), load it, check it and open its store.
+fn setup(dir: &Path, chess: &str, models: &str) -> (std::path::PathBuf, Experiment, Store) {
     std::fs::create_dir_all(dir).unwrap();
     let (train, test) = positions(dir);
     let exp_path = dir.join("exp.toml");
     std::fs::write(
         &exp_path,
         format!(
-            "name = \"chess\"\n[chess]\ntool_sets = [\"{tool_set}\"]\nmethods = [\"base\"]\ntrain_file = \"{train}\"\ntest_file = \"{test}\"\nopponents = [1350]\nmovetime_ms = 10\nmax_plies = 60\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"{agent}\"\n"
+            "name = \"chess\"\n[chess]\ntrain_file = \"{train}\"\ntest_file = \"{test}\"\nopponents = [1350]\nmovetime_ms = 10\nopponent_ratings = \"nominal\"\nconcurrency = 2\n{chess}[models]\n{models}"
         ),
     )
     .unwrap();
     let exp = Experiment::load(&exp_path).unwrap();
     stages::driver::preflight(&exp).unwrap();
     let store = Store::open(&dir.join("store"), pipeline::Access::ReadWrite).unwrap();
+    (exp_path, exp, store)
+}
+
+fn run(dir: &Path, agent: &str, tool_set: &str) -> EloRow {
+    let (_, exp, store) = setup(
+        dir,
+        &format!("tool_sets = [\"{tool_set}\"]\nmethods = [\"base\"]\nmax_plies = 60\n"),
+        &format!("agent = \"{agent}\"\n"),
+    );
     let mut s = Session::new(&store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &mut s).unwrap();
     let e = out
@@ -128,18 +139,11 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
     }
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    let (train, test) = positions(dir);
-    let exp_path = dir.join("exp.toml");
-    std::fs::write(
-        &exp_path,
-        format!(
-            "name = \"chess-baselines\"\n[chess]\ntool_sets = [\"phase_specialists\"]\nmethods = [\"easytool\", \"play2prompt\"]\ntrain_file = \"{train}\"\ntest_file = \"{test}\"\nopponents = [1350]\nmovetime_ms = 10\nmax_plies = 20\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"scripted:chess-oracle\"\neditor = \"scripted:errors\"\n"
-        ),
-    )
-    .unwrap();
-    let exp = Experiment::load(&exp_path).unwrap();
-    stages::driver::preflight(&exp).unwrap();
-    let store = Store::open(&dir.join("store"), pipeline::Access::ReadWrite).unwrap();
+    let (exp_path, exp, store) = setup(
+        dir,
+        "tool_sets = [\"phase_specialists\"]\nmethods = [\"easytool\", \"play2prompt\"]\nmax_plies = 20\n",
+        "agent = \"scripted:chess-oracle\"\neditor = \"scripted:errors\"\n",
+    );
     let mut s = Session::new(&store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &mut s).unwrap();
     let p2p = out

@@ -263,6 +263,17 @@ pub fn with_demos(system: &str, demos: &Value) -> String {
     out
 }
 
+/// An offline environment's shared documentation row as the agent sees it: the
+/// tools, and `system` with the row's demonstrations (Play2Prompt) appended.
+pub fn shared_docs(docs: &[DocRow], system: &str) -> (Vec<Value>, String) {
+    let shared = docs.iter().find(|d| d.instance_id == crate::env::SHARED);
+    let tools = shared.map(tools_of).unwrap_or_default();
+    (
+        tools,
+        with_demos(system, shared.map_or(&Value::Null, |d| &d.demos)),
+    )
+}
+
 /// The tools of a doc row as a vector.
 pub fn tools_of(d: &DocRow) -> Vec<Value> {
     d.tools.as_array().cloned().unwrap_or_default()

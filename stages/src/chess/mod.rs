@@ -19,8 +19,8 @@
 
 pub mod rows;
 
-use crate::baselines::with_demos;
-use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, ToolRunner, SHARED};
+use crate::baselines::shared_docs;
+use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, ToolRunner};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, MultiTurn};
 use crate::offline;
@@ -491,12 +491,8 @@ impl Chess<'_> {
         docs: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         let docs_rows: Vec<DocRow> = docs.read()?;
-        let shared = docs_rows.iter().find(|d| d.instance_id == SHARED);
-        let tools = shared
-            .and_then(|d| d.tools.as_array().cloned())
-            .unwrap_or_default();
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
-        let system = with_demos(AGENT_SYSTEM, shared.map_or(&Value::Null, |d| &d.demos));
+        let (tools, system) = shared_docs(&docs_rows, AGENT_SYSTEM);
         let node = format!("chess-explore[{tag}]");
         let c = self.c;
         let params = ExploreParams {

@@ -14,8 +14,8 @@
 //! The BM25 index is a rebuildable cache under `<store>/cache/search/` (built once
 //! per corpus fingerprint; the tool results depend only on the corpus).
 
-use crate::baselines::with_demos;
-use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, ToolRunner, SHARED};
+use crate::baselines::shared_docs;
+use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, ToolRunner};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::offline;
@@ -509,12 +509,8 @@ impl OfflineEnv for Search<'_> {
         docs: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         let docs_rows: Vec<DocRow> = docs.read()?;
-        let shared = docs_rows.iter().find(|d| d.instance_id == SHARED);
-        let tools = shared
-            .and_then(|d| d.tools.as_array().cloned())
-            .unwrap_or_default();
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
-        let system = with_demos(AGENT_SYSTEM, shared.map_or(&Value::Null, |d| &d.demos));
+        let (tools, system) = shared_docs(&docs_rows, AGENT_SYSTEM);
         let node = format!("search-explore[{tag}]");
         let params = ExploreParams {
             agent: &chain.agent,

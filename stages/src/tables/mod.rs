@@ -12,3 +12,51 @@ pub mod table4;
 pub mod table5;
 pub mod table7;
 pub mod tokens;
+
+use crate::experiment::Experiment;
+
+/// The note an environment table ends with about the run: nothing in the store yet
+/// (`found` = 0 run cells: run it first), or how many stages are still to compute
+/// (finished cells are shown).
+pub fn progress_note(
+    exp: &Experiment,
+    what: &str,
+    found: usize,
+    reports: &[pipeline::NodeReport],
+) -> Option<String> {
+    let pending = reports
+        .iter()
+        .filter(|r| !matches!(r.state, pipeline::NodeState::Fresh))
+        .count();
+    if found == 0 {
+        Some(format!(
+            "{}: no {what} results in the store yet (run `otb run {}`)",
+            exp.name,
+            exp.path.display()
+        ))
+    } else if pending > 0 {
+        Some(format!(
+            "{}: {pending} stages not computed yet; finished cells are shown",
+            exp.name
+        ))
+    } else {
+        None
+    }
+}
+
+/// An environment table as text: the title, one grid of methods (rows keyed by tool
+/// set, model and source), then the notes.
+pub fn method_table<R>(
+    title: &str,
+    rows: &[R],
+    key: &dyn Fn(&R) -> [String; 4],
+    cell: &dyn Fn(&R) -> String,
+    notes: &[String],
+) -> String {
+    let mut out = format!("{title}\n\n");
+    out.push_str(&report::method_grid(rows, key, cell));
+    for n in notes {
+        out.push_str(&format!("\nNote: {n}\n"));
+    }
+    out
+}

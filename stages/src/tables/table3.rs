@@ -150,22 +150,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
             tool_calls: Some(e.tool_calls),
         });
     }
-    let pending = reports
-        .iter()
-        .filter(|r| !matches!(r.state, pipeline::NodeState::Fresh))
-        .count();
-    if found == 0 {
-        notes.push(format!(
-            "{}: no chess results in the store yet (run `otb run {}`)",
-            exp.name,
-            exp.path.display()
-        ));
-    } else if pending > 0 {
-        notes.push(format!(
-            "{}: {pending} stages not computed yet; finished cells are shown",
-            exp.name
-        ));
-    }
+    notes.extend(crate::tables::progress_note(exp, "chess", found, &reports));
     Ok(Table3 { rows, notes })
 }
 
@@ -198,8 +183,8 @@ impl crate::tables::report::TableReport for Table3 {
             }
             return out;
         }
-        out.push_str("Table 3 -- Chess: best-tool % / bootstrap Elo (mean; run rows add the median and the 95% interval, and the number of test games)\n\n");
-        out.push_str(&crate::tables::report::method_grid(
+        crate::tables::method_table(
+            "Table 3 -- Chess: best-tool % / bootstrap Elo (mean; run rows add the median and the 95% interval, and the number of test games)",
             &self.rows,
             &|r: &Self::Row| {
                 [
@@ -216,10 +201,7 @@ impl crate::tables::report::TableReport for Table3 {
                 ),
                 _ => format!("{:.1} / {:.0}", r.best_tool_pct, r.elo_mean),
             },
-        ));
-        for n in &self.notes {
-            out.push_str(&format!("\nNote: {n}\n"));
-        }
-        out
+            &self.notes,
+        )
     }
 }

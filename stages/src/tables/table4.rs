@@ -97,7 +97,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
         })
         .collect();
     let mut notes = Vec::new();
-    let (out, _) = crate::driver::locate(exp, store)
+    let (out, reports) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::failed("table4", e.to_string()))?;
     for o in out.by_stage(crate::search::EVALUATE_STAGE) {
         let r: Vec<SearchScoreRow> = o.entry.read()?;
@@ -114,13 +114,9 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
             questions: Some(r.questions),
         });
     }
-    if rows.iter().all(|r| r.questions.is_none()) {
-        notes.push(format!(
-            "{}: no search results in the store yet (run `otb run {}`)",
-            exp.name,
-            exp.path.display()
-        ));
-    } else {
+    let found = rows.iter().filter(|r| r.questions.is_some()).count();
+    notes.extend(crate::tables::progress_note(exp, "search", found, &reports));
+    if found > 0 {
         notes.push(
             "run rows on the substitute corpus (Wikipedia summaries, generated questions) are not BrowseComp-Plus numbers"
                 .into(),
@@ -157,10 +153,8 @@ impl crate::tables::report::TableReport for Table4 {
             }
             return out;
         }
-        out.push_str(
-            "Table 4 -- BrowseComp-Domains: judged accuracy % / tool calls per question\n\n",
-        );
-        out.push_str(&crate::tables::report::method_grid(
+        crate::tables::method_table(
+            "Table 4 -- BrowseComp-Domains: judged accuracy % / tool calls per question",
             &self.rows,
             &|r: &Self::Row| {
                 [
@@ -177,10 +171,7 @@ impl crate::tables::report::TableReport for Table4 {
                 ),
                 _ => format!("{:.1} / {:.1}", r.accuracy_pct, r.tool_calls),
             },
-        ));
-        for n in &self.notes {
-            out.push_str(&format!("\nNote: {n}\n"));
-        }
-        out
+            &self.notes,
+        )
     }
 }
