@@ -62,6 +62,9 @@ pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
     if let Some(c) = &exp.chess {
         crate::chess::check_engine(c)?;
     }
+    if let Some(s) = &exp.search {
+        crate::search::check_source(s)?;
+    }
     Ok(())
 }
 

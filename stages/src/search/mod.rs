@@ -16,16 +16,21 @@
 
 use crate::baselines::shared_docs;
 use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, ToolRunner};
+use crate::models::embed::Embed;
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::offline;
 use crate::rows::{CallRecord, DocRow};
+use crate::InputError;
+use datasets::search::dense::{DenseEncoder, DenseSearcher};
 use datasets::search::judge;
 use datasets::search::questions::{self, GenConfig};
 use datasets::search::substitute::{self, SubstituteCorpus};
+use datasets::search::tools::Retriever;
 use datasets::search::trajectory::{
     serialize_for_editor, EditorView, SearchCall, SearchTrajectory,
 };
+use datasets::search::Question;
 use datasets::search::{Bm25Index, DomainSet, Opacity, SearchEnv, ToolSet, ToolSetConfig};
 use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
 use serde::{Deserialize, Serialize};
@@ -58,6 +63,15 @@ pub struct RawSearch {
     batch_size: Option<usize>,
     seed: Option<u64>,
     concurrency: Option<usize>,
+    retriever: Option<String>,
+    embedder: Option<String>,
+    source: Option<String>,
+    corpus_file: Option<String>,
+    queries_file: Option<String>,
+    categories_file: Option<String>,
+    canary: Option<String>,
+    train_ids_file: Option<String>,
+    test_ids_file: Option<String>,
     show_queries: Option<bool>,
 }
 
@@ -75,13 +89,66 @@ pub struct SearchExperiment {
     pub seed: u64,
     pub concurrency: usize,
     pub show_queries: bool,
+    /// `bm25` (tantivy) or `dense` (sentence embeddings, cosine).
+    pub retriever: String,
+    /// The dense retriever's embedder: `minilm` (in process) or `bag-of-words`
+    /// (hashed word counts; scripted tests).
+    pub embedder: String,
+    /// Where the corpus and the questions come from.
+    pub source: DataSource,
+}
+
+/// The search environment's data: the substitute corpus (default) or BrowseComp-Plus
+/// files a user downloaded elsewhere.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataSource {
+    Substitute,
+    BrowseCompPlus(RealFiles),
+}
+
+/// BrowseComp-Plus as downloaded: the corpus JSONL (`{docid, text, url}`), the queries
+/// JSONL (`query` and `answer` encrypted with the dataset's canary string), the URL
+/// category map, and optionally the train / test query-id splits (`query_id<TAB>text`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RealFiles {
+    pub corpus: PathBuf,
+    pub queries: PathBuf,
+    pub categories: PathBuf,
+    /// `None`: the query fields are plain text.
+    pub canary: Option<String>,
+    pub train_ids: Option<PathBuf>,
+    pub test_ids: Option<PathBuf>,
 }
 
 pub const TOOL_SETS: &[&str] = &["domains", "domains+all"];
 pub const METHODS: &[&str] = &["gold", "base", "toolobserver", "play2prompt", "easytool"];
 
 impl SearchExperiment {
-    pub fn from_raw(raw: RawSearch) -> Result<Self, String> {
+    /// Validate the raw table; paths are resolved against the experiment's folder.
+    pub fn from_raw(raw: RawSearch, resolve: &dyn Fn(&str) -> PathBuf) -> Result<Self, String> {
+        let source = match raw.source.as_deref().unwrap_or("substitute") {
+            "substitute" => DataSource::Substitute,
+            "browsecomp-plus" => {
+                let need = |f: &Option<String>, name: &str| {
+                    f.as_deref().map(resolve).ok_or_else(|| {
+                        format!("search.source = `browsecomp-plus` needs search.{name}")
+                    })
+                };
+                DataSource::BrowseCompPlus(RealFiles {
+                    corpus: need(&raw.corpus_file, "corpus_file")?,
+                    queries: need(&raw.queries_file, "queries_file")?,
+                    categories: need(&raw.categories_file, "categories_file")?,
+                    canary: raw.canary.clone(),
+                    train_ids: raw.train_ids_file.as_deref().map(resolve),
+                    test_ids: raw.test_ids_file.as_deref().map(resolve),
+                })
+            }
+            other => {
+                return Err(format!(
+                    "search.source = `{other}` (valid: substitute, browsecomp-plus)"
+                ))
+            }
+        };
         let tool_sets = raw
             .tool_sets
             .unwrap_or_else(|| TOOL_SETS.iter().map(|s| s.to_string()).collect());
@@ -113,7 +180,22 @@ impl SearchExperiment {
             seed: raw.seed.unwrap_or(0),
             concurrency: raw.concurrency.unwrap_or(4),
             show_queries: raw.show_queries.unwrap_or(false),
+            retriever: raw.retriever.unwrap_or_else(|| "bm25".into()),
+            embedder: raw.embedder.unwrap_or_else(|| "minilm".into()),
+            source,
         };
+        if !matches!(s.retriever.as_str(), "bm25" | "dense") {
+            return Err(format!(
+                "search.retriever = `{}` (valid: bm25, dense)",
+                s.retriever
+            ));
+        }
+        if !matches!(s.embedder.as_str(), "minilm" | "bag-of-words") {
+            return Err(format!(
+                "search.embedder = `{}` (valid: minilm, bag-of-words)",
+                s.embedder
+            ));
+        }
         if s.tool_sets.is_empty() || s.concurrency == 0 || s.batch_size == 0 {
             return Err(
                 "search: tool_sets must not be empty; concurrency and batch_size at least 1".into(),
@@ -269,22 +351,77 @@ pub fn exported() -> Vec<crate::rows::Exported> {
 
 /// The corpus and its index, loaded on first use (never by `otb status`).
 pub struct Corpus {
+    source: DataSource,
     cache: PathBuf,
+    /// Where sentence embeddings are cached (`<store>/cache/embed`).
+    embed_cache: PathBuf,
     data: OnceLock<(SubstituteCorpus, Bm25Index)>,
+    dense: OnceLock<(String, DenseSearcher<Encoder>)>,
 }
 
+/// A sentence embedder as the dense retriever's encoder.
+pub struct Encoder(Box<dyn Embed>);
+
+impl DenseEncoder for Encoder {
+    type Error = String;
+    fn encode(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, String> {
+        self.0.embed(texts)
+    }
+}
+
+/// The retrievers a search can use (the domain filter is the tools').
+type Searcher = dyn Retriever + Sync;
+
 impl Corpus {
-    pub fn new(cache: &Path) -> Corpus {
+    pub fn new(source: &DataSource, cache: &Path, embed_cache: &Path) -> Corpus {
         Corpus {
+            source: source.clone(),
             cache: cache.to_path_buf(),
+            embed_cache: embed_cache.to_path_buf(),
             data: OnceLock::new(),
+            dense: OnceLock::new(),
+        }
+    }
+
+    /// The corpus and the retriever `retriever` names (`bm25`, or `dense` with
+    /// `embedder`: every document embedded on first use, vectors cached per text).
+    fn searcher(
+        &self,
+        stage: &str,
+        retriever: &str,
+        embedder: &str,
+    ) -> Result<(&SubstituteCorpus, &Searcher), StageError> {
+        let (sub, bm25) = self.get(stage)?;
+        if retriever != "dense" {
+            return Ok((sub, bm25));
+        }
+        if self.dense.get().is_none() {
+            let enc = crate::models::embed::make_embedder(embedder, &self.embed_cache)
+                .map_err(|e| StageError::failed(stage, e.0))?;
+            let searcher = DenseSearcher::build(&sub.corpus, Encoder(enc), 64)
+                .map_err(|e| StageError::failed(stage, format!("dense index: {e}")))?;
+            let _ = self.dense.set((embedder.to_string(), searcher));
+        }
+        match self.dense.get() {
+            Some((name, d)) if name == embedder => Ok((sub, d)),
+            _ => Err(StageError::failed(
+                stage,
+                "one dense index per drive: its embedder differs",
+            )),
         }
     }
 
     fn get(&self, stage: &str) -> Result<&(SubstituteCorpus, Bm25Index), StageError> {
         if self.data.get().is_none() {
-            let sub = substitute::load(&self.cache)
-                .map_err(|e| StageError::failed(stage, format!("substitute corpus: {e}")))?;
+            let sub = match &self.source {
+                DataSource::Substitute => substitute::load(&self.cache)
+                    .map_err(|e| StageError::failed(stage, format!("substitute corpus: {e}")))?,
+                // A malformed file of the user's is bad input (exit 2), not a failure.
+                DataSource::BrowseCompPlus(f) => SubstituteCorpus {
+                    corpus: load_real_corpus(f).map_err(|e| StageError::user(stage, e.0))?,
+                    descriptions: Vec::new(),
+                },
+            };
             // The fingerprint hashes every document: once.
             let fingerprint = sub.corpus.fingerprint();
             let dir = self.cache.join(format!(
@@ -317,9 +454,83 @@ impl Corpus {
     }
 }
 
-fn tool_set(name: &str, opacity: Opacity) -> ToolSet {
+/// The domains a source's tools filter by.
+fn domains(source: &DataSource) -> DomainSet {
+    match source {
+        DataSource::Substitute => DomainSet::substitute(),
+        DataSource::BrowseCompPlus(_) => DomainSet::browsecomp(),
+    }
+}
+
+/// A BrowseComp-Plus corpus with its URL categories mapped to the tools' domains.
+fn load_real_corpus(f: &RealFiles) -> Result<datasets::search::Corpus, InputError> {
+    let what = |p: &Path, e: datasets::search::SearchError| {
+        InputError(format!("search {}: {e}", p.display()))
+    };
+    let cats = datasets::search::real::CategoryMap::load(&f.categories)
+        .map_err(|e| what(&f.categories, e))?;
+    datasets::search::real::load_corpus(&f.corpus, &cats, &DomainSet::browsecomp())
+        .map_err(|e| what(&f.corpus, e))
+}
+
+/// BrowseComp-Plus questions (decrypted with the canary), split by the id files or
+/// 10/90 with `seed`.
+fn load_real_questions(
+    f: &RealFiles,
+    corpus: Option<&datasets::search::Corpus>,
+    seed: u64,
+) -> Result<(Vec<Question>, Vec<Question>), InputError> {
+    let what = |p: &Path, e: datasets::search::SearchError| {
+        InputError(format!("search {}: {e}", p.display()))
+    };
+    let all = datasets::search::real::load_queries(&f.queries, f.canary.as_deref(), corpus)
+        .map_err(|e| what(&f.queries, e))?;
+    let by_ids = |p: &PathBuf| -> Result<Vec<Question>, InputError> {
+        let ids = datasets::search::real::load_split_ids(p).map_err(|e| what(p, e))?;
+        ids.iter()
+            .map(|id| {
+                all.iter().find(|q| &q.id == id).cloned().ok_or_else(|| {
+                    InputError(format!(
+                        "search {}: query id {id} is not in {}",
+                        p.display(),
+                        f.queries.display()
+                    ))
+                })
+            })
+            .collect()
+    };
+    match (&f.train_ids, &f.test_ids) {
+        (Some(tr), Some(te)) => Ok((by_ids(tr)?, by_ids(te)?)),
+        (None, None) => Ok(questions::split(&all, seed, 0.1)),
+        _ => Err(InputError(
+            "search: give both train_ids_file and test_ids_file, or neither".into(),
+        )),
+    }
+}
+
+/// Check, before anything is written, that a user's BrowseComp-Plus files exist and
+/// that the queries decrypt with the canary (bad input, exit code 2, otherwise).
+pub fn check_source(s: &SearchExperiment) -> Result<(), InputError> {
+    let DataSource::BrowseCompPlus(f) = &s.source else {
+        return Ok(());
+    };
+    for p in [&f.corpus, &f.queries, &f.categories]
+        .into_iter()
+        .chain(f.train_ids.iter())
+        .chain(f.test_ids.iter())
+    {
+        if !p.is_file() {
+            return Err(InputError(format!("search: {} is not a file", p.display())));
+        }
+    }
+    datasets::search::real::CategoryMap::load(&f.categories)
+        .map_err(|e| InputError(format!("search {}: {e}", f.categories.display())))?;
+    load_real_questions(f, None, s.seed).map(|_| ())
+}
+
+fn tool_set(domains: &DomainSet, name: &str, opacity: Opacity) -> ToolSet {
     ToolSet::new(
-        &DomainSet::substitute(),
+        domains,
         ToolSetConfig {
             opacity,
             search_all: name == "domains+all",
@@ -355,8 +566,14 @@ impl Search<'_> {
         (system, tools): (&str, &[Value]),
     ) -> Result<(), StageError> {
         let (model, round, split, seed) = (&p.agent.to_string(), p.round, p.split, p.seed);
-        let (sub, index) = self.corpus.get(EXPLORE_STAGE)?;
-        let env = SearchEnv::new(&sub.corpus, index, tool_set(p.tool_set, Opacity::Opaque));
+        let (sub, index) = self
+            .corpus
+            .searcher(EXPLORE_STAGE, p.retriever, p.embedder)?;
+        let env = SearchEnv::new(
+            &sub.corpus,
+            index,
+            tool_set(&domains(&self.s.source), p.tool_set, Opacity::Opaque),
+        );
         let qs = match split {
             Split::Train => &self.train,
             Split::Test => &self.test,
@@ -478,12 +695,17 @@ struct ExploreParams<'a> {
     max_turns: usize,
     show_queries: bool,
     tool_set: &'a str,
+    /// `bm25` or `dense`.
+    retriever: &'a str,
+    /// The dense retriever's embedder (absent for BM25).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    embedder: &'a str,
     round: i64,
 }
 
 /// Tool play for the baselines: a search with the tool's domain filter, its results
 /// as the agent would see them.
-struct SearchRunner<'a>(SearchEnv<'a, Bm25Index>);
+struct SearchRunner<'a>(SearchEnv<'a, Searcher>);
 
 impl ToolRunner for SearchRunner<'_> {
     fn run(&self, _real: &str, shown: &str, args: &serde_json::Map<String, Value>) -> ToolOutput {
@@ -521,6 +743,12 @@ impl OfflineEnv for Search<'_> {
             max_turns: self.s.max_turns,
             show_queries: self.s.show_queries,
             tool_set: &self.set,
+            retriever: &self.s.retriever,
+            embedder: if self.s.retriever == "dense" {
+                &self.s.embedder
+            } else {
+                ""
+            },
             round: label.round,
         };
         let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
@@ -555,17 +783,24 @@ impl OfflineEnv for Search<'_> {
     }
 
     fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
-        let (sub, index) = self.corpus.get(EXPLORE_STAGE)?;
+        let (sub, index) =
+            self.corpus
+                .searcher(EXPLORE_STAGE, &self.s.retriever, &self.s.embedder)?;
         Ok(Box::new(SearchRunner(SearchEnv::new(
             &sub.corpus,
             index,
-            tool_set(&self.set, Opacity::Opaque),
+            tool_set(&domains(&self.s.source), &self.set, Opacity::Opaque),
         ))))
     }
 
     fn runner_key(&self) -> (Value, Vec<(&'static str, Entry)>) {
         (
-            json!({"search": "bm25", "corpus": substitute::REQUIREMENT, "tool_set": self.set}),
+            json!({
+                "search": self.s.retriever,
+                "embedder": (self.s.retriever == "dense").then_some(&self.s.embedder),
+                "corpus": substitute::REQUIREMENT,
+                "tool_set": self.set,
+            }),
             Vec::new(),
         )
     }
@@ -645,6 +880,33 @@ pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
     }
 }
 
+/// The questions stage's key: where the corpus and the questions come from (files by
+/// their sha256), the split and the counts.
+fn source_key(s: &SearchExperiment) -> Value {
+    let digest = |p: &Path| {
+        pipeline::Digest::of_file(p)
+            .map(|d| d.0)
+            .unwrap_or_default()
+    };
+    let source = match &s.source {
+        DataSource::Substitute => json!({
+            "corpus": substitute::REQUIREMENT,
+            "generate": {"seed": GenConfig::default().seed, "one_hop": GenConfig::default().one_hop, "two_hop": GenConfig::default().two_hop},
+        }),
+        DataSource::BrowseCompPlus(f) => json!({
+            "browsecomp_plus": {
+                "corpus": digest(&f.corpus),
+                "queries": digest(&f.queries),
+                "categories": digest(&f.categories),
+                "canary": f.canary.as_deref().map(|c| pipeline::Digest::of_bytes(c.as_bytes()).0),
+                "train_ids": f.train_ids.as_deref().map(digest),
+                "test_ids": f.test_ids.as_deref().map(digest),
+            }
+        }),
+    };
+    json!({"source": source, "split_seed": s.seed, "train": s.train_questions, "test": s.test_questions})
+}
+
 /// Expand the `[search]` table into stage calls.
 pub fn drive(
     agents: &[ModelSpec],
@@ -654,25 +916,32 @@ pub fn drive(
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
     let cache = cx.session.store().root().join("cache").join("search");
-    let corpus = Corpus::new(&cache);
+    let corpus = Corpus::new(
+        &s.source,
+        &cache,
+        &cx.session.store().root().join("cache").join("embed"),
+    );
     let qs = cx.session.stage(
         QUESTIONS_STAGE,
         QUESTIONS_STAGE,
         VERSION,
-        json!({
-            "corpus": substitute::REQUIREMENT,
-            "generate": {"seed": GenConfig::default().seed, "one_hop": GenConfig::default().one_hop, "two_hop": GenConfig::default().two_hop},
-            "split_seed": s.seed,
-            "train": s.train_questions,
-            "test": s.test_questions,
-        }),
+        source_key(s),
         &[],
         |ctx| {
             let (sub, _) = corpus.get(QUESTIONS_STAGE)?;
-            let all = questions::generate(sub, &GenConfig::default());
-            let (train, test) = questions::split(&all, s.seed, 0.1);
+            let (train, test) = match &s.source {
+                DataSource::Substitute => {
+                    let all = questions::generate(sub, &GenConfig::default());
+                    questions::split(&all, s.seed, 0.1)
+                }
+                DataSource::BrowseCompPlus(f) => load_real_questions(f, Some(&sub.corpus), s.seed)
+                    .map_err(|e| StageError::user(QUESTIONS_STAGE, e.0))?,
+            };
             let mut rows = Vec::new();
-            for (split, list, n) in [("train", &train, s.train_questions), ("test", &test, s.test_questions)] {
+            for (split, list, n) in [
+                ("train", &train, s.train_questions),
+                ("test", &test, s.test_questions),
+            ] {
                 for q in list.iter().take(n) {
                     rows.push(QuestionRow {
                         split: split.into(),
@@ -710,14 +979,14 @@ pub fn drive(
             DOCS_STAGE,
             set,
             "gold",
-            doc_tools(&tool_set(set, Opacity::Gold)),
+            doc_tools(&tool_set(&domains(&s.source), set, Opacity::Gold)),
         )?;
         let opaque = offline::docs_stage(
             cx,
             DOCS_STAGE,
             set,
             "opaque",
-            doc_tools(&tool_set(set, Opacity::Opaque)),
+            doc_tools(&tool_set(&domains(&s.source), set, Opacity::Opaque)),
         )?;
         let grid = offline::Grid {
             setting: set,

@@ -116,7 +116,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
     }
     let found = rows.iter().filter(|r| r.questions.is_some()).count();
     notes.extend(crate::tables::progress_note(exp, "search", found, &reports));
-    if found > 0 {
+    if rows.iter().any(|r| r.source.starts_with("run: substitute")) {
         notes.push(
             "run rows on the substitute corpus (Wikipedia summaries, generated questions) are not BrowseComp-Plus numbers"
                 .into(),

@@ -1,0 +1,188 @@
+//! BrowseComp-Plus files through `otb run`: a small encrypted fixture written here (the
+//! real dataset is gated) runs through the search stages with its questions decrypted
+//! and its URLs mapped to the tools' domains; a wrong canary, a missing file and a
+//! malformed corpus are each one error line, exit 2, with no stage result published.
+
+mod common;
+
+use common::{one_error_line, otb, stdout_ok};
+use datasets::search::real::encrypt;
+use serde_json::json;
+use std::path::Path;
+
+const CANARY: &str = "fixture canary: not the dataset's";
+
+/// The fixture: a category map, a corpus over three named domains and one outside,
+/// and four questions whose text and answers are encrypted with [`CANARY`].
+fn write_fixture(dir: &Path) {
+    std::fs::write(
+        dir.join("categories.json"),
+        r#"{"wikipedia": ["en.wikipedia.org"], "news": ["www.nytimes.com"], "academic": ["arxiv.org"]}"#,
+    )
+    .unwrap();
+    let docs = [
+        (
+            "d1",
+            "The lighthouse keeper of Skerry Point wrote a diary in 1911.",
+            "https://en.wikipedia.org/wiki/Skerry",
+        ),
+        (
+            "d2",
+            "Report: the Skerry Point lighthouse was automated in 1987.",
+            "https://www.nytimes.com/skerry",
+        ),
+        (
+            "d3",
+            "A survey of tidal energy in northern straits.",
+            "https://arxiv.org/abs/1234",
+        ),
+        (
+            "d4",
+            "Orchard Lane bakery sells rye bread on Sundays.",
+            "https://example.org/bakery",
+        ),
+        (
+            "d5",
+            "The Vell river floods its valley every spring.",
+            "https://en.wikipedia.org/wiki/Vell",
+        ),
+    ];
+    let corpus: Vec<String> = docs
+        .iter()
+        .map(|(id, text, url)| json!({"docid": id, "text": text, "url": url}).to_string())
+        .collect();
+    std::fs::write(dir.join("corpus.jsonl"), corpus.join("\n") + "\n").unwrap();
+    let qs = [
+        (
+            1,
+            "Which keeper wrote a diary in 1911?",
+            "The Skerry Point keeper",
+            "d1",
+        ),
+        (
+            2,
+            "When was the Skerry Point lighthouse automated?",
+            "1987",
+            "d2",
+        ),
+        (
+            3,
+            "Which river floods its valley every spring?",
+            "Vell",
+            "d5",
+        ),
+        (
+            4,
+            "What does the Orchard Lane bakery sell on Sundays?",
+            "rye bread",
+            "d4",
+        ),
+    ];
+    let rows: Vec<String> = qs
+        .iter()
+        .map(|(id, q, a, d)| {
+            json!({"query_id": id, "query": encrypt(q, CANARY), "answer": encrypt(a, CANARY), "evidence_docs": [d]})
+                .to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("queries.jsonl"), rows.join("\n") + "\n").unwrap();
+}
+
+fn experiment(dir: &Path, canary: &str, corpus: &str) -> std::path::PathBuf {
+    let exp = dir.join("exp.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"bcp\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"{corpus}\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{canary}\"\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 1\n[models]\nagent = \"scripted:random\"\n"
+        ),
+    )
+    .unwrap();
+    exp
+}
+
+fn run(dir: &Path, exp: &Path) -> std::process::Output {
+    otb()
+        .arg("--store")
+        .arg(dir.join("store"))
+        .arg("run")
+        .arg(exp)
+        .arg("--quiet")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_encrypted_browsecomp_plus_fixture_runs_through_the_stages() {
+    let d = tempfile::tempdir().unwrap();
+    write_fixture(d.path());
+    let exp = experiment(d.path(), CANARY, "corpus.jsonl");
+    stdout_ok(&run(d.path(), &exp));
+    // The questions are stored decrypted, with the evidence's domain.
+    let out = d.path().join("export");
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(d.path().join("store"))
+            .args(["export", "--to"])
+            .arg(&out)
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    let table = out.join("search_questions.parquet");
+    let bytes = std::fs::read(&table).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains("Skerry Point") || text.contains("river floods"),
+        "questions not decrypted"
+    );
+    assert!(!text.contains(CANARY));
+    let t4 = stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(d.path().join("store"))
+            .args(["table", "table4", "--experiment"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    assert!(t4.contains("run: browsecomp-plus"), "{t4}");
+    assert!(!t4.contains("not BrowseComp-Plus numbers"), "{t4}");
+}
+
+#[test]
+fn browsecomp_plus_bad_input_is_one_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    write_fixture(d.path());
+    // A wrong canary: found before the store is opened.
+    let exp = experiment(d.path(), "another canary", "corpus.jsonl");
+    let err = one_error_line(&run(d.path(), &exp));
+    assert!(err.contains("canary"), "{err}");
+    assert!(!d.path().join("store").exists());
+    // A missing file.
+    let exp = experiment(d.path(), CANARY, "nowhere.jsonl");
+    let err = one_error_line(&run(d.path(), &exp));
+    assert!(
+        err.contains("nowhere.jsonl") && err.contains("not a file"),
+        "{err}"
+    );
+    assert!(!d.path().join("store").exists());
+    // A corpus row that is not a document: bad input from the first search stage,
+    // which publishes nothing.
+    std::fs::write(
+        d.path().join("bad.jsonl"),
+        "{\"docid\": \"x\", \"url\": 3}\n",
+    )
+    .unwrap();
+    let exp = experiment(d.path(), CANARY, "bad.jsonl");
+    let err = one_error_line(&run(d.path(), &exp));
+    assert!(err.contains("bad.jsonl:1"), "{err}");
+    let published = std::fs::read_dir(d.path().join("store"))
+        .map(|r| {
+            r.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("search-"))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(published, 0, "a stage of a bad corpus was published");
+}
