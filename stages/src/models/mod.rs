@@ -422,10 +422,16 @@ impl Models {
 
     /// Use `agent` wherever `spec` is named (tests, embedding applications).
     pub fn with_agent(self, spec: ModelSpec, agent: Arc<dyn MultiTurn>) -> Models {
+        self.register_agent(spec, agent);
+        self
+    }
+
+    /// Register `agent` for `spec` during a drive (an environment's scripted agents that
+    /// need its data, e.g. the search oracle needs the questions' domains).
+    pub fn register_agent(&self, spec: ModelSpec, agent: Arc<dyn MultiTurn>) {
         if let Ok(mut m) = self.agents.lock() {
             m.insert(spec, agent);
         }
-        self
     }
 
     /// Use `editor` wherever `spec` is named (tests, embedding applications).

@@ -16,8 +16,16 @@ use crate::rows::CallRecord;
 use serde_json::{Map, Value};
 
 /// Scripted agents by name. `chess-oracle` is provided by the chess environment
-/// (it needs the rules) and registered by the driver.
-pub const AGENTS: &[&str] = &["schema", "empty", "random", "chess-oracle"];
+/// (it needs the rules) and registered by the driver; `search-oracle` and
+/// `search-wrong` by the search environment (they need the questions' domains).
+pub const AGENTS: &[&str] = &[
+    "schema",
+    "empty",
+    "random",
+    "chess-oracle",
+    "search-oracle",
+    "search-wrong",
+];
 /// Scripted editors by name.
 pub const EDITORS: &[&str] = &["errors", "silent"];
 
