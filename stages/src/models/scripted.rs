@@ -7,6 +7,7 @@
 //! | `scripted:empty`     | deterministic agent: calls the first tool with no arguments |
 //! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions; asked for a JSON tool call (Play2Prompt, DRAFT), calls with the argument names such texts revealed (each = 1; a name revealed by `missing required argument \"x\"` gets the string `\"x\"`) |
 //! | `scripted:silent`    | deterministic editor that never proposes a change           |
+//! | `scripted:observer`  | deterministic offline editor (search): describes each tool by the titles its calls returned in the trajectories (`Updated description: Finds documents such as ...`); leaves merging to the majority fallback |
 //!
 //! Scripted models report one token per whitespace-separated word of their prompt
 //! and reply, so token accounting is exercised without a model.
@@ -27,7 +28,7 @@ pub const AGENTS: &[&str] = &[
     "search-wrong",
 ];
 /// Scripted editors by name.
-pub const EDITORS: &[&str] = &["errors", "silent"];
+pub const EDITORS: &[&str] = &["errors", "silent", "observer"];
 
 /// The scripted agent called `name` (one of [`AGENTS`]).
 pub fn agent(name: &str) -> Option<Box<dyn MultiTurn>> {
@@ -44,6 +45,7 @@ pub fn editor(name: &str) -> Option<Box<dyn Editor>> {
     match name {
         "errors" => Some(Box::new(ErrorsEditor)),
         "silent" => Some(Box::new(SilentEditor)),
+        "observer" => Some(Box::new(ObserverEditor)),
         _ => None,
     }
 }
@@ -346,6 +348,58 @@ impl Editor for ErrorsEditor {
             ));
         }
         scripted_editor_reply(prompt, out)
+    }
+}
+
+/// What `scripted:observer` proposes for a batch of search trajectories: per tool,
+/// the result titles (first line of each snippet) its calls returned.
+struct ObserverEditor;
+
+/// `(tool, titles)` of every `Call k: <tool>` / `Output: ...` pair in the prompt.
+fn observed_titles(prompt: &str) -> Vec<(String, Vec<String>)> {
+    const SNIPPET: &str = "\"snippet\": \"";
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut tool: Option<String> = None;
+    for line in prompt.lines() {
+        let t = line.trim_start();
+        if let Some(rest) = t.strip_prefix("Call ") {
+            tool = rest
+                .split_once(": ")
+                .map(|(_, name)| name.trim().to_string());
+            continue;
+        }
+        let Some(name) = &tool else { continue };
+        if let Some(i) = t.find(SNIPPET) {
+            let title: String = t[i + SNIPPET.len()..]
+                .split("\\n")
+                .next()
+                .unwrap_or("")
+                .trim_end_matches(['"', ','])
+                .to_string();
+            if title.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|(n, _)| n == name) {
+                Some((_, v)) if !v.contains(&title) => v.push(title),
+                Some(_) => {}
+                None => out.push((name.clone(), vec![title])),
+            }
+        }
+    }
+    out
+}
+
+impl Editor for ObserverEditor {
+    fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+        let mut text = String::new();
+        for (tool, titles) in observed_titles(prompt) {
+            let shown: Vec<&str> = titles.iter().take(8).map(String::as_str).collect();
+            text.push_str(&format!(
+                "**Tool: {tool}**\nUpdated description: Finds documents such as {}.\n\n",
+                shown.join(", ")
+            ));
+        }
+        scripted_editor_reply(prompt, text)
     }
 }
 
