@@ -57,3 +57,83 @@ fn chess_bad_input_is_one_line_and_exit_2() {
                 == 0
     );
 }
+
+/// Killing a chess run mid-game loses only the games in flight: finished games are
+/// journaled as they end, the rerun resumes them (and says how many), and the journal
+/// is gone once the stage is published.
+#[test]
+fn killing_a_chess_run_loses_only_the_games_in_flight() {
+    if datasets::chess::engine::find_engine(None).is_err() {
+        eprintln!("skipping: no chess engine");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let fens = [
+        "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -",
+        "r1bq1rk1/pp2bppp/2n1pn2/3p4/2PP4/2N1PN2/PP3PPP/R2QKB1R w KQ -",
+        "r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w - -",
+        "8/5pk1/6p1/8/3R4/6P1/5PK1/2r5 w - -",
+        "rnbqkb1r/pppp1ppp/5n2/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq -",
+        "r1bqkbnr/pppp1ppp/2n5/4p3/4P3/5N2/PPPP1PPP/RNBQKB1R w KQkq -",
+    ];
+    let line = |i: usize, fen: &str| {
+        format!("{{\"fen\": \"{fen}\", \"phase\": \"opening\", \"evaluation\": \"equal\", \"cp\": 0.0, \"mate\": null, \"depth\": 12, \"test_id\": \"p{i}\"}}")
+    };
+    std::fs::write(d.path().join("train.jsonl"), line(0, fens[0]) + "\n").unwrap();
+    let test: Vec<String> = fens.iter().enumerate().map(|(i, f)| line(i, f)).collect();
+    std::fs::write(d.path().join("test.jsonl"), test.join("\n") + "\n").unwrap();
+    let exp = d.path().join("exp.toml");
+    std::fs::write(
+        &exp,
+        "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\ntest_positions = 6\nopponents = [1350]\nmovetime_ms = 20\nmax_plies = 40\nopponent_ratings = \"nominal\"\nconcurrency = 1\n[models]\nagent = \"scripted:random\"\n",
+    )
+    .unwrap();
+    let store = d.path().join("store");
+    let run = || {
+        let mut c = otb();
+        c.arg("--store").arg(&store).arg("run").arg(&exp);
+        c
+    };
+    let journaled = || -> usize {
+        std::fs::read_dir(store.join("cache").join("journal"))
+            .map(|r| {
+                r.filter_map(Result::ok)
+                    .filter_map(|e| std::fs::read_dir(e.path()).ok())
+                    .flat_map(|r| r.filter_map(Result::ok))
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".item"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let mut child = run()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while journaled() < 3 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before 3 of 12 games were journaled"
+        );
+        assert!(start.elapsed().as_secs() < 120, "timed out");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let kept = journaled();
+    assert!((3..12).contains(&kept), "{kept} games journaled");
+    // The rerun resumes every journaled game and plays the rest.
+    let out = run().output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("resumed {kept} of 12 games from the journal")),
+        "{stderr}"
+    );
+    assert_eq!(journaled(), 0, "the journal outlived the published stage");
+    // And a third run has nothing to do.
+    let out = run().arg("--quiet").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("0 ran"));
+}

@@ -52,6 +52,7 @@ pub type Input<'a> = (&'a str, Option<&'a Entry>);
 /// The stage's view while it runs: its inputs, a place to write outputs, progress.
 pub struct StageCtx<'a> {
     staging: Staging,
+    journal: crate::journal::Journal,
     node: &'a str,
     usage: Usage,
     multi: &'a MultiProgress,
@@ -88,6 +89,26 @@ impl StageCtx<'_> {
 
     pub fn node(&self) -> &str {
         self.node
+    }
+
+    /// A line for the person watching (hidden with `--quiet`), e.g. how much of the
+    /// stage was resumed from its journal.
+    pub fn note(&self, line: &str) {
+        if self.quiet {
+            return;
+        }
+        if self.multi.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            let _ = self.multi.println(line);
+        }
+    }
+
+    /// This stage key's journal: finished items recorded as they finish are found
+    /// again when the same stage is rerun after a crash or a kill, and deleted once
+    /// the stage publishes (see [`crate::journal`]).
+    pub fn journal(&self) -> &crate::journal::Journal {
+        &self.journal
     }
 }
 
@@ -237,6 +258,7 @@ impl<'s> Session<'s> {
         let start = Instant::now();
         let mut ctx = StageCtx {
             staging: self.store.begin(&components).map_err(store_err)?,
+            journal: crate::journal::Journal::new(self.store.root(), &key),
             node,
             usage: Usage::default(),
             multi: &self.multi,
@@ -245,11 +267,17 @@ impl<'s> Session<'s> {
         // On an error the staging directory is dropped, which deletes it.
         run(&mut ctx)?;
         let wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let StageCtx { staging, usage, .. } = ctx;
+        let StageCtx {
+            staging,
+            usage,
+            journal,
+            ..
+        } = ctx;
         let entry = self
             .store
             .commit(staging, node, wall_ms, usage.clone())
             .map_err(store_err)?;
+        journal.remove();
         self.store
             .record_slot(node, &components)
             .map_err(store_err)?;

@@ -29,6 +29,7 @@
 //! <store>/.lock                  exclusive lock held by a writing `otb` process
 //! <store>/<stage>/<key>/         one published output: <table>.parquet + manifest.json
 //! <store>/slots/<node>.json      last key components per experiment node (for `status`)
+//! <store>/cache/journal/<key>/    finished items of a stage still running (see `journal`)
 //! <store>/tmp/                   staging directories of runs in progress
 //! <store>/quarantine/            entries that failed verification, moved aside
 //! <store>/cache/                 other crates' caches (LLM calls, downloaded data)
@@ -68,6 +69,7 @@ pub mod digest;
 pub mod engine;
 pub mod error;
 pub mod gc;
+pub mod journal;
 pub mod key;
 mod layout;
 pub mod store;
@@ -77,6 +79,7 @@ pub use digest::Digest;
 pub use engine::{Input, Mode, NodeReport, NodeState, Session, StageCtx};
 pub use error::{StageError, StageErrorKind, StoreError, StoreErrorKind};
 pub use gc::{GcReport, KeepSet};
+pub use journal::Journal;
 pub use key::{Change, KeyComponents};
 pub use store::{Access, Entry, Lookup, Manifest, Staging, Store, Usage};
 pub use table::{col, ColType, Column, Row, TableMeta};

@@ -367,6 +367,16 @@ impl Chess<'_> {
     ) -> Result<(), StageError> {
         let pool = self.engines.get(EXPLORE_STAGE)?;
         let kind = docs_kind(&self.tools, docs);
+        // Finished games are journaled: a killed run resumes with the games in flight.
+        let journal = ctx.journal().clone();
+        let resumed = jobs.iter().filter(|j| journal.get(&j.id).is_some()).count();
+        if resumed > 0 {
+            ctx.note(&format!(
+                "  {}: resumed {resumed} of {} games from the journal",
+                ctx.node(),
+                jobs.len()
+            ));
+        }
         let pb = ctx.progress(jobs.len() as u64);
         let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
         let results = crate::env::parallel_map(
@@ -374,6 +384,13 @@ impl Chess<'_> {
             self.c.concurrency,
             &|| pb.inc(1),
             &|job: &Job| -> Result<GameRow, StageError> {
+                if let Some(row) = journal
+                    .get(&job.id)
+                    .and_then(|b| serde_json::from_slice::<GameRow>(&b).ok())
+                {
+                    return Ok(row);
+                }
+                let mut infra_hit = false;
                 let mut usage = CallUsage::default();
                 let mut failed = 0i64;
                 let mut first_error: Option<String> = None;
@@ -398,6 +415,7 @@ impl Chess<'_> {
                         failed += 1;
                         first_error.get_or_insert(e.kind.clone());
                         if e.infrastructure {
+                            infra_hit = true;
                             if let Ok(mut v) = infra.lock() {
                                 v.push(e.clone());
                             }
@@ -456,6 +474,14 @@ impl Chess<'_> {
                         reasoning_tokens: usage.reasoning_tokens as i64,
                     }
                 });
+                // A game cut short by an infrastructure failure is played again
+                // by the rerun; every other finished game is kept.
+                if let (Ok(row), false) = (&r, infra_hit) {
+                    let bytes = serde_json::to_vec(row).map_err(|e| fail(EXPLORE_STAGE, e))?;
+                    journal
+                        .put(&job.id, &bytes)
+                        .map_err(|e| fail(EXPLORE_STAGE, format!("journal: {e}")))?;
+                }
                 r
             },
         );
