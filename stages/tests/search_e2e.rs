@@ -146,16 +146,31 @@ fn the_right_domain_answers_far_more_than_a_wrong_one() {
         let exp_path = dir.path().join(format!("{agent}.toml"));
         std::fs::write(
             &exp_path,
-            format!("name = \"{agent}\"\n[search]\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 60\nmax_turns = 2\n[models]\nagent = \"scripted:{agent}\"\n"),
+            format!("name = \"{agent}\"\n[search]\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 60\nmax_turns = 2\njudge = \"scripted:judge\"\n[models]\nagent = \"scripted:{agent}\"\n"),
         )
         .unwrap();
         let exp = Experiment::load(&exp_path).unwrap();
         let mut s = Session::new(&store, Mode::Run, true);
         let out = stages::driver::drive(&exp, &mut s).unwrap();
-        let acc: Vec<f64> = out
+        let scores: Vec<SearchScoreRow> = out
             .by_stage(stages::search::EVALUATE_STAGE)
-            .map(|o| o.entry.read::<SearchScoreRow>().unwrap()[0].accuracy)
+            .map(|o| o.entry.read::<SearchScoreRow>().unwrap().remove(0))
             .collect();
+        // The LLM judge (scripted here) decided accuracy; its verdicts are rows, one
+        // per test episode, and agree with the exact match on these short answers.
+        for sc in &scores {
+            assert_eq!(sc.judge, "scripted:judge");
+            assert!((sc.accuracy - sc.exact_accuracy).abs() < 1e-9, "{sc:?}");
+        }
+        for o in out.by_stage(stages::search::JUDGE_STAGE) {
+            let v = o.entry.read::<stages::search::JudgeRow>().unwrap();
+            assert_eq!(v.len(), 60);
+            assert!(v
+                .iter()
+                .all(|r| r.verdict.is_some() && r.error_kind.is_none()));
+        }
+        assert_eq!(out.by_stage(stages::search::JUDGE_STAGE).count(), 2);
+        let acc: Vec<f64> = scores.iter().map(|s| s.accuracy).collect();
         assert_eq!(acc.len(), 2, "{agent}: one score per tool set");
         // Accuracy on the one-hop questions (one search suffices).
         let hops: std::collections::HashMap<String, i64> = out

@@ -101,26 +101,7 @@ pub fn extract_exact_answer(response: &str) -> Option<String> {
 
 /// The LLM judge's instructions; `{question}`, `{response}` and `{answer}` are filled in by
 /// [`render_judge_prompt`].
-pub const JUDGE_TEMPLATE: &str = "You are grading the final answer of a research assistant.
-
-Question:
-{question}
-
-Assistant's final response:
-{response}
-
-Reference answer:
-{answer}
-
-Decide whether the assistant's final answer means the same thing as the reference answer. \
-Small differences in spelling, word order, or formatting, and extra words that do not change the \
-meaning, are acceptable. A vague, hedged, partial or different answer is not. Do not solve the \
-question yourself; judge only against the reference.
-
-Reply with exactly these lines:
-extracted_answer: <the final answer as the assistant gave it, or None>
-reasoning: <one or two sentences>
-correct: <yes or no>";
+pub const JUDGE_TEMPLATE: &str = include_str!("../../../prompts/search_judge.txt");
 
 /// Fills [`JUDGE_TEMPLATE`]. Aliases are listed after the answer as accepted variants.
 pub fn render_judge_prompt(

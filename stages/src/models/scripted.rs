@@ -7,6 +7,7 @@
 //! | `scripted:empty`     | deterministic agent: calls the first tool with no arguments |
 //! | `scripted:errors`    | deterministic editor: turns `missing ... arguments: 'a', 'b'` error texts in its prompt into `Parameters: a, b.` descriptions; asked for a JSON tool call (Play2Prompt, DRAFT), calls with the argument names such texts revealed (each = 1; a name revealed by `missing required argument \"x\"` gets the string `\"x\"`) |
 //! | `scripted:silent`    | deterministic editor that never proposes a change           |
+//! | `scripted:judge`     | deterministic answer judge (search's `judge`): `correct: yes` when the reference answer's words appear in the response, in order |
 //! | `scripted:observer`  | deterministic offline editor (search): describes each tool by the titles its calls returned in the trajectories (`Updated description: Finds documents such as ...`); leaves merging to the majority fallback |
 //!
 //! Scripted models report one token per whitespace-separated word of their prompt
@@ -28,7 +29,7 @@ pub const AGENTS: &[&str] = &[
     "search-wrong",
 ];
 /// Scripted editors by name.
-pub const EDITORS: &[&str] = &["errors", "silent", "observer"];
+pub const EDITORS: &[&str] = &["errors", "silent", "observer", "judge"];
 
 /// The scripted agent called `name` (one of [`AGENTS`]).
 pub fn agent(name: &str) -> Option<Box<dyn MultiTurn>> {
@@ -46,6 +47,7 @@ pub fn editor(name: &str) -> Option<Box<dyn Editor>> {
         "errors" => Some(Box::new(ErrorsEditor)),
         "silent" => Some(Box::new(SilentEditor)),
         "observer" => Some(Box::new(ObserverEditor)),
+        "judge" => Some(Box::new(JudgeEditor)),
         _ => None,
     }
 }
@@ -348,6 +350,38 @@ impl Editor for ErrorsEditor {
             ));
         }
         scripted_editor_reply(prompt, out)
+    }
+}
+
+/// `scripted:judge`: reads the response and the reference answer out of the judge
+/// prompt and says `correct: yes` when the answer's words appear in the response.
+struct JudgeEditor;
+
+impl Editor for JudgeEditor {
+    fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+        let between = |a: &str, b: &str| -> String {
+            prompt
+                .split_once(a)
+                .and_then(|(_, rest)| rest.split_once(b).map(|(x, _)| x))
+                .unwrap_or("")
+                .to_string()
+        };
+        let words = |t: &str| -> String {
+            t.to_lowercase()
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let response = words(&between("final response:\n", "\n\nReference answer:"));
+        let answer = between("Reference answer:\n", "\n\n");
+        let answer = words(answer.split(" (also accepted:").next().unwrap_or(""));
+        let yes = !answer.is_empty() && format!(" {response} ").contains(&format!(" {answer} "));
+        let text = format!(
+            "extracted_answer: {response}\nreasoning: scripted comparison\ncorrect: {}",
+            if yes { "yes" } else { "no" }
+        );
+        scripted_editor_reply(prompt, text)
     }
 }
 

@@ -65,6 +65,7 @@ pub struct RawSearch {
     concurrency: Option<usize>,
     retriever: Option<String>,
     embedder: Option<String>,
+    judge: Option<String>,
     source: Option<String>,
     corpus_file: Option<String>,
     queries_file: Option<String>,
@@ -96,6 +97,9 @@ pub struct SearchExperiment {
     pub embedder: String,
     /// Where the corpus and the questions come from.
     pub source: DataSource,
+    /// An LLM judge (any model spec) whose verdicts decide accuracy; `None`: the
+    /// normalised exact match decides.
+    pub judge: Option<ModelSpec>,
 }
 
 /// The search environment's data: the substitute corpus (default) or BrowseComp-Plus
@@ -183,6 +187,12 @@ impl SearchExperiment {
             retriever: raw.retriever.unwrap_or_else(|| "bm25".into()),
             embedder: raw.embedder.unwrap_or_else(|| "minilm".into()),
             source,
+            judge: raw
+                .judge
+                .as_deref()
+                .map(|j| ModelSpec::parse_for(j, crate::models::Role::Editor))
+                .transpose()
+                .map_err(|e| format!("search.judge: {}", e.0))?,
         };
         if !matches!(s.retriever.as_str(), "bm25" | "dense") {
             return Err(format!(
@@ -305,7 +315,12 @@ impl Row for EpisodeRow {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SearchScoreRow {
     pub questions: i64,
+    /// Judged accuracy: the LLM judge's when one is configured, else exact match.
     pub accuracy: f64,
+    /// Normalised exact match against the answer and its aliases.
+    pub exact_accuracy: f64,
+    /// What judged `accuracy`: `exact match` or the judge's model spec.
+    pub judge: String,
     pub ci95_lo: f64,
     pub ci95_hi: f64,
     pub mean_f1: f64,
@@ -320,7 +335,17 @@ impl Row for SearchScoreRow {
     fn columns() -> &'static [Column] {
         const C: &[Column] = &[
             col("questions", I64, "test questions"),
-            col("accuracy", F64, "share judged correct"),
+            col(
+                "accuracy",
+                F64,
+                "share judged correct (by the LLM judge when configured)",
+            ),
+            col(
+                "exact_accuracy",
+                F64,
+                "share correct by normalised exact match",
+            ),
+            col("judge", Str, "`exact match` or the judge's model spec"),
             col(
                 "ci95_lo",
                 F64,
@@ -345,6 +370,7 @@ pub fn exported() -> Vec<crate::rows::Exported> {
     vec![
         Exported::of::<QuestionRow>(false),
         Exported::of::<EpisodeRow>(true),
+        Exported::of::<JudgeRow>(true),
         Exported::of::<SearchScoreRow>(true),
     ]
 }
@@ -682,6 +708,112 @@ impl Search<'_> {
     }
 }
 
+pub const JUDGE_STAGE: &str = "search-judge";
+
+/// One LLM judge verdict on a test episode's final answer.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct JudgeRow {
+    pub question_id: String,
+    pub model: String,
+    /// `None`: the call failed or the reply had no `correct: yes|no` line.
+    pub verdict: Option<bool>,
+    pub reply: Option<String>,
+    pub error_kind: Option<String>,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+}
+
+impl Row for JudgeRow {
+    const TABLE: &'static str = "search_judgements";
+    const DOC: &'static str = "one LLM judge verdict on a test episode's final answer";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("question_id", Str, "question"),
+            col("model", Str, "judge model spec"),
+            col("verdict", Bool, "judged correct (null: no verdict)"),
+            col("reply", Str, "the judge's reply"),
+            col(
+                "error_kind",
+                Str,
+                "failed call class, or `no_verdict` for a reply without one",
+            ),
+            col("prompt_tokens", I64, "prompt tokens"),
+            col("completion_tokens", I64, "completion tokens"),
+        ];
+        C
+    }
+}
+
+/// `search-judge`'s params: the stage key and what the run reads.
+#[derive(Serialize)]
+struct JudgeParams<'a> {
+    judge: &'a ModelSpec,
+    template: &'static str,
+}
+
+/// Stage `search-judge`: the judge model asked about every episode's final answer
+/// (concurrently), one verdict row each. A failed call for an infrastructure reason
+/// fails the stage; any other failure is a row without a verdict.
+fn judge_episodes(
+    ctx: &mut StageCtx<'_>,
+    editor: &dyn crate::models::Editor,
+    p: &JudgeParams<'_>,
+    eps: &[EpisodeRow],
+    questions: &[QuestionRow],
+) -> Result<(), StageError> {
+    let by_id: std::collections::HashMap<&str, &QuestionRow> = questions
+        .iter()
+        .map(|q| (q.question_id.as_str(), q))
+        .collect();
+    let prompts: Vec<String> = eps
+        .iter()
+        .map(|e| {
+            let q = by_id.get(e.question_id.as_str());
+            datasets::search::judge::render_judge_prompt(
+                q.map_or("", |q| q.question.as_str()),
+                e.answer.as_deref().unwrap_or("(no answer)"),
+                q.map_or("", |q| q.answer.as_str()),
+                q.map_or(&[][..], |q| q.aliases.as_slice()),
+            )
+        })
+        .collect();
+    let pb = ctx.progress(prompts.len() as u64);
+    let replies = editor.complete_all(&prompts, 0, &|| pb.inc(1));
+    pb.finish_and_clear();
+    let failures: Vec<CallFailure> = replies.iter().filter_map(|r| r.error.clone()).collect();
+    if let Some(e) = infrastructure_error(JUDGE_STAGE, &failures) {
+        return Err(e);
+    }
+    let mut usage = Usage::default();
+    let rows: Vec<JudgeRow> = eps
+        .iter()
+        .zip(&replies)
+        .map(|(e, r)| {
+            r.usage.record(&mut usage, r.error.is_some());
+            let verdict = r
+                .text
+                .as_deref()
+                .and_then(|t| datasets::search::judge::parse_verdict(t).ok());
+            JudgeRow {
+                question_id: e.question_id.clone(),
+                model: p.judge.to_string(),
+                verdict,
+                reply: r.text.clone(),
+                error_kind: match (&r.error, verdict) {
+                    (Some(f), _) => Some(f.kind.clone()),
+                    (None, None) => Some("no_verdict".into()),
+                    _ => None,
+                },
+                prompt_tokens: r.usage.prompt_tokens as i64,
+                completion_tokens: r.usage.completion_tokens as i64,
+            }
+        })
+        .collect();
+    ctx.add_usage(&usage);
+    ctx.write(&rows)?;
+    Ok(())
+}
+
 /// `search-explore`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
 struct ExploreParams<'a> {
@@ -823,15 +955,62 @@ impl OfflineEnv for Search<'_> {
             .first()
             .map(|q| q.source.clone())
             .unwrap_or_default();
+        let mut verdicts = None;
+        if let Some(judge) = &self.s.judge {
+            let node = format!("search-judge[{tag}]");
+            let params = JudgeParams {
+                judge,
+                template: datasets::search::judge::JUDGE_TEMPLATE,
+            };
+            let key = serde_json::to_value(&params).map_err(|e| StageError::bug(JUDGE_STAGE, e))?;
+            let models = cx.models;
+            let questions: Vec<QuestionRow> = self.test.clone();
+            let Some(judged) = cx.session.stage(
+                &node,
+                JUDGE_STAGE,
+                VERSION,
+                key,
+                &[
+                    ("episodes", Some(trajectories)),
+                    ("questions", Some(&self.questions)),
+                ],
+                |ctx| {
+                    let ed = models
+                        .editor(params.judge)
+                        .map_err(|e| StageError::failed(JUDGE_STAGE, e.0))?;
+                    judge_episodes(ctx, ed.as_ref(), &params, &eps, &questions)
+                },
+            )?
+            else {
+                return Ok(None);
+            };
+            cx.out.push(&node, JUDGE_STAGE, label, &judged);
+            verdicts = Some(judged);
+        }
         let node = format!("search-evaluate[{tag}]");
+        let mut inputs = vec![("episodes", Some(trajectories))];
+        if let Some(j) = &verdicts {
+            inputs.push(("judgements", Some(j)));
+        }
+        let judge = self.s.judge.as_ref().map(ToString::to_string);
         let e = cx.session.stage(
             &node,
             EVALUATE_STAGE,
             VERSION,
-            json!({"bootstrap": [1000, 0]}),
-            &[("episodes", Some(trajectories))],
+            json!({"bootstrap": [1000, 0], "judge": judge}),
+            &inputs,
             |ctx| {
-                ctx.write(&[score(&eps, &source)])?;
+                let by_q = match &verdicts {
+                    Some(j) => Some(
+                        j.read::<JudgeRow>()?
+                            .into_iter()
+                            .map(|r| (r.question_id, r.verdict))
+                            .collect::<std::collections::HashMap<_, _>>(),
+                    ),
+                    None => None,
+                };
+                let v = judge.as_deref().zip(by_q.as_ref());
+                ctx.write(&[score(&eps, &source, v)])?;
                 Ok(())
             },
         )?;
@@ -844,9 +1023,22 @@ impl OfflineEnv for Search<'_> {
 
 /// Judged accuracy with a bootstrap 95% interval (1000 resamples of the questions,
 /// seeded), mean F1 and tool calls per question.
-pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
+/// The scores of a set of test episodes; `verdicts` (question id -> the LLM judge's
+/// verdict, `None` when its reply had none) decide accuracy when given.
+pub fn score(
+    eps: &[EpisodeRow],
+    source: &str,
+    verdicts: Option<(&str, &std::collections::HashMap<String, Option<bool>>)>,
+) -> SearchScoreRow {
     let n = eps.len();
-    let correct: Vec<f64> = eps.iter().map(|e| f64::from(u8::from(e.correct))).collect();
+    let exact: Vec<f64> = eps.iter().map(|e| f64::from(u8::from(e.correct))).collect();
+    let correct: Vec<f64> = match verdicts {
+        None => exact.clone(),
+        Some((_, v)) => eps
+            .iter()
+            .map(|e| f64::from(u8::from(v.get(&e.question_id) == Some(&Some(true)))))
+            .collect(),
+    };
     let mean = |v: &[f64]| {
         if v.is_empty() {
             0.0
@@ -872,6 +1064,8 @@ pub fn score(eps: &[EpisodeRow], source: &str) -> SearchScoreRow {
     SearchScoreRow {
         questions: n as i64,
         accuracy: mean(&correct),
+        exact_accuracy: mean(&exact),
+        judge: verdicts.map_or("exact match", |(j, _)| j).to_string(),
         ci95_lo: if n == 0 { 0.0 } else { pct(0.025) },
         ci95_hi: if n == 0 { 0.0 } else { pct(0.975) },
         mean_f1: mean(&eps.iter().map(|e| e.f1).collect::<Vec<_>>()),

@@ -99,9 +99,11 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
     let mut notes = Vec::new();
     let (out, reports) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::failed("table4", e.to_string()))?;
+    let mut judges = std::collections::BTreeSet::new();
     for o in out.by_stage(crate::search::EVALUATE_STAGE) {
         let r: Vec<SearchScoreRow> = o.entry.read()?;
         let Some(r) = r.first() else { continue };
+        judges.insert(r.judge.clone());
         rows.push(Table4Row {
             tool_set: o.setting.clone(),
             model: o.agent.clone(),
@@ -115,6 +117,12 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
         });
     }
     let found = rows.iter().filter(|r| r.questions.is_some()).count();
+    if !judges.is_empty() {
+        notes.push(format!(
+            "run accuracy judged by: {} (normalised exact match is `exact_accuracy` in the export)",
+            judges.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
     notes.extend(crate::tables::progress_note(exp, "search", found, &reports));
     if rows.iter().any(|r| r.source.starts_with("run: substitute")) {
         notes.push(
