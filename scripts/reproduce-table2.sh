@@ -54,6 +54,8 @@ if [ -n "$settings" ] && [ "${STEPWISE:-1}" = 1 ]; then
     echo "reproduce-table2: setting $s (${SECONDS}s so far)" >&2
     "$OTB" run "$step"
     "$OTB" table table2 --experiment "$step" "${table_args[@]:2}"
+    # How much of the whole grid is left, at the stage times measured so far.
+    "$OTB" status "$EXP" | grep -E '^(estimated time|[0-9]+ stages shown)' >&2 || true
   done
 fi
 "$OTB" run "$EXP"

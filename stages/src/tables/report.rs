@@ -41,6 +41,9 @@ pub fn status_text(reports: &[NodeReport]) -> String {
         "{} stages shown: {fresh} fresh, {would} would run, {blocked} missing behind them (later rounds appear once earlier ones exist)\n",
         reports.len()
     ));
+    if let Some(eta) = estimate(reports) {
+        out.push_str(&eta);
+    }
     if !spent.is_empty() {
         let total: u64 = spent.values().sum();
         let parts: Vec<String> = spent
@@ -56,9 +59,111 @@ pub fn status_text(reports: &[NodeReport]) -> String {
     out
 }
 
+/// The time the stages still to run will take, from the mean time of each stage kind
+/// among the computed ones (a lower bound while later ToolObserver rounds are not
+/// listed yet); `None` when nothing is left.
+fn estimate(reports: &[NodeReport]) -> Option<String> {
+    let mut mean: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for r in reports {
+        if matches!(r.state, NodeState::Fresh | NodeState::Ran) {
+            let e = mean.entry(r.stage.as_str()).or_default();
+            e.0 += r.wall_ms;
+            e.1 += 1;
+        }
+    }
+    let left: Vec<&NodeReport> = reports
+        .iter()
+        .filter(|r| !matches!(r.state, NodeState::Fresh | NodeState::Ran))
+        .collect();
+    if left.is_empty() {
+        return None;
+    }
+    let mut ms = 0u64;
+    let mut unknown: std::collections::BTreeSet<&str> = Default::default();
+    for r in &left {
+        match mean.get(r.stage.as_str()) {
+            Some((total, n)) => ms += total / n,
+            None => {
+                unknown.insert(r.stage.as_str());
+            }
+        }
+    }
+    if unknown.len() == left.len() {
+        return Some(format!(
+            "estimated time for the {} stages still to run: not known until a stage of each kind has run ({})\n",
+            left.len(),
+            unknown.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let mut line = format!(
+        "estimated time for the {} stages still to run: at least {} (each at the mean time of its kind so far",
+        left.len(),
+        duration(ms)
+    );
+    if !unknown.is_empty() {
+        line.push_str(&format!(
+            "; not yet measured: {}",
+            unknown.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    line.push_str(")\n");
+    Some(line)
+}
+
+/// Milliseconds as `1 h 05 min`, `12 min 03 s` or `4.2 s`.
+fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    if s >= 3600 {
+        format!("{} h {:02} min", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{} min {:02} s", s / 60, s % 60)
+    } else {
+        seconds(ms)
+    }
+}
+
 /// Milliseconds as seconds with one decimal (`12.3 s`).
 fn seconds(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(stage: &str, state: NodeState, wall_ms: u64) -> NodeReport {
+        NodeReport {
+            node: format!("{stage}[x]"),
+            stage: stage.into(),
+            key: None,
+            state,
+            rows: 0,
+            wall_ms,
+            usage: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_estimate_uses_each_stage_kinds_mean_time() {
+        let would = || NodeState::WouldRun {
+            reasons: vec!["never computed".into()],
+        };
+        let reports = vec![
+            report("explore", NodeState::Fresh, 60_000),
+            report("explore", NodeState::Fresh, 120_000),
+            report("evaluate", NodeState::Fresh, 1_000),
+            report("explore", would(), 0),
+            report("explore", would(), 0),
+            report("draft", would(), 0),
+        ];
+        let text = status_text(&reports);
+        assert!(
+            text.contains("estimated time for the 3 stages still to run: at least 3 min 00 s (each at the mean time of its kind so far; not yet measured: draft)"),
+            "{text}"
+        );
+        assert!(estimate(&reports[..3]).is_none());
+        assert_eq!(duration(3_725_000), "1 h 02 min");
+    }
 }
 
 /// Write `<name>.md`, `<name>.csv` and `<name>.parquet` into `dir` (created if needed).
