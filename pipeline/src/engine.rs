@@ -94,14 +94,7 @@ impl StageCtx<'_> {
     /// A line for the person watching (hidden with `--quiet`), e.g. how much of the
     /// stage was resumed from its journal.
     pub fn note(&self, line: &str) {
-        if self.quiet {
-            return;
-        }
-        if self.multi.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            let _ = self.multi.println(line);
-        }
+        print_line(self.multi, self.quiet, line);
     }
 
     /// This stage key's journal: finished items recorded as they finish are found
@@ -109,6 +102,19 @@ impl StageCtx<'_> {
     /// the stage publishes (see [`crate::journal`]).
     pub fn journal(&self) -> &crate::journal::Journal {
         &self.journal
+    }
+}
+
+/// A line above the progress bars (or to stderr when there are none); nothing when
+/// quiet.
+fn print_line(multi: &MultiProgress, quiet: bool, line: &str) {
+    if quiet {
+        return;
+    }
+    if multi.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        let _ = multi.println(line);
     }
 }
 
@@ -158,14 +164,7 @@ impl<'s> Session<'s> {
 
     /// Print a line above the progress bars (or to stderr when there are none).
     pub fn println(&self, line: &str) {
-        if self.quiet {
-            return;
-        }
-        if self.multi.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            let _ = self.multi.println(line);
-        }
+        print_line(&self.multi, self.quiet, line);
     }
 
     /// Ensure the output of one node: reuse it if its key is in the store, otherwise

