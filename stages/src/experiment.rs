@@ -708,7 +708,7 @@ mod tests {
         let err = parse("[bfcl]\n[models]\nagent = \"scripted:nope\"\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "exp.toml: models.agent: unknown scripted agent `scripted:nope` (valid: scripted:schema, scripted:empty, scripted:random, scripted:chess-oracle)"
+            "exp.toml: models.agent: unknown scripted agent `scripted:nope` (valid: scripted:schema, scripted:empty, scripted:random, scripted:chess-oracle, scripted:search-oracle, scripted:search-wrong)"
         );
         let err = parse("[bfcl]\n[models]\nagent = \"embedded:nope\"\n").unwrap_err();
         assert!(

@@ -11,17 +11,46 @@ use std::path::Path;
 pub const STAGE: &str = "bfcl-data";
 pub const VERSION: u32 = 1;
 
+/// Where the instances come from, as the key sees it: the wheel's pin, or the file
+/// with its sha256.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum SourceKey {
+    Wheel {
+        wheel: &'static str,
+        sha256: &'static str,
+    },
+    File {
+        file: String,
+        sha256: String,
+    },
+}
+
+/// `bfcl-data`'s params: the source's identity and the subset (the run reads the
+/// source itself and `subset`).
+#[derive(serde::Serialize)]
+pub struct DataParams {
+    pub source: SourceKey,
+    pub subset: Option<usize>,
+}
+
 /// Key params: the source's identity (wheel pin or file digest) and the subset.
-pub fn params(source: &DataSource, subset: Option<usize>) -> Result<Value, StageError> {
-    let src = match source {
-        DataSource::Wheel => json!({"wheel": data::WHEEL_FILE, "sha256": data::WHEEL_SHA256}),
+pub fn params(source: &DataSource, subset: Option<usize>) -> Result<DataParams, StageError> {
+    let source = match source {
+        DataSource::Wheel => SourceKey::Wheel {
+            wheel: data::WHEEL_FILE,
+            sha256: data::WHEEL_SHA256,
+        },
         DataSource::File(p) => {
             let digest = pipeline::Digest::of_file(p)
                 .map_err(|e| StageError::failed(STAGE, format!("{}: {e}", p.display())))?;
-            json!({"file": p.display().to_string(), "sha256": digest.0})
+            SourceKey::File {
+                file: p.display().to_string(),
+                sha256: digest.0,
+            }
         }
     };
-    Ok(json!({"source": src, "subset": subset}))
+    Ok(DataParams { source, subset })
 }
 
 pub fn load(source: &DataSource, cache: &Path) -> Result<Vec<Instance>, StageError> {

@@ -336,6 +336,27 @@ impl Bfcl<'_> {
     }
 }
 
+/// What executes calls, as every stage that executes them is keyed: the backend
+/// and, for `recorded`, the frozen responses' sha256.
+#[derive(serde::Serialize)]
+struct ExecutorKey<'a> {
+    backend: &'a str,
+    recorded: Option<String>,
+}
+
+/// `opacify`'s params.
+#[derive(serde::Serialize)]
+struct OpacifyParams<'a> {
+    setting: &'a str,
+}
+
+/// `summarize`'s params: the bootstrap settings and the labels of its inputs.
+#[derive(serde::Serialize)]
+struct SummarizeParams<'a, B: serde::Serialize> {
+    bootstrap: B,
+    inputs: Vec<&'a str>,
+}
+
 /// Expand the `[bfcl]` grid into stage calls.
 pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
     let root = cx.session.store().root().to_path_buf();
@@ -344,7 +365,8 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         "bfcl-data",
         bfcl_data::STAGE,
         bfcl_data::VERSION,
-        bfcl_data::params(&b.data, b.subset)?,
+        serde_json::to_value(bfcl_data::params(&b.data, b.subset)?)
+            .map_err(|e| StageError::bug(bfcl_data::STAGE, e))?,
         &[],
         |ctx| bfcl_data::run(ctx, &b.data, b.subset, &cache),
     )?;
@@ -358,13 +380,18 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         .iter()
         .map(|i| (i.instance_id.clone(), i.question.clone()))
         .collect();
-    let eval_params = json!({
-        "backend": b.backend,
-        "recorded": match (&b.recorded, b.backend.as_str()) {
-            (Some(p), "recorded") => json!(pipeline::Digest::of_file(p).map(|d| d.0).unwrap_or_default()),
-            _ => json!(null),
+    let eval_params = serde_json::to_value(ExecutorKey {
+        backend: &b.backend,
+        recorded: match (&b.recorded, b.backend.as_str()) {
+            (Some(p), "recorded") => Some(
+                pipeline::Digest::of_file(p)
+                    .map(|d| d.0)
+                    .unwrap_or_default(),
+            ),
+            _ => None,
         },
-    });
+    })
+    .map_err(|e| StageError::bug("evaluate", e))?;
     let env = Bfcl {
         exp,
         b,
@@ -406,7 +433,8 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
                     &node,
                     opacify::STAGE,
                     opacify::VERSION,
-                    json!({"setting": setting}),
+                    serde_json::to_value(OpacifyParams { setting })
+                        .map_err(|e| StageError::bug(opacify::STAGE, e))?,
                     &[("instances", Some(&env.data))],
                     |ctx| opacify::run(ctx, setting, &env.instances),
                 )?;
@@ -492,7 +520,11 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
             "summarize",
             summarize::STAGE,
             summarize::VERSION,
-            json!({"bootstrap": summarize::BOOTSTRAP, "inputs": labels}),
+            serde_json::to_value(SummarizeParams {
+                bootstrap: summarize::BOOTSTRAP,
+                inputs: labels,
+            })
+            .map_err(|e| StageError::bug(summarize::STAGE, e))?,
             &inputs,
             |ctx| summarize::run(ctx, &summary),
         )?;

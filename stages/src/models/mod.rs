@@ -532,7 +532,7 @@ mod tests {
             .0;
         assert_eq!(
             e,
-            "unknown scripted editor `scripted:schema` (valid: scripted:errors, scripted:silent)"
+            "unknown scripted editor `scripted:schema` (valid: scripted:errors, scripted:silent, scripted:observer, scripted:judge)"
         );
         assert!(ModelSpec::parse_for("embedded:no-such-model", Role::Agent).is_err());
     }
