@@ -411,11 +411,13 @@ impl Corpus {
 
     /// The corpus and the retriever `retriever` names (`bm25`, or `dense` with
     /// `embedder`: every document embedded on first use, vectors cached per text).
+    /// `progress(done, total)` is called while the documents are embedded.
     fn searcher(
         &self,
         stage: &str,
         retriever: &str,
         embedder: &str,
+        progress: &dyn Fn(u64, u64),
     ) -> Result<(&SubstituteCorpus, &Searcher), StageError> {
         let (sub, bm25) = self.get(stage)?;
         if retriever != "dense" {
@@ -424,8 +426,18 @@ impl Corpus {
         if self.dense.get().is_none() {
             let enc = crate::models::embed::make_embedder(embedder, &self.embed_cache)
                 .map_err(|e| StageError::failed(stage, e.0))?;
-            let searcher = DenseSearcher::build(&sub.corpus, Encoder(enc), 64)
-                .map_err(|e| StageError::failed(stage, format!("dense index: {e}")))?;
+            let fail = |e: String| StageError::failed(stage, format!("dense index: {e}"));
+            let contents: Vec<String> = sub.corpus.docs().iter().map(|d| d.contents()).collect();
+            let total = contents.len() as u64;
+            let mut rows = Vec::with_capacity(contents.len());
+            for chunk in contents.chunks(64) {
+                let texts: Vec<&str> = chunk.iter().map(String::as_str).collect();
+                rows.extend(enc.embed(&texts).map_err(fail)?);
+                progress(rows.len() as u64, total);
+            }
+            let index = datasets::search::dense::DenseIndex::from_vectors(rows)
+                .map_err(|e| fail(e.to_string()))?;
+            let searcher = DenseSearcher::new(Encoder(enc), index);
             let _ = self.dense.set((embedder.to_string(), searcher));
         }
         match self.dense.get() {
@@ -592,9 +604,16 @@ impl Search<'_> {
         (system, tools): (&str, &[Value]),
     ) -> Result<(), StageError> {
         let (model, round, split, seed) = (&p.agent.to_string(), p.round, p.split, p.seed);
-        let (sub, index) = self
-            .corpus
-            .searcher(EXPLORE_STAGE, p.retriever, p.embedder)?;
+        let embedding = ctx.progress(0);
+        let (sub, index) =
+            self.corpus
+                .searcher(EXPLORE_STAGE, p.retriever, p.embedder, &|done, total| {
+                    // First use of the dense retriever: the corpus is embedded (minutes).
+                    embedding.set_length(total);
+                    embedding.set_position(done);
+                    embedding.set_message("embedding documents");
+                })?;
+        embedding.finish_and_clear();
         let env = SearchEnv::new(
             &sub.corpus,
             index,
@@ -915,9 +934,12 @@ impl OfflineEnv for Search<'_> {
     }
 
     fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
-        let (sub, index) =
-            self.corpus
-                .searcher(EXPLORE_STAGE, &self.s.retriever, &self.s.embedder)?;
+        let (sub, index) = self.corpus.searcher(
+            EXPLORE_STAGE,
+            &self.s.retriever,
+            &self.s.embedder,
+            &|_, _| {},
+        )?;
         Ok(Box::new(SearchRunner(SearchEnv::new(
             &sub.corpus,
             index,
