@@ -112,7 +112,7 @@ fn dense_retrieval_serves_the_domain_tools() {
         return;
     };
     let body = |retriever: &str| {
-        format!("name = \"dense\"\n[search]\ntool_sets = [\"domains+all\"]\nmethods = [\"play2prompt\"]\ntrain_questions = 1\ntest_questions = 2\nmax_turns = 1\nretriever = \"{retriever}\"\nembedder = \"bag-of-words\"\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n")
+        format!("name = \"dense\"\n[search]\ntool_sets = [\"domains+all\"]\nmethods = [\"play2prompt\"]\ntrain_questions = 1\ntest_questions = 2\nmax_turns = 1\nretriever = \"{retriever}\"\nembedder = \"bag-of-words\"\nresults = 3\nsnippet_tokens = 12\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n")
     };
     let (_, out, _) = run(&dir, &store, "dense", &body("dense"));
     let p2p = out
@@ -126,6 +126,16 @@ fn dense_retrieval_serves_the_domain_tools() {
         searched.iter().all(|r| r.output.contains("docid")),
         "{searched:#?}"
     );
+    // `results` and `snippet_tokens` shape what a search returns.
+    for r in &searched {
+        let hits: serde_json::Value = serde_json::from_str(&r.output).unwrap();
+        let hits = hits.as_array().unwrap();
+        assert!(!hits.is_empty() && hits.len() <= 3, "{}", r.output);
+        for h in hits {
+            let words = h["snippet"].as_str().unwrap().split_whitespace().count();
+            assert!(words <= 12, "{words} words: {h}");
+        }
+    }
     // BM25 instead: the searches run again, the questions are reused.
     let (_, _, reports) = run(&dir, &store, "dense", &body("bm25"));
     let ran: Vec<&str> = reports

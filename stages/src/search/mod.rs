@@ -66,6 +66,8 @@ pub struct RawSearch {
     retriever: Option<String>,
     embedder: Option<String>,
     judge: Option<String>,
+    results: Option<usize>,
+    snippet_tokens: Option<usize>,
     source: Option<String>,
     corpus_file: Option<String>,
     queries_file: Option<String>,
@@ -100,6 +102,16 @@ pub struct SearchExperiment {
     /// An LLM judge (any model spec) whose verdicts decide accuracy; `None`: the
     /// normalised exact match decides.
     pub judge: Option<ModelSpec>,
+    /// What a search returns: this many results, each snippet cut to this many
+    /// words (the paper: 5 and 512; a small embedded model wants shorter).
+    pub shape: ResultShape,
+}
+
+/// How many results a search returns and how long their snippets are.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ResultShape {
+    pub results: usize,
+    pub snippet_tokens: usize,
 }
 
 /// The search environment's data: the substitute corpus (default) or BrowseComp-Plus
@@ -187,6 +199,10 @@ impl SearchExperiment {
             retriever: raw.retriever.unwrap_or_else(|| "bm25".into()),
             embedder: raw.embedder.unwrap_or_else(|| "minilm".into()),
             source,
+            shape: ResultShape {
+                results: raw.results.unwrap_or(5),
+                snippet_tokens: raw.snippet_tokens.unwrap_or(512),
+            },
             judge: raw
                 .judge
                 .as_deref()
@@ -206,9 +222,14 @@ impl SearchExperiment {
                 s.embedder
             ));
         }
-        if s.tool_sets.is_empty() || s.concurrency == 0 || s.batch_size == 0 {
+        if s.tool_sets.is_empty()
+            || s.concurrency == 0
+            || s.batch_size == 0
+            || s.shape.results == 0
+            || s.shape.snippet_tokens == 0
+        {
             return Err(
-                "search: tool_sets must not be empty; concurrency and batch_size at least 1".into(),
+                "search: tool_sets must not be empty; concurrency, batch_size, results and snippet_tokens at least 1".into(),
             );
         }
         Ok(s)
@@ -566,12 +587,14 @@ pub fn check_source(s: &SearchExperiment) -> Result<(), InputError> {
     load_real_questions(f, None, s.seed).map(|_| ())
 }
 
-fn tool_set(domains: &DomainSet, name: &str, opacity: Opacity) -> ToolSet {
+fn tool_set(domains: &DomainSet, name: &str, opacity: Opacity, shape: ResultShape) -> ToolSet {
     ToolSet::new(
         domains,
         ToolSetConfig {
             opacity,
             search_all: name == "domains+all",
+            k: shape.results,
+            snippet_tokens: shape.snippet_tokens,
             ..ToolSetConfig::default()
         },
     )
@@ -617,7 +640,12 @@ impl Search<'_> {
         let env = SearchEnv::new(
             &sub.corpus,
             index,
-            tool_set(&domains(&self.s.source), p.tool_set, Opacity::Opaque),
+            tool_set(
+                &domains(&self.s.source),
+                p.tool_set,
+                Opacity::Opaque,
+                p.shape,
+            ),
         );
         let qs = match split {
             Split::Train => &self.train,
@@ -848,6 +876,7 @@ struct ExploreParams<'a> {
     tool_set: &'a str,
     /// `bm25` or `dense`.
     retriever: &'a str,
+    shape: ResultShape,
     /// The dense retriever's embedder (absent for BM25).
     #[serde(skip_serializing_if = "str::is_empty")]
     embedder: &'a str,
@@ -895,6 +924,7 @@ impl OfflineEnv for Search<'_> {
             show_queries: self.s.show_queries,
             tool_set: &self.set,
             retriever: &self.s.retriever,
+            shape: self.s.shape,
             embedder: if self.s.retriever == "dense" {
                 &self.s.embedder
             } else {
@@ -943,7 +973,12 @@ impl OfflineEnv for Search<'_> {
         Ok(Box::new(SearchRunner(SearchEnv::new(
             &sub.corpus,
             index,
-            tool_set(&domains(&self.s.source), &self.set, Opacity::Opaque),
+            tool_set(
+                &domains(&self.s.source),
+                &self.set,
+                Opacity::Opaque,
+                self.s.shape,
+            ),
         ))))
     }
 
@@ -954,6 +989,7 @@ impl OfflineEnv for Search<'_> {
                 "embedder": (self.s.retriever == "dense").then_some(&self.s.embedder),
                 "corpus": substitute::REQUIREMENT,
                 "tool_set": self.set,
+                "shape": self.s.shape,
             }),
             Vec::new(),
         )
@@ -1142,7 +1178,18 @@ impl Oracle {
         let mut sets = Vec::new();
         for set in TOOL_SETS {
             for o in [Opacity::Opaque, Opacity::Gold] {
-                sets.push(tool_set(&ds, set, o).tools);
+                sets.push(
+                    tool_set(
+                        &ds,
+                        set,
+                        o,
+                        ResultShape {
+                            results: 5,
+                            snippet_tokens: 512,
+                        },
+                    )
+                    .tools,
+                );
             }
         }
         Oracle {
@@ -1297,14 +1344,19 @@ pub fn drive(
             DOCS_STAGE,
             set,
             "gold",
-            doc_tools(&tool_set(&domains(&s.source), set, Opacity::Gold)),
+            doc_tools(&tool_set(&domains(&s.source), set, Opacity::Gold, s.shape)),
         )?;
         let opaque = offline::docs_stage(
             cx,
             DOCS_STAGE,
             set,
             "opaque",
-            doc_tools(&tool_set(&domains(&s.source), set, Opacity::Opaque)),
+            doc_tools(&tool_set(
+                &domains(&s.source),
+                set,
+                Opacity::Opaque,
+                s.shape,
+            )),
         )?;
         let grid = offline::Grid {
             setting: set,
