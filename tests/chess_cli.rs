@@ -10,7 +10,7 @@ fn run(dir: &std::path::Path, chess: &str, env: &[(&str, &str)]) -> std::process
     let exp = dir.join("exp.toml");
     std::fs::write(
         &exp,
-        format!("name = \"c\"\n[chess]\n{chess}\n[models]\nagent = \"scripted:random\"\n"),
+        format!("name = \"c\"\n[chess]\n{chess}\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:silent\"\n"),
     )
     .unwrap();
     let mut c = otb();
@@ -48,6 +48,20 @@ fn chess_bad_input_is_one_line_and_exit_2() {
         &[],
     ));
     assert!(err.contains("chess positions"), "{err}");
+    // No training position while a method learns from them: one clear line, exit 2.
+    let fen = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
+    std::fs::write(d.path().join("train.jsonl"), "").unwrap();
+    std::fs::write(
+        d.path().join("test.jsonl"),
+        format!("{{\"fen\": \"{fen}\", \"phase\": \"opening\", \"evaluation\": \"equal\", \"cp\": 0.0, \"mate\": null, \"depth\": 12, \"test_id\": \"t\"}}\n"),
+    )
+    .unwrap();
+    let err = one_error_line(&run(
+        d.path(),
+        "methods = [\"toolobserver\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\nopponent_ratings = \"nominal\"",
+        &[],
+    ));
+    assert!(err.contains("no training positions"), "{err}");
     // Nothing was published.
     assert!(
         !d.path().join("store").join("chess-positions").exists()

@@ -60,7 +60,7 @@ pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
         }
     }
     if let Some(c) = &exp.chess {
-        crate::chess::check_engine(c)?;
+        crate::chess::check_input(c)?;
     }
     if let Some(s) = &exp.search {
         crate::search::check_source(s)?;

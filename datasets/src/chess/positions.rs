@@ -579,8 +579,41 @@ fn split_cells(
         evaluated,
         ..PositionSet::default()
     };
+    // Train rows per cell: the cells' shares of round(total x train_share) (at least
+    // one when there are two rows or more), apportioned by largest remainder, so a
+    // small set still has training positions although most cells hold one or two.
+    let sizes: Vec<usize> = targets
+        .keys()
+        .map(|k| cells.get(k).map_or(0, Vec::len))
+        .collect();
+    let total: usize = sizes.iter().sum();
+    let mut want = (total as f64 * cfg.train_share).round() as usize;
+    if want == 0 && total >= 2 && cfg.train_share > 0.0 {
+        want = 1;
+    }
+    let exact: Vec<f64> = sizes
+        .iter()
+        .map(|&n| n as f64 * want as f64 / total.max(1) as f64)
+        .collect();
+    let mut n_train: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by(|&a, &b| {
+        (exact[b] - exact[b].floor())
+            .total_cmp(&(exact[a] - exact[a].floor()))
+            .then(a.cmp(&b))
+    });
+    let mut left = want.saturating_sub(n_train.iter().sum());
+    for &i in order.iter().cycle().take(order.len() * 2) {
+        if left == 0 {
+            break;
+        }
+        if n_train[i] < sizes[i] {
+            n_train[i] += 1;
+            left -= 1;
+        }
+    }
     let mut id = 0;
-    for (&(phase, bucket), &wanted) in targets {
+    for (cell, (&(phase, bucket), &wanted)) in targets.iter().enumerate() {
         let rows = cells.get(&(phase, bucket)).cloned().unwrap_or_default();
         if rows.len() < wanted {
             set.shortfalls.push(Shortfall {
@@ -590,7 +623,7 @@ fn split_cells(
                 got: rows.len(),
             });
         }
-        let n_train = (rows.len() as f64 * cfg.train_share).round() as usize;
+        let n_train = n_train[cell];
         for (i, mut row) in rows.into_iter().enumerate() {
             row.test_id = format!("chess_{id:05}");
             id += 1;
@@ -624,6 +657,40 @@ mod tests {
         assert_eq!(EvalBucket::of(&mate), EvalBucket::BlackMate);
         let shares: f64 = EvalBucket::ALL.iter().map(|b| b.share()).sum();
         assert!((shares - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_small_set_still_has_training_positions() {
+        // 20 rows spread one or two per cell: rounding 10% per cell would give no
+        // training row at all; the split apportions round(20 x 10%) = 2 over cells.
+        let cfg = TorreConfig::new("/unused");
+        let targets = stratum_targets(20);
+        let mut cells: BTreeMap<(Phase, EvalBucket), Vec<PositionRow>> = BTreeMap::new();
+        let mut i = 0;
+        for (&(phase, bucket), &n) in &targets {
+            for _ in 0..n {
+                cells.entry((phase, bucket)).or_default().push(PositionRow {
+                    fen: format!("fen{i}"),
+                    phase,
+                    evaluation: bucket,
+                    cp: Some(0.0),
+                    mate: None,
+                    depth: 1,
+                    test_id: String::new(),
+                });
+                i += 1;
+            }
+        }
+        let set = split_cells(cells, &targets, &cfg, 20);
+        assert_eq!((set.train.len(), set.test.len()), (2, 18));
+        // One row in all: it is a test row (a train split of one would leave no test).
+        let mut one = BTreeMap::new();
+        one.insert(
+            (Phase::Middlegame, EvalBucket::Equal),
+            vec![set.test[0].clone()],
+        );
+        let set = split_cells(one, &targets, &cfg, 1);
+        assert_eq!((set.train.len(), set.test.len()), (0, 1));
     }
 
     #[test]

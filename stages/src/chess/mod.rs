@@ -250,11 +250,37 @@ impl Engines {
     }
 }
 
-/// Check, before anything is written, that the engine binary exists (bad input).
-pub fn check_engine(c: &ChessExperiment) -> Result<(), InputError> {
+/// Check, before anything is written, that the engine binary exists and that a
+/// user's training file has positions when a method learns from them (bad input).
+pub fn check_input(c: &ChessExperiment) -> Result<(), InputError> {
     datasets::chess::engine::find_engine(c.engine.as_deref())
-        .map(|_| ())
-        .map_err(|e| InputError(format!("chess engine: {e}")))
+        .map_err(|e| InputError(format!("chess engine: {e}")))?;
+    if let (Positions::Files { train, .. }, true) = (&c.positions, learns(c)) {
+        // A file that does not parse is reported by the positions stage.
+        if let Ok((rows, _)) = datasets::chess::positions::read_jsonl(train) {
+            if rows.is_empty() {
+                return Err(no_training_positions());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a method of the experiment learns from the training positions.
+fn learns(c: &ChessExperiment) -> bool {
+    c.methods.iter().any(|m| {
+        matches!(
+            m,
+            crate::env::Method::ToolObserver | crate::env::Method::Play2Prompt
+        )
+    })
+}
+
+fn no_training_positions() -> InputError {
+    InputError(
+        "chess: no training positions (ToolObserver and Play2Prompt learn from them): raise `generate` or `train_positions`, or give a train_file with positions"
+            .into(),
+    )
 }
 
 /// One family's environment for a drive.
@@ -1070,6 +1096,9 @@ pub fn drive(
         .push(POSITIONS_STAGE, POSITIONS_STAGE, &Label::default(), &pos);
     let rows: Vec<PositionRow> = pos.read()?;
     let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
+    if learns(c) && train.is_empty() {
+        return Err(no_training_positions().into());
+    }
     let mut ratings: BTreeMap<u32, f64> = c.opponents.iter().map(|&e| (e, f64::from(e))).collect();
     let mut calibration = None;
     if c.opponent_ratings == "measured" {
