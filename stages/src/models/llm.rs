@@ -296,35 +296,47 @@ pub const FINAL_ANSWER: &str = include_str!("../../../prompts/agent_final_answer
 /// Multi-turn: the real message history -- the assistant's tool calls with their
 /// ids, then one tool message per call with its result; the forced final turn sends
 /// no tools and asks for the answer.
+/// The request of one multi-turn step: the message history, and the tools with the
+/// turn's tool choice (none on the forced final turn; required where the environment
+/// asks for a first call).
+fn conversation_request(model: String, conv: &Conversation<'_>) -> ChatRequest {
+    let mut messages = vec![Message::system(conv.system), Message::user(conv.question)];
+    for (i, step) in conv.steps.iter().enumerate() {
+        let calls: Vec<llm::ToolCall> = step
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(j, c)| {
+                let raw = c
+                    .raw
+                    .clone()
+                    .unwrap_or_else(|| serde_json::to_string(&c.args).unwrap_or_default());
+                llm::ToolCall::new(format!("call_{i}_{j}"), c.function.clone(), raw)
+            })
+            .collect();
+        messages.push(Message::assistant_tool_calls(step.content.clone(), calls));
+        for (j, r) in step.results.iter().enumerate() {
+            messages.push(Message::tool_result(format!("call_{i}_{j}"), r.clone()));
+        }
+    }
+    let mut req = ChatRequest::new(model, messages);
+    if conv.final_answer {
+        req.messages.push(Message::user(FINAL_ANSWER.trim_end()));
+        req.tool_choice = ToolChoice::None;
+    } else {
+        req.tools = conv.tools.iter().map(tool_def).collect();
+        req.tool_choice = if conv.require_tool {
+            ToolChoice::Required
+        } else {
+            ToolChoice::Auto
+        };
+    }
+    req
+}
+
 impl MultiTurn for LlmAgent {
     fn converse(&self, conv: &Conversation<'_>) -> AgentTurn {
-        let mut messages = vec![Message::system(conv.system), Message::user(conv.question)];
-        for (i, step) in conv.steps.iter().enumerate() {
-            let calls: Vec<llm::ToolCall> = step
-                .calls
-                .iter()
-                .enumerate()
-                .map(|(j, c)| {
-                    let raw = c
-                        .raw
-                        .clone()
-                        .unwrap_or_else(|| serde_json::to_string(&c.args).unwrap_or_default());
-                    llm::ToolCall::new(format!("call_{i}_{j}"), c.function.clone(), raw)
-                })
-                .collect();
-            messages.push(Message::assistant_tool_calls(step.content.clone(), calls));
-            for (j, r) in step.results.iter().enumerate() {
-                messages.push(Message::tool_result(format!("call_{i}_{j}"), r.clone()));
-            }
-        }
-        let mut req = ChatRequest::new(self.0.model.clone(), messages);
-        if conv.final_answer {
-            req.messages.push(Message::user(FINAL_ANSWER.trim_end()));
-            req.tool_choice = ToolChoice::None;
-        } else {
-            req.tools = conv.tools.iter().map(tool_def).collect();
-            req.tool_choice = ToolChoice::Auto;
-        }
+        let mut req = conversation_request(self.0.model.clone(), conv);
         req.sampling = self.0.sampling.clone();
         req.seed = Some(conv.seed);
         self.0
@@ -427,4 +439,34 @@ pub fn serve_blocking(
     eprintln!("otb: serving {model} ({spec}) at http://{addr}/v1/chat/completions");
     rt.block_on(llm::serve(backend, addr))
         .map_err(|e| InputError(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_first_turn_can_require_a_tool_call() {
+        let tools = [
+            json!({"name": "tool_1", "description": "", "parameters": {"type": "object", "properties": {}}}),
+        ];
+        let conv = |require_tool: bool, final_answer: bool| Conversation {
+            system: "s",
+            question: "q",
+            tools: &tools,
+            steps: &[],
+            final_answer,
+            require_tool,
+            seed: 0,
+        };
+        let req = conversation_request("m".into(), &conv(true, false));
+        assert_eq!(req.tool_choice, ToolChoice::Required);
+        assert_eq!(req.tools.len(), 1);
+        let req = conversation_request("m".into(), &conv(false, false));
+        assert_eq!(req.tool_choice, ToolChoice::Auto);
+        let req = conversation_request("m".into(), &conv(false, true));
+        assert_eq!(req.tool_choice, ToolChoice::None);
+        assert!(req.tools.is_empty());
+    }
 }

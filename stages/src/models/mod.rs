@@ -296,6 +296,9 @@ pub struct Conversation<'a> {
     pub steps: &'a [Step],
     /// The turn budget is spent: the agent must give its final answer (no tools).
     pub final_answer: bool,
+    /// This turn must call a tool (the first turn, when the environment asks for it:
+    /// a small model otherwise tends to answer from memory without searching).
+    pub require_tool: bool,
     pub seed: u64,
 }
 
@@ -347,12 +350,14 @@ pub struct Episode {
 /// Run one multi-turn episode: the agent calls tools (`run_tool` executes one call
 /// and returns its text), results are fed back, at most `max_turns` turns, then a
 /// forced final answer. A failed model call ends the episode with its error.
+#[allow(clippy::too_many_arguments)]
 pub fn run_episode(
     agent: &dyn MultiTurn,
     system: &str,
     question: &str,
     tools: &[Value],
     max_turns: usize,
+    first_call_required: bool,
     seed: u64,
     run_tool: &mut dyn FnMut(&CallRecord) -> String,
 ) -> Episode {
@@ -365,6 +370,7 @@ pub fn run_episode(
             tools,
             steps: &ep.steps,
             final_answer,
+            require_tool: first_call_required && turn == 0 && !final_answer,
             seed,
         });
         ep.usage.add(&t.usage);
@@ -565,7 +571,7 @@ mod tests {
         impl MultiTurn for Counter {}
         let tools = vec![serde_json::json!({"name": "t"})];
         let mut ran = 0;
-        let ep = run_episode(&Counter, "", "q", &tools, 3, 0, &mut |c| {
+        let ep = run_episode(&Counter, "", "q", &tools, 3, false, 0, &mut |c| {
             ran += 1;
             format!("r{}", c.args["n"])
         });

@@ -68,6 +68,7 @@ pub struct RawSearch {
     judge: Option<String>,
     results: Option<usize>,
     snippet_tokens: Option<usize>,
+    first_call: Option<String>,
     source: Option<String>,
     corpus_file: Option<String>,
     queries_file: Option<String>,
@@ -105,6 +106,9 @@ pub struct SearchExperiment {
     /// What a search returns: this many results, each snippet cut to this many
     /// words (the paper: 5 and 512; a small embedded model wants shorter).
     pub shape: ResultShape,
+    /// The agent's first turn must call a tool (`first_call = "required"`) or may
+    /// answer at once (`"auto"`, the paper's setting).
+    pub first_call_required: bool,
 }
 
 /// How many results a search returns and how long their snippets are.
@@ -199,6 +203,15 @@ impl SearchExperiment {
             retriever: raw.retriever.unwrap_or_else(|| "bm25".into()),
             embedder: raw.embedder.unwrap_or_else(|| "minilm".into()),
             source,
+            first_call_required: match raw.first_call.as_deref().unwrap_or("auto") {
+                "auto" => false,
+                "required" => true,
+                other => {
+                    return Err(format!(
+                        "search.first_call = `{other}` (valid: auto, required)"
+                    ))
+                }
+            },
             shape: ResultShape {
                 results: raw.results.unwrap_or(5),
                 snippet_tokens: raw.snippet_tokens.unwrap_or(512),
@@ -687,6 +700,7 @@ impl Search<'_> {
                     &q.question,
                     tools,
                     p.max_turns,
+                    p.first_call_required,
                     seed,
                     &mut run_tool,
                 );
@@ -877,6 +891,7 @@ struct ExploreParams<'a> {
     /// `bm25` or `dense`.
     retriever: &'a str,
     shape: ResultShape,
+    first_call_required: bool,
     /// The dense retriever's embedder (absent for BM25).
     #[serde(skip_serializing_if = "str::is_empty")]
     embedder: &'a str,
@@ -925,6 +940,7 @@ impl OfflineEnv for Search<'_> {
             tool_set: &self.set,
             retriever: &self.s.retriever,
             shape: self.s.shape,
+            first_call_required: self.s.first_call_required,
             embedder: if self.s.retriever == "dense" {
                 &self.s.embedder
             } else {
