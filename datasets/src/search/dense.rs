@@ -40,6 +40,17 @@ impl DenseIndex {
         encoder: &E,
         batch: usize,
     ) -> Result<Self, SearchError> {
+        Self::build_with_progress(corpus, encoder, batch, &|_, _| {})
+    }
+
+    /// [`DenseIndex::build`], calling `progress(done, total)` after each batch
+    /// (embedding a corpus takes minutes on a CPU).
+    pub fn build_with_progress<E: DenseEncoder>(
+        corpus: &Corpus,
+        encoder: &E,
+        batch: usize,
+        progress: &dyn Fn(usize, usize),
+    ) -> Result<Self, SearchError> {
         let contents: Vec<String> = corpus.docs().iter().map(|d| d.contents()).collect();
         let mut rows = Vec::with_capacity(contents.len());
         for chunk in contents.chunks(batch.max(1)) {
@@ -55,6 +66,7 @@ impl DenseIndex {
                 )));
             }
             rows.extend(out);
+            progress(rows.len(), contents.len());
         }
         Self::from_vectors(rows)
     }

@@ -22,7 +22,7 @@ use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::offline;
 use crate::rows::{CallRecord, DocRow};
 use crate::InputError;
-use datasets::search::dense::{DenseEncoder, DenseSearcher};
+use datasets::search::dense::{DenseEncoder, DenseIndex, DenseSearcher};
 use datasets::search::judge;
 use datasets::search::questions::{self, GenConfig};
 use datasets::search::substitute::{self, SubstituteCorpus};
@@ -460,18 +460,12 @@ impl Corpus {
         if self.dense.get().is_none() {
             let enc = crate::models::embed::make_embedder(embedder, &self.embed_cache)
                 .map_err(|e| StageError::failed(stage, e.0))?;
-            let fail = |e: String| StageError::failed(stage, format!("dense index: {e}"));
-            let contents: Vec<String> = sub.corpus.docs().iter().map(|d| d.contents()).collect();
-            let total = contents.len() as u64;
-            let mut rows = Vec::with_capacity(contents.len());
-            for chunk in contents.chunks(64) {
-                let texts: Vec<&str> = chunk.iter().map(String::as_str).collect();
-                rows.extend(enc.embed(&texts).map_err(fail)?);
-                progress(rows.len() as u64, total);
-            }
-            let index = datasets::search::dense::DenseIndex::from_vectors(rows)
-                .map_err(|e| fail(e.to_string()))?;
-            let searcher = DenseSearcher::new(Encoder(enc), index);
+            let enc = Encoder(enc);
+            let index = DenseIndex::build_with_progress(&sub.corpus, &enc, 64, &|done, total| {
+                progress(done as u64, total as u64)
+            })
+            .map_err(|e| StageError::failed(stage, format!("dense index: {e}")))?;
+            let searcher = DenseSearcher::new(enc, index);
             let _ = self.dense.set((embedder.to_string(), searcher));
         }
         match self.dense.get() {
@@ -534,15 +528,17 @@ fn domains(source: &DataSource) -> DomainSet {
     }
 }
 
+/// A user's file that did not load: bad input naming the file.
+fn bad_file(p: &Path) -> impl Fn(datasets::search::SearchError) -> InputError + '_ {
+    move |e| InputError(format!("search {}: {e}", p.display()))
+}
+
 /// A BrowseComp-Plus corpus with its URL categories mapped to the tools' domains.
 fn load_real_corpus(f: &RealFiles) -> Result<datasets::search::Corpus, InputError> {
-    let what = |p: &Path, e: datasets::search::SearchError| {
-        InputError(format!("search {}: {e}", p.display()))
-    };
     let cats = datasets::search::real::CategoryMap::load(&f.categories)
-        .map_err(|e| what(&f.categories, e))?;
+        .map_err(bad_file(&f.categories))?;
     datasets::search::real::load_corpus(&f.corpus, &cats, &DomainSet::browsecomp())
-        .map_err(|e| what(&f.corpus, e))
+        .map_err(bad_file(&f.corpus))
 }
 
 /// BrowseComp-Plus questions (decrypted with the canary), split by the id files or
@@ -552,13 +548,10 @@ fn load_real_questions(
     corpus: Option<&datasets::search::Corpus>,
     seed: u64,
 ) -> Result<(Vec<Question>, Vec<Question>), InputError> {
-    let what = |p: &Path, e: datasets::search::SearchError| {
-        InputError(format!("search {}: {e}", p.display()))
-    };
     let all = datasets::search::real::load_queries(&f.queries, f.canary.as_deref(), corpus)
-        .map_err(|e| what(&f.queries, e))?;
+        .map_err(bad_file(&f.queries))?;
     let by_ids = |p: &PathBuf| -> Result<Vec<Question>, InputError> {
-        let ids = datasets::search::real::load_split_ids(p).map_err(|e| what(p, e))?;
+        let ids = datasets::search::real::load_split_ids(p).map_err(bad_file(p))?;
         ids.iter()
             .map(|id| {
                 all.iter().find(|q| &q.id == id).cloned().ok_or_else(|| {
@@ -595,8 +588,7 @@ pub fn check_source(s: &SearchExperiment) -> Result<(), InputError> {
             return Err(InputError(format!("search: {} is not a file", p.display())));
         }
     }
-    datasets::search::real::CategoryMap::load(&f.categories)
-        .map_err(|e| InputError(format!("search {}: {e}", f.categories.display())))?;
+    datasets::search::real::CategoryMap::load(&f.categories).map_err(bad_file(&f.categories))?;
     load_real_questions(f, None, s.seed).map(|_| ())
 }
 
@@ -628,6 +620,8 @@ struct Search<'a> {
     train: Vec<QuestionRow>,
     test: Vec<QuestionRow>,
     corpus: &'a Corpus,
+    /// [`corpus_key`]: what the tools search.
+    corpus_id: &'a Value,
 }
 
 impl Search<'_> {
@@ -888,6 +882,8 @@ struct ExploreParams<'a> {
     max_turns: usize,
     show_queries: bool,
     tool_set: &'a str,
+    /// What the tools search ([`corpus_key`]).
+    corpus: &'a Value,
     /// `bm25` or `dense`.
     retriever: &'a str,
     shape: ResultShape,
@@ -938,6 +934,7 @@ impl OfflineEnv for Search<'_> {
             max_turns: self.s.max_turns,
             show_queries: self.s.show_queries,
             tool_set: &self.set,
+            corpus: self.corpus_id,
             retriever: &self.s.retriever,
             shape: self.s.shape,
             first_call_required: self.s.first_call_required,
@@ -1003,7 +1000,7 @@ impl OfflineEnv for Search<'_> {
             json!({
                 "search": self.s.retriever,
                 "embedder": (self.s.retriever == "dense").then_some(&self.s.embedder),
-                "corpus": substitute::REQUIREMENT,
+                "corpus": self.corpus_id,
                 "tool_set": self.set,
                 "shape": self.s.shape,
             }),
@@ -1038,7 +1035,6 @@ impl OfflineEnv for Search<'_> {
             };
             let key = serde_json::to_value(&params).map_err(|e| StageError::bug(JUDGE_STAGE, e))?;
             let models = cx.models;
-            let questions: Vec<QuestionRow> = self.test.clone();
             let Some(judged) = cx.session.stage(
                 &node,
                 JUDGE_STAGE,
@@ -1052,7 +1048,7 @@ impl OfflineEnv for Search<'_> {
                     let ed = models
                         .editor(params.judge)
                         .map_err(|e| StageError::failed(JUDGE_STAGE, e.0))?;
-                    judge_episodes(ctx, ed.as_ref(), &params, &eps, &questions)
+                    judge_episodes(ctx, ed.as_ref(), &params, &eps, &self.test)
                 },
             )?
             else {
@@ -1148,27 +1144,40 @@ pub fn score(
     }
 }
 
+fn file_digest(p: &Path) -> String {
+    pipeline::Digest::of_file(p)
+        .map(|d| d.0)
+        .unwrap_or_default()
+}
+
+/// What the search tools run over, for every key whose output depends on the
+/// results: the substitute wheel's pin, or a user's corpus and category map by sha256.
+/// Computed once per drive (a BrowseComp-Plus corpus is large).
+fn corpus_key(s: &SearchExperiment) -> Value {
+    match &s.source {
+        DataSource::Substitute => json!(substitute::REQUIREMENT),
+        DataSource::BrowseCompPlus(f) => json!({
+            "corpus": file_digest(&f.corpus),
+            "categories": file_digest(&f.categories),
+        }),
+    }
+}
+
 /// The questions stage's key: where the corpus and the questions come from (files by
 /// their sha256), the split and the counts.
-fn source_key(s: &SearchExperiment) -> Value {
-    let digest = |p: &Path| {
-        pipeline::Digest::of_file(p)
-            .map(|d| d.0)
-            .unwrap_or_default()
-    };
+fn source_key(s: &SearchExperiment, corpus: &Value) -> Value {
     let source = match &s.source {
         DataSource::Substitute => json!({
-            "corpus": substitute::REQUIREMENT,
+            "corpus": corpus,
             "generate": {"seed": GenConfig::default().seed, "one_hop": GenConfig::default().one_hop, "two_hop": GenConfig::default().two_hop},
         }),
         DataSource::BrowseCompPlus(f) => json!({
             "browsecomp_plus": {
-                "corpus": digest(&f.corpus),
-                "queries": digest(&f.queries),
-                "categories": digest(&f.categories),
+                "corpus": corpus,
+                "queries": file_digest(&f.queries),
                 "canary": f.canary.as_deref().map(|c| pipeline::Digest::of_bytes(c.as_bytes()).0),
-                "train_ids": f.train_ids.as_deref().map(digest),
-                "test_ids": f.test_ids.as_deref().map(digest),
+                "train_ids": f.train_ids.as_deref().map(file_digest),
+                "test_ids": f.test_ids.as_deref().map(file_digest),
             }
         }),
     };
@@ -1293,11 +1302,12 @@ pub fn drive(
         &cache,
         &cx.session.store().root().join("cache").join("embed"),
     );
+    let corpus_id = corpus_key(s);
     let qs = cx.session.stage(
         QUESTIONS_STAGE,
         QUESTIONS_STAGE,
         VERSION,
-        source_key(s),
+        source_key(s, &corpus_id),
         &[],
         |ctx| {
             let (sub, _) = corpus.get(QUESTIONS_STAGE)?;
@@ -1354,6 +1364,7 @@ pub fn drive(
             train: train.clone(),
             test: test.clone(),
             corpus: &corpus,
+            corpus_id: &corpus_id,
         };
         let gold = offline::docs_stage(
             cx,
