@@ -395,11 +395,18 @@ impl Chess<'_> {
         let kind = docs_kind(&self.tools, docs);
         // Finished games are journaled: a killed run resumes with the games in flight.
         let journal = ctx.journal().clone();
-        let resumed = jobs.iter().filter(|j| journal.get(&j.id).is_some()).count();
-        if resumed > 0 {
+        let resumed: std::collections::HashMap<&str, GameRow> = jobs
+            .iter()
+            .filter_map(|j| {
+                let row = serde_json::from_slice::<GameRow>(&journal.get(&j.id)?).ok()?;
+                Some((j.id.as_str(), row))
+            })
+            .collect();
+        if !resumed.is_empty() {
             ctx.note(&format!(
-                "  {}: resumed {resumed} of {} games from the journal",
+                "  {}: resumed {} of {} games from the journal",
                 ctx.node(),
+                resumed.len(),
                 jobs.len()
             ));
         }
@@ -410,11 +417,8 @@ impl Chess<'_> {
             self.c.concurrency,
             &|| pb.inc(1),
             &|job: &Job| -> Result<GameRow, StageError> {
-                if let Some(row) = journal
-                    .get(&job.id)
-                    .and_then(|b| serde_json::from_slice::<GameRow>(&b).ok())
-                {
-                    return Ok(row);
+                if let Some(row) = resumed.get(job.id.as_str()) {
+                    return Ok(row.clone());
                 }
                 let mut infra_hit = false;
                 let mut usage = CallUsage::default();
