@@ -267,27 +267,25 @@ impl Bfcl<'_> {
         cx: &mut Cx<'_, '_>,
         chain: &Chain,
         setting: &str,
-        method: &str,
+        m: Method,
         editor: &ModelSpec,
         etag: &str,
         docs0: &Entry,
     ) -> Result<(), DriveError> {
         let exp = self.exp;
         let bl = &exp.baselines;
-        let Some(m) = Method::parse(method).filter(|m| m.is_baseline()) else {
-            return Err(StageError::bug(method, "not a baseline method").into());
-        };
+        let method = m.as_str();
         let (stage, _) = baselines::stage_of(m);
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
-        let sfx = if method == "play2prompt" {
+        let sfx = if m == Method::Play2Prompt {
             chain.sfx.clone()
         } else {
             seed_sfx(self.b, chain.seed)
         };
         let node = format!("{method}[{setting}{sfx}{etag}]");
         let mut docs_rows: Vec<DocRow> = docs0.read()?;
-        if method == "play2prompt"
+        if m == Method::Play2Prompt
             && bl.play2prompt.instances == "paper"
             && matches!(setting, "names" | "names+desc")
         {
@@ -408,7 +406,11 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         settings.push("gold");
     }
     settings.extend(b.settings.iter().map(|s| s.as_str()));
-    let baselines: Vec<&str> = BASELINES.iter().copied().filter(|m| has(m)).collect();
+    let baselines: Vec<Method> = BASELINES
+        .iter()
+        .filter_map(|m| Method::parse(m))
+        .filter(|m| b.methods.contains(m))
+        .collect();
     let etag = |ei: usize| {
         if exp.editors.len() > 1 {
             format!(" e={}", exp.editors[ei].tag())
