@@ -47,9 +47,9 @@ reproduce-table2:
 ## Table 3 (chess): the grid of experiments/table3.toml (EXP=... for another), then the table.
 reproduce-table3:
 	@test -x $(OTB) || $(MAKE) setup
-	bash scripts/reproduce-table3.sh
+	bash scripts/reproduce-table.sh table3
 
 ## Table 4 (search, on the substitute corpus): experiments/table4.toml, then the table.
 reproduce-table4:
 	@test -x $(OTB) || $(MAKE) setup
-	bash scripts/reproduce-table4.sh
+	bash scripts/reproduce-table.sh table4
