@@ -84,6 +84,7 @@ pub struct RawChess {
     elo_start: Option<f64>,
     opponent_ratings: Option<String>,
     calibration_games: Option<usize>,
+    calibration_plies: Option<usize>,
     engine: Option<String>,
 }
 
@@ -116,6 +117,10 @@ pub struct ChessExperiment {
     /// `measured` (the calibrate stage's ratings) or `nominal`.
     pub opponent_ratings: String,
     pub calibration_games: usize,
+    /// Length cap of a calibration game (a draw after it). Its own field: a test-game
+    /// cut such as `max_plies = 30` ends nearly every engine-vs-engine game as a draw
+    /// and would measure every strength as the anchors' mean.
+    pub calibration_plies: usize,
     pub engine: Option<PathBuf>,
 }
 
@@ -205,11 +210,17 @@ impl ChessExperiment {
             elo_start: raw.elo_start.unwrap_or(metrics::ELO_START),
             opponent_ratings,
             calibration_games: raw.calibration_games.unwrap_or(8),
+            calibration_plies: raw.calibration_plies.unwrap_or(game::TEST_GAME_PLIES),
             engine: raw.engine.map(|e| resolve(&e)),
         };
-        if c.opponents.is_empty() || c.concurrency == 0 || c.batch_size == 0 || c.max_plies == 0 {
+        if c.opponents.is_empty()
+            || c.concurrency == 0
+            || c.batch_size == 0
+            || c.max_plies == 0
+            || c.calibration_plies == 0
+        {
             return Err(
-                "chess: opponents must not be empty; concurrency, batch_size and max_plies at least 1"
+                "chess: opponents must not be empty; concurrency, batch_size, max_plies and calibration_plies at least 1"
                     .into(),
             );
         }
@@ -1110,7 +1121,7 @@ pub fn drive(
             opponents: &c.opponents,
             movetime_ms: c.movetime_ms,
             games: c.calibration_games,
-            max_plies: c.max_plies,
+            max_plies: c.calibration_plies,
             seed: c.seed,
         };
         let cal = cx.session.stage(
