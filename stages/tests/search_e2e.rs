@@ -76,6 +76,18 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     let eps: Vec<EpisodeRow> = ex.entry.read().unwrap();
     assert!(eps.iter().all(|e| e.tool_calls == 2 && e.forced), "{eps:?}");
     assert!(eps[0].editor_text.contains("Question:"));
+    // The gold docs name the tools `search_<domain>`, and the tools answer to those
+    // names (they once answered only to the opaque `tool_N`: every gold call failed).
+    let gold = out
+        .by_stage(stages::search::EXPLORE_STAGE)
+        .find(|o| o.node.contains(" gold "))
+        .expect("gold episodes");
+    let eps: Vec<EpisodeRow> = gold.entry.read().unwrap();
+    let steps = serde_json::to_string(&eps.iter().map(|e| &e.steps).collect::<Vec<_>>()).unwrap();
+    assert!(
+        steps.contains("\"search_") && !steps.contains("unknown tool"),
+        "{steps}"
+    );
     // Play2Prompt's tool play ran real searches through the domain filter.
     let p2p = out
         .by_stage("play2prompt")

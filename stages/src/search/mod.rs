@@ -650,7 +650,11 @@ impl Search<'_> {
             tool_set(
                 &domains(&self.s.source),
                 p.tool_set,
-                Opacity::Opaque,
+                if p.gold_names {
+                    Opacity::Gold
+                } else {
+                    Opacity::Opaque
+                },
                 p.shape,
             ),
         );
@@ -892,6 +896,11 @@ struct ExploreParams<'a> {
     #[serde(skip_serializing_if = "str::is_empty")]
     embedder: &'a str,
     round: i64,
+    /// The docs played name the gold tools (`search_<domain>`), so the tools answer to
+    /// those names; otherwise to the opaque `tool_N`, which learned docs keep. In the
+    /// key only when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    gold_names: bool,
 }
 
 /// Tool play for the baselines: a search with the tool's domain filter, its results
@@ -908,6 +917,22 @@ impl ToolRunner for SearchRunner<'_> {
             ok,
             text: datasets::bfcl::executor::bounded_output(&text),
         }
+    }
+}
+
+impl Search<'_> {
+    /// Whether `tools` (the docs an episode plays) name the gold tools, in order.
+    fn names_gold(&self, tools: &[Value]) -> bool {
+        let gold = tool_set(
+            &domains(&self.s.source),
+            &self.set,
+            Opacity::Gold,
+            self.s.shape,
+        );
+        tools
+            .iter()
+            .map(|t| t.get("name").and_then(Value::as_str))
+            .eq(gold.tools.iter().map(|t| Some(t.name.as_str())))
     }
 }
 
@@ -944,6 +969,7 @@ impl OfflineEnv for Search<'_> {
                 ""
             },
             round: label.round,
+            gold_names: self.names_gold(&tools),
         };
         let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
         let models = cx.models;
