@@ -242,21 +242,26 @@ fn calibration_keeps_its_own_game_length() {
         "methods = []\ncalibration_games = 2\ncalibration_plies = 24\n",
         "agent = \"scripted:random\"\n",
     );
-    let measured = std::fs::read_to_string(&exp_path)
-        .unwrap()
-        .replace("opponent_ratings = \"nominal\"", "opponent_ratings = \"measured\"");
+    let measured = std::fs::read_to_string(&exp_path).unwrap().replace(
+        "opponent_ratings = \"nominal\"",
+        "opponent_ratings = \"measured\"",
+    );
     std::fs::write(&exp_path, &measured).unwrap();
     let drive = |text: &str| {
         std::fs::write(&exp_path, text).unwrap();
         let exp = Experiment::load(&exp_path).unwrap();
         let mut s = Session::new(&store, Mode::Run, true);
         let out = stages::driver::drive(&exp, &mut s).unwrap();
-        let plies: Vec<usize> = out
+        let games: Vec<usize> = out
             .by_stage(stages::chess::CALIBRATE_STAGE)
-            .flat_map(|e| e.entry.read::<stages::chess::rows::CalibrationRow>().unwrap())
+            .flat_map(|e| {
+                e.entry
+                    .read::<stages::chess::rows::CalibrationRow>()
+                    .unwrap()
+            })
             .map(|r| r.games as usize)
             .collect();
-        (s.executed(), plies)
+        (s.executed(), games)
     };
     let (ran, games) = drive(&measured);
     assert!(ran >= 1, "calibrate did not run");
@@ -264,6 +269,11 @@ fn calibration_keeps_its_own_game_length() {
     assert_eq!(games, vec![6]);
     let shorter_tests = measured.replace("concurrency = 2\n", "concurrency = 2\nmax_plies = 10\n");
     assert_eq!(drive(&shorter_tests).0, 0, "max_plies reran calibrate");
-    let longer_calibration = shorter_tests.replace("calibration_plies = 24", "calibration_plies = 30");
-    assert_eq!(drive(&longer_calibration).0, 1, "calibration_plies is in calibrate's key");
+    let longer_calibration =
+        shorter_tests.replace("calibration_plies = 24", "calibration_plies = 30");
+    assert_eq!(
+        drive(&longer_calibration).0,
+        1,
+        "calibration_plies is in calibrate's key"
+    );
 }
