@@ -276,4 +276,29 @@ fn calibration_keeps_its_own_game_length() {
         1,
         "calibration_plies is in calibrate's key"
     );
+    // calibrate_tools also rates each tool of the tool sets as a whole-game player.
+    let tools = longer_calibration.replace(
+        "calibration_plies = 30",
+        "calibration_plies = 30\ncalibrate_tools = true\ntool_sets = [\"phase_specialists\"]",
+    );
+    std::fs::write(&exp_path, &tools).unwrap();
+    let exp = Experiment::load(&exp_path).unwrap();
+    let mut s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let rows: Vec<stages::chess::rows::ToolCalibrationRow> = out
+        .by_stage(stages::chess::CALIBRATE_STAGE)
+        .next()
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert!(
+        names.iter().all(|n| n.ends_with("_specialist")),
+        "{names:?}"
+    );
+    assert!(rows
+        .iter()
+        .all(|r| r.games == 6 && r.wins + r.draws + r.losses == 6));
 }

@@ -11,6 +11,7 @@
 //! strength it actually gives.
 
 use shakmaty::{Chess, Move, Position};
+use std::sync::Arc;
 
 use super::engine::{BlockingPool, EngineError, EnginePool, EngineStrength, Limit};
 use super::game::Game;
@@ -195,6 +196,33 @@ pub fn play_match(
     start_fens: &[String],
     max_plies: usize,
 ) -> Result<MatchResult, ChessError> {
+    let player = *player;
+    play_match_as(
+        pool,
+        Arc::new(move |_: &Chess| player),
+        opponent,
+        games,
+        seed,
+        start_fens,
+        max_plies,
+    )
+}
+
+/// How a player moves in a position: a fixed strength, or one that depends on the
+/// position (a phase specialist plays its strength in its phase and random moves
+/// elsewhere: [`super::tools::ToolSet::strength_for`]).
+pub type Player = Arc<dyn Fn(&Chess) -> Strength + Send + Sync>;
+
+/// [`play_match`] with a position-dependent player.
+pub fn play_match_as(
+    pool: &BlockingPool,
+    player: Player,
+    opponent: &Strength,
+    games: usize,
+    seed: u64,
+    start_fens: &[String],
+    max_plies: usize,
+) -> Result<MatchResult, ChessError> {
     let start = |i: usize| -> String {
         if start_fens.is_empty() {
             rules::fen(&Chess::default())
@@ -203,14 +231,17 @@ pub fn play_match(
         }
     };
     let jobs: Vec<(usize, String)> = (0..games).map(|i| (i, start(i))).collect();
-    let (player, opponent) = (*player, *opponent);
-    let results = pool.run_many(jobs, move |p, (i, fen)| async move {
-        let side = if i % 2 == 0 { Side::White } else { Side::Black };
-        let game_seed = SplitMix64::derived(seed, i as u64).next_u64();
-        play_one(&p, &fen, side, &player, &opponent, game_seed, max_plies)
-            .await
-            .map(|g| (i, fen, side, g))
-            .map_err(EngineError::from)
+    let opponent = *opponent;
+    let results = pool.run_many(jobs, move |p, (i, fen)| {
+        let player = Arc::clone(&player);
+        async move {
+            let side = if i % 2 == 0 { Side::White } else { Side::Black };
+            let game_seed = SplitMix64::derived(seed, i as u64).next_u64();
+            play_one(&p, &fen, side, &*player, &opponent, game_seed, max_plies)
+                .await
+                .map(|g| (i, fen, side, g))
+                .map_err(EngineError::from)
+        }
     });
     let mut out = MatchResult {
         wdl: Wdl::default(),
@@ -251,7 +282,7 @@ async fn play_one(
     pool: &EnginePool,
     fen: &str,
     player_side: Side,
-    player: &Strength,
+    player: &(dyn Fn(&Chess) -> Strength + Send + Sync),
     opponent: &Strength,
     seed: u64,
     max_plies: usize,
@@ -260,12 +291,12 @@ async fn play_one(
     while !game.is_over() {
         let mover = game.turn();
         let strength = if mover == player_side {
-            player
+            player(game.position())
         } else {
-            opponent
+            *opponent
         };
         let ply_seed = SplitMix64::derived(seed, game.plies().len() as u64).next_u64();
-        let m = choose_move(pool, game.position(), strength, ply_seed).await?;
+        let m = choose_move(pool, game.position(), &strength, ply_seed).await?;
         game.play_move(m, None)?;
     }
     Ok(game)

@@ -34,7 +34,9 @@ use datasets::chess::rules::Side;
 use datasets::chess::strength::{self, Strength};
 use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
 use pipeline::{Entry, StageCtx, StageError, Usage};
-use rows::{BestToolRow, CalibrationRow, CallCheckRow, EloRow, GameRow, PositionRow};
+use rows::{
+    BestToolRow, CalibrationRow, CallCheckRow, EloRow, GameRow, PositionRow, ToolCalibrationRow,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -85,6 +87,7 @@ pub struct RawChess {
     opponent_ratings: Option<String>,
     calibration_games: Option<usize>,
     calibration_plies: Option<usize>,
+    calibrate_tools: Option<bool>,
     engine: Option<String>,
 }
 
@@ -121,6 +124,9 @@ pub struct ChessExperiment {
     /// cut such as `max_plies = 30` ends nearly every engine-vs-engine game as a draw
     /// and would measure every strength as the anchors' mean.
     pub calibration_plies: usize,
+    /// Also rate every tool of the tool sets as a whole-game player (table
+    /// `chess_tool_calibration`).
+    pub calibrate_tools: bool,
     pub engine: Option<PathBuf>,
 }
 
@@ -211,6 +217,7 @@ impl ChessExperiment {
             opponent_ratings,
             calibration_games: raw.calibration_games.unwrap_or(8),
             calibration_plies: raw.calibration_plies.unwrap_or(game::TEST_GAME_PLIES),
+            calibrate_tools: raw.calibrate_tools.unwrap_or(false),
             engine: raw.engine.map(|e| resolve(&e)),
         };
         if c.opponents.is_empty()
@@ -963,6 +970,9 @@ struct CalibrateParams<'a> {
     games: usize,
     max_plies: usize,
     seed: u64,
+    /// With `calibrate_tools`: the tool sets whose tools are rated too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<&'static str>,
 }
 
 fn calibrate(
@@ -1020,7 +1030,69 @@ fn calibrate(
         });
     }
     ctx.write(&rows)?;
+    let mut tool_rows = Vec::new();
+    for family in ToolFamily::ALL
+        .into_iter()
+        .filter(|f| c.tools.contains(&f.as_str()))
+    {
+        let set = ToolSet::with_movetime(family, c.movetime_ms);
+        for (i, tool) in set.tools.iter().enumerate() {
+            let s = set.clone();
+            let player: strength::Player = std::sync::Arc::new(move |pos| {
+                s.strength_for(i, pos)
+                    .unwrap_or_else(strength::Strength::random)
+            });
+            let (wdl, games) = rate(pool, player, &anchors, c, i as u64 + 101)?;
+            tool_rows.push(ToolCalibrationRow {
+                tool_set: family.as_str().into(),
+                tool: tool.gold_name.clone(),
+                games: games.len() as i64,
+                wins: i64::from(wdl.wins),
+                draws: i64::from(wdl.draws),
+                losses: i64::from(wdl.losses),
+                anchors: json!(anchors),
+                measured_elo: metrics::performance_rating(&games),
+            });
+        }
+    }
+    if !tool_rows.is_empty() {
+        ctx.write(&tool_rows)?;
+    }
     Ok(())
+}
+
+/// `player`'s games against each anchor: win / draw / loss counts and one
+/// [`EloGame`] per game.
+fn rate(
+    pool: &datasets::chess::engine::BlockingPool,
+    player: strength::Player,
+    anchors: &[u32],
+    c: &CalibrateParams<'_>,
+    salt: u64,
+) -> Result<(strength::Wdl, Vec<EloGame>), StageError> {
+    let mut wdl = strength::Wdl::default();
+    let mut games = Vec::new();
+    for (k, &anchor) in anchors.iter().enumerate() {
+        let opp = Strength::nominal(anchor, c.movetime_ms);
+        let m = strength::play_match_as(
+            pool,
+            player.clone(),
+            &opp,
+            c.games,
+            c.seed ^ (k as u64 + 1) ^ salt,
+            &[],
+            c.max_plies,
+        )
+        .map_err(|e| fail(CALIBRATE_STAGE, e))?;
+        wdl.wins += m.wdl.wins;
+        wdl.draws += m.wdl.draws;
+        wdl.losses += m.wdl.losses;
+        games.extend(m.games.iter().map(|g| EloGame {
+            opponent: f64::from(anchor),
+            score: g.score,
+        }));
+    }
+    Ok((wdl, games))
 }
 
 /// Anchors for calibration: calibrated engine levels around the opponents' range.
@@ -1123,6 +1195,11 @@ pub fn drive(
             games: c.calibration_games,
             max_plies: c.calibration_plies,
             seed: c.seed,
+            tools: if c.calibrate_tools {
+                c.tool_sets.iter().map(|f| f.as_str()).collect()
+            } else {
+                Vec::new()
+            },
         };
         let cal = cx.session.stage(
             CALIBRATE_STAGE,

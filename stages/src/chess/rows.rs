@@ -245,6 +245,43 @@ impl Row for CalibrationRow {
     }
 }
 
+/// One tool's measured Elo as a whole-game player (`calibrate_tools = true`): a phase
+/// specialist plays its strength in its phase and random moves elsewhere.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ToolCalibrationRow {
+    pub tool_set: String,
+    pub tool: String,
+    pub games: i64,
+    pub wins: i64,
+    pub draws: i64,
+    pub losses: i64,
+    /// The anchors' Elos (the engine's own calibrated `UCI_Elo`).
+    pub anchors: Value,
+    pub measured_elo: Option<f64>,
+}
+
+impl Row for ToolCalibrationRow {
+    const TABLE: &'static str = "chess_tool_calibration";
+    const DOC: &'static str = "one tool's measured Elo, playing every move of its side";
+    fn columns() -> &'static [Column] {
+        const C: &[Column] = &[
+            col("tool_set", Str, "phase_specialists or strength_gradient"),
+            col("tool", Str, "the tool's gold name"),
+            col("games", I64, "games played"),
+            col("wins", I64, "wins"),
+            col("draws", I64, "draws"),
+            col("losses", I64, "losses"),
+            col("anchors", Json, "anchor opponents' Elos"),
+            col(
+                "measured_elo",
+                F64,
+                "performance rating against the anchors",
+            ),
+        ];
+        C
+    }
+}
+
 /// The chess tables `otb export` writes (positions and calibration are per
 /// experiment, not per chain: unlabelled).
 pub fn exported() -> Vec<crate::rows::Exported> {
@@ -252,6 +289,7 @@ pub fn exported() -> Vec<crate::rows::Exported> {
     vec![
         Exported::of::<PositionRow>(false),
         Exported::of::<CalibrationRow>(false),
+        Exported::of::<ToolCalibrationRow>(false),
         Exported::of::<GameRow>(true),
         Exported::of::<CallCheckRow>(true),
         Exported::of::<BestToolRow>(true),
