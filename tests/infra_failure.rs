@@ -63,8 +63,16 @@ fn experiment(dir: &std::path::Path) -> std::path::PathBuf {
     exp
 }
 
-fn run(store: &std::path::Path, exp: &std::path::Path, url: &str) -> std::process::Output {
+/// `otb run`; `concurrent`: the two settings' chains run at the same time (the
+/// default), else one after another (so which calls are denied is known).
+fn run_with(
+    store: &std::path::Path,
+    exp: &std::path::Path,
+    url: &str,
+    concurrent: bool,
+) -> std::process::Output {
     otb()
+        .env("OTB_CONCURRENT_CHAINS", if concurrent { "1" } else { "0" })
         .arg("--store")
         .arg(store)
         .arg("run")
@@ -74,6 +82,10 @@ fn run(store: &std::path::Path, exp: &std::path::Path, url: &str) -> std::proces
         .env("OTB_LLM_MAX_CONCURRENCY", "1")
         .output()
         .expect("run otb")
+}
+
+fn run(store: &std::path::Path, exp: &std::path::Path, url: &str) -> std::process::Output {
+    run_with(store, exp, url, false)
 }
 
 fn table(store: &std::path::Path, exp: &std::path::Path) -> String {
@@ -197,4 +209,44 @@ fn a_store_seeded_from_an_exported_cache_replays_without_a_model() {
         .output()
         .expect("import junk");
     common::one_error_line(&out);
+}
+
+#[test]
+fn with_concurrent_chains_a_rerun_resends_only_the_failed_calls() {
+    // Both settings' explore stages send their 5 calls at once; whichever arrive
+    // 3rd to 5th get 401.
+    let (url, srv) = serve(vec![2, 3, 4]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = experiment(dir.path());
+    let store = dir.path().join("store");
+    let out = run_with(&store, &exp, &url, true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.lines().last().unwrap_or("").contains("auth"),
+        "{stderr}"
+    );
+    let first: Vec<(String, bool)> = srv.log.lock().unwrap().clone();
+    let denied: Vec<&String> = first.iter().filter(|(_, ok)| !ok).map(|(b, _)| b).collect();
+    assert_eq!(denied.len(), 3, "{first:?}");
+
+    srv.fixed.store(true, Ordering::SeqCst);
+    stdout_ok(&run_with(&store, &exp, &url, true));
+    let all: Vec<(String, bool)> = srv.log.lock().unwrap().clone();
+    let second: Vec<&String> = all[first.len()..].iter().map(|(b, _)| b).collect();
+    // Never a call that had been answered; every denied one again.
+    assert!(second
+        .iter()
+        .all(|b| !first.iter().any(|(f, ok)| *ok && f == *b)));
+    assert!(denied.iter().all(|d| second.contains(d)));
+    // Ten distinct calls answered in all, each once.
+    let answered = first.iter().filter(|(_, ok)| *ok).count() + second.len();
+    assert_eq!(answered, 10, "{all:?}");
+
+    // The final table equals an uninterrupted run's, with the chains one after another.
+    let (url2, _srv2) = serve(vec![]);
+    let store2 = dir.path().join("store2");
+    stdout_ok(&run_with(&store2, &exp, &url2, false));
+    assert_eq!(table(&store, &exp), table(&store2, &exp));
+    assert!(!table(&store, &exp).is_empty());
 }

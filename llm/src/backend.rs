@@ -22,6 +22,12 @@ pub trait Backend: Send + Sync {
 
     /// A short label for logs and errors (`"openai"`, `"embedded"`...).
     fn name(&self) -> &str;
+
+    /// Where this backend's time went so far, in one line (the embedded model:
+    /// tokens, throughput, batch occupancy); `None` when it keeps no counters.
+    fn metrics_summary(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Arc<B> {
@@ -30,6 +36,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn name(&self) -> &str {
         (**self).name()
+    }
+    fn metrics_summary(&self) -> Option<String> {
+        (**self).metrics_summary()
     }
 }
 

@@ -173,6 +173,16 @@ pub struct EmbeddedMetrics {
     pub grammar: Duration,
     /// Most requests decoded together in one generation step so far.
     pub max_batch: u32,
+    /// Worker steps (one prompt chunk and/or one generation round each) and the
+    /// requests in slots summed over them: `step_seqs / steps` is the batch
+    /// occupancy (mean requests in flight per decode step).
+    pub steps: u64,
+    pub step_seqs: u64,
+    /// Generation rounds and the requests decoded summed over them.
+    pub gen_rounds: u64,
+    pub gen_seqs: u64,
+    /// Time the worker waited with no request at all.
+    pub idle: Duration,
 }
 
 impl EmbeddedMetrics {
@@ -195,7 +205,44 @@ impl EmbeddedMetrics {
             generation: self.generation.saturating_sub(earlier.generation),
             grammar: self.grammar.saturating_sub(earlier.grammar),
             max_batch: self.max_batch,
+            steps: self.steps - earlier.steps,
+            step_seqs: self.step_seqs - earlier.step_seqs,
+            gen_rounds: self.gen_rounds - earlier.gen_rounds,
+            gen_seqs: self.gen_seqs - earlier.gen_seqs,
+            idle: self.idle.saturating_sub(earlier.idle),
         }
+    }
+
+    /// Mean requests in flight per worker step (the batch occupancy; at most
+    /// `parallel`).
+    pub fn occupancy(&self) -> f64 {
+        self.step_seqs as f64 / (self.steps as f64).max(1.0)
+    }
+
+    /// Mean requests decoded together per generation round.
+    pub fn generation_batch(&self) -> f64 {
+        self.gen_seqs as f64 / (self.gen_rounds as f64).max(1.0)
+    }
+
+    /// One line for the end of a run: where the model's time went.
+    pub fn summary(&self) -> String {
+        let evaluated = self.prompt_tokens - self.reused_tokens;
+        format!(
+            "{} requests; prompt {} tokens ({} reused from the KV cache, {} evaluated in {:.0} s, {:.1} tokens/s); generated {} tokens in {:.0} s ({:.1} tokens/s, grammar {:.0} s); {:.2} requests in flight per step, {:.2} per generation round; idle {:.0} s",
+            self.requests,
+            self.prompt_tokens,
+            self.reused_tokens,
+            evaluated,
+            self.prompt_eval.as_secs_f64(),
+            self.prompt_tokens_per_s(),
+            self.generated_tokens,
+            self.generation.as_secs_f64(),
+            self.generated_tokens_per_s(),
+            self.grammar.as_secs_f64(),
+            self.occupancy(),
+            self.generation_batch(),
+            self.idle.as_secs_f64(),
+        )
     }
 }
 
@@ -278,6 +325,10 @@ impl Backend for EmbeddedBackend {
 
     fn name(&self) -> &str {
         "embedded"
+    }
+
+    fn metrics_summary(&self) -> Option<String> {
+        Some(self.metrics().summary())
     }
 }
 
@@ -424,7 +475,12 @@ impl Worker<'_> {
                 if !open {
                     return;
                 }
-                match jobs.recv() {
+                let t = Instant::now();
+                let job = jobs.recv();
+                if let Ok(mut m) = self.metrics.lock() {
+                    m.idle += t.elapsed();
+                }
+                match job {
                     Ok(job) => self.intake(job),
                     Err(_) => return,
                 }
@@ -607,6 +663,12 @@ impl Worker<'_> {
     /// One step: a prompt chunk of the oldest request still evaluating its
     /// prompt, then one token for every generating request.
     fn step(&mut self) {
+        if !self.seqs.is_empty() {
+            if let Ok(mut m) = self.metrics.lock() {
+                m.steps += 1;
+                m.step_seqs += self.seqs.len() as u64;
+            }
+        }
         if let Some(i) = self.seqs.iter().position(Seq::prefilling) {
             self.prefill_chunk(i);
         }
@@ -736,6 +798,8 @@ impl Worker<'_> {
         }
         if let Ok(mut m) = self.metrics.lock() {
             m.max_batch = m.max_batch.max(self.batch.n_tokens() as u32);
+            m.gen_rounds += 1;
+            m.gen_seqs += active.len() as u64;
         }
         let mut row = 0i32;
         for &i in &active {

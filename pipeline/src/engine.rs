@@ -146,6 +146,24 @@ impl<'s> Session<'s> {
         self.mode
     }
 
+    /// A session over the same store, mode and progress display, with no reports
+    /// yet: one per job that runs on its own thread. [`Session::join`] takes its
+    /// reports back, so the joined order does not depend on which job finished first.
+    pub fn fork(&self) -> Session<'s> {
+        Session {
+            store: self.store,
+            mode: self.mode,
+            quiet: self.quiet,
+            multi: self.multi.clone(),
+            reports: Vec::new(),
+        }
+    }
+
+    /// Append the reports of a session made by [`Session::fork`].
+    pub fn join(&mut self, child: Session<'s>) {
+        self.reports.extend(child.reports);
+    }
+
     pub fn store(&self) -> &Store {
         self.store
     }

@@ -40,6 +40,9 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
     if let Some(c) = &exp.search {
         crate::search::drive(&exp.agents, &exp.editors, &exp.baselines, c, &mut cx)?;
     }
+    for (spec, line) in models.metrics_summaries() {
+        s.println(&format!("{spec}: {line}"));
+    }
     Ok(out)
 }
 

@@ -111,6 +111,87 @@ impl RunOutput {
     }
 }
 
+impl RunOutput {
+    /// Append what a job of [`run_jobs`] recorded, as if it had run here.
+    pub fn absorb(&mut self, other: RunOutput) {
+        for o in other.outputs {
+            let label = Label {
+                setting: o.setting,
+                method: o.method,
+                agent: o.agent,
+                editor: o.editor,
+                round: o.round,
+            };
+            self.push(&o.node, o.stage, &label, &o.entry);
+        }
+        self.curve.extend(other.curve);
+    }
+}
+
+/// One independent part of a drive (a setting, a method's chain): run by
+/// [`run_jobs`], possibly on a thread of its own.
+pub type Job<'a> = Box<dyn FnOnce(&mut Cx<'_, '_>) -> Result<(), DriveError> + Send + 'a>;
+
+/// Whether [`run_jobs`] runs jobs concurrently: yes, unless `OTB_CONCURRENT_CHAINS=0`.
+fn concurrent_chains() -> bool {
+    std::env::var("OTB_CONCURRENT_CHAINS").map_or(true, |v| v.trim() != "0")
+}
+
+/// Run independent jobs. With `otb run` they run concurrently, one thread each, so
+/// their model calls meet in the backend's batch (the embedded model decodes
+/// `OTB_LLAMA_PARALLEL` requests together; an endpoint gets more requests in
+/// flight) instead of one chain's tail leaving it idle. Each job records into its
+/// own session and output, taken back in job order, so reports, outputs and the
+/// summary's inputs are the same as when the jobs run one after another (which
+/// is what `otb status`, and `OTB_CONCURRENT_CHAINS=0`, do). Every job is run to
+/// its end; the first error in job order is returned.
+pub fn run_jobs(cx: &mut Cx<'_, '_>, jobs: Vec<Job<'_>>) -> Result<(), DriveError> {
+    if jobs.len() <= 1 || cx.session.mode() == pipeline::Mode::Status || !concurrent_chains() {
+        for job in jobs {
+            job(cx)?;
+        }
+        return Ok(());
+    }
+    let models = cx.models;
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .into_iter()
+            .map(|job| {
+                let mut session = cx.session.fork();
+                scope.spawn(move || {
+                    let mut out = RunOutput::default();
+                    let r = job(&mut Cx {
+                        session: &mut session,
+                        models,
+                        out: &mut out,
+                    });
+                    (session, out, r)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    let mut first = None;
+    for r in results {
+        match r {
+            Ok((session, out, r)) => {
+                cx.session.join(session);
+                cx.out.absorb(out);
+                if let Err(e) = r {
+                    first.get_or_insert(e);
+                }
+            }
+            Err(_) => {
+                first.get_or_insert(DriveError::from(pipeline::StageError::failed(
+                    "drive",
+                    "a job of the drive panicked",
+                )));
+            }
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
 /// What every stage call of a drive needs: the session (run or plan), the models,
 /// and where outputs are recorded.
 pub struct Cx<'a, 's> {
@@ -159,8 +240,8 @@ pub trait OnlineEnv {
     ) -> Result<Option<(Entry, Entry)>, DriveError>;
 
     /// Round 0 of a ToolObserver curve is the Base chain's result: let the
-    /// environment register it (e.g. for its summary table).
-    fn curve_start(&self, tag: &str, label: &Label, scores: &Entry);
+    /// environment register it (e.g. in `out.curve`, for its summary table).
+    fn curve_start(&self, out: &mut RunOutput, tag: &str, label: &Label, scores: &Entry);
 
     /// What the editor sees for each row of `docs` (same order), given that round's
     /// trajectories and scores. `guard`: the success guard is on.

@@ -55,6 +55,7 @@ pub fn toolobserver(
     };
     let (mut traj, mut scores) = r0;
     env.curve_start(
+        cx.out,
         &format!("{setting} r0{}{etag}/{method}", chain.sfx),
         &label(0),
         &scores,

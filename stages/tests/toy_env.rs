@@ -292,7 +292,7 @@ impl OnlineEnv for Toy {
         Ok(Some((t, s)))
     }
 
-    fn curve_start(&self, _tag: &str, _label: &Label, _scores: &Entry) {}
+    fn curve_start(&self, _out: &mut RunOutput, _tag: &str, _label: &Label, _scores: &Entry) {}
 
     fn examples(
         &self,

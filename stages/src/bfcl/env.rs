@@ -6,7 +6,7 @@
 use crate::baselines::{self, ToolOutput, ToolRunner};
 use crate::batch_reflect::render_call;
 use crate::bfcl::summarize::{self, SummaryInput};
-use crate::env::{Chain, Cx, DriveError, Example, Label, Method, OnlineEnv};
+use crate::env::{Chain, Cx, DriveError, Example, Job, Label, Method, OnlineEnv, RunOutput};
 use crate::experiment::{BfclExperiment, Experiment, Outcome, BASELINES};
 use crate::models::ModelSpec;
 use crate::online::{self, Curve};
@@ -15,8 +15,8 @@ use crate::{bfcl, bfcl::data as bfcl_data, bfcl::evaluate, bfcl::explore, bfcl::
 use datasets::bfcl::executor::Executor;
 use pipeline::{Entry, StageError};
 use serde_json::json;
-use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// The observed example: question, calls, outcome (never the ground truth).
 /// With [`Outcome::Execution`] the grader's verdict is not shown: a call judged
@@ -50,13 +50,11 @@ pub fn render_example(
 pub struct Bfcl<'a> {
     exp: &'a Experiment,
     b: &'a BfclExperiment,
-    executor: OnceCell<Executor>,
+    executor: OnceLock<Executor>,
     data: Entry,
     instances: Vec<InstanceRow>,
     questions: HashMap<String, String>,
     eval_params: serde_json::Value,
-    /// Every `evaluate` output, in drive order: the `summarize` stage's inputs.
-    summary: RefCell<Vec<SummaryInput>>,
 }
 
 impl Bfcl<'_> {
@@ -150,7 +148,7 @@ impl OnlineEnv for Bfcl<'_> {
             return Ok(None);
         };
         cx.out.push(&node, evaluate::STAGE, label, &scores);
-        self.curve_start(&format!("{tag}/{}", label.method), label, &scores);
+        self.curve_start(cx.out, &format!("{tag}/{}", label.method), label, &scores);
         Ok(Some((traj, scores)))
     }
 
@@ -162,16 +160,11 @@ impl OnlineEnv for Bfcl<'_> {
         }
     }
 
-    fn curve_start(&self, tag: &str, label: &Label, scores: &Entry) {
-        self.summary.borrow_mut().push(SummaryInput {
-            label: tag.to_string(),
-            setting: label.setting.clone(),
-            method: label.method.clone(),
-            agent: label.agent.clone(),
-            editor: label.editor.clone(),
-            round: label.round,
-            entry: scores.clone(),
-        });
+    /// Every `evaluate` output goes to `out.curve`, in drive order: the `summarize`
+    /// stage's inputs.
+    fn curve_start(&self, out: &mut RunOutput, tag: &str, label: &Label, scores: &Entry) {
+        out.curve
+            .push((tag.to_string(), label.clone(), scores.clone()));
     }
 
     fn examples(
@@ -334,6 +327,104 @@ impl Bfcl<'_> {
     }
 }
 
+impl Bfcl<'_> {
+    fn has(&self, m: &str) -> bool {
+        self.b.methods.iter().any(|x| x.as_str() == m)
+    }
+
+    /// Node-name suffix of editor `ei` (only when there are several editors).
+    fn etag(&self, ei: usize) -> String {
+        if self.exp.editors.len() > 1 {
+            format!(" e={}", self.exp.editors[ei].tag())
+        } else {
+            String::new()
+        }
+    }
+
+    /// One setting of one chain: its opacified docs, then gold, or Base round 0
+    /// followed by the ToolObserver curves and the baselines, which are independent
+    /// of each other and run concurrently.
+    fn setting(&self, cx: &mut Cx<'_, '_>, chain: &Chain, setting: &str) -> Result<(), DriveError> {
+        let (exp, b) = (self.exp, self.b);
+        let node = format!("opacify[{setting}]");
+        let docs0 = cx.session.stage(
+            &node,
+            opacify::STAGE,
+            opacify::VERSION,
+            serde_json::to_value(OpacifyParams { setting })
+                .map_err(|e| StageError::bug(opacify::STAGE, e))?,
+            &[("instances", Some(&self.data))],
+            |ctx| opacify::run(ctx, setting, &self.instances),
+        )?;
+        let Some(docs0) = docs0 else { return Ok(()) };
+        let base_label = |method: &str| Label {
+            setting: setting.to_string(),
+            method: method.to_string(),
+            agent: chain.agent.to_string(),
+            editor: String::new(),
+            round: 0,
+        };
+        let opacified = Label {
+            agent: String::new(),
+            ..base_label("base")
+        };
+        cx.out.push(&node, opacify::STAGE, &opacified, &docs0);
+        let tag = format!("{setting} r0{}", chain.sfx);
+        if setting == "gold" {
+            self.explore_eval(cx, chain, &tag, &base_label("gold"), &docs0, None)?;
+            return Ok(());
+        }
+        let docs0 = &docs0;
+        let mut jobs: Vec<Job<'_>> = Vec::new();
+        if self.has("base") || self.has("toolobserver") {
+            let r0 = self.explore_eval(cx, chain, &tag, &base_label("base"), docs0, None)?;
+            if let (true, Some(r0)) = (self.has("toolobserver"), r0) {
+                // With the guard enabled both variants run (the paper's first).
+                let guards: &[bool] = if b.reflect_skip_success {
+                    &[false, true]
+                } else {
+                    &[false]
+                };
+                for (ei, editor) in exp.editors.iter().enumerate() {
+                    for &guard in guards {
+                        let etag =
+                            format!("{}{}", self.etag(ei), if guard { " guard" } else { "" });
+                        let r0 = r0.clone();
+                        jobs.push(Box::new(move |cx| {
+                            let curve = Curve {
+                                setting,
+                                method: if guard {
+                                    "toolobserver-guard"
+                                } else {
+                                    "toolobserver"
+                                },
+                                editor,
+                                template: &exp.editor_prompt,
+                                rounds: b.rounds,
+                                guard,
+                                etag: &etag,
+                            };
+                            online::toolobserver(self, cx, chain, &curve, docs0, r0)
+                        }));
+                    }
+                }
+            }
+        }
+        for m in BASELINES.iter().filter_map(|m| Method::parse(m)) {
+            if !b.methods.contains(&m) {
+                continue;
+            }
+            for (ei, editor) in exp.editors.iter().enumerate() {
+                let etag = self.etag(ei);
+                jobs.push(Box::new(move |cx| {
+                    self.baseline(cx, chain, setting, m, editor, &etag, docs0)
+                }));
+            }
+        }
+        crate::env::run_jobs(cx, jobs)
+    }
+}
+
 /// What executes calls, as every stage that executes them is keyed: the backend
 /// and, for `recorded`, the frozen responses' sha256.
 #[derive(serde::Serialize)]
@@ -393,12 +484,11 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
     let env = Bfcl {
         exp,
         b,
-        executor: OnceCell::new(),
+        executor: OnceLock::new(),
         data,
         instances,
         questions,
         eval_params,
-        summary: RefCell::new(Vec::new()),
     };
     let has = |m: &str| b.methods.iter().any(|x| x.as_str() == m);
     let mut settings: Vec<&str> = Vec::new();
@@ -406,18 +496,7 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         settings.push("gold");
     }
     settings.extend(b.settings.iter().map(|s| s.as_str()));
-    let baselines: Vec<Method> = BASELINES
-        .iter()
-        .filter_map(|m| Method::parse(m))
-        .filter(|m| b.methods.contains(m))
-        .collect();
-    let etag = |ei: usize| {
-        if exp.editors.len() > 1 {
-            format!(" e={}", exp.editors[ei].tag())
-        } else {
-            String::new()
-        }
-    };
+    let curve_from = cx.out.curve.len();
     for &seed in &b.seeds {
         for agent_spec in &exp.agents {
             let mut sfx = seed_sfx(b, seed);
@@ -429,89 +508,28 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
                 agent: agent_spec.clone(),
                 sfx,
             };
-            for &setting in &settings {
-                let node = format!("opacify[{setting}]");
-                let docs0 = cx.session.stage(
-                    &node,
-                    opacify::STAGE,
-                    opacify::VERSION,
-                    serde_json::to_value(OpacifyParams { setting })
-                        .map_err(|e| StageError::bug(opacify::STAGE, e))?,
-                    &[("instances", Some(&env.data))],
-                    |ctx| opacify::run(ctx, setting, &env.instances),
-                )?;
-                let Some(docs0) = docs0 else { continue };
-                let base_label = |method: &str| Label {
-                    setting: setting.to_string(),
-                    method: method.to_string(),
-                    agent: agent_spec.to_string(),
-                    editor: String::new(),
-                    round: 0,
-                };
-                let opacified = Label {
-                    agent: String::new(),
-                    ..base_label("base")
-                };
-                cx.out.push(&node, opacify::STAGE, &opacified, &docs0);
-                let tag = format!("{setting} r0{}", chain.sfx);
-                if setting == "gold" {
-                    env.explore_eval(cx, &chain, &tag, &base_label("gold"), &docs0, None)?;
-                    continue;
-                }
-                if has("base") || has("toolobserver") {
-                    let r0 =
-                        env.explore_eval(cx, &chain, &tag, &base_label("base"), &docs0, None)?;
-                    if let (true, Some(r0)) = (has("toolobserver"), r0) {
-                        // With the guard enabled both variants run (the paper's first).
-                        let guards: &[bool] = if b.reflect_skip_success {
-                            &[false, true]
-                        } else {
-                            &[false]
-                        };
-                        for (ei, editor) in exp.editors.iter().enumerate() {
-                            for &guard in guards {
-                                let etag =
-                                    format!("{}{}", etag(ei), if guard { " guard" } else { "" });
-                                let curve = Curve {
-                                    setting,
-                                    method: if guard {
-                                        "toolobserver-guard"
-                                    } else {
-                                        "toolobserver"
-                                    },
-                                    editor,
-                                    template: &exp.editor_prompt,
-                                    rounds: b.rounds,
-                                    guard,
-                                    etag: &etag,
-                                };
-                                online::toolobserver(&env, cx, &chain, &curve, &docs0, r0.clone())?;
-                            }
-                        }
-                    }
-                }
-                for &m in &baselines {
-                    for (ei, editor) in exp.editors.iter().enumerate() {
-                        env.baseline(cx, &chain, setting, m, editor, &etag(ei), &docs0)?;
-                    }
-                }
-            }
+            // The settings are independent chains: they run concurrently.
+            let env = &env;
+            let chain = &chain;
+            let jobs: Vec<Job<'_>> = settings
+                .iter()
+                .map(|&setting| -> Job<'_> { Box::new(move |cx| env.setting(cx, chain, setting)) })
+                .collect();
+            crate::env::run_jobs(cx, jobs)?;
         }
     }
-    let summary = env.summary.into_inner();
-    cx.out.curve.extend(summary.iter().map(|i| {
-        (
-            i.label.clone(),
-            Label {
-                setting: i.setting.clone(),
-                method: i.method.clone(),
-                agent: i.agent.clone(),
-                editor: i.editor.clone(),
-                round: i.round,
-            },
-            i.entry.clone(),
-        )
-    }));
+    let summary: Vec<SummaryInput> = cx.out.curve[curve_from..]
+        .iter()
+        .map(|(tag, l, e)| SummaryInput {
+            label: tag.clone(),
+            setting: l.setting.clone(),
+            method: l.method.clone(),
+            agent: l.agent.clone(),
+            editor: l.editor.clone(),
+            round: l.round,
+            entry: e.clone(),
+        })
+        .collect();
     if !summary.is_empty() {
         let inputs: Vec<(&str, Option<&Entry>)> = summary
             .iter()

@@ -40,6 +40,21 @@ struct SharedInner {
 }
 
 impl Shared {
+    /// Each loaded backend's one-line account of its time (see
+    /// [`llm::Backend::metrics_summary`]), by model spec.
+    pub fn metrics_summaries(&self) -> Vec<(String, String)> {
+        let Ok(s) = self.inner.lock() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, String)> = s
+            .backends
+            .iter()
+            .filter_map(|(k, (b, _))| b.metrics_summary().map(|m| (k.clone(), m)))
+            .collect();
+        out.sort();
+        out
+    }
+
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, SharedInner>, InputError> {
         self.inner
             .lock()

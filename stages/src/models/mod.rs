@@ -406,6 +406,12 @@ pub struct Models {
 }
 
 impl Models {
+    /// Each loaded model backend's account of its time so far (embedded models:
+    /// tokens, throughput, batch occupancy), by model spec.
+    pub fn metrics_summaries(&self) -> Vec<(String, String)> {
+        self.llm.metrics_summaries()
+    }
+
     /// Models whose calls are cached in `<store>/cache/llm` and embeddings in
     /// `<store>/cache/embed`.
     pub fn for_store(store_root: &Path) -> Models {
