@@ -10,7 +10,9 @@
 #   OTB_RELEASED_RUNS=DIR         the authors' released BFCL run tree
 #   OTB_RECORDED=FILE             their frozen API responses (default: DIR/../recorded_api_responses.json)
 #   OTB_EXPECTED=DIR              their reference configs (default: DIR/../tool_configs)
-#   STEPWISE=0                    run the whole grid at once (no table after each setting)
+#   STEPWISE=0                    no table until the whole grid is done
+#   POLL=30                       seconds between looks at the store (STEPWISE)
+#   OTB_CONCURRENT_CHAINS=0       run settings and methods one after another
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OTB=${OTB:-target/release/otb}
@@ -37,28 +39,45 @@ if [ -n "${OTB_RELEASED_RUNS:-}" ]; then
   [ -d "$expd" ] && table_args+=(--expected "$expd")
 fi
 
-# One setting after another, with Table 2 printed after each: the first rows are
-# readable long before the whole grid is done. Each step reruns nothing that an
-# earlier one finished (the store is content-addressed); `otb table table2` on a
-# store whose run is still going (or was stopped) prints the finished cells too.
+# The whole grid runs in one `otb run`, its settings and methods concurrently (so
+# the model's batch stays full); meanwhile Table 2 is printed each time a setting
+# has finished, with the finished cells of the others and the rest marked. `otb
+# table table2` on a store whose run is still going (or was stopped) does the same
+# at any moment. STEPWISE=0: no tables until the end.
+#
+# A setting is finished when `otb status` lists at least one node of it and every
+# one of its nodes is fresh (node names carry the setting: `explore[names r0]`).
+setting_done() {
+  local lines
+  lines=$(grep -F -e "[$1]" -e "[$1 " <<< "$2" | grep -v '^ ' || true)
+  [ -n "$lines" ] && ! grep -qv '^fresh' <<< "$lines"
+}
 settings=$(awk -F= '/^settings *=/ { gsub(/[][" ]/, "", $2); print $2; exit }' "$EXP")
+if grep -qE '^methods *=.*"gold"' "$EXP"; then settings="gold${settings:+,$settings}"; fi
+"$OTB" run "$EXP" &
+run_pid=$!
+trap 'kill -INT $run_pid 2>/dev/null; wait $run_pid; exit 130' INT TERM
 if [ -n "$settings" ] && [ "${STEPWISE:-1}" = 1 ]; then
-  done_settings=""
   IFS=, read -ra all <<< "$settings"
-  for s in "${all[@]}"; do
-    done_settings="${done_settings:+$done_settings, }\"$s\""
-    step="$OUT/$(basename "$EXP" .toml)-upto-${s//+/_}.toml"
-    awk -v list="[$done_settings]" '
-      /^settings *=/ { print "settings = " list; next }
-      { print }' "$EXP" > "$step"
-    echo "reproduce-table2: setting $s (${SECONDS}s so far)" >&2
-    "$OTB" run "$step"
-    "$OTB" table table2 --experiment "$step" "${table_args[@]:2}"
-    # How much of the whole grid is left, at the stage times measured so far.
-    "$OTB" status "$EXP" | grep -E '^(estimated time|[0-9]+ stages shown)' >&2 || true
+  printed=" "
+  while kill -0 "$run_pid" 2>/dev/null; do
+    sleep "${POLL:-30}" & wait $! || true
+    st=$("$OTB" status "$EXP" 2>/dev/null) || continue
+    for s in "${all[@]}"; do
+      case "$printed" in *" $s "*) continue ;; esac
+      if setting_done "$s" "$st"; then
+        printed="$printed$s "
+        echo "reproduce-table2: setting $s finished (${SECONDS}s so far)" >&2
+        [ "$s" = gold ] && continue
+        "$OTB" table table2 "${table_args[@]}" || true
+        # How much of the whole grid is left, at the stage times measured so far.
+        grep -E '^(estimated time|[0-9]+ stages shown)' <<< "$st" >&2 || true
+      fi
+    done
   done
 fi
-"$OTB" run "$EXP"
+wait "$run_pid"
+trap - INT TERM
 "$OTB" table table2 "${table_args[@]}"
 # What each method spent, and how close its learned docs are to the originals.
 "$OTB" table tokens --experiment "$EXP" --out "$OUT"
