@@ -104,7 +104,48 @@ fn table2_of_a_half_finished_run_shows_finished_cells_and_marks_the_rest() {
     let exp = s.exp();
     let out = s.otb(&["table", "table2", "--experiment", exp.to_str().unwrap()]);
     let text = common::stdout_ok(&out);
-    assert!(text.contains("not finished"), "{text}");
+    assert!(text.contains("| not started | not started |"), "{text}");
     assert!(text.contains(".80/.80/.88 (n=5)"), "{text}");
     insta::assert_snapshot!("table2_half_finished", normalise(&text, &s));
+
+    // A stage being computed (its staging directory exists, as while `otb run` is
+    // at it) makes its cell `in progress`: names+params' opacify, staged by hand.
+    let status = s.status();
+    let short = status
+        .lines()
+        .find(|l| l.starts_with("would run") && l.ends_with("opacify[names+params]"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap_or_else(|| panic!("{status}"));
+    std::fs::create_dir_all(s.store().join("tmp").join(format!("opacify-{short}-1-1"))).unwrap();
+    let out = s.otb(&["table", "table2", "--experiment", exp.to_str().unwrap()]);
+    let text = common::stdout_ok(&out);
+    assert!(text.contains("| in progress | not started |"), "{text}");
+}
+
+#[test]
+fn table2_marks_a_chain_that_is_part_done_as_in_progress() {
+    let s = Scratch::new("", MODELS);
+    // One ToolObserver round run; the experiment asks for three.
+    let full = std::fs::read_to_string(s.exp()).unwrap();
+    std::fs::write(s.exp(), full.replace("rounds = 3", "rounds = 1")).unwrap();
+    s.run();
+    std::fs::write(s.exp(), &full).unwrap();
+    let exp = s.exp();
+    let out = s.otb(&["table", "table2", "--experiment", exp.to_str().unwrap()]);
+    let text = common::stdout_ok(&out);
+    let run_rows: Vec<&str> = text.lines().filter(|l| l.contains("| run |")).collect();
+    assert!(!run_rows.is_empty(), "{text}");
+    for row in &run_rows {
+        let cols: Vec<&str> = row.split('|').map(str::trim).collect();
+        // Gold and Base are finished.
+        assert!(!cols[4].contains("progress") && !cols[5].contains("progress"), "{row}");
+    }
+    // On `names` ToolObserver had not converged after round 1: its cell shows round
+    // 1 and says it is not final.
+    let names = run_rows
+        .iter()
+        .find(|l| l.contains("Names Only"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let cols: Vec<&str> = names.split('|').map(str::trim).collect();
+    assert!(cols[6].ends_with("(in progress)"), "{names}");
 }

@@ -262,6 +262,14 @@ impl<'s> Session<'s> {
                     }
                 }
             };
+            let mut reasons = reasons;
+            if self.store.in_progress(stage, &key) {
+                reasons.insert(
+                    0,
+                    "in progress: being computed now, or stopped part-way (what it finished is kept)"
+                        .to_string(),
+                );
+            }
             report.state = NodeState::WouldRun { reasons };
             self.reports.push(report);
             return Ok(None);

@@ -581,6 +581,26 @@ impl Store {
         write_atomic(&p, &json)
     }
 
+    /// Whether work on `stage`'s output `key` is under way or was stopped part-way:
+    /// a run is staging it now (or was killed while staging it), or its journal
+    /// holds finished items.
+    pub fn in_progress(&self, stage: &str, key: &Digest) -> bool {
+        if self
+            .root
+            .join("cache")
+            .join("journal")
+            .join(&key.0)
+            .is_dir()
+        {
+            return true;
+        }
+        let prefix = format!("{stage}-{}-", key.short());
+        fs::read_dir(self.root.join("tmp")).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        })
+    }
+
     fn slot_path(&self, node: &str) -> PathBuf {
         self.root.join("slots").join(format!(
             "{}.json",

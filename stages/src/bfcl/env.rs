@@ -518,18 +518,7 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
             crate::env::run_jobs(cx, jobs)?;
         }
     }
-    let summary: Vec<SummaryInput> = cx.out.curve[curve_from..]
-        .iter()
-        .map(|(tag, l, e)| SummaryInput {
-            label: tag.clone(),
-            setting: l.setting.clone(),
-            method: l.method.clone(),
-            agent: l.agent.clone(),
-            editor: l.editor.clone(),
-            round: l.round,
-            entry: e.clone(),
-        })
-        .collect();
+    let summary = SummaryInput::from_curve(&cx.out.curve[curve_from..]);
     if !summary.is_empty() {
         let inputs: Vec<(&str, Option<&Entry>)> = summary
             .iter()

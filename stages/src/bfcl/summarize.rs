@@ -133,6 +133,24 @@ pub struct SummaryInput {
     pub entry: Entry,
 }
 
+impl SummaryInput {
+    /// The summary's inputs from a drive's `RunOutput::curve` entries.
+    pub fn from_curve(curve: &[(String, crate::env::Label, Entry)]) -> Vec<SummaryInput> {
+        curve
+            .iter()
+            .map(|(tag, l, e)| SummaryInput {
+                label: tag.clone(),
+                setting: l.setting.clone(),
+                method: l.method.clone(),
+                agent: l.agent.clone(),
+                editor: l.editor.clone(),
+                round: l.round,
+                entry: e.clone(),
+            })
+            .collect()
+    }
+}
+
 /// Aggregate the score tables.
 pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError> {
     let mut out = Vec::new();

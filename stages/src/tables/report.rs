@@ -96,7 +96,7 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
         ));
     }
     let mut line = format!(
-        "estimated time for the {} stages still to run: at least {} (each at the mean time of its kind so far",
+        "estimated time for the {} stages still to run: at least {} of stage time (each at the mean time of its kind so far; stages of concurrent chains overlap, so the wall time is shorter",
         left.len(),
         duration(ms)
     );
@@ -158,7 +158,7 @@ mod tests {
         ];
         let text = status_text(&reports);
         assert!(
-            text.contains("estimated time for the 3 stages still to run: at least 3 min 00 s (each at the mean time of its kind so far; not yet measured: draft)"),
+            text.contains("estimated time for the 3 stages still to run: at least 3 min 00 s of stage time (each at the mean time of its kind so far; stages of concurrent chains overlap, so the wall time is shorter; not yet measured: draft)"),
             "{text}"
         );
         assert!(estimate(&reports[..3]).is_none());

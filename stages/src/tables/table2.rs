@@ -86,9 +86,21 @@ impl Row for CellRow {
 pub struct Table2 {
     pub cells: Vec<CellRow>,
     pub notes: Vec<String>,
-    /// `(setting, model, method)` of this run's cells that are not finished yet
-    /// (running, stopped or not started): shown as `not finished`.
-    pub pending: Vec<(String, String, String)>,
+    /// This run's cells that are not finished yet: shown as `in progress` or `not
+    /// started` (a cell with a value whose chain is not finished, such as
+    /// ToolObserver before its last round, gets `(in progress)` after it).
+    pub pending: Vec<Pending>,
+}
+
+/// A cell of this run that is not finished.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pending {
+    pub setting: String,
+    pub model: String,
+    /// The column label (`+TO`, ...).
+    pub method: String,
+    /// Part of it is computed or being computed (or was stopped part-way).
+    pub started: bool,
 }
 
 fn model_label(gen_hypers: &str) -> String {
@@ -227,19 +239,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
             });
         }
         None => {
-            let inputs: Vec<SummaryInput> = out
-                .curve
-                .iter()
-                .map(|(key, l, e)| SummaryInput {
-                    label: key.clone(),
-                    setting: l.setting.clone(),
-                    method: l.method.clone(),
-                    agent: l.agent.clone(),
-                    editor: l.editor.clone(),
-                    round: l.round,
-                    entry: e.clone(),
-                })
-                .collect();
+            let inputs = SummaryInput::from_curve(&out.curve);
             crate::bfcl::summarize::summarize(&inputs)?
         }
     };
@@ -321,21 +321,36 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
                     if !methods.contains(&method) {
                         continue;
                     }
-                    let prefix = if method == "gold" {
-                        "gold r0".to_string()
-                    } else {
-                        format!("{s} ")
+                    // The cell's nodes: those of its setting (gold: of `gold`) and method.
+                    let of_cell = |r: &&pipeline::NodeReport| {
+                        let want = if method == "gold" { "gold" } else { s.as_str() };
+                        node_setting(&r.node).is_some_and(|n| {
+                            n == want || n.strip_prefix(want).is_some_and(|t| t.starts_with(' '))
+                        }) && node_method(&r.node, r.stage.as_str()) == method
                     };
-                    let unfinished = reports.iter().any(|r| {
-                        !matches!(r.state, pipeline::NodeState::Fresh)
-                            && node_setting(&r.node).is_some_and(|n| n.starts_with(&prefix))
-                            && node_method(&r.node, r.stage.as_str()) == method
-                    });
+                    let nodes: Vec<&pipeline::NodeReport> =
+                        reports.iter().filter(of_cell).collect();
+                    let fresh =
+                        |r: &&pipeline::NodeReport| matches!(r.state, pipeline::NodeState::Fresh);
+                    let unfinished = nodes.iter().any(|r| !fresh(r));
                     let missing = !cells
                         .iter()
                         .any(|c| c.setting == *s && c.method == label && c.model == agent);
                     if unfinished || missing {
-                        pending.push((s.clone(), agent.clone(), label.to_string()));
+                        // Started: a node of it is done, or one is being computed (or
+                        // was stopped part-way).
+                        let started = nodes.iter().any(|r| {
+                            fresh(r)
+                                || r.key
+                                    .as_ref()
+                                    .is_some_and(|k| store.in_progress(&r.stage, k))
+                        });
+                        pending.push(Pending {
+                            setting: s.clone(),
+                            model: agent.clone(),
+                            method: label.to_string(),
+                            started,
+                        });
                     }
                 }
             }
@@ -351,7 +366,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
 struct RunCells {
     cells: Vec<CellRow>,
     notes: Vec<String>,
-    pending: Vec<(String, String, String)>,
+    pending: Vec<Pending>,
 }
 
 /// The bracketed part of a node name (`explore[names r1]` -> `names r1`).
@@ -487,7 +502,7 @@ impl crate::tables::report::TableReport for Table2 {
             .cells
             .iter()
             .map(|c| &c.model)
-            .chain(self.pending.iter().map(|(_, m, _)| m))
+            .chain(self.pending.iter().map(|p| &p.model))
         {
             if !models.contains(&m.as_str()) {
                 models.push(m);
@@ -517,6 +532,13 @@ impl crate::tables::report::TableReport for Table2 {
                                     _ => String::new(),
                                 }
                             } else {
+                                let pending = (source == "run")
+                                    .then(|| {
+                                        self.pending.iter().find(|p| {
+                                            p.setting == *s && p.model == *m && p.method == *meth
+                                        })
+                                    })
+                                    .flatten();
                                 match self.get(s, m, meth, source) {
                                     Some(c) => {
                                         any = true;
@@ -530,17 +552,23 @@ impl crate::tables::report::TableReport for Table2 {
                                         if let Some(err) = c.errors.filter(|&e| e > 0) {
                                             v.push_str(&format!(" {err} err"));
                                         }
+                                        if pending.is_some() {
+                                            v.push_str(" (in progress)");
+                                        }
                                         v
                                     }
-                                    None if source == "run"
-                                        && self.pending.iter().any(|(ps, pm, pmeth)| {
-                                            ps == s && pm == m && pmeth == meth
-                                        }) =>
-                                    {
-                                        any = true;
-                                        "not finished".to_string()
-                                    }
-                                    None => String::new(),
+                                    None => match pending {
+                                        Some(p) => {
+                                            any = true;
+                                            if p.started {
+                                                "in progress"
+                                            } else {
+                                                "not started"
+                                            }
+                                            .to_string()
+                                        }
+                                        None => String::new(),
+                                    },
                                 }
                             }
                         })
