@@ -138,7 +138,10 @@ fn table2_marks_a_chain_that_is_part_done_as_in_progress() {
     for row in &run_rows {
         let cols: Vec<&str> = row.split('|').map(str::trim).collect();
         // Gold and Base are finished.
-        assert!(!cols[4].contains("progress") && !cols[5].contains("progress"), "{row}");
+        assert!(
+            !cols[4].contains("progress") && !cols[5].contains("progress"),
+            "{row}"
+        );
     }
     // On `names` ToolObserver had not converged after round 1: its cell shows round
     // 1 and says it is not final.
