@@ -42,6 +42,8 @@ pub struct NodeReport {
     pub state: NodeState,
     pub rows: u64,
     pub wall_ms: u64,
+    /// When the stage's result was committed (Unix seconds; 0 when not computed).
+    pub finished_unix: u64,
     pub usage: Usage,
 }
 
@@ -207,6 +209,7 @@ impl<'s> Session<'s> {
             state: NodeState::Fresh,
             rows: 0,
             wall_ms: 0,
+            finished_unix: 0,
             usage: Usage::default(),
         };
         if let Some((name, _)) = inputs.iter().find(|(_, e)| e.is_none()) {
@@ -239,6 +242,7 @@ impl<'s> Session<'s> {
                 }
                 report.rows = entry.rows();
                 report.wall_ms = entry.manifest.wall_ms;
+                report.finished_unix = entry.manifest.created_unix;
                 report.usage = entry.manifest.usage.clone();
                 self.reports.push(report);
                 return Ok(Some(*entry));
@@ -309,6 +313,7 @@ impl<'s> Session<'s> {
         report.state = NodeState::Ran;
         report.rows = entry.rows();
         report.wall_ms = wall_ms;
+        report.finished_unix = entry.manifest.created_unix;
         report.usage = usage;
         self.println(&format!(
             "  ran {node} in {:.1}s ({} rows)",

@@ -107,7 +107,51 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
         ));
     }
     line.push_str(")\n");
+    if let Some(factor) = overlap(reports) {
+        line.push_str(&format!(
+            "  at the overlap measured so far ({factor:.1} stages computing at a time), about {} of wall time (longer if too few chains are left to keep the model busy)\n",
+            duration((ms as f64 / factor) as u64)
+        ));
+    }
     Some(line)
+}
+
+/// How many stages were computing at a time, on average, while any was: the computed
+/// stages' summed time over the length of the union of their intervals (each ends when
+/// its result was committed). `None` below 1.1 (one chain after another) or when less
+/// than a minute of stage time is known.
+fn overlap(reports: &[NodeReport]) -> Option<f64> {
+    let mut spans: Vec<(u64, u64)> = reports
+        .iter()
+        .filter(|r| matches!(r.state, NodeState::Fresh | NodeState::Ran))
+        .filter(|r| r.finished_unix > 0 && r.wall_ms > 0)
+        .map(|r| {
+            let ms_end = r.finished_unix.saturating_mul(1000);
+            (ms_end.saturating_sub(r.wall_ms), ms_end)
+        })
+        .collect();
+    spans.sort_unstable();
+    let summed: u64 = spans.iter().map(|(a, b)| b - a).sum();
+    let mut union = 0u64;
+    let mut current: Option<(u64, u64)> = None;
+    for (a, b) in spans {
+        current = match current {
+            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                union += cb - ca;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    if let Some((ca, cb)) = current {
+        union += cb - ca;
+    }
+    if union < 60_000 {
+        return None;
+    }
+    let factor = summed as f64 / union as f64;
+    (factor >= 1.1).then_some(factor)
 }
 
 /// Milliseconds as `1 h 05 min`, `12 min 03 s` or `4.2 s`.
@@ -139,8 +183,49 @@ mod tests {
             state,
             rows: 0,
             wall_ms,
+            finished_unix: 0,
             usage: Default::default(),
         }
+    }
+
+    #[test]
+    fn with_overlapping_stages_the_estimate_also_gives_wall_time() {
+        let would = || NodeState::WouldRun {
+            reasons: vec!["never computed".into()],
+        };
+        let at = |stage: &str, wall_s: u64, end: u64| NodeReport {
+            finished_unix: end,
+            ..report(stage, NodeState::Fresh, wall_s * 1000)
+        };
+        // Two chains side by side for 100 s, then one alone for 100 s: 300 s of stage
+        // time in 200 s of wall time (1.5 at a time).
+        let concurrent = vec![
+            at("explore", 100, 1_100),
+            at("explore", 100, 1_100),
+            at("explore", 100, 1_200),
+            report("explore", would(), 0),
+            report("explore", would(), 0),
+            report("explore", would(), 0),
+        ];
+        let text = status_text(&concurrent);
+        assert!(
+            text.contains("at least 5 min 00 s of stage time") && text.contains("at the overlap measured so far (1.5 stages computing at a time), about 3 min 20 s of wall time"),
+            "{text}"
+        );
+        // One after another (and a gap between sittings): no wall-time line.
+        let sequential = vec![
+            at("explore", 100, 1_100),
+            at("explore", 100, 1_200),
+            at("explore", 100, 9_000),
+            report("explore", would(), 0),
+        ];
+        let text = status_text(&sequential);
+        assert!(!text.contains("overlap measured"), "{text}");
+        assert_eq!(overlap(&sequential), None);
+        // Nested and chained intervals merge.
+        let nested = vec![at("a", 100, 1_100), at("b", 50, 1_080), at("c", 100, 1_150)];
+        let f = overlap(&nested).unwrap();
+        assert!((f - 250.0 / 150.0).abs() < 1e-9, "{f}");
     }
 
     #[test]
