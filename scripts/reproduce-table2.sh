@@ -71,7 +71,7 @@ if [ -n "$settings" ] && [ "${STEPWISE:-1}" = 1 ]; then
         [ "$s" = gold ] && continue
         "$OTB" table table2 "${table_args[@]}" || true
         # How much of the whole grid is left, at the stage times measured so far.
-        grep -E '^(estimated time|[0-9]+ stages shown)' <<< "$st" >&2 || true
+        grep -E '^(estimated time|  at the overlap|[0-9]+ stages shown)' <<< "$st" >&2 || true
       fi
     done
   done

@@ -88,7 +88,9 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
             }
         }
     }
-    if unknown.len() == left.len() {
+    // Nothing measured yet but stages that take no time (grading, a summary): saying
+    // "at least 0 s" would mislead.
+    if unknown.len() == left.len() || (ms < 1000 && !unknown.is_empty()) {
         return Some(format!(
             "estimated time for the {} stages still to run: not known until a stage of each kind has run ({})\n",
             left.len(),
@@ -247,6 +249,16 @@ mod tests {
             "{text}"
         );
         assert!(estimate(&reports[..3]).is_none());
+        // Only stages that take no time measured: not "at least 0 s".
+        let cheap = vec![
+            report("evaluate", NodeState::Fresh, 100),
+            report("evaluate", would(), 0),
+            report("draft", would(), 0),
+        ];
+        assert_eq!(
+            estimate(&cheap).as_deref(),
+            Some("estimated time for the 2 stages still to run: not known until a stage of each kind has run (draft)\n")
+        );
         assert_eq!(duration(3_725_000), "1 h 02 min");
     }
 }
