@@ -251,7 +251,7 @@ impl<'s> Session<'s> {
             Lookup::Corrupt { reason } => Some(reason),
         };
         if self.mode == Mode::Status {
-            let reasons = match (corrupt, self.store.slot(node)) {
+            let mut reasons = match (corrupt, self.store.slot(node)) {
                 (Some(reason), _) => vec![format!("stored output is corrupt: {reason}")],
                 (None, None) => vec!["never run".to_string()],
                 (None, Some(slot)) if slot.key == key => {
@@ -266,7 +266,6 @@ impl<'s> Session<'s> {
                     }
                 }
             };
-            let mut reasons = reasons;
             if self.store.in_progress(stage, &key) {
                 reasons.insert(
                     0,

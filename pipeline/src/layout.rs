@@ -68,7 +68,12 @@ pub fn is_staging_name(s: &str) -> bool {
 
 /// `tmp/<stage>-<short key>-<pid>-<nanos>`.
 pub fn staging_name(stage: &str, short: &str, pid: u32, nanos: u32) -> String {
-    format!("{stage}-{short}-{pid}-{nanos}")
+    format!("{}{pid}-{nanos}", staging_prefix(stage, short))
+}
+
+/// What every staging directory of one stage key starts with: `<stage>-<short key>-`.
+pub fn staging_prefix(stage: &str, short: &str) -> String {
+    format!("{stage}-{short}-")
 }
 
 /// A quarantine directory name: `<stage>-<short key>-<unix>-<nanos>` (older stores:

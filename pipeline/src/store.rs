@@ -585,16 +585,10 @@ impl Store {
     /// a run is staging it now (or was killed while staging it), or its journal
     /// holds finished items.
     pub fn in_progress(&self, stage: &str, key: &Digest) -> bool {
-        if self
-            .root
-            .join("cache")
-            .join("journal")
-            .join(&key.0)
-            .is_dir()
-        {
+        if crate::journal::Journal::new(&self.root, key).dir().is_dir() {
             return true;
         }
-        let prefix = format!("{stage}-{}-", key.short());
+        let prefix = layout::staging_prefix(stage, key.short());
         fs::read_dir(self.root.join("tmp")).is_ok_and(|rd| {
             rd.flatten()
                 .any(|e| e.file_name().to_string_lossy().starts_with(&prefix))
