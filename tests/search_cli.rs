@@ -196,3 +196,68 @@ fn browsecomp_plus_bad_input_is_one_line_and_exit_2() {
         .unwrap_or(0);
     assert_eq!(published, 0, "a stage of a bad corpus was published");
 }
+
+/// The stage results in a store, as `stage/key` (what a run published, by key).
+fn published(store: &Path) -> Vec<String> {
+    let skip = ["cache", "quarantine", "slots", "tmp", "FORMAT"];
+    let mut keys = Vec::new();
+    for stage in std::fs::read_dir(store).unwrap().filter_map(Result::ok) {
+        let name = stage.file_name().to_string_lossy().into_owned();
+        if skip.contains(&name.as_str()) || !stage.path().is_dir() {
+            continue;
+        }
+        for key in std::fs::read_dir(stage.path())
+            .unwrap()
+            .filter_map(Result::ok)
+        {
+            keys.push(format!("{name}/{}", key.file_name().to_string_lossy()));
+        }
+    }
+    keys.sort();
+    keys
+}
+
+#[test]
+fn concurrent_tool_sets_and_methods_publish_what_a_sequential_run_does() {
+    let d = tempfile::tempdir().unwrap();
+    write_fixture(d.path());
+    let exp = d.path().join("grid.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"grid\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"corpus.jsonl\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{CANARY}\"\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 1\nrounds = 2\nbatch_size = 1\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n"
+        ),
+    )
+    .unwrap();
+    let mut tables = Vec::new();
+    let mut listings = Vec::new();
+    for (store, chains) in [("sequential", "0"), ("concurrent", "1")] {
+        let store = d.path().join(store);
+        stdout_ok(
+            &otb()
+                .env("OTB_CONCURRENT_CHAINS", chains)
+                .arg("--store")
+                .arg(&store)
+                .arg("run")
+                .arg(&exp)
+                .arg("--quiet")
+                .output()
+                .unwrap(),
+        );
+        listings.push(published(&store));
+        tables.push(stdout_ok(
+            &otb()
+                .arg("--store")
+                .arg(&store)
+                .args(["table", "table4", "--experiment"])
+                .arg(&exp)
+                .output()
+                .unwrap(),
+        ));
+    }
+    // Two tool sets x (gold, base, 2 ToolObserver rounds, two baselines): many stages.
+    assert!(listings[0].len() > 20, "{:#?}", listings[0]);
+    assert_eq!(listings[0], listings[1]);
+    assert_eq!(tables[0], tables[1]);
+    assert!(tables[0].contains("domains+all"), "{}", tables[0]);
+}

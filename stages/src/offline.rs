@@ -16,7 +16,7 @@
 use crate::baselines;
 use crate::baselines::budget::Baselines;
 use crate::batch_reflect::render_tool;
-use crate::env::{Chain, Cx, DriveError, Label, Method, OfflineEnv, Split, SHARED};
+use crate::env::{run_jobs, Chain, Cx, DriveError, Job, Label, Method, OfflineEnv, Split, SHARED};
 use crate::models::{Editor, ModelSpec};
 use crate::rows::{DocRow, EditRow, InstanceRow};
 use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
@@ -578,25 +578,36 @@ pub struct Grid<'a> {
 /// Gold and Base (the test split with the gold / opaque docs), +TO (offline
 /// ToolObserver from the opaque docs) and the baselines (docs from the opaque docs
 /// through the baseline stages) of one tool set, for every agent and editor.
+/// For one agent these chains are independent: they run as concurrent jobs
+/// ([`run_jobs`]), so the model's batch stays full; agents follow one another
+/// (EasyTool and DRAFT docs, shared by the agents, are then computed once).
 pub fn drive_grid(
-    env: &dyn OfflineEnv,
+    env: &(dyn OfflineEnv + Sync),
     cx: &mut Cx<'_, '_>,
     agents: &[ModelSpec],
     editors: &[ModelSpec],
     g: &Grid<'_>,
 ) -> Result<(), DriveError> {
     let has = |m: &str| g.methods.iter().any(|x| x.as_str() == m);
+    let etag = |editor: &ModelSpec| {
+        if editors.len() > 1 {
+            format!(" e={}", editor.tag())
+        } else {
+            String::new()
+        }
+    };
     for agent in agents {
         let sfx = if agents.len() > 1 {
             format!(" a={}", agent.tag())
         } else {
             String::new()
         };
-        let chain = Chain {
+        let chain = &Chain {
             seed: g.seed,
             agent: agent.clone(),
             sfx: sfx.clone(),
         };
+        let mut jobs: Vec<Job<'_>> = Vec::new();
         for (method, docs) in [("gold", &g.gold), ("base", &g.opaque)] {
             let (true, Some(docs)) = (has(method), docs) else {
                 continue;
@@ -609,41 +620,42 @@ pub fn drive_grid(
                 editor: String::new(),
                 round: 0,
             };
-            if let Some(t) = env.explore(cx, &chain, Split::Test, &tag, &l, docs)? {
-                env.evaluate(cx, &tag, &l, docs, &t)?;
-            }
+            jobs.push(Box::new(move |cx| {
+                if let Some(t) = env.explore(cx, chain, Split::Test, &tag, &l, docs)? {
+                    env.evaluate(cx, &tag, &l, docs, &t)?;
+                }
+                Ok(())
+            }));
         }
         if let (true, Some(docs0)) = (has("toolobserver"), &g.opaque) {
             for editor in editors {
-                let etag = if editors.len() > 1 {
-                    format!(" e={}", editor.tag())
-                } else {
-                    String::new()
-                };
-                let curve = OfflineCurve {
-                    setting: g.setting,
-                    method: "toolobserver",
-                    editor,
-                    batch_template: DEFAULT_BATCH,
-                    merge_template: DEFAULT_MERGE,
-                    rounds: g.rounds,
-                    batch_size: g.batch_size,
-                    etag: &etag,
-                };
-                toolobserver(env, cx, &chain, &curve, docs0)?;
+                let etag = etag(editor);
+                jobs.push(Box::new(move |cx| {
+                    let curve = OfflineCurve {
+                        setting: g.setting,
+                        method: "toolobserver",
+                        editor,
+                        batch_template: DEFAULT_BATCH,
+                        merge_template: DEFAULT_MERGE,
+                        rounds: g.rounds,
+                        batch_size: g.batch_size,
+                        etag: &etag,
+                    };
+                    toolobserver(env, cx, chain, &curve, docs0).map(|_| ())
+                }));
             }
         }
-        let Some(docs0) = &g.opaque else { continue };
-        for &method in g.methods.iter().filter(|m| m.is_baseline()) {
-            for editor in editors {
-                let etag = if editors.len() > 1 {
-                    format!(" e={}", editor.tag())
-                } else {
-                    String::new()
-                };
-                baseline(env, cx, &chain, g, method, editor, &etag, docs0)?;
+        if let Some(docs0) = &g.opaque {
+            for &method in g.methods.iter().filter(|m| m.is_baseline()) {
+                for editor in editors {
+                    let etag = etag(editor);
+                    jobs.push(Box::new(move |cx| {
+                        baseline(env, cx, chain, g, method, editor, &etag, docs0)
+                    }));
+                }
             }
         }
+        run_jobs(cx, jobs)?;
     }
     Ok(())
 }

@@ -1219,39 +1219,53 @@ pub fn drive(
         }
         calibration = Some(cal);
     }
-    for &family in &c.tool_sets {
-        let tools = ToolSet::with_movetime(family, c.movetime_ms);
-        let env = Chess {
-            c,
-            tools: tools.clone(),
-            positions: pos.clone(),
-            train: train.clone(),
-            test: test.clone(),
-            engines: &engines,
-            ratings: ratings.clone(),
-            calibration: calibration.clone(),
-        };
-        let set = family.as_str();
-        let gold =
-            offline::docs_stage(cx, DOCS_STAGE, set, "gold", tools.function_defs(Docs::Gold))?;
-        let opaque = offline::docs_stage(
-            cx,
-            DOCS_STAGE,
-            set,
-            "opaque",
-            tools.function_defs(Docs::Opaque),
-        )?;
-        let grid = offline::Grid {
-            setting: set,
-            methods: &c.methods,
-            seed: c.seed,
-            gold,
-            opaque,
-            rounds: c.rounds,
-            batch_size: c.batch_size,
-            baselines,
-        };
-        offline::drive_grid(&env, cx, agents, editors, &grid)?;
-    }
-    Ok(())
+    // The tool sets are independent chains: they run concurrently.
+    let (pos, train, test, engines) = (&pos, &train, &test, &engines);
+    let (ratings, calibration) = (&ratings, &calibration);
+    let jobs: Vec<crate::env::Job<'_>> = c
+        .tool_sets
+        .iter()
+        .map(|&family| -> crate::env::Job<'_> {
+            Box::new(move |cx| {
+                let tools = ToolSet::with_movetime(family, c.movetime_ms);
+                let env = Chess {
+                    c,
+                    tools: tools.clone(),
+                    positions: pos.clone(),
+                    train: train.clone(),
+                    test: test.clone(),
+                    engines,
+                    ratings: ratings.clone(),
+                    calibration: calibration.clone(),
+                };
+                let set = family.as_str();
+                let gold = offline::docs_stage(
+                    cx,
+                    DOCS_STAGE,
+                    set,
+                    "gold",
+                    tools.function_defs(Docs::Gold),
+                )?;
+                let opaque = offline::docs_stage(
+                    cx,
+                    DOCS_STAGE,
+                    set,
+                    "opaque",
+                    tools.function_defs(Docs::Opaque),
+                )?;
+                let grid = offline::Grid {
+                    setting: set,
+                    methods: &c.methods,
+                    seed: c.seed,
+                    gold,
+                    opaque,
+                    rounds: c.rounds,
+                    batch_size: c.batch_size,
+                    baselines,
+                };
+                offline::drive_grid(&env, cx, agents, editors, &grid)
+            })
+        })
+        .collect();
+    crate::env::run_jobs(cx, jobs)
 }

@@ -1382,46 +1382,54 @@ pub fn drive(
         );
     }
     let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
-    for set in &s.tool_sets {
-        let env = Search {
-            s,
-            set: set.clone(),
-            questions: qs.clone(),
-            train: train.clone(),
-            test: test.clone(),
-            corpus: &corpus,
-            corpus_id: &corpus_id,
-        };
-        let gold = offline::docs_stage(
-            cx,
-            DOCS_STAGE,
-            set,
-            "gold",
-            doc_tools(&tool_set(&domains(&s.source), set, Opacity::Gold, s.shape)),
-        )?;
-        let opaque = offline::docs_stage(
-            cx,
-            DOCS_STAGE,
-            set,
-            "opaque",
-            doc_tools(&tool_set(
-                &domains(&s.source),
-                set,
-                Opacity::Opaque,
-                s.shape,
-            )),
-        )?;
-        let grid = offline::Grid {
-            setting: set,
-            methods: &s.methods,
-            seed: s.seed,
-            gold,
-            opaque,
-            rounds: s.rounds,
-            batch_size: s.batch_size,
-            baselines,
-        };
-        offline::drive_grid(&env, cx, agents, editors, &grid)?;
-    }
-    Ok(())
+    // The tool sets are independent chains: they run concurrently.
+    let (qs, train, test, corpus, corpus_id) = (&qs, &train, &test, &corpus, &corpus_id);
+    let jobs: Vec<crate::env::Job<'_>> = s
+        .tool_sets
+        .iter()
+        .map(|set| -> crate::env::Job<'_> {
+            Box::new(move |cx| {
+                let env = Search {
+                    s,
+                    set: set.clone(),
+                    questions: qs.clone(),
+                    train: train.clone(),
+                    test: test.clone(),
+                    corpus,
+                    corpus_id,
+                };
+                let gold = offline::docs_stage(
+                    cx,
+                    DOCS_STAGE,
+                    set,
+                    "gold",
+                    doc_tools(&tool_set(&domains(&s.source), set, Opacity::Gold, s.shape)),
+                )?;
+                let opaque = offline::docs_stage(
+                    cx,
+                    DOCS_STAGE,
+                    set,
+                    "opaque",
+                    doc_tools(&tool_set(
+                        &domains(&s.source),
+                        set,
+                        Opacity::Opaque,
+                        s.shape,
+                    )),
+                )?;
+                let grid = offline::Grid {
+                    setting: set,
+                    methods: &s.methods,
+                    seed: s.seed,
+                    gold,
+                    opaque,
+                    rounds: s.rounds,
+                    batch_size: s.batch_size,
+                    baselines,
+                };
+                offline::drive_grid(&env, cx, agents, editors, &grid)
+            })
+        })
+        .collect();
+    crate::env::run_jobs(cx, jobs)
 }
