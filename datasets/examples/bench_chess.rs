@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use datasets::chess::engine::{find_engine, BlockingPool, EngineConfig};
 use datasets::chess::metrics::{bootstrap_elo, EloGame, BOOTSTRAP_SHUFFLES, ELO_K, ELO_START};
-use datasets::chess::rng::SplitMix64;
 use datasets::chess::rules;
+use datasets::rng::SplitMix64;
 
 fn main() {
     let positions: usize = std::env::args()

@@ -3,4 +3,6 @@
 
 pub mod bfcl;
 pub mod chess;
+pub mod rng;
 pub mod search;
+pub mod stats;

@@ -13,11 +13,11 @@ use std::fmt::Write as _;
 use shakmaty::{Chess, Move};
 
 use super::engine::{BlockingPool, EngineError};
-use super::rng::SplitMix64;
 use super::rules::{self, DrawRules, EndReason, Ending, Side};
 use super::strength::{self, Strength};
 use super::tools::{Docs, ToolSet};
 use super::ChessError;
+use crate::rng::SplitMix64;
 
 /// One ply.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -24,10 +24,10 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use super::game::GameRecord;
-use super::rng::SplitMix64;
 use super::rules::{self, Phase, Side};
 use super::tools::{Docs, ToolSet};
 use super::ChessError;
+use crate::rng::SplitMix64;
 
 /// Which position a tool call is judged in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -186,20 +186,7 @@ fn streaming_elo_in_order(games: &[EloGame], order: &[usize], start: f64, k: f64
     })
 }
 
-/// A percentile of sorted data with linear interpolation (numpy's default);
-/// `q` in `[0, 1]`. NaN for no data.
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
-    match sorted.len() {
-        0 => f64::NAN,
-        1 => sorted[0],
-        n => {
-            let pos = q.clamp(0.0, 1.0) * (n - 1) as f64;
-            let lo = pos.floor() as usize;
-            let hi = (lo + 1).min(n - 1);
-            sorted[lo] + (pos - lo as f64) * (sorted[hi] - sorted[lo])
-        }
-    }
-}
+pub use crate::stats::percentile;
 
 /// The bootstrap summary.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -317,17 +304,6 @@ mod tests {
         let weak = [g(800.0, 1.0), g(1000.0, 0.0)];
         assert_eq!(elo_start(&weak, 1500.0), 900.0);
         assert_eq!(elo_start(&[], 1500.0), 1500.0);
-    }
-
-    #[test]
-    fn percentiles_like_numpy() {
-        let d = [1.0, 2.0, 3.0, 4.0];
-        assert!((percentile(&d, 0.9) - 3.7).abs() < 1e-12);
-        assert_eq!(percentile(&d, 0.5), 2.5);
-        assert_eq!(percentile(&d, 0.0), 1.0);
-        assert_eq!(percentile(&d, 1.0), 4.0);
-        assert_eq!(percentile(&[7.0], 0.3), 7.0);
-        assert!(percentile(&[], 0.5).is_nan());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //!
 //! - [`rules`]: FEN, legal moves, SAN/UCI, game end, phase by piece count.
 //! - [`engine`]: the UCI engine pool (async) and its blocking facade.
-//! - [`rng`]: the seeded generator used for every random choice.
+//! - `crate::rng`: the seeded generator used for every random choice.
 //! - [`strength`]: playing strength as data (the weakening below the engine's
 //!   Elo floor) and seeded matches for calibration.
 //! - [`tools`]: the phase specialists and the strength gradient, gold and opaque.
@@ -22,7 +22,6 @@ pub mod engine;
 pub mod game;
 pub mod metrics;
 pub mod positions;
-pub mod rng;
 pub mod rules;
 pub mod strength;
 pub mod tools;

@@ -32,9 +32,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::engine::{BlockingPool, Eval};
-use super::rng::SplitMix64;
 use super::rules::{self, Phase};
 use super::ChessError;
+use crate::rng::SplitMix64;
 
 /// Evaluation stratum from White's view.
 #[derive(

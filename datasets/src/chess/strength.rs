@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use super::engine::{BlockingPool, EngineError, EnginePool, EngineStrength, Limit};
 use super::game::Game;
-use super::rng::SplitMix64;
 use super::rules::{self, DrawRules, Side};
 use super::ChessError;
+use crate::rng::SplitMix64;
 
 /// The lowest `UCI_Elo` Debian's Stockfish 15.1 accepts.
 pub const ENGINE_ELO_FLOOR: u32 = 1350;

@@ -15,10 +15,10 @@ use serde_json::{json, Value};
 use shakmaty::Chess;
 
 use super::engine::BlockingPool;
-use super::rng::SplitMix64;
 use super::rules::{self, Phase};
 use super::strength::{self, Strength, REFERENCE_MOVETIME_MS};
 use super::ChessError;
+use crate::rng::SplitMix64;
 
 /// Which tool set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

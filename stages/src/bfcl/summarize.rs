@@ -3,12 +3,15 @@
 //! percentile intervals over instances, and error counts.
 
 use crate::rows::ScoreRow;
+use datasets::stats::bootstrap_mean_ci;
 use pipeline::{col as column, ColType::*, Column, Entry, Row, StageCtx, StageError};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub const STAGE: &str = "summarize";
-pub const VERSION: u32 = 2;
+/// 3: the interval is `datasets::stats::bootstrap_mean_ci` (unbiased draws,
+/// interpolated percentiles), shared with the other environments.
+pub const VERSION: u32 = 3;
 /// Bootstrap settings (part of the key).
 pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 
@@ -72,39 +75,6 @@ impl Row for SummaryRow {
         ];
         C
     }
-}
-
-/// A small deterministic generator (splitmix64) so intervals are reproducible.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
-/// Bootstrap 95% percentile interval of the mean.
-pub fn bootstrap_ci(values: &[f64], resamples: u32, seed: u64) -> (f64, f64) {
-    let n = values.len();
-    if n == 0 {
-        return (f64::NAN, f64::NAN);
-    }
-    let mut rng = SplitMix(seed);
-    let mut means: Vec<f64> = (0..resamples)
-        .map(|_| {
-            (0..n)
-                .map(|_| values[(rng.next() % n as u64) as usize])
-                .sum::<f64>()
-                / n as f64
-        })
-        .collect();
-    means.sort_by(f64::total_cmp);
-    let at = |q: f64| means[((q * (means.len() - 1) as f64).round() as usize).min(means.len() - 1)];
-    (at(0.025), at(0.975))
 }
 
 fn polars_err(e: PolarsError) -> StageError {
@@ -186,9 +156,9 @@ pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError>
             f64_column(&df, "a")?,
         );
         let (bn, seed) = BOOTSTRAP;
-        let (e_lo, e_hi) = bootstrap_ci(&e, bn, seed);
-        let (p_lo, p_hi) = bootstrap_ci(&p, bn, seed);
-        let (a_lo, a_hi) = bootstrap_ci(&a, bn, seed);
+        let (e_lo, e_hi) = bootstrap_mean_ci(&e, bn, seed);
+        let (p_lo, p_hi) = bootstrap_mean_ci(&p, bn, seed);
+        let (a_lo, a_hi) = bootstrap_mean_ci(&a, bn, seed);
         out.push(SummaryRow {
             label: label.clone(),
             setting: input.setting.clone(),
@@ -217,22 +187,4 @@ pub fn run(ctx: &mut StageCtx<'_>, inputs: &[SummaryInput]) -> Result<(), StageE
     let rows = summarize(inputs)?;
     ctx.write(&rows)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bootstrap_interval_brackets_the_mean_and_is_deterministic() {
-        let v: Vec<f64> = (0..100)
-            .map(|i| if i % 4 == 0 { 1.0 } else { 0.0 })
-            .collect();
-        let (lo, hi) = bootstrap_ci(&v, 1000, 0);
-        assert!(lo < 0.25 && 0.25 < hi, "{lo} {hi}");
-        assert!(lo > 0.1 && hi < 0.4, "{lo} {hi}");
-        assert_eq!(bootstrap_ci(&v, 1000, 0), (lo, hi));
-        let same = vec![1.0; 10];
-        assert_eq!(bootstrap_ci(&same, 100, 3), (1.0, 1.0));
-    }
 }

@@ -368,7 +368,7 @@ impl Chess<'_> {
             jobs.push(Job {
                 id: format!("{}-{tag}-{}", row.position_id, Side::as_str(cfg.agent_side)),
                 position: row.clone(),
-                seed: datasets::chess::rng::SplitMix64::derived(p.seed, n).next_u64(),
+                seed: datasets::rng::SplitMix64::derived(p.seed, n).next_u64(),
                 opponent_elo: elo,
                 cfg,
             });
@@ -630,7 +630,7 @@ impl ChessRunner<'_, '_> {
             .or_else(|| tools.index_of(name, Docs::Gold))
             .ok_or_else(|| format!("there is no tool named {name}"))?;
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        let mut draw = datasets::chess::rng::SplitMix64::derived(self.env.c.seed, n);
+        let mut draw = datasets::rng::SplitMix64::derived(self.env.c.seed, n);
         let train = &self.env.train;
         if train.is_empty() {
             return Err("no training positions to play on".into());

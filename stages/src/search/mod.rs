@@ -1142,28 +1142,14 @@ pub fn score(
             v.iter().sum::<f64>() / v.len() as f64
         }
     };
-    let mut rng = datasets::chess::rng::SplitMix64::new(0);
-    let mut means: Vec<f64> = (0..1000)
-        .map(|_| {
-            let s: f64 = (0..n)
-                .map(|_| correct[rng.below(n.max(1)).min(n.saturating_sub(1))])
-                .sum();
-            if n == 0 {
-                0.0
-            } else {
-                s / n as f64
-            }
-        })
-        .collect();
-    means.sort_by(f64::total_cmp);
-    let pct = |q: f64| datasets::chess::metrics::percentile(&means, q);
+    let (lo, hi) = datasets::stats::bootstrap_mean_ci(&correct, 1000, 0);
     SearchScoreRow {
         questions: n as i64,
         accuracy: mean(&correct),
         exact_accuracy: mean(&exact),
         judge: verdicts.map_or("exact match", |(j, _)| j).to_string(),
-        ci95_lo: if n == 0 { 0.0 } else { pct(0.025) },
-        ci95_hi: if n == 0 { 0.0 } else { pct(0.975) },
+        ci95_lo: if n == 0 { 0.0 } else { lo },
+        ci95_hi: if n == 0 { 0.0 } else { hi },
         mean_f1: mean(&eps.iter().map(|e| e.f1).collect::<Vec<_>>()),
         tool_calls_per_question: mean(&eps.iter().map(|e| e.tool_calls as f64).collect::<Vec<_>>()),
         source: source.to_string(),
