@@ -120,6 +120,21 @@ fn table2_of_a_half_finished_run_shows_finished_cells_and_marks_the_rest() {
     let out = s.otb(&["table", "table2", "--experiment", exp.to_str().unwrap()]);
     let text = common::stdout_ok(&out);
     assert!(text.contains("| in progress | not started |"), "{text}");
+    // `otb status` says so, and not that the stage never ran.
+    let status = s.status();
+    let at = status
+        .find("opacify[names+params]")
+        .unwrap_or_else(|| panic!("{status}"));
+    let reasons: Vec<&str> = status[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with("because"))
+        .collect();
+    assert_eq!(
+        reasons,
+        ["             because in progress: being computed now, or stopped part-way (what it finished is kept)"],
+        "{status}"
+    );
 }
 
 #[test]

@@ -267,6 +267,8 @@ impl<'s> Session<'s> {
                 }
             };
             if self.store.in_progress(stage, &key) {
+                // Started but not published: "never run" would say otherwise.
+                reasons.retain(|r| r != "never run");
                 reasons.insert(
                     0,
                     "in progress: being computed now, or stopped part-way (what it finished is kept)"
