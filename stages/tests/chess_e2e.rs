@@ -166,6 +166,24 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
         .map(|o| o.method.as_str())
         .collect();
     assert_eq!(evaluated, ["easytool", "play2prompt"]);
+    // The games' stage accounts for each agent call: one per agent ply.
+    for o in out.by_stage(stages::chess::EXPLORE_STAGE) {
+        let games: Vec<stages::chess::rows::GameRow> = o.entry.read().unwrap();
+        let agent_plies: usize = games
+            .iter()
+            .map(|g| {
+                g.plies
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|p| p["side"] == g.agent_side.as_str())
+                    .count()
+            })
+            .sum();
+        let usage = &s.reports().iter().find(|r| r.node == o.node).unwrap().usage;
+        assert!(agent_plies > games.len(), "{agent_plies}");
+        assert_eq!(usage.calls, agent_plies as u64, "{}: {usage:?}", o.node);
+    }
     let t3 = stages::tables::table3::build(&store, &exp).unwrap();
     for m in ["easytool", "play2prompt"] {
         assert!(

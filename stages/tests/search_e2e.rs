@@ -47,7 +47,7 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     let Some((dir, store)) = scratch() else {
         return;
     };
-    let (exp, out, _) = run(
+    let (exp, out, reports) = run(
         &dir,
         &store,
         "exp",
@@ -75,6 +75,17 @@ fn search_runs_through_the_stages_and_reaches_table4() {
         .expect("an episode table");
     let eps: Vec<EpisodeRow> = ex.entry.read().unwrap();
     assert!(eps.iter().all(|e| e.tool_calls == 2 && e.forced), "{eps:?}");
+    // The stage accounts for each model call: two tool turns and the forced answer.
+    let usage = &reports
+        .iter()
+        .find(|r| r.node == ex.node)
+        .expect("the episodes' report")
+        .usage;
+    assert_eq!(usage.calls, 3 * eps.len() as u64, "{usage:?}");
+    assert_eq!(
+        usage.prompt_tokens,
+        eps.iter().map(|e| e.prompt_tokens as u64).sum::<u64>()
+    );
     assert!(eps[0].editor_text.contains("Question:"));
     // The gold docs name the tools `search_<domain>`, and the tools answer to those
     // names (they once answered only to the opaque `tool_N`: every gold call failed).

@@ -314,6 +314,25 @@ pub struct Chess<'a> {
     calibration: Option<Entry>,
 }
 
+/// What a game kept in the journal cost: one agent call per agent ply (answered
+/// again from the journal, so counted as cached), its tokens and failed calls.
+fn resumed_usage(row: &GameRow) -> Usage {
+    let turns = row.plies.as_array().map_or(0, |plies| {
+        plies
+            .iter()
+            .filter(|p| p.get("side").and_then(Value::as_str) == Some(row.agent_side.as_str()))
+            .count() as u64
+    });
+    Usage {
+        calls: turns,
+        cached_calls: turns,
+        errors: u64::try_from(row.failed_calls).unwrap_or(0),
+        prompt_tokens: u64::try_from(row.prompt_tokens).unwrap_or(0),
+        completion_tokens: u64::try_from(row.completion_tokens).unwrap_or(0),
+        reasoning_tokens: u64::try_from(row.reasoning_tokens).unwrap_or(0),
+    }
+}
+
 /// Which docs a tool list shows (gold names or `function_i`).
 fn docs_kind(tools: &ToolSet, list: &[Value]) -> Docs {
     let first = list
@@ -430,12 +449,18 @@ impl Chess<'_> {
         }
         let pb = ctx.progress(jobs.len() as u64);
         let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
+        // Every agent call, as the stage accounts for it; a game resumed from the
+        // journal counts its turns as cached calls (as a call cache replay does).
+        let accounting: Mutex<Usage> = Mutex::new(Usage::default());
         let results = crate::env::parallel_map(
             &jobs,
             self.c.concurrency,
             &|| pb.inc(1),
             &|job: &Job| -> Result<GameRow, StageError> {
                 if let Some(row) = resumed.get(job.id.as_str()) {
+                    if let Ok(mut a) = accounting.lock() {
+                        a.add(&resumed_usage(row));
+                    }
                     return Ok(row.clone());
                 }
                 let mut infra_hit = false;
@@ -459,6 +484,9 @@ impl Chess<'_> {
                         seed: seed ^ (g.plies().len() as u64),
                     });
                     usage.add(&turn.usage);
+                    if let Ok(mut a) = accounting.lock() {
+                        turn.usage.record(&mut a, turn.error.is_some());
+                    }
                     if let Some(e) = turn.error {
                         failed += 1;
                         first_error.get_or_insert(e.kind.clone());
@@ -539,18 +567,10 @@ impl Chess<'_> {
             return Err(e);
         }
         let mut rows = Vec::new();
-        let mut usage = Usage::default();
         for r in results {
-            let row = r.ok_or_else(|| fail(EXPLORE_STAGE, "a game thread panicked"))??;
-            usage.calls = usage.calls.saturating_add(1);
-            usage.prompt_tokens = usage.prompt_tokens.saturating_add(row.prompt_tokens as u64);
-            usage.completion_tokens = usage
-                .completion_tokens
-                .saturating_add(row.completion_tokens as u64);
-            usage.errors = usage.errors.saturating_add(row.failed_calls as u64);
-            rows.push(row);
+            rows.push(r.ok_or_else(|| fail(EXPLORE_STAGE, "a game thread panicked"))??);
         }
-        ctx.add_usage(&usage);
+        ctx.add_usage(&accounting.into_inner().unwrap_or_default());
         ctx.write(&rows)?;
         Ok(())
     }

@@ -342,6 +342,9 @@ pub struct Episode {
     /// The final answer's text (the last turn without a tool call).
     pub answer: Option<String>,
     pub usage: CallUsage,
+    /// Every model call of the episode, as a stage accounts for it (calls, cached
+    /// calls, tokens, errors).
+    pub accounting: pipeline::Usage,
     pub error: Option<CallFailure>,
     /// True when the turn budget ran out and the answer was forced.
     pub forced: bool,
@@ -374,6 +377,7 @@ pub fn run_episode(
             seed,
         });
         ep.usage.add(&t.usage);
+        t.usage.record(&mut ep.accounting, t.error.is_some());
         if t.error.is_some() {
             ep.error = t.error;
             return ep;

@@ -668,6 +668,7 @@ impl Search<'_> {
         };
         let pb = ctx.progress(qs.len() as u64);
         let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
+        let accounting: Mutex<Usage> = Mutex::new(Usage::default());
         let results = crate::env::parallel_map(
             qs,
             self.s.concurrency,
@@ -706,6 +707,9 @@ impl Search<'_> {
                     if let Ok(mut v) = infra.lock() {
                         v.push(e.clone());
                     }
+                }
+                if let Ok(mut a) = accounting.lock() {
+                    a.add(&ep.accounting);
                 }
                 let answer = ep.answer.clone().unwrap_or_default();
                 let g = judge::grade(&answer, &q.answer, &q.aliases);
@@ -746,22 +750,11 @@ impl Search<'_> {
         {
             return Err(e);
         }
-        let mut rows = Vec::new();
-        let mut usage = Usage::default();
-        for r in results {
-            let row =
-                r.ok_or_else(|| StageError::failed(EXPLORE_STAGE, "a worker thread panicked"))?;
-            usage.calls = usage.calls.saturating_add(1);
-            usage.prompt_tokens = usage.prompt_tokens.saturating_add(row.prompt_tokens as u64);
-            usage.completion_tokens = usage
-                .completion_tokens
-                .saturating_add(row.completion_tokens as u64);
-            usage.errors = usage
-                .errors
-                .saturating_add(u64::from(row.error_kind.is_some()));
-            rows.push(row);
-        }
-        ctx.add_usage(&usage);
+        let rows = results
+            .into_iter()
+            .map(|r| r.ok_or_else(|| StageError::failed(EXPLORE_STAGE, "a worker thread panicked")))
+            .collect::<Result<Vec<_>, _>>()?;
+        ctx.add_usage(&accounting.into_inner().unwrap_or_default());
         ctx.write(&rows)?;
         Ok(())
     }
