@@ -261,3 +261,86 @@ fn concurrent_tool_sets_and_methods_publish_what_a_sequential_run_does() {
     assert_eq!(tables[0], tables[1]);
     assert!(tables[0].contains("domains+all"), "{}", tables[0]);
 }
+
+/// A local OpenAI-compatible model that calls a tool when it must (`required`),
+/// writes the call as text when the choice is its own (`auto`: what the small
+/// embedded model does), and answers when no tool is offered.
+fn text_caller(mut stream: std::net::TcpStream, _: std::sync::Arc<()>) {
+    let Some(body) = common::read_request(&stream) else {
+        return;
+    };
+    let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let tool = req["tools"][0]["function"]["name"]
+        .as_str()
+        .unwrap_or("none")
+        .to_string();
+    let args = json!({"query": "Skerry Point"}).to_string();
+    let message = match req["tool_choice"].as_str() {
+        Some("required") => json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": tool, "arguments": args}}]}),
+        Some("auto") => json!({"role": "assistant",
+            "content": json!({"name": tool, "arguments": {"query": "lighthouse"}}).to_string()}),
+        _ => json!({"role": "assistant", "content": "1987"}),
+    };
+    let reply = json!({"id": "t", "object": "chat.completion", "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});
+    common::respond(&mut stream, "200 OK", &reply.to_string());
+}
+
+#[test]
+fn a_tool_call_the_agent_writes_as_text_is_made() {
+    let d = tempfile::tempdir().unwrap();
+    write_fixture(d.path());
+    let url = common::spawn_server(std::sync::Arc::new(()), text_caller);
+    let exp = d.path().join("text.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"text\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"corpus.jsonl\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{CANARY}\"\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 2\nfirst_call = \"required\"\n[models]\nagent = \"openai:fake\"\n"
+        ),
+    )
+    .unwrap();
+    let store = d.path().join("store");
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(&store)
+            .arg("run")
+            .arg(&exp)
+            .arg("--quiet")
+            .env("OTB_LLM_BASE_URL", &url)
+            .env("OTB_LLM_API_KEY", "test")
+            .output()
+            .unwrap(),
+    );
+    let out = d.path().join("export");
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(&store)
+            .args(["export", "--to"])
+            .arg(&out)
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    // Both tool turns searched (the second one's call was written as text), and
+    // the forced final turn gave the answer.
+    let bytes = std::fs::read(out.join("search_episodes.parquet")).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains("lighthouse"),
+        "the call written as text was not made"
+    );
+    let t4 = stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(&store)
+            .args(["table", "table4", "--experiment"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    assert!(t4.contains("/ 2.0"), "{t4}");
+}

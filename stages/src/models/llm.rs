@@ -354,12 +354,69 @@ impl MultiTurn for LlmAgent {
         let mut req = conversation_request(self.0.model.clone(), conv);
         req.sampling = self.0.sampling.clone();
         req.seed = Some(conv.seed);
-        self.0
+        let offered = (req.tool_choice != ToolChoice::None).then(|| req.tools.clone());
+        let mut turn = self
+            .0
             .chat_all(vec![req], &|| {})
             .pop()
             .map(turn_of)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        // When the call is the model's choice, a small model sometimes writes it as
+        // text instead of in the call format: it is the call it meant.
+        if let (true, Some(tools)) = (turn.calls.is_empty(), &offered) {
+            if let Some(calls) = turn
+                .content
+                .as_deref()
+                .and_then(|t| calls_in_text(t, tools))
+            {
+                turn.calls = calls;
+                turn.content = None;
+            }
+        }
+        turn
     }
+}
+
+/// The calls in a reply whose whole text is one or more calls of offered tools,
+/// written as JSON objects `{"name": ..., "arguments": {...}}` (optionally in one
+/// code fence) instead of in the call format; `None` for any other text (an answer).
+pub fn calls_in_text(text: &str, tools: &[ToolDef]) -> Option<Vec<CallRecord>> {
+    /// Most calls taken from one reply (as the embedded grammar allows).
+    const MAX_CALLS: usize = 4;
+    let mut body = text.trim();
+    if let Some(inner) = body.strip_prefix("```") {
+        let inner = inner.strip_prefix("json").unwrap_or(inner);
+        body = inner.strip_suffix("```")?.trim();
+    }
+    if !body.starts_with('{') {
+        return None;
+    }
+    let mut calls = Vec::new();
+    for value in serde_json::Deserializer::from_str(body).into_iter::<Value>() {
+        let Ok(Value::Object(obj)) = value else {
+            return None;
+        };
+        if obj.len() != 2 || calls.len() == MAX_CALLS {
+            return None;
+        }
+        let name = obj.get("name")?.as_str()?;
+        if !tools.iter().any(|t| t.name == name) {
+            return None;
+        }
+        let args = match obj.get("arguments")? {
+            Value::String(s) => serde_json::from_str::<Value>(s).ok()?,
+            v => v.clone(),
+        };
+        if !args.is_object() {
+            return None;
+        }
+        calls.push(CallRecord {
+            function: name.to_string(),
+            args,
+            raw: None,
+        });
+    }
+    (!calls.is_empty()).then_some(calls)
 }
 
 pub struct LlmEditor(LlmModel);
@@ -483,5 +540,42 @@ mod tests {
         let req = conversation_request("m".into(), &conv(false, true));
         assert_eq!(req.tool_choice, ToolChoice::None);
         assert!(req.tools.is_empty());
+    }
+
+    #[test]
+    fn a_call_written_as_text_is_that_call_and_nothing_else_is() {
+        let tools: Vec<ToolDef> = ["search_history", "search_people"]
+            .iter()
+            .map(|n| tool_def(&json!({ "name": n })))
+            .collect();
+        let one = |t: &str| calls_in_text(t, &tools);
+        // As the embedded model writes it when the choice is its own.
+        let c = one(r#"{"name":"search_history","arguments":{"query":"Congo capital"}}"#).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].function, "search_history");
+        assert_eq!(c[0].args, json!({"query": "Congo capital"}));
+        // In a fence, with arguments as a JSON string; two in a row.
+        let fenced = "```json\n{\"name\": \"search_people\", \"arguments\": \"{\\\"query\\\": \\\"Twain\\\"}\"}\n```";
+        assert_eq!(one(fenced).unwrap()[0].args, json!({"query": "Twain"}));
+        let two = "{\"name\": \"search_people\", \"arguments\": {}}\n{\"name\": \"search_history\", \"arguments\": {\"query\": \"x\"}}";
+        assert_eq!(one(two).unwrap().len(), 2);
+        // Answers stay answers: prose, a tool that is not offered, other keys,
+        // arguments that are not an object, trailing prose, broken JSON, a fence
+        // around prose, too many calls.
+        for answer in [
+            "Mark Twain",
+            r#"The answer is {"name": "search_people"}"#,
+            r#"{"name":"search_all","arguments":{}}"#,
+            r#"{"name":"search_people","arguments":{},"note":"x"}"#,
+            r#"{"name":"search_people","arguments":[1]}"#,
+            r#"{"name":"search_people","arguments":{}} so it is Twain"#,
+            r#"{"name":"search_people","arguments":{"query":"#,
+            r#"{"answer": "Twain", "confidence": 1}"#,
+            "```\nTwain\n```",
+        ] {
+            assert_eq!(one(answer), None, "{answer}");
+        }
+        let five = vec![r#"{"name":"search_people","arguments":{}}"#; 5].join("\n");
+        assert_eq!(one(&five), None);
     }
 }

@@ -44,6 +44,9 @@ pub const DOCS_STAGE: &str = "search-docs";
 pub const EXPLORE_STAGE: &str = "search-explore";
 pub const EVALUATE_STAGE: &str = "search-evaluate";
 pub const VERSION: u32 = 1;
+/// The episodes' stage: 2 since an agent reply that writes its tool call as text
+/// (`models::llm::calls_in_text`) is that call, not the final answer.
+pub const EXPLORE_VERSION: u32 = 2;
 
 /// The agent's system prompt (`prompts/search_agent_system.txt`).
 pub const AGENT_SYSTEM: &str = include_str!("../../../prompts/search_agent_system.txt");
@@ -970,7 +973,7 @@ impl OfflineEnv for Search<'_> {
         let e = cx.session.stage(
             &node,
             EXPLORE_STAGE,
-            VERSION,
+            EXPLORE_VERSION,
             key,
             &[("questions", Some(&self.questions)), ("docs", Some(docs))],
             |ctx| {
