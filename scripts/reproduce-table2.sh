@@ -56,7 +56,9 @@ settings=$(awk -F= '/^settings *=/ { gsub(/[][" ]/, "", $2); print $2; exit }' "
 if grep -qE '^methods *=.*"gold"' "$EXP"; then settings="gold${settings:+,$settings}"; fi
 "$OTB" run "$EXP" &
 run_pid=$!
-trap 'kill -INT $run_pid 2>/dev/null; wait $run_pid; exit 130' INT TERM
+# A background job of a script ignores SIGINT, so the run is stopped with TERM (the store is
+# crash-safe: what it finished is kept and the same command goes on).
+trap 'kill -TERM $run_pid 2>/dev/null; wait $run_pid || true; exit 130' INT TERM
 if [ -n "$settings" ] && [ "${STEPWISE:-1}" = 1 ]; then
   IFS=, read -ra all <<< "$settings"
   printed=" "
@@ -71,7 +73,7 @@ if [ -n "$settings" ] && [ "${STEPWISE:-1}" = 1 ]; then
         [ "$s" = gold ] && continue
         "$OTB" table table2 "${table_args[@]}" || true
         # How much of the whole grid is left, at the stage times measured so far.
-        grep -E '^(estimated time|  at the overlap|[0-9]+ stages shown)' <<< "$st" >&2 || true
+        grep -E '^(estimated time|  and up to|  at the overlap|[0-9]+ stages shown|not shown)' <<< "$st" >&2 || true
       fi
     done
   done

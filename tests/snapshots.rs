@@ -166,4 +166,14 @@ fn table2_marks_a_chain_that_is_part_done_as_in_progress() {
         .unwrap_or_else(|| panic!("{text}"));
     let cols: Vec<&str> = names.split('|').map(str::trim).collect();
     assert!(cols[6].ends_with("(in progress)"), "{names}");
+    // `otb status` counts the rounds it cannot list yet (round 2's agent turns and
+    // grading wait for its editor round, round 3 for round 2) into what is left.
+    let status = s.status();
+    assert!(
+        status.contains(
+            "not shown: up to 5 stages of later rounds (1 batch-reflect, 2 evaluate, 2 explore)"
+        ),
+        "{status}"
+    );
+    assert!(status.contains("  and up to "), "{status}");
 }

@@ -31,6 +31,9 @@ pub enum NodeState {
     WouldRun { reasons: Vec<String> },
     /// Status mode: cannot be keyed yet because an upstream node would run first.
     Blocked { on: String },
+    /// Status mode: a node of a later round that is not reached yet and runs only if
+    /// the loop has not stopped by then (`after` says what decides it).
+    Planned { after: String },
 }
 
 /// One line of the run/status report.
@@ -146,6 +149,27 @@ impl<'s> Session<'s> {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Status mode: list `node` (of `stage`) as [`NodeState::Planned`] unless it is
+    /// listed already, so that the estimate of what is left can count it; nothing in
+    /// run mode.
+    pub fn plan(&mut self, node: &str, stage: &str, after: &str) {
+        if self.mode != Mode::Status || self.reports.iter().any(|r| r.node == node) {
+            return;
+        }
+        self.reports.push(NodeReport {
+            node: node.to_string(),
+            stage: stage.to_string(),
+            key: None,
+            state: NodeState::Planned {
+                after: after.to_string(),
+            },
+            rows: 0,
+            wall_ms: 0,
+            finished_unix: 0,
+            usage: Usage::default(),
+        });
     }
 
     /// A session over the same store, mode and progress display, with no reports

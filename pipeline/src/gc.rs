@@ -45,7 +45,7 @@ impl KeepSet {
                     r.node,
                     reasons.join("; ")
                 )),
-                NodeState::Blocked { on } => self
+                NodeState::Blocked { on } | NodeState::Planned { after: on } => self
                     .incomplete
                     .push(format!("{label}: node `{}` is not reached ({on})", r.node)),
             }

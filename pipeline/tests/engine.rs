@@ -281,3 +281,27 @@ fn status_on_a_writable_store_does_not_quarantine() {
     }
     assert_eq!(before, snapshot(store.root()), "nothing moved or written");
 }
+
+#[test]
+fn planned_nodes_are_listed_once_and_only_by_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let mut run = Session::new(&store, Mode::Run, true);
+    run.plan("later[r2]", "later", "round 1");
+    assert!(run.reports().is_empty(), "a run plans nothing");
+    let mut status = Session::new(&store, Mode::Status, true);
+    status.plan("later[r2]", "later", "round 1");
+    status.plan("later[r2]", "later", "round 1");
+    assert_eq!(status.reports().len(), 1);
+    let r = &status.reports()[0];
+    assert_eq!(
+        (r.node.as_str(), r.stage.as_str(), r.key.as_ref()),
+        ("later[r2]", "later", None)
+    );
+    assert_eq!(
+        r.state,
+        NodeState::Planned {
+            after: "round 1".into()
+        }
+    );
+}

@@ -239,6 +239,10 @@ pub trait OnlineEnv {
         prev: Option<&Entry>,
     ) -> Result<Option<(Entry, Entry)>, DriveError>;
 
+    /// The stage kinds [`OnlineEnv::explore_eval`] runs, in order; their nodes are
+    /// named `<kind>[<tag>]` (`otb status` lists rounds not reached yet with them).
+    fn round_stages(&self) -> &'static [&'static str];
+
     /// Round 0 of a ToolObserver curve is the Base chain's result: let the
     /// environment register it (e.g. in `out.curve`, for its summary table).
     fn curve_start(&self, out: &mut RunOutput, tag: &str, label: &Label, scores: &Entry);
@@ -277,6 +281,11 @@ pub trait OfflineEnv {
 
     /// The trajectories as the editor reads them, in order (each bounded).
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError>;
+
+    /// The stage kind of [`OfflineEnv::explore`] and those of
+    /// [`OfflineEnv::evaluate`], in order; their nodes are named `<kind>[<tag>]`
+    /// (`otb status` lists rounds not reached yet with them).
+    fn round_stages(&self) -> (&'static str, Vec<&'static str>);
 
     /// What the editor must know to compare tools in this environment (e.g. for
     /// chess: which sign of the evaluation is good for whom). Goes into the prompts.

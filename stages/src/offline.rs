@@ -447,6 +447,7 @@ pub fn toolobserver(
         let tag = format!("{} {} train r{}{sfx}", c.setting, c.method, round - 1);
         let Some(traj) = env.explore(cx, chain, Split::Train, &tag, &label(round - 1), &docs)?
         else {
+            plan_curve(env, cx, chain, curve);
             return Ok(None);
         };
         let serialized = env.serialize(&traj)?;
@@ -477,6 +478,7 @@ pub fn toolobserver(
             },
         )?;
         let Some(analyses) = analyses else {
+            plan_curve(env, cx, chain, curve);
             return Ok(None);
         };
         cx.out.push(&node, REFLECT_STAGE, &label(round), &analyses);
@@ -504,6 +506,7 @@ pub fn toolobserver(
             },
         )?;
         let Some(merged) = merged else {
+            plan_curve(env, cx, chain, curve);
             return Ok(None);
         };
         cx.out.push(&node, MERGE_STAGE, &label(round), &merged);
@@ -518,6 +521,28 @@ pub fn toolobserver(
         return Ok(None);
     };
     Ok(Some((traj, scores)))
+}
+
+/// Status mode: list the nodes of the curve that are not listed yet (they wait for an
+/// earlier round) as planned: every round runs, so `otb status` can count them all.
+fn plan_curve(env: &dyn OfflineEnv, cx: &mut Cx<'_, '_>, chain: &Chain, c: &OfflineCurve<'_>) {
+    let sfx = format!("{}{}", chain.sfx, c.etag);
+    let (explore, evaluate) = env.round_stages();
+    for round in 1..=i64::from(c.rounds) {
+        let after = format!("round {}", round - 1);
+        let tag = format!("{} {} train r{}{sfx}", c.setting, c.method, round - 1);
+        cx.session
+            .plan(&format!("{explore}[{tag}]"), explore, &after);
+        let node = format!("batch-reflect[{} r{round}{sfx}]", c.setting);
+        cx.session.plan(&node, REFLECT_STAGE, &after);
+        let node = format!("consensus-merge[{} r{round}{sfx}]", c.setting);
+        cx.session.plan(&node, MERGE_STAGE, &after);
+    }
+    let after = format!("round {}", c.rounds);
+    let tag = format!("{} {} test{sfx}", c.setting, c.method);
+    for kind in std::iter::once(explore).chain(evaluate) {
+        cx.session.plan(&format!("{kind}[{tag}]"), kind, &after);
+    }
 }
 
 /// Stage `<stage>[<setting> <docs>]`: an offline environment's shared documentation

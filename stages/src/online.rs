@@ -98,7 +98,10 @@ pub fn toolobserver(
                 batch_reflect::run(ctx, ed.as_ref(), &params, &inputs)
             },
         )?;
-        let Some(reflect) = reflect else { break };
+        let Some(reflect) = reflect else {
+            plan_rounds(env, cx, chain, curve, round);
+            break;
+        };
         cx.out
             .push(&node, batch_reflect::STAGE, &label(round), &reflect);
         let new_docs: Vec<DocRow> = reflect.read()?;
@@ -109,6 +112,7 @@ pub fn toolobserver(
         let Some((t, sc)) =
             env.explore_eval(cx, chain, &tag, &label(round), &reflect, Some(&traj))?
         else {
+            plan_rounds(env, cx, chain, curve, round);
             break;
         };
         docs = reflect;
@@ -116,4 +120,32 @@ pub fn toolobserver(
         scores = sc;
     }
     Ok(())
+}
+
+/// Status mode: list the nodes of rounds `from..=K` of a curve that are not listed
+/// (they wait for an earlier round), as planned, so that `otb status` can say what
+/// the rest of the curve may take. The curve may end before K (every instance frozen).
+pub fn plan_rounds(
+    env: &dyn OnlineEnv,
+    cx: &mut Cx<'_, '_>,
+    chain: &Chain,
+    curve: &Curve<'_>,
+    from: i64,
+) {
+    let (setting, etag) = (curve.setting, curve.etag);
+    for round in from.max(1)..=i64::from(curve.rounds) {
+        let after = format!(
+            "round {} (the curve ends early if every instance is frozen)",
+            round - 1
+        );
+        let tag = format!("{setting} r{round}{}{etag}", chain.sfx);
+        cx.session.plan(
+            &format!("batch-reflect[{tag}]"),
+            batch_reflect::STAGE,
+            &after,
+        );
+        for kind in env.round_stages() {
+            cx.session.plan(&format!("{kind}[{tag}]"), kind, &after);
+        }
+    }
 }

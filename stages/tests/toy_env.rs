@@ -266,6 +266,10 @@ impl Toy {
 }
 
 impl OnlineEnv for Toy {
+    fn round_stages(&self) -> &'static [&'static str] {
+        &["toy-explore", "toy-evaluate"]
+    }
+
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
@@ -321,6 +325,10 @@ impl OnlineEnv for Toy {
 }
 
 impl OfflineEnv for Toy {
+    fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
+        ("toy-explore", vec!["toy-evaluate"])
+    }
+
     fn explore(
         &self,
         cx: &mut Cx<'_, '_>,
@@ -640,4 +648,64 @@ fn toy_environment_runs_the_offline_loop() {
     assert_eq!(ran, 0);
     assert_eq!(agent3.calls.load(Ordering::SeqCst), 0);
     assert!(editor3.prompts.lock().unwrap().is_empty());
+}
+
+/// `otb status` before an offline curve has started: its first agent turns would run,
+/// and every later node of its K rounds and of the test split is counted as planned
+/// (offline curves run all K rounds), each once.
+#[test]
+fn status_plans_every_later_node_of_an_offline_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+    let toy = Toy {
+        questions: (1..=6).map(|i| format!("q{i}")).collect(),
+    };
+    let (m, _, _) = models(dir.path(), &[], false);
+    let docs0 = seed_docs(&mut Session::new(&store, Mode::Run, true), &[], true);
+    let mut s = Session::new(&store, Mode::Status, true);
+    let mut out = RunOutput::default();
+    let chain = Chain {
+        seed: 0,
+        agent: spec("scripted:toy"),
+        sfx: String::new(),
+    };
+    let ed = spec("scripted:teacher");
+    let curve = OfflineCurve {
+        setting: "toy",
+        method: "toolobserver",
+        editor: &ed,
+        batch_template: "BATCH {{notes}}\n{{tools}}\n{{trajectories}}",
+        merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
+        rounds: 2,
+        batch_size: 2,
+        etag: "",
+    };
+    let mut cx = Cx {
+        session: &mut s,
+        models: &m,
+        out: &mut out,
+    };
+    assert!(offline::toolobserver(&toy, &mut cx, &chain, &curve, &docs0)
+        .unwrap()
+        .is_none());
+    let nodes = |planned: bool| -> Vec<String> {
+        s.reports()
+            .iter()
+            .filter(|r| matches!(r.state, pipeline::NodeState::Planned { .. }) == planned)
+            .map(|r| r.node.clone())
+            .collect()
+    };
+    assert_eq!(nodes(false), ["toy-explore[toy toolobserver train r0]"]);
+    assert_eq!(
+        nodes(true),
+        [
+            "batch-reflect[toy r1]",
+            "consensus-merge[toy r1]",
+            "toy-explore[toy toolobserver train r1]",
+            "batch-reflect[toy r2]",
+            "consensus-merge[toy r2]",
+            "toy-explore[toy toolobserver test]",
+            "toy-evaluate[toy toolobserver test]",
+        ]
+    );
 }

@@ -58,6 +58,29 @@ pub struct Bfcl<'a> {
 }
 
 impl Bfcl<'_> {
+    /// The ToolObserver curve of `setting` with `editor` (`guard`: the success guard).
+    fn curve<'c>(
+        &'c self,
+        setting: &'c str,
+        editor: &'c ModelSpec,
+        guard: bool,
+        etag: &'c str,
+    ) -> Curve<'c> {
+        Curve {
+            setting,
+            method: if guard {
+                "toolobserver-guard"
+            } else {
+                "toolobserver"
+            },
+            editor,
+            template: &self.exp.editor_prompt,
+            rounds: self.b.rounds,
+            guard,
+            etag,
+        }
+    }
+
     fn executor(&self) -> Result<&Executor, StageError> {
         if self.executor.get().is_none() {
             let b = self.b;
@@ -72,6 +95,10 @@ impl Bfcl<'_> {
 }
 
 impl OnlineEnv for Bfcl<'_> {
+    fn round_stages(&self) -> &'static [&'static str] {
+        &[explore::STAGE, evaluate::STAGE]
+    }
+
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
@@ -378,7 +405,7 @@ impl Bfcl<'_> {
         let mut jobs: Vec<Job<'_>> = Vec::new();
         if self.has("base") || self.has("toolobserver") {
             let r0 = self.explore_eval(cx, chain, &tag, &base_label("base"), docs0, None)?;
-            if let (true, Some(r0)) = (self.has("toolobserver"), r0) {
+            if self.has("toolobserver") {
                 // With the guard enabled both variants run (the paper's first).
                 let guards: &[bool] = if b.reflect_skip_success {
                     &[false, true]
@@ -389,21 +416,14 @@ impl Bfcl<'_> {
                     for &guard in guards {
                         let etag =
                             format!("{}{}", self.etag(ei), if guard { " guard" } else { "" });
-                        let r0 = r0.clone();
+                        let Some(r0) = r0.clone() else {
+                            // Status mode before round 0: every round is still ahead.
+                            let curve = self.curve(setting, editor, guard, &etag);
+                            online::plan_rounds(self, cx, chain, &curve, 1);
+                            continue;
+                        };
                         jobs.push(Box::new(move |cx| {
-                            let curve = Curve {
-                                setting,
-                                method: if guard {
-                                    "toolobserver-guard"
-                                } else {
-                                    "toolobserver"
-                                },
-                                editor,
-                                template: &exp.editor_prompt,
-                                rounds: b.rounds,
-                                guard,
-                                etag: &etag,
-                            };
+                            let curve = self.curve(setting, editor, guard, &etag);
                             online::toolobserver(self, cx, chain, &curve, docs0, r0)
                         }));
                     }

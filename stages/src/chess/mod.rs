@@ -693,6 +693,10 @@ impl ToolRunner for ChessRunner<'_, '_> {
 }
 
 impl OfflineEnv for Chess<'_> {
+    fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
+        (EXPLORE_STAGE, vec![EVALUATE_STAGE, ELO_STAGE])
+    }
+
     fn explore(
         &self,
         cx: &mut Cx<'_, '_>,

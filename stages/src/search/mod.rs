@@ -933,6 +933,14 @@ impl Search<'_> {
 }
 
 impl OfflineEnv for Search<'_> {
+    fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
+        let judge = self.s.judge.is_some().then_some(JUDGE_STAGE);
+        (
+            EXPLORE_STAGE,
+            judge.into_iter().chain([EVALUATE_STAGE]).collect(),
+        )
+    }
+
     fn explore(
         &self,
         cx: &mut Cx<'_, '_>,

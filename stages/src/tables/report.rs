@@ -6,6 +6,8 @@ use pipeline::{NodeReport, NodeState};
 pub fn status_text(reports: &[NodeReport]) -> String {
     let mut out = String::new();
     let (mut fresh, mut would, mut blocked) = (0, 0, 0);
+    // Stages of later rounds, by kind (not listed one by one).
+    let mut later: std::collections::BTreeMap<&str, usize> = Default::default();
     // Compute time of the fresh stages (as recorded when each was computed), per stage.
     let mut spent: std::collections::BTreeMap<&str, u64> = Default::default();
     for r in reports {
@@ -35,12 +37,21 @@ pub fn status_text(reports: &[NodeReport]) -> String {
                 blocked += 1;
                 out.push_str(&format!("missing    {key}  {} (waits: {on})\n", r.node));
             }
+            NodeState::Planned { .. } => *later.entry(r.stage.as_str()).or_default() += 1,
         }
     }
     out.push_str(&format!(
-        "{} stages shown: {fresh} fresh, {would} would run, {blocked} missing behind them (later rounds appear once earlier ones exist)\n",
-        reports.len()
+        "{} stages shown: {fresh} fresh, {would} would run, {blocked} missing behind them\n",
+        fresh + would + blocked
     ));
+    if !later.is_empty() {
+        let n: usize = later.values().sum();
+        let kinds: Vec<String> = later.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        out.push_str(&format!(
+            "not shown: up to {n} stages of later rounds ({}), listed once the round before them exists; online ToolObserver ends a curve early when every instance is frozen\n",
+            kinds.join(", ")
+        ));
+    }
     if let Some(eta) = estimate(reports) {
         out.push_str(&eta);
     }
@@ -60,8 +71,9 @@ pub fn status_text(reports: &[NodeReport]) -> String {
 }
 
 /// The time the stages still to run will take, from the mean time of each stage kind
-/// among the computed ones (a lower bound while later ToolObserver rounds are not
-/// listed yet); `None` when nothing is left.
+/// among the computed ones: the listed stages (a lower bound), then the stages of
+/// later rounds not listed yet ([`NodeState::Planned`]: an upper estimate, since an
+/// online ToolObserver curve may end early); `None` when nothing is left.
 fn estimate(reports: &[NodeReport]) -> Option<String> {
     let mut mean: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     for r in reports {
@@ -71,30 +83,34 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
             e.1 += 1;
         }
     }
-    let left: Vec<&NodeReport> = reports
-        .iter()
-        .filter(|r| !matches!(r.state, NodeState::Fresh | NodeState::Ran))
-        .collect();
-    if left.is_empty() {
-        return None;
-    }
-    let mut ms = 0u64;
-    let mut unknown: std::collections::BTreeSet<&str> = Default::default();
-    for r in &left {
-        match mean.get(r.stage.as_str()) {
-            Some((total, n)) => ms += total / n,
-            None => {
-                unknown.insert(r.stage.as_str());
+    // Summed mean times of `stages`, and the kinds with no time measured yet.
+    let sum = |stages: &[&NodeReport]| {
+        let mut ms = 0u64;
+        let mut unknown: std::collections::BTreeSet<&str> = Default::default();
+        for r in stages {
+            match mean.get(r.stage.as_str()) {
+                Some((total, n)) => ms += total / n,
+                None => {
+                    unknown.insert(r.stage.as_str());
+                }
             }
         }
+        (ms, unknown.into_iter().collect::<Vec<_>>().join(", "))
+    };
+    let (left, later): (Vec<&NodeReport>, Vec<&NodeReport>) = reports
+        .iter()
+        .filter(|r| !matches!(r.state, NodeState::Fresh | NodeState::Ran))
+        .partition(|r| !matches!(r.state, NodeState::Planned { .. }));
+    if left.is_empty() && later.is_empty() {
+        return None;
     }
+    let (ms, unknown) = sum(&left);
     // Nothing measured yet but stages that take no time (grading, a summary): saying
     // "at least 0 s" would mislead.
-    if unknown.len() == left.len() || (ms < 1000 && !unknown.is_empty()) {
+    if ms < 1000 && !unknown.is_empty() {
         return Some(format!(
-            "estimated time for the {} stages still to run: not known until a stage of each kind has run ({})\n",
+            "estimated time for the {} stages still to run: not known until a stage of each kind has run ({unknown})\n",
             left.len(),
-            unknown.into_iter().collect::<Vec<_>>().join(", ")
         ));
     }
     let mut line = format!(
@@ -103,16 +119,32 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
         duration(ms)
     );
     if !unknown.is_empty() {
-        line.push_str(&format!(
-            "; not yet measured: {}",
-            unknown.into_iter().collect::<Vec<_>>().join(", ")
-        ));
+        line.push_str(&format!("; not yet measured: {unknown}"));
     }
     line.push_str(")\n");
-    if let Some(factor) = overlap(reports) {
+    let (later_ms, later_unknown) = sum(&later);
+    if !later.is_empty() {
         line.push_str(&format!(
-            "  at the overlap measured so far ({factor:.1} stages computing at a time), about {} of wall time (longer if too few chains are left to keep the model busy)\n",
-            duration((ms as f64 / factor) as u64)
+            "  and up to {} more for the {} stages of later rounds not shown (less if curves end early{})\n",
+            duration(later_ms),
+            later.len(),
+            if later_unknown.is_empty() {
+                String::new()
+            } else {
+                format!("; not yet measured: {later_unknown}")
+            }
+        ));
+    }
+    if let Some(factor) = overlap(reports) {
+        let wall = |ms: u64| duration((ms as f64 / factor) as u64);
+        line.push_str(&format!(
+            "  at the overlap measured so far ({factor:.1} stages computing at a time), about {} of wall time{} (longer if too few chains are left to keep the model busy)\n",
+            wall(ms),
+            if later.is_empty() {
+                String::new()
+            } else {
+                format!(", up to {} with the later rounds", wall(ms + later_ms))
+            }
         ));
     }
     Some(line)
@@ -228,6 +260,54 @@ mod tests {
         let nested = vec![at("a", 100, 1_100), at("b", 50, 1_080), at("c", 100, 1_150)];
         let f = overlap(&nested).unwrap();
         assert!((f - 250.0 / 150.0).abs() < 1e-9, "{f}");
+    }
+
+    #[test]
+    fn later_rounds_are_counted_apart_as_an_upper_estimate() {
+        let planned = || NodeState::Planned {
+            after: "round 1".into(),
+        };
+        let at = |stage: &str, wall_s: u64, end: u64| NodeReport {
+            finished_unix: end,
+            ..report(stage, NodeState::Fresh, wall_s * 1000)
+        };
+        let reports = vec![
+            at("explore", 100, 1_100),
+            at("batch-reflect", 200, 1_200),
+            at("explore", 100, 1_100),
+            report(
+                "batch-reflect",
+                NodeState::WouldRun {
+                    reasons: vec!["never run".into()],
+                },
+                0,
+            ),
+            report("explore", planned(), 0),
+            report("explore", planned(), 0),
+            report("batch-reflect", planned(), 0),
+        ];
+        let text = status_text(&reports);
+        assert!(
+            text.contains("4 stages shown: 3 fresh, 1 would run, 0 missing behind them\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("not shown: up to 3 stages of later rounds (1 batch-reflect, 2 explore)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("for the 1 stages still to run: at least 3 min 20 s of stage time"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  and up to 6 min 40 s more for the 3 stages of later rounds not shown"),
+            "{text}"
+        );
+        // 400 s of stage time over 200 s: two at a time.
+        assert!(
+            text.contains("(2.0 stages computing at a time), about 1 min 40 s of wall time, up to 5 min 00 s with the later rounds"),
+            "{text}"
+        );
     }
 
     #[test]
