@@ -287,3 +287,38 @@ fn learned_docs_change_the_tools_the_agent_picks() {
         .to_string()
         .contains("Finds documents such as"));
 }
+
+/// Two tool sets run as concurrent jobs; when the questions are already stored, each
+/// job is the first to need the BM25 index: it is built once, whole.
+#[test]
+fn concurrent_tool_sets_build_the_index_once() {
+    let Some((dir, store)) = scratch() else {
+        return;
+    };
+    let body = |sets: &str, turns: u32| {
+        format!("name = \"sets\"\n[search]\ntool_sets = [{sets}]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 2\nmax_turns = {turns}\n[models]\nagent = \"scripted:random\"\n")
+    };
+    run(&dir, &store, "one", &body("\"domains\"", 1));
+    let cache = store.root().join("cache").join("search");
+    let indexes = || -> Vec<String> {
+        std::fs::read_dir(&cache)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("bm25"))
+            .collect()
+    };
+    for n in indexes() {
+        std::fs::remove_dir_all(cache.join(n)).unwrap();
+    }
+    // Another turn budget: both tool sets' episodes run, the questions are reused.
+    let (_, out, _) = run(
+        &dir,
+        &store,
+        "two",
+        &body("\"domains\", \"domains+all\"", 2),
+    );
+    assert_eq!(out.by_stage(stages::search::EVALUATE_STAGE).count(), 2);
+    let left = indexes();
+    assert!(left.len() == 1 && !left[0].contains("building"), "{left:?}");
+}

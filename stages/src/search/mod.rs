@@ -420,6 +420,10 @@ pub struct Corpus {
     embed_cache: PathBuf,
     data: OnceLock<(SubstituteCorpus, Bm25Index)>,
     dense: OnceLock<(String, DenseSearcher<Encoder>)>,
+    /// Held while `data` / `dense` is built: concurrent tool-set jobs build each once
+    /// (two BM25 builds in one process would share a staging directory).
+    building_data: Mutex<()>,
+    building_dense: Mutex<()>,
 }
 
 /// A sentence embedder as the dense retriever's encoder.
@@ -443,6 +447,8 @@ impl Corpus {
             embed_cache: embed_cache.to_path_buf(),
             data: OnceLock::new(),
             dense: OnceLock::new(),
+            building_data: Mutex::new(()),
+            building_dense: Mutex::new(()),
         }
     }
 
@@ -460,6 +466,11 @@ impl Corpus {
         if retriever != "dense" {
             return Ok((sub, bm25));
         }
+        let _building = self.dense.get().is_none().then(|| {
+            self.building_dense
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
         if self.dense.get().is_none() {
             let enc = crate::models::embed::make_embedder(embedder, &self.embed_cache)
                 .map_err(|e| StageError::failed(stage, e.0))?;
@@ -481,6 +492,13 @@ impl Corpus {
     }
 
     fn get(&self, stage: &str) -> Result<&(SubstituteCorpus, Bm25Index), StageError> {
+        if let Some(data) = self.data.get() {
+            return Ok(data);
+        }
+        let _building = self
+            .building_data
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.data.get().is_none() {
             let sub = match &self.source {
                 DataSource::Substitute => substitute::load(&self.cache)
