@@ -575,7 +575,7 @@ mod tests {
         ] {
             assert_eq!(one(answer), None, "{answer}");
         }
-        let five = vec![r#"{"name":"search_people","arguments":{}}"#; 5].join("\n");
+        let five = [r#"{"name":"search_people","arguments":{}}"#; 5].join("\n");
         assert_eq!(one(&five), None);
     }
 }
