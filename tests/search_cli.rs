@@ -88,16 +88,59 @@ fn write_fixture(dir: &Path) {
     std::fs::write(dir.join("queries.jsonl"), rows.join("\n") + "\n").unwrap();
 }
 
-fn experiment(dir: &Path, canary: &str, corpus: &str) -> std::path::PathBuf {
-    let exp = dir.join("exp.toml");
+/// Write `<name>.toml`: the fixture's files with `canary` and `corpus`, then `rest`
+/// (tool sets, methods, budgets, models).
+fn fixture_experiment(
+    dir: &Path,
+    name: &str,
+    (canary, corpus): (&str, &str),
+    rest: &str,
+) -> std::path::PathBuf {
+    let exp = dir.join(format!("{name}.toml"));
     std::fs::write(
         &exp,
         format!(
-            "name = \"bcp\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"{corpus}\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{canary}\"\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 1\n[models]\nagent = \"scripted:random\"\n"
+            "name = \"{name}\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"{corpus}\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{canary}\"\n{rest}"
         ),
     )
     .unwrap();
     exp
+}
+
+fn experiment(dir: &Path, canary: &str, corpus: &str) -> std::path::PathBuf {
+    fixture_experiment(
+        dir,
+        "bcp",
+        (canary, corpus),
+        "tool_sets = [\"domains\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 1\n[models]\nagent = \"scripted:random\"\n",
+    )
+}
+
+/// `otb export` of `exp` over `store` into `out`.
+fn export(store: &Path, exp: &Path, out: &Path) {
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .args(["export", "--to"])
+            .arg(out)
+            .arg(exp)
+            .output()
+            .unwrap(),
+    );
+}
+
+/// `otb table table4` of `exp` over `store`.
+fn table4(store: &Path, exp: &Path) -> String {
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .args(["table", "table4", "--experiment"])
+            .arg(exp)
+            .output()
+            .unwrap(),
+    )
 }
 
 fn run(dir: &Path, exp: &Path) -> std::process::Output {
@@ -119,16 +162,7 @@ fn an_encrypted_browsecomp_plus_fixture_runs_through_the_stages() {
     stdout_ok(&run(d.path(), &exp));
     // The questions are stored decrypted, with the evidence's domain.
     let out = d.path().join("export");
-    stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(d.path().join("store"))
-            .args(["export", "--to"])
-            .arg(&out)
-            .arg(&exp)
-            .output()
-            .unwrap(),
-    );
+    export(&d.path().join("store"), &exp, &out);
     let table = out.join("search_questions.parquet");
     let bytes = std::fs::read(&table).unwrap();
     let text = String::from_utf8_lossy(&bytes);
@@ -137,15 +171,7 @@ fn an_encrypted_browsecomp_plus_fixture_runs_through_the_stages() {
         "questions not decrypted"
     );
     assert!(!text.contains(CANARY));
-    let t4 = stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(d.path().join("store"))
-            .args(["table", "table4", "--experiment"])
-            .arg(&exp)
-            .output()
-            .unwrap(),
-    );
+    let t4 = table4(&d.path().join("store"), &exp);
     assert!(t4.contains("run: browsecomp-plus"), "{t4}");
     assert!(!t4.contains("not BrowseComp-Plus numbers"), "{t4}");
 }
@@ -221,14 +247,12 @@ fn published(store: &Path) -> Vec<String> {
 fn concurrent_tool_sets_and_methods_publish_what_a_sequential_run_does() {
     let d = tempfile::tempdir().unwrap();
     write_fixture(d.path());
-    let exp = d.path().join("grid.toml");
-    std::fs::write(
-        &exp,
-        format!(
-            "name = \"grid\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"corpus.jsonl\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{CANARY}\"\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 1\nrounds = 2\nbatch_size = 1\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n"
-        ),
-    )
-    .unwrap();
+    let exp = fixture_experiment(
+        d.path(),
+        "grid",
+        (CANARY, "corpus.jsonl"),
+        "tool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 1\nrounds = 2\nbatch_size = 1\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
+    );
     let mut tables = Vec::new();
     let mut listings = Vec::new();
     for (store, chains) in [("sequential", "0"), ("concurrent", "1")] {
@@ -245,15 +269,7 @@ fn concurrent_tool_sets_and_methods_publish_what_a_sequential_run_does() {
                 .unwrap(),
         );
         listings.push(published(&store));
-        tables.push(stdout_ok(
-            &otb()
-                .arg("--store")
-                .arg(&store)
-                .args(["table", "table4", "--experiment"])
-                .arg(&exp)
-                .output()
-                .unwrap(),
-        ));
+        tables.push(table4(&store, &exp));
     }
     // Two tool sets x (gold, base, 2 ToolObserver rounds, two baselines): many stages.
     assert!(listings[0].len() > 20, "{:#?}", listings[0]);
@@ -293,14 +309,12 @@ fn a_tool_call_the_agent_writes_as_text_is_made() {
     let d = tempfile::tempdir().unwrap();
     write_fixture(d.path());
     let url = common::spawn_server(std::sync::Arc::new(()), text_caller);
-    let exp = d.path().join("text.toml");
-    std::fs::write(
-        &exp,
-        format!(
-            "name = \"text\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"corpus.jsonl\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{CANARY}\"\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 2\nfirst_call = \"required\"\n[models]\nagent = \"openai:fake\"\n"
-        ),
-    )
-    .unwrap();
+    let exp = fixture_experiment(
+        d.path(),
+        "text",
+        (CANARY, "corpus.jsonl"),
+        "tool_sets = [\"domains\"]\nmethods = [\"base\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 2\nfirst_call = \"required\"\n[models]\nagent = \"openai:fake\"\n",
+    );
     let store = d.path().join("store");
     stdout_ok(
         &otb()
@@ -315,16 +329,7 @@ fn a_tool_call_the_agent_writes_as_text_is_made() {
             .unwrap(),
     );
     let out = d.path().join("export");
-    stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(&store)
-            .args(["export", "--to"])
-            .arg(&out)
-            .arg(&exp)
-            .output()
-            .unwrap(),
-    );
+    export(&store, &exp, &out);
     // Both tool turns searched (the second one's call was written as text), and
     // the forced final turn gave the answer.
     let bytes = std::fs::read(out.join("search_episodes.parquet")).unwrap();
@@ -333,14 +338,6 @@ fn a_tool_call_the_agent_writes_as_text_is_made() {
         text.contains("lighthouse"),
         "the call written as text was not made"
     );
-    let t4 = stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(&store)
-            .args(["table", "table4", "--experiment"])
-            .arg(&exp)
-            .output()
-            .unwrap(),
-    );
+    let t4 = table4(&store, &exp);
     assert!(t4.contains("/ 2.0"), "{t4}");
 }

@@ -600,6 +600,41 @@ pub struct Grid<'a> {
     pub baselines: &'a Baselines,
 }
 
+/// What every tool set of an offline experiment shares (its [`Grid`] without the
+/// tool set and its docs).
+pub struct GridSpec<'a> {
+    pub methods: &'a [crate::env::Method],
+    pub seed: u64,
+    pub rounds: u32,
+    pub batch_size: usize,
+    pub baselines: &'a Baselines,
+}
+
+/// One tool set of an offline experiment: its gold and opaque docs stages
+/// (`<stage>[<setting> gold|opaque]`), then [`drive_grid`] over them.
+pub fn drive_tool_set(
+    env: &(dyn OfflineEnv + Sync),
+    cx: &mut Cx<'_, '_>,
+    (agents, editors): (&[ModelSpec], &[ModelSpec]),
+    (stage, setting): (&'static str, &str),
+    (gold, opaque): (Vec<Value>, Vec<Value>),
+    spec: &GridSpec<'_>,
+) -> Result<(), DriveError> {
+    let gold = docs_stage(cx, stage, setting, "gold", gold)?;
+    let opaque = docs_stage(cx, stage, setting, "opaque", opaque)?;
+    let grid = Grid {
+        setting,
+        methods: spec.methods,
+        seed: spec.seed,
+        gold,
+        opaque,
+        rounds: spec.rounds,
+        batch_size: spec.batch_size,
+        baselines: spec.baselines,
+    };
+    drive_grid(env, cx, agents, editors, &grid)
+}
+
 /// Gold and Base (the test split with the gold / opaque docs), +TO (offline
 /// ToolObserver from the opaque docs) and the baselines (docs from the opaque docs
 /// through the baseline stages) of one tool set, for every agent and editor.

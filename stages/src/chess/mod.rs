@@ -1244,6 +1244,13 @@ pub fn drive(
         calibration = Some(cal);
     }
     // The tool sets are independent chains: they run concurrently.
+    let spec = &offline::GridSpec {
+        methods: &c.methods,
+        seed: c.seed,
+        rounds: c.rounds,
+        batch_size: c.batch_size,
+        baselines,
+    };
     let (pos, train, test, engines) = (&pos, &train, &test, &engines);
     let (ratings, calibration) = (&ratings, &calibration);
     let jobs: Vec<crate::env::Job<'_>> = c
@@ -1262,32 +1269,17 @@ pub fn drive(
                     ratings: ratings.clone(),
                     calibration: calibration.clone(),
                 };
-                let set = family.as_str();
-                let gold = offline::docs_stage(
+                offline::drive_tool_set(
+                    &env,
                     cx,
-                    DOCS_STAGE,
-                    set,
-                    "gold",
-                    tools.function_defs(Docs::Gold),
-                )?;
-                let opaque = offline::docs_stage(
-                    cx,
-                    DOCS_STAGE,
-                    set,
-                    "opaque",
-                    tools.function_defs(Docs::Opaque),
-                )?;
-                let grid = offline::Grid {
-                    setting: set,
-                    methods: &c.methods,
-                    seed: c.seed,
-                    gold,
-                    opaque,
-                    rounds: c.rounds,
-                    batch_size: c.batch_size,
-                    baselines,
-                };
-                offline::drive_grid(&env, cx, agents, editors, &grid)
+                    (agents, editors),
+                    (DOCS_STAGE, family.as_str()),
+                    (
+                        tools.function_defs(Docs::Gold),
+                        tools.function_defs(Docs::Opaque),
+                    ),
+                    spec,
+                )
             })
         })
         .collect();

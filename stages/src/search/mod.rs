@@ -1391,6 +1391,13 @@ pub fn drive(
     }
     let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
     // The tool sets are independent chains: they run concurrently.
+    let spec = &offline::GridSpec {
+        methods: &s.methods,
+        seed: s.seed,
+        rounds: s.rounds,
+        batch_size: s.batch_size,
+        baselines,
+    };
     let (qs, train, test, corpus, corpus_id) = (&qs, &train, &test, &corpus, &corpus_id);
     let jobs: Vec<crate::env::Job<'_>> = s
         .tool_sets
@@ -1406,36 +1413,16 @@ pub fn drive(
                     corpus,
                     corpus_id,
                 };
-                let gold = offline::docs_stage(
+                let tools =
+                    |opacity| doc_tools(&tool_set(&domains(&s.source), set, opacity, s.shape));
+                offline::drive_tool_set(
+                    &env,
                     cx,
-                    DOCS_STAGE,
-                    set,
-                    "gold",
-                    doc_tools(&tool_set(&domains(&s.source), set, Opacity::Gold, s.shape)),
-                )?;
-                let opaque = offline::docs_stage(
-                    cx,
-                    DOCS_STAGE,
-                    set,
-                    "opaque",
-                    doc_tools(&tool_set(
-                        &domains(&s.source),
-                        set,
-                        Opacity::Opaque,
-                        s.shape,
-                    )),
-                )?;
-                let grid = offline::Grid {
-                    setting: set,
-                    methods: &s.methods,
-                    seed: s.seed,
-                    gold,
-                    opaque,
-                    rounds: s.rounds,
-                    batch_size: s.batch_size,
-                    baselines,
-                };
-                offline::drive_grid(&env, cx, agents, editors, &grid)
+                    (agents, editors),
+                    (DOCS_STAGE, set),
+                    (tools(Opacity::Gold), tools(Opacity::Opaque)),
+                    spec,
+                )
             })
         })
         .collect();
