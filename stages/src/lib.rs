@@ -22,6 +22,7 @@ pub mod experiment;
 pub mod gc;
 pub mod models;
 pub mod offline;
+pub mod once;
 pub mod online;
 pub mod rows;
 pub mod search;

@@ -9,6 +9,7 @@ use crate::bfcl::summarize::{self, SummaryInput};
 use crate::env::{Chain, Cx, DriveError, Example, Job, Label, Method, OnlineEnv, RunOutput};
 use crate::experiment::{BfclExperiment, Experiment, Outcome, BASELINES};
 use crate::models::ModelSpec;
+use crate::once::BuildOnce;
 use crate::online::{self, Curve};
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use crate::{bfcl, bfcl::data as bfcl_data, bfcl::evaluate, bfcl::explore, bfcl::opacify};
@@ -16,7 +17,6 @@ use datasets::bfcl::executor::Executor;
 use pipeline::{Entry, StageError};
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 /// The observed example: question, calls, outcome (never the ground truth).
 /// With [`Outcome::Execution`] the grader's verdict is not shown: a call judged
@@ -50,7 +50,7 @@ pub fn render_example(
 pub struct Bfcl<'a> {
     exp: &'a Experiment,
     b: &'a BfclExperiment,
-    executor: OnceLock<Executor>,
+    executor: BuildOnce<Executor>,
     data: Entry,
     instances: Vec<InstanceRow>,
     questions: HashMap<String, String>,
@@ -82,15 +82,11 @@ impl Bfcl<'_> {
     }
 
     fn executor(&self) -> Result<&Executor, StageError> {
-        if self.executor.get().is_none() {
-            let b = self.b;
-            let e = bfcl::make_executor(b.recorded.as_deref().filter(|_| b.backend == "recorded"))
-                .map_err(|e| StageError::failed(evaluate::STAGE, e.to_string()))?;
-            let _ = self.executor.set(e);
-        }
-        self.executor
-            .get()
-            .ok_or_else(|| StageError::failed(evaluate::STAGE, "executor unavailable"))
+        let b = self.b;
+        self.executor.get_or_try_build(|| {
+            bfcl::make_executor(b.recorded.as_deref().filter(|_| b.backend == "recorded"))
+                .map_err(|e| StageError::failed(evaluate::STAGE, e.to_string()))
+        })
     }
 }
 
@@ -504,7 +500,7 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
     let env = Bfcl {
         exp,
         b,
-        executor: OnceLock::new(),
+        executor: BuildOnce::default(),
         data,
         instances,
         questions,

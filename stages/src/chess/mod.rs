@@ -24,6 +24,7 @@ use crate::env::{Chain, Cx, DriveError, Label, OfflineEnv, Split, ToolOutput, To
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, MultiTurn};
 use crate::offline;
+use crate::once::BuildOnce;
 use crate::rows::DocRow;
 use crate::InputError;
 use datasets::chess::engine::{BlockingPool, EngineConfig};
@@ -43,7 +44,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::sync::OnceLock;
 
 pub const POSITIONS_STAGE: &str = "chess-positions";
 pub const DOCS_STAGE: &str = "chess-docs";
@@ -242,7 +242,7 @@ fn fail(stage: &str, e: impl std::fmt::Display) -> StageError {
 /// The engine pool of a drive, started on first use (never by `otb status`).
 pub struct Engines {
     cfg: EngineConfig,
-    pool: OnceLock<BlockingPool>,
+    pool: BuildOnce<BlockingPool>,
 }
 
 impl Engines {
@@ -252,19 +252,15 @@ impl Engines {
                 binary,
                 ..EngineConfig::default()
             },
-            pool: OnceLock::new(),
+            pool: BuildOnce::default(),
         }
     }
 
     pub fn get(&self, stage: &str) -> Result<&BlockingPool, StageError> {
-        if self.pool.get().is_none() {
-            let p = BlockingPool::new(self.cfg.clone())
-                .map_err(|e| StageError::user(stage, format!("chess engine: {e}")))?;
-            let _ = self.pool.set(p);
-        }
-        self.pool
-            .get()
-            .ok_or_else(|| StageError::failed(stage, "engine pool unavailable"))
+        self.pool.get_or_try_build(|| {
+            BlockingPool::new(self.cfg.clone())
+                .map_err(|e| StageError::user(stage, format!("chess engine: {e}")))
+        })
     }
 }
 

@@ -20,6 +20,7 @@ use crate::models::embed::Embed;
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::offline;
+use crate::once::BuildOnce;
 use crate::rows::{CallRecord, DocRow};
 use crate::InputError;
 use datasets::search::dense::{DenseEncoder, DenseIndex, DenseSearcher};
@@ -37,7 +38,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::OnceLock;
 
 pub const QUESTIONS_STAGE: &str = "search-questions";
 pub const DOCS_STAGE: &str = "search-docs";
@@ -418,12 +418,10 @@ pub struct Corpus {
     cache: PathBuf,
     /// Where sentence embeddings are cached (`<store>/cache/embed`).
     embed_cache: PathBuf,
-    data: OnceLock<(SubstituteCorpus, Bm25Index)>,
-    dense: OnceLock<(String, DenseSearcher<Encoder>)>,
-    /// Held while `data` / `dense` is built: concurrent tool-set jobs build each once
-    /// (two BM25 builds in one process would share a staging directory).
-    building_data: Mutex<()>,
-    building_dense: Mutex<()>,
+    /// Built once even when tool-set jobs ask together (two BM25 builds in one
+    /// process would share a staging directory).
+    data: BuildOnce<(SubstituteCorpus, Bm25Index)>,
+    dense: BuildOnce<(String, DenseSearcher<Encoder>)>,
 }
 
 /// A sentence embedder as the dense retriever's encoder.
@@ -445,10 +443,8 @@ impl Corpus {
             source: source.clone(),
             cache: cache.to_path_buf(),
             embed_cache: embed_cache.to_path_buf(),
-            data: OnceLock::new(),
-            dense: OnceLock::new(),
-            building_data: Mutex::new(()),
-            building_dense: Mutex::new(()),
+            data: BuildOnce::default(),
+            dense: BuildOnce::default(),
         }
     }
 
@@ -466,12 +462,7 @@ impl Corpus {
         if retriever != "dense" {
             return Ok((sub, bm25));
         }
-        let _building = self.dense.get().is_none().then(|| {
-            self.building_dense
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        });
-        if self.dense.get().is_none() {
+        let (name, d) = self.dense.get_or_try_build(|| -> Result<_, StageError> {
             let enc = crate::models::embed::make_embedder(embedder, &self.embed_cache)
                 .map_err(|e| StageError::failed(stage, e.0))?;
             let enc = Encoder(enc);
@@ -479,27 +470,19 @@ impl Corpus {
                 progress(done as u64, total as u64)
             })
             .map_err(|e| StageError::failed(stage, format!("dense index: {e}")))?;
-            let searcher = DenseSearcher::new(enc, index);
-            let _ = self.dense.set((embedder.to_string(), searcher));
-        }
-        match self.dense.get() {
-            Some((name, d)) if name == embedder => Ok((sub, d)),
-            _ => Err(StageError::failed(
+            Ok((embedder.to_string(), DenseSearcher::new(enc, index)))
+        })?;
+        if name != embedder {
+            return Err(StageError::failed(
                 stage,
                 "one dense index per drive: its embedder differs",
-            )),
+            ));
         }
+        Ok((sub, d))
     }
 
     fn get(&self, stage: &str) -> Result<&(SubstituteCorpus, Bm25Index), StageError> {
-        if let Some(data) = self.data.get() {
-            return Ok(data);
-        }
-        let _building = self
-            .building_data
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.data.get().is_none() {
+        self.data.get_or_try_build(|| {
             let sub = match &self.source {
                 DataSource::Substitute => substitute::load(&self.cache)
                     .map_err(|e| StageError::failed(stage, format!("substitute corpus: {e}")))?,
@@ -533,11 +516,8 @@ impl Corpus {
                     .and_then(|_| Bm25Index::open(&dir, &sub.corpus))
             }
             .map_err(|e| StageError::failed(stage, format!("BM25 index: {e}")))?;
-            let _ = self.data.set((sub, index));
-        }
-        self.data
-            .get()
-            .ok_or_else(|| StageError::failed(stage, "corpus unavailable"))
+            Ok((sub, index))
+        })
     }
 }
 
