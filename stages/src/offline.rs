@@ -587,27 +587,24 @@ pub fn docs_stage(
     Ok(e)
 }
 
-/// What an offline grid runs for one tool set.
-pub struct Grid<'a> {
-    pub setting: &'a str,
+/// What every tool set of an offline experiment shares.
+pub struct GridSpec<'a> {
+    pub agents: &'a [ModelSpec],
+    pub editors: &'a [ModelSpec],
     pub methods: &'a [crate::env::Method],
     pub seed: u64,
-    pub gold: Option<Entry>,
-    pub opaque: Option<Entry>,
     pub rounds: u32,
     pub batch_size: usize,
     /// The baselines' budgets (EasyTool, Play2Prompt, DRAFT).
     pub baselines: &'a Baselines,
 }
 
-/// What every tool set of an offline experiment shares (its [`Grid`] without the
-/// tool set and its docs).
-pub struct GridSpec<'a> {
-    pub methods: &'a [crate::env::Method],
-    pub seed: u64,
-    pub rounds: u32,
-    pub batch_size: usize,
-    pub baselines: &'a Baselines,
+/// What an offline grid runs for one tool set: the shared spec and this set's docs.
+struct Grid<'a> {
+    setting: &'a str,
+    gold: Option<Entry>,
+    opaque: Option<Entry>,
+    spec: &'a GridSpec<'a>,
 }
 
 /// One tool set of an offline experiment: its gold and opaque docs stages
@@ -615,24 +612,19 @@ pub struct GridSpec<'a> {
 pub fn drive_tool_set(
     env: &(dyn OfflineEnv + Sync),
     cx: &mut Cx<'_, '_>,
-    (agents, editors): (&[ModelSpec], &[ModelSpec]),
-    (stage, setting): (&'static str, &str),
-    (gold, opaque): (Vec<Value>, Vec<Value>),
     spec: &GridSpec<'_>,
+    stage: &'static str,
+    setting: &str,
+    gold: Vec<Value>,
+    opaque: Vec<Value>,
 ) -> Result<(), DriveError> {
-    let gold = docs_stage(cx, stage, setting, "gold", gold)?;
-    let opaque = docs_stage(cx, stage, setting, "opaque", opaque)?;
     let grid = Grid {
         setting,
-        methods: spec.methods,
-        seed: spec.seed,
-        gold,
-        opaque,
-        rounds: spec.rounds,
-        batch_size: spec.batch_size,
-        baselines: spec.baselines,
+        gold: docs_stage(cx, stage, setting, "gold", gold)?,
+        opaque: docs_stage(cx, stage, setting, "opaque", opaque)?,
+        spec,
     };
-    drive_grid(env, cx, agents, editors, &grid)
+    drive_grid(env, cx, &grid)
 }
 
 /// Gold and Base (the test split with the gold / opaque docs), +TO (offline
@@ -641,14 +633,15 @@ pub fn drive_tool_set(
 /// For one agent these chains are independent: they run as concurrent jobs
 /// ([`run_jobs`]), so the model's batch stays full; agents follow one another
 /// (EasyTool and DRAFT docs, shared by the agents, are then computed once).
-pub fn drive_grid(
+fn drive_grid(
     env: &(dyn OfflineEnv + Sync),
     cx: &mut Cx<'_, '_>,
-    agents: &[ModelSpec],
-    editors: &[ModelSpec],
     g: &Grid<'_>,
 ) -> Result<(), DriveError> {
-    let has = |m: &str| g.methods.iter().any(|x| x.as_str() == m);
+    let GridSpec {
+        agents, editors, ..
+    } = *g.spec;
+    let has = |m: &str| g.spec.methods.iter().any(|x| x.as_str() == m);
     let etag = |editor: &ModelSpec| {
         if editors.len() > 1 {
             format!(" e={}", editor.tag())
@@ -663,7 +656,7 @@ pub fn drive_grid(
             String::new()
         };
         let chain = &Chain {
-            seed: g.seed,
+            seed: g.spec.seed,
             agent: agent.clone(),
             sfx: sfx.clone(),
         };
@@ -697,8 +690,8 @@ pub fn drive_grid(
                         editor,
                         batch_template: DEFAULT_BATCH,
                         merge_template: DEFAULT_MERGE,
-                        rounds: g.rounds,
-                        batch_size: g.batch_size,
+                        rounds: g.spec.rounds,
+                        batch_size: g.spec.batch_size,
                         etag: &etag,
                     };
                     toolobserver(env, cx, chain, &curve, docs0).map(|_| ())
@@ -706,7 +699,7 @@ pub fn drive_grid(
             }
         }
         if let Some(docs0) = &g.opaque {
-            for &method in g.methods.iter().filter(|m| m.is_baseline()) {
+            for &method in g.spec.methods.iter().filter(|m| m.is_baseline()) {
                 for editor in editors {
                     let etag = etag(editor);
                     jobs.push(Box::new(move |cx| {
@@ -758,14 +751,14 @@ fn baseline(
         node: &node,
         params: baselines::BaselineParams::new(
             method,
-            g.baselines,
+            g.spec.baselines,
             editor,
             &chain.agent,
             env.agent_system(),
             chain.seed,
             &runner_params,
         ),
-        budgets: g.baselines,
+        budgets: g.spec.baselines,
         inputs: &inputs,
         instances: std::slice::from_ref(&shared),
         docs: &docs_rows,

@@ -1241,6 +1241,8 @@ pub fn drive(
     }
     // The tool sets are independent chains: they run concurrently.
     let spec = &offline::GridSpec {
+        agents,
+        editors,
         methods: &c.methods,
         seed: c.seed,
         rounds: c.rounds,
@@ -1268,13 +1270,11 @@ pub fn drive(
                 offline::drive_tool_set(
                     &env,
                     cx,
-                    (agents, editors),
-                    (DOCS_STAGE, family.as_str()),
-                    (
-                        tools.function_defs(Docs::Gold),
-                        tools.function_defs(Docs::Opaque),
-                    ),
                     spec,
+                    DOCS_STAGE,
+                    family.as_str(),
+                    tools.function_defs(Docs::Gold),
+                    tools.function_defs(Docs::Opaque),
                 )
             })
         })

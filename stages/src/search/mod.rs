@@ -1372,6 +1372,8 @@ pub fn drive(
     let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
     // The tool sets are independent chains: they run concurrently.
     let spec = &offline::GridSpec {
+        agents,
+        editors,
         methods: &s.methods,
         seed: s.seed,
         rounds: s.rounds,
@@ -1398,10 +1400,11 @@ pub fn drive(
                 offline::drive_tool_set(
                     &env,
                     cx,
-                    (agents, editors),
-                    (DOCS_STAGE, set),
-                    (tools(Opacity::Gold), tools(Opacity::Opaque)),
                     spec,
+                    DOCS_STAGE,
+                    set,
+                    tools(Opacity::Gold),
+                    tools(Opacity::Opaque),
                 )
             })
         })
