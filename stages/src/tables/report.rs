@@ -70,10 +70,11 @@ pub fn status_text(reports: &[NodeReport]) -> String {
     out
 }
 
-/// The time the stages still to run will take, from the mean time of each stage kind
-/// among the computed ones: the listed stages (a lower bound), then the stages of
-/// later rounds not listed yet ([`NodeState::Planned`]: an upper estimate, since an
-/// online ToolObserver curve may end early); `None` when nothing is left.
+/// The time the stages still to run will take: the listed stages (a lower bound),
+/// then the stages of later rounds not listed yet ([`NodeState::Planned`]: an upper
+/// estimate, since an online ToolObserver curve may end early); `None` when nothing
+/// is left. Each stage counts at the mean time of its kind among the computed ones,
+/// except a round of a curve whose earlier rounds were computed (see [`Rounds`]).
 fn estimate(reports: &[NodeReport]) -> Option<String> {
     let mut mean: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     for r in reports {
@@ -83,19 +84,29 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
             e.1 += 1;
         }
     }
-    // Summed mean times of `stages`, and the kinds with no time measured yet.
+    let rounds = Rounds::new(reports);
+    // Summed times of `stages`: (as the rounds shrink, at the last round's time), and
+    // the kinds with no time measured yet.
     let sum = |stages: &[&NodeReport]| {
-        let mut ms = 0u64;
+        let (mut ms, mut flat) = (0u64, 0u64);
         let mut unknown: std::collections::BTreeSet<&str> = Default::default();
         for r in stages {
+            if let Some((shrunk, last)) = rounds.project(r) {
+                ms += shrunk;
+                flat += last;
+                continue;
+            }
             match mean.get(r.stage.as_str()) {
-                Some((total, n)) => ms += total / n,
+                Some((total, n)) => {
+                    ms += total / n;
+                    flat += total / n;
+                }
                 None => {
                     unknown.insert(r.stage.as_str());
                 }
             }
         }
-        (ms, unknown.into_iter().collect::<Vec<_>>().join(", "))
+        (ms, flat, unknown.into_iter().collect::<Vec<_>>().join(", "))
     };
     let (left, later): (Vec<&NodeReport>, Vec<&NodeReport>) = reports
         .iter()
@@ -104,7 +115,7 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
     if left.is_empty() && later.is_empty() {
         return None;
     }
-    let (ms, unknown) = sum(&left);
+    let (ms, _, unknown) = sum(&left);
     // Nothing measured yet but stages that take no time (grading, a summary): saying
     // "at least 0 s" would mislead.
     if ms < 1000 && !unknown.is_empty() {
@@ -113,21 +124,35 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
             left.len(),
         ));
     }
+    let projected = left.iter().chain(&later).any(|r| rounds.shrinks(r));
     let mut line = format!(
-        "estimated time for the {} stages still to run: at least {} of stage time (each at the mean time of its kind so far; stages of concurrent chains overlap, so the wall time is shorter",
+        "estimated time for the {} stages still to run: at least {} of stage time (each at the mean time of its kind so far{}; stages of concurrent chains overlap, so the wall time is shorter",
         left.len(),
-        duration(ms)
+        duration(ms),
+        if projected {
+            ", a later round of a curve at its last round's time shrunk as its rounds have shrunk so far"
+        } else {
+            ""
+        }
     );
     if !unknown.is_empty() {
         line.push_str(&format!("; not yet measured: {unknown}"));
     }
     line.push_str(")\n");
-    let (later_ms, later_unknown) = sum(&later);
+    let (later_ms, later_flat, later_unknown) = sum(&later);
     if !later.is_empty() {
         line.push_str(&format!(
-            "  and up to {} more for the {} stages of later rounds not shown (less if curves end early{})\n",
-            duration(later_ms),
+            "  and up to {} more for the {} stages of later rounds not shown ({}less if curves end early{})\n",
+            duration(later_flat),
             later.len(),
+            if later_ms < later_flat {
+                format!(
+                    "about {} if the rounds go on shrinking as they have so far; ",
+                    duration(later_ms)
+                )
+            } else {
+                String::new()
+            },
             if later_unknown.is_empty() {
                 String::new()
             } else {
@@ -142,12 +167,86 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
             wall(ms),
             if later.is_empty() {
                 String::new()
+            } else if later_ms < later_flat {
+                format!(
+                    ", about {} with the later rounds (up to {})",
+                    wall(ms + later_ms),
+                    wall(ms + later_flat)
+                )
             } else {
-                format!(", up to {} with the later rounds", wall(ms + later_ms))
+                format!(", up to {} with the later rounds", wall(ms + later_flat))
             }
         ));
     }
     Some(line)
+}
+
+/// The computed rounds of each curve, for estimating its rounds still to run. A node
+/// is a round of a curve when its name has a token `r<N>` in its brackets
+/// (`explore[names r3]`, `batch-reflect[names r2 e=x]`); the curve is the stage kind
+/// and the name with that token blanked. As instances freeze, a curve's rounds get
+/// shorter (fewer instances left to run and edit), so round N is estimated from the
+/// curve's last computed round M < N as `t(M) * q^(N-M)`, where `q` is how much round
+/// M shrank from round M-1 (at most 1; 1 when M-1 is unknown).
+struct Rounds<'a> {
+    // curve -> round -> stage time
+    done: std::collections::HashMap<(&'a str, String), std::collections::BTreeMap<u32, u64>>,
+}
+
+impl<'a> Rounds<'a> {
+    fn new(reports: &'a [NodeReport]) -> Rounds<'a> {
+        let mut done: std::collections::HashMap<_, std::collections::BTreeMap<u32, u64>> =
+            Default::default();
+        for r in reports {
+            if !matches!(r.state, NodeState::Fresh | NodeState::Ran) {
+                continue;
+            }
+            if let Some((curve, round)) = curve_of(&r.node) {
+                done.entry((r.stage.as_str(), curve))
+                    .or_default()
+                    .insert(round, r.wall_ms);
+            }
+        }
+        Rounds { done }
+    }
+
+    /// `(projected, at the last round's time)` for a round of a curve that has an
+    /// earlier round computed.
+    fn project(&self, r: &NodeReport) -> Option<(u64, u64)> {
+        let (curve, round) = curve_of(&r.node)?;
+        let done = self.done.get(&(r.stage.as_str(), curve))?;
+        let (&m, &last) = done.range(..round).next_back()?;
+        let q = match m.checked_sub(1).and_then(|p| done.get(&p)) {
+            Some(&before) if before > 0 => (last as f64 / before as f64).min(1.0),
+            _ => 1.0,
+        };
+        let shrunk = last as f64 * q.powi((round - m) as i32);
+        Some((shrunk as u64, last))
+    }
+
+    /// Whether the projection of `r` is below its last round's time.
+    fn shrinks(&self, r: &NodeReport) -> bool {
+        self.project(r).is_some_and(|(shrunk, last)| shrunk < last)
+    }
+}
+
+/// `(curve, N)` for a node named `kind[... rN ...]`: the bracket's text with the
+/// round token replaced by `r*`, and N.
+fn curve_of(node: &str) -> Option<(String, u32)> {
+    let open = node.find('[')?;
+    let inner = node[open + 1..].strip_suffix(']')?;
+    let mut round = None;
+    let tokens: Vec<&str> = inner
+        .split(' ')
+        .map(|t| match t.strip_prefix('r').map(str::parse::<u32>) {
+            Some(Ok(n)) if round.is_none() => {
+                round = Some(n);
+                "r*"
+            }
+            _ => t,
+        })
+        .collect();
+    Some((tokens.join(" "), round?))
 }
 
 /// How many stages were computing at a time, on average, while any was: the computed
@@ -306,6 +405,58 @@ mod tests {
         // 400 s of stage time over 200 s: two at a time.
         assert!(
             text.contains("(2.0 stages computing at a time), about 1 min 40 s of wall time, up to 5 min 00 s with the later rounds"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_curves_later_rounds_shrink_as_its_rounds_have_shrunk() {
+        assert_eq!(curve_of("explore[names r3]"), Some(("names r*".into(), 3)));
+        assert_eq!(
+            curve_of("batch-reflect[names+desc r12 a=x e=y]"),
+            Some(("names+desc r* a=x e=y".into(), 12))
+        );
+        assert_eq!(curve_of("draft[names]"), None);
+        assert_eq!(curve_of("explore[names rx]"), None);
+        let named = |node: &str, state: NodeState, wall_s: u64| NodeReport {
+            node: node.into(),
+            ..report("explore", state, wall_s * 1000)
+        };
+        let would = || NodeState::WouldRun {
+            reasons: vec!["never computed".into()],
+        };
+        let planned = || NodeState::Planned {
+            after: "round 3".into(),
+        };
+        let reports = vec![
+            named("explore[names r0]", NodeState::Fresh, 100),
+            named("explore[names r1]", NodeState::Fresh, 100),
+            named("explore[names r2]", NodeState::Fresh, 50),
+            // Round 2 took half of round 1: round 3 is estimated at 25 s, round 4 at
+            // 12.5 s; a curve with no round computed counts at the kind's mean.
+            named("explore[names r3]", would(), 0),
+            named("explore[desc r0]", would(), 0),
+            named("explore[names r4]", planned(), 0),
+        ];
+        let text = status_text(&reports);
+        // 25 s + 83.3 s (the mean)
+        assert!(
+            text.contains("for the 2 stages still to run: at least 1 min 48 s of stage time (each at the mean time of its kind so far, a later round of a curve at its last round's time shrunk"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  and up to 50.0 s more for the 1 stages of later rounds not shown (about 12.5 s if the rounds go on shrinking as they have so far; less if curves end early)"),
+            "{text}"
+        );
+        // Rounds that grew are not extrapolated upwards.
+        let grew = vec![
+            named("explore[names r1]", NodeState::Fresh, 50),
+            named("explore[names r2]", NodeState::Fresh, 100),
+            named("explore[names r3]", planned(), 0),
+        ];
+        let text = status_text(&grew);
+        assert!(
+            text.contains("  and up to 1 min 40 s more for the 1 stages of later rounds not shown (less if curves end early)"),
             "{text}"
         );
     }
