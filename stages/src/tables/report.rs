@@ -321,15 +321,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn with_overlapping_stages_the_estimate_also_gives_wall_time() {
-        let would = || NodeState::WouldRun {
-            reasons: vec!["never computed".into()],
-        };
-        let at = |stage: &str, wall_s: u64, end: u64| NodeReport {
+    /// A computed stage of `wall_s` seconds whose result was committed at `end`.
+    fn at(stage: &str, wall_s: u64, end: u64) -> NodeReport {
+        NodeReport {
             finished_unix: end,
             ..report(stage, NodeState::Fresh, wall_s * 1000)
-        };
+        }
+    }
+
+    fn would() -> NodeState {
+        NodeState::WouldRun {
+            reasons: vec!["never computed".into()],
+        }
+    }
+
+    fn planned() -> NodeState {
+        NodeState::Planned {
+            after: "an earlier round".into(),
+        }
+    }
+
+    #[test]
+    fn with_overlapping_stages_the_estimate_also_gives_wall_time() {
         // Two chains side by side for 100 s, then one alone for 100 s: 300 s of stage
         // time in 200 s of wall time (1.5 at a time).
         let concurrent = vec![
@@ -363,24 +376,11 @@ mod tests {
 
     #[test]
     fn later_rounds_are_counted_apart_as_an_upper_estimate() {
-        let planned = || NodeState::Planned {
-            after: "round 1".into(),
-        };
-        let at = |stage: &str, wall_s: u64, end: u64| NodeReport {
-            finished_unix: end,
-            ..report(stage, NodeState::Fresh, wall_s * 1000)
-        };
         let reports = vec![
             at("explore", 100, 1_100),
             at("batch-reflect", 200, 1_200),
             at("explore", 100, 1_100),
-            report(
-                "batch-reflect",
-                NodeState::WouldRun {
-                    reasons: vec!["never run".into()],
-                },
-                0,
-            ),
+            report("batch-reflect", would(), 0),
             report("explore", planned(), 0),
             report("explore", planned(), 0),
             report("batch-reflect", planned(), 0),
@@ -422,12 +422,6 @@ mod tests {
             node: node.into(),
             ..report("explore", state, wall_s * 1000)
         };
-        let would = || NodeState::WouldRun {
-            reasons: vec!["never computed".into()],
-        };
-        let planned = || NodeState::Planned {
-            after: "round 3".into(),
-        };
         let reports = vec![
             named("explore[names r0]", NodeState::Fresh, 100),
             named("explore[names r1]", NodeState::Fresh, 100),
@@ -463,9 +457,6 @@ mod tests {
 
     #[test]
     fn the_estimate_uses_each_stage_kinds_mean_time() {
-        let would = || NodeState::WouldRun {
-            reasons: vec!["never computed".into()],
-        };
         let reports = vec![
             report("explore", NodeState::Fresh, 60_000),
             report("explore", NodeState::Fresh, 120_000),
