@@ -70,6 +70,11 @@ pub fn status_text(reports: &[NodeReport]) -> String {
     out
 }
 
+/// Whether the stage's result is in the store (found there or computed just now).
+fn computed(r: &NodeReport) -> bool {
+    matches!(r.state, NodeState::Fresh | NodeState::Ran)
+}
+
 /// The time the stages still to run will take: the listed stages (a lower bound),
 /// then the stages of later rounds not listed yet ([`NodeState::Planned`]: an upper
 /// estimate, since an online ToolObserver curve may end early); `None` when nothing
@@ -78,7 +83,7 @@ pub fn status_text(reports: &[NodeReport]) -> String {
 fn estimate(reports: &[NodeReport]) -> Option<String> {
     let mut mean: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     for r in reports {
-        if matches!(r.state, NodeState::Fresh | NodeState::Ran) {
+        if computed(r) {
             let e = mean.entry(r.stage.as_str()).or_default();
             e.0 += r.wall_ms;
             e.1 += 1;
@@ -110,12 +115,12 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
     };
     let (left, later): (Vec<&NodeReport>, Vec<&NodeReport>) = reports
         .iter()
-        .filter(|r| !matches!(r.state, NodeState::Fresh | NodeState::Ran))
+        .filter(|r| !computed(r))
         .partition(|r| !matches!(r.state, NodeState::Planned { .. }));
     if left.is_empty() && later.is_empty() {
         return None;
     }
-    let (ms, _, unknown) = sum(&left);
+    let (ms, flat, unknown) = sum(&left);
     // Nothing measured yet but stages that take no time (grading, a summary): saying
     // "at least 0 s" would mislead.
     if ms < 1000 && !unknown.is_empty() {
@@ -124,7 +129,10 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
             left.len(),
         ));
     }
-    let projected = left.iter().chain(&later).any(|r| rounds.shrinks(r));
+    let (later_ms, later_flat, later_unknown) = sum(&later);
+    // A projection is never above the last round's time, so the sums differ exactly
+    // when some round was projected below it.
+    let projected = ms < flat || later_ms < later_flat;
     let mut line = format!(
         "estimated time for the {} stages still to run: at least {} of stage time (each at the mean time of its kind so far{}; stages of concurrent chains overlap, so the wall time is shorter",
         left.len(),
@@ -139,7 +147,6 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
         line.push_str(&format!("; not yet measured: {unknown}"));
     }
     line.push_str(")\n");
-    let (later_ms, later_flat, later_unknown) = sum(&later);
     if !later.is_empty() {
         line.push_str(&format!(
             "  and up to {} more for the {} stages of later rounds not shown ({}less if curves end early{})\n",
@@ -198,7 +205,7 @@ impl<'a> Rounds<'a> {
         let mut done: std::collections::HashMap<_, std::collections::BTreeMap<u32, u64>> =
             Default::default();
         for r in reports {
-            if !matches!(r.state, NodeState::Fresh | NodeState::Ran) {
+            if !computed(r) {
                 continue;
             }
             if let Some((curve, round)) = curve_of(&r.node) {
@@ -222,11 +229,6 @@ impl<'a> Rounds<'a> {
         };
         let shrunk = last as f64 * q.powi((round - m) as i32);
         Some((shrunk as u64, last))
-    }
-
-    /// Whether the projection of `r` is below its last round's time.
-    fn shrinks(&self, r: &NodeReport) -> bool {
-        self.project(r).is_some_and(|(shrunk, last)| shrunk < last)
     }
 }
 
@@ -256,7 +258,7 @@ fn curve_of(node: &str) -> Option<(String, u32)> {
 fn overlap(reports: &[NodeReport]) -> Option<f64> {
     let mut spans: Vec<(u64, u64)> = reports
         .iter()
-        .filter(|r| matches!(r.state, NodeState::Fresh | NodeState::Ran))
+        .filter(|r| computed(r))
         .filter(|r| r.finished_unix > 0 && r.wall_ms > 0)
         .map(|r| {
             let ms_end = r.finished_unix.saturating_mul(1000);
