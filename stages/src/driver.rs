@@ -26,6 +26,7 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
         std::sync::Arc::new(crate::chess::Oracle),
     );
     let mut out = RunOutput::default();
+    s.println(&exp.models_line());
     let mut cx = crate::env::Cx {
         session: s,
         models: &models,
@@ -35,10 +36,24 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
         crate::bfcl::env::drive(exp, b, &mut cx)?;
     }
     if let Some(c) = &exp.chess {
-        crate::chess::drive(&exp.agents, &exp.editors, &exp.baselines, c, &mut cx)?;
+        crate::chess::drive(
+            &exp.agents,
+            &exp.editors,
+            &exp.baselines,
+            exp.offline_protocol(),
+            c,
+            &mut cx,
+        )?;
     }
     if let Some(c) = &exp.search {
-        crate::search::drive(&exp.agents, &exp.editors, &exp.baselines, c, &mut cx)?;
+        crate::search::drive(
+            &exp.agents,
+            &exp.editors,
+            &exp.baselines,
+            exp.offline_protocol(),
+            c,
+            &mut cx,
+        )?;
     }
     for (spec, line) in models.metrics_summaries() {
         s.println(&format!("{spec}: {line}"));

@@ -207,6 +207,19 @@ pub struct Chain {
     pub seed: u64,
     pub agent: ModelSpec,
     pub sfx: String,
+    /// How the agent samples on each split (offline environments; BFCL's online
+    /// rounds are test-time play).
+    pub sampling: crate::models::SplitSampling,
+}
+
+impl Chain {
+    /// The agent's sampling on `split`.
+    pub fn sampling(&self, split: Split) -> &crate::models::TurnSampling {
+        match split {
+            Split::Train => &self.sampling.explore,
+            Split::Test => &self.sampling.test,
+        }
+    }
 }
 
 /// Per documentation row of a reflect round: what the editor is shown, or why the

@@ -41,7 +41,7 @@
 //! Validation happens here, before the store is opened: a bad file never touches it.
 
 pub use crate::baselines::budget::{Baselines, DraftBudget, Play2PromptBudget};
-use crate::models::{ModelSpec, Role};
+use crate::models::{ModelSpec, Role, SplitSampling, TurnSampling};
 pub use datasets::bfcl::opacify::Setting;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -119,6 +119,10 @@ struct RawModels {
     editor: Option<String>,
     agents: Option<Vec<String>>,
     editors: Option<Vec<String>>,
+    explore_temperature: Option<f64>,
+    test_temperature: Option<f64>,
+    explore_reasoning_effort: Option<String>,
+    reasoning_effort: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -127,6 +131,9 @@ struct RawPrompts {
     set: Option<String>,
     agent_system: Option<String>,
     editor: Option<String>,
+    /// Offline ToolObserver: the batch-analysis and consensus-merge templates.
+    editor_batch: Option<String>,
+    editor_merge: Option<String>,
 }
 
 /// Where the BFCL instances come from.
@@ -158,6 +165,65 @@ pub struct Experiment {
     /// Prompt template texts (hashed into stage keys) and where they came from.
     pub agent_system_prompt: String,
     pub editor_prompt: String,
+    /// Offline ToolObserver (chess, search): batch analysis and consensus merge.
+    pub batch_prompt: String,
+    pub merge_prompt: String,
+    /// The shipped set named by `[prompts] set` (`project` or `paper`).
+    pub prompt_set: &'static str,
+    /// How agents sample in the offline environments' exploration and test play
+    /// (`[models] explore_temperature`, `test_temperature`, `explore_reasoning_effort`,
+    /// `reasoning_effort`).
+    pub sampling: SplitSampling,
+}
+
+/// The paper's exploration samples (toolobserver.md: "temperature sampling, or the
+/// model's default sampling where temperature is not allowed"): 1.0 is the default
+/// temperature of OpenAI-compatible chat APIs.
+pub const EXPLORE_TEMPERATURE: f64 = 1.0;
+
+/// `[models]`'s sampling fields, checked.
+fn sampling(path: &Path, m: &RawModels) -> Result<SplitSampling, ConfigError> {
+    for (name, t) in [
+        ("explore_temperature", m.explore_temperature),
+        ("test_temperature", m.test_temperature),
+    ] {
+        if let Some(t) = t {
+            if !(0.0..=2.0).contains(&t) {
+                return Err(cfg_err(
+                    path,
+                    format!("models.{name} = {t}: a temperature lies in [0, 2]"),
+                ));
+            }
+        }
+    }
+    for (name, e) in [
+        ("explore_reasoning_effort", &m.explore_reasoning_effort),
+        ("reasoning_effort", &m.reasoning_effort),
+    ] {
+        if let Some(e) = e {
+            if e.is_empty() || !e.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                return Err(cfg_err(
+                    path,
+                    format!(
+                        "models.{name} = `{e}`: a reasoning effort is a word such as minimal, low, medium or high"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(SplitSampling {
+        explore: TurnSampling {
+            temperature: Some(m.explore_temperature.unwrap_or(EXPLORE_TEMPERATURE)),
+            reasoning_effort: m
+                .explore_reasoning_effort
+                .clone()
+                .or_else(|| m.reasoning_effort.clone()),
+        },
+        test: TurnSampling {
+            temperature: m.test_temperature,
+            reasoning_effort: m.reasoning_effort.clone(),
+        },
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -184,24 +250,39 @@ pub const DEFAULT_EDITOR: &str = include_str!("../../prompts/editor_online.txt")
 /// The largest prompt template an experiment may name.
 pub const MAX_PROMPT_BYTES: u64 = 256 * 1024;
 
-/// A shipped set of the online prompts (`[prompts] set = "project" | "paper"`).
+/// A shipped set of prompts (`[prompts] set = "project" | "paper"`): BFCL's online
+/// agent and editor, and the offline editor's batch and merge templates. The chess and
+/// search agents' prompts and editor notes follow the same choice (each environment
+/// keeps its files: `paper_prompts`).
 pub struct PromptSet {
+    pub name: &'static str,
     pub agent_system: &'static str,
     pub editor: &'static str,
+    pub editor_batch: &'static str,
+    pub editor_merge: &'static str,
 }
 
 /// This project's prompts (the default): they add a rule on required parameters for
 /// the editor and a hint on descriptive parameter names for the agent.
 pub const PROJECT_PROMPTS: PromptSet = PromptSet {
+    name: "project",
     agent_system: DEFAULT_AGENT_SYSTEM,
     editor: DEFAULT_EDITOR,
+    editor_batch: crate::offline::DEFAULT_BATCH,
+    editor_merge: crate::offline::DEFAULT_MERGE,
 };
 
 /// What the paper's templates convey and nothing more (in this project's words):
 /// no extra rules or hints, and the paper's test of an accurate description.
+/// Offline, the paper's batch analysis also asks for a `Reasoning:` after each
+/// description and a framework for choosing between the tools at the end, and its
+/// merge for a `Synthesis reasoning:` before each final description.
 pub const PAPER_PROMPTS: PromptSet = PromptSet {
+    name: "paper",
     agent_system: include_str!("../../prompts/paper/agent_system.txt"),
     editor: include_str!("../../prompts/paper/editor_online.txt"),
+    editor_batch: include_str!("../../prompts/paper/editor_batch.txt"),
+    editor_merge: include_str!("../../prompts/paper/editor_merge.txt"),
 };
 
 /// What the online editor is told about the outcome of an observed call.
@@ -248,13 +329,15 @@ impl Experiment {
     /// tables; the defaults read
     /// `outcome = grader; prompts = project; play2prompt instances = paper; guard = off`.
     pub fn switches(&self) -> String {
-        let prompts = if self.editor_prompt == PAPER_PROMPTS.editor
-            && self.agent_system_prompt == PAPER_PROMPTS.agent_system
-        {
+        let is = |set: &PromptSet| {
+            self.editor_prompt == set.editor
+                && self.agent_system_prompt == set.agent_system
+                && self.batch_prompt == set.editor_batch
+                && self.merge_prompt == set.editor_merge
+        };
+        let prompts = if is(&PAPER_PROMPTS) {
             "paper"
-        } else if self.editor_prompt == PROJECT_PROMPTS.editor
-            && self.agent_system_prompt == PROJECT_PROMPTS.agent_system
-        {
+        } else if is(&PROJECT_PROMPTS) {
             "project"
         } else {
             "custom files"
@@ -429,7 +512,12 @@ impl Experiment {
             editor: None,
             agents: None,
             editors: None,
+            explore_temperature: None,
+            test_temperature: None,
+            explore_reasoning_effort: None,
+            reasoning_effort: None,
         });
+        let sampling = sampling(path, &models)?;
         let one_or_many = |role: &str,
                            one: Option<String>,
                            many: Option<Vec<String>>,
@@ -540,6 +628,8 @@ impl Experiment {
             set: None,
             agent_system: None,
             editor: None,
+            editor_batch: None,
+            editor_merge: None,
         });
         let set = match prompts.set.as_deref() {
             None | Some("project") => &PROJECT_PROMPTS,
@@ -588,6 +678,27 @@ impl Experiment {
         };
         let agent_system_prompt = read_prompt(prompts.agent_system, set.agent_system)?;
         let editor_prompt = read_prompt(prompts.editor, set.editor)?;
+        let batch_prompt = read_prompt(prompts.editor_batch, set.editor_batch)?;
+        let merge_prompt = read_prompt(prompts.editor_merge, set.editor_merge)?;
+        for (name, text, fields) in [
+            (
+                "editor_batch",
+                &batch_prompt,
+                &["{{tools}}", "{{trajectories}}"][..],
+            ),
+            (
+                "editor_merge",
+                &merge_prompt,
+                &["{{tools}}", "{{analyses}}"][..],
+            ),
+        ] {
+            if let Some(f) = fields.iter().find(|f| !text.contains(**f)) {
+                return Err(cfg_err(
+                    path,
+                    format!("prompts.{name}: the template has no {f} placeholder"),
+                ));
+            }
+        }
         if let (false, Some(p)) = (allow_outside, escapes.borrow().first()) {
             return Err(cfg_err(
                 path,
@@ -622,7 +733,46 @@ impl Experiment {
             baselines,
             agent_system_prompt,
             editor_prompt,
+            batch_prompt,
+            merge_prompt,
+            prompt_set: set.name,
+            sampling,
         })
+    }
+
+    /// The run's model line: agents, editors and how the agents sample.
+    pub fn models_line(&self) -> String {
+        let list = |v: &[ModelSpec]| {
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut line = format!(
+            "models: agents {}; editors {}",
+            list(&self.agents),
+            list(&self.editors)
+        );
+        if self.chess.is_some() || self.search.is_some() {
+            line.push_str(&format!(
+                "; exploration {}; test play {} (a temperature reaches standard models, a reasoning effort openai: reasoning models only)",
+                self.sampling.explore.describe(),
+                self.sampling.test.describe()
+            ));
+        }
+        line
+    }
+
+    /// What the offline environments (chess, search) share: the editor's templates
+    /// and the agents' sampling.
+    pub fn offline_protocol(&self) -> crate::offline::Protocol<'_> {
+        crate::offline::Protocol {
+            templates: crate::offline::Templates {
+                batch: &self.batch_prompt,
+                merge: &self.merge_prompt,
+            },
+            sampling: self.sampling.clone(),
+        }
     }
 }
 

@@ -455,6 +455,7 @@ fn online_run(store: &Store, models: &Models, toy: &Toy, rounds: u32) -> (RunOut
         seed: 0,
         agent: spec("scripted:toy"),
         sfx: String::new(),
+        sampling: Default::default(),
     };
     let mut cx = Cx {
         session: &mut s,
@@ -568,6 +569,7 @@ fn toy_environment_runs_the_offline_loop() {
             seed: 0,
             agent: spec("scripted:toy"),
             sfx: String::new(),
+            sampling: Default::default(),
         };
         let mut cx = Cx {
             session: &mut s,
@@ -668,6 +670,7 @@ fn status_plans_every_later_node_of_an_offline_curve() {
         seed: 0,
         agent: spec("scripted:toy"),
         sfx: String::new(),
+        sampling: Default::default(),
     };
     let ed = spec("scripted:teacher");
     let curve = OfflineCurve {

@@ -523,6 +523,7 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
                 seed,
                 agent: agent_spec.clone(),
                 sfx,
+                sampling: Default::default(),
             };
             // The settings are independent chains: they run concurrently.
             let env = &env;

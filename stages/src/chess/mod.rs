@@ -1169,6 +1169,7 @@ pub fn drive(
     agents: &[ModelSpec],
     editors: &[ModelSpec],
     baselines: &crate::baselines::budget::Baselines,
+    protocol: offline::Protocol<'_>,
     c: &ChessExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
@@ -1241,6 +1242,7 @@ pub fn drive(
     }
     // The tool sets are independent chains: they run concurrently.
     let spec = &offline::GridSpec {
+        protocol,
         agents,
         editors,
         methods: &c.methods,

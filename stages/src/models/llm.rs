@@ -473,6 +473,42 @@ impl LlmAgent {
             shared, spec, cache_dir, "explore",
         )?))
     }
+
+    /// An agent whose turns sample as `s` says (its fields override the model's
+    /// default sampling where that kind of sampling has them: a temperature for a
+    /// standard model, a reasoning effort for a reasoning model).
+    pub fn open_sampled(
+        shared: &Shared,
+        spec: &ModelSpec,
+        cache_dir: &Path,
+        s: &super::TurnSampling,
+    ) -> Result<Self, InputError> {
+        let mut m = LlmModel::open(shared, spec, cache_dir, "explore")?;
+        m.sampling = with_overrides(m.sampling, s);
+        Ok(LlmAgent(m))
+    }
+}
+
+/// `base` with the fields `s` sets.
+fn with_overrides(base: Sampling, s: &super::TurnSampling) -> Sampling {
+    match base {
+        Sampling::Standard {
+            temperature,
+            top_p,
+            max_tokens,
+        } => Sampling::Standard {
+            temperature: s.temperature.or(temperature),
+            top_p,
+            max_tokens,
+        },
+        Sampling::Reasoning {
+            reasoning_effort,
+            max_completion_tokens,
+        } => Sampling::Reasoning {
+            reasoning_effort: s.reasoning_effort.clone().or(reasoning_effort),
+            max_completion_tokens,
+        },
+    }
 }
 
 impl LlmEditor {
@@ -516,6 +552,39 @@ pub fn serve_blocking(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sampling_overrides_apply_where_the_kind_has_the_field() {
+        let t = crate::models::TurnSampling {
+            temperature: Some(0.7),
+            reasoning_effort: Some("minimal".into()),
+        };
+        assert_eq!(
+            with_overrides(sampling_for("qwen2.5-coder-1.5b"), &t),
+            Sampling::Standard {
+                temperature: Some(0.7),
+                top_p: None,
+                max_tokens: Some(512)
+            }
+        );
+        assert_eq!(
+            with_overrides(sampling_for("gpt-5"), &t),
+            Sampling::Reasoning {
+                reasoning_effort: Some("minimal".into()),
+                max_completion_tokens: Some(8192)
+            }
+        );
+        // Nothing set: the model's default, so cache keys do not change.
+        let none = crate::models::TurnSampling::default();
+        assert_eq!(
+            with_overrides(sampling_for("gpt-5"), &none),
+            sampling_for("gpt-5")
+        );
+        assert_eq!(
+            with_overrides(sampling_for("qwen"), &none),
+            sampling_for("qwen")
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -149,6 +149,54 @@ impl serde::Serialize for ModelSpec {
     }
 }
 
+/// How an agent's turns sample, from an experiment's `[models]` fields. A field left
+/// `None` keeps the model's default (greedy for a standard model, medium reasoning
+/// effort for a reasoning model), so the requests, their cache keys and the stage keys
+/// are those of a run without the field. A temperature reaches standard models (the
+/// embedded ones and `openai:` models that are not reasoning models); a reasoning
+/// effort reaches `openai:` reasoning models only and every other backend ignores it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TurnSampling {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+}
+
+impl TurnSampling {
+    pub fn is_default(&self) -> bool {
+        *self == TurnSampling::default()
+    }
+
+    /// `temperature 1, reasoning effort minimal`, or `model default`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(t) = self.temperature {
+            parts.push(if t <= 0.0 {
+                "greedy".to_string()
+            } else {
+                format!("temperature {t}")
+            });
+        }
+        if let Some(e) = &self.reasoning_effort {
+            parts.push(format!("reasoning effort {e}"));
+        }
+        if parts.is_empty() {
+            "model default".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// An agent's sampling on each split: exploration (the training split, where the
+/// paper samples) and test play.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct SplitSampling {
+    pub explore: TurnSampling,
+    pub test: TurnSampling,
+}
+
 /// Token usage and latency of one model call.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CallUsage {
@@ -405,6 +453,8 @@ pub struct Models {
     embed_cache: PathBuf,
     llm: llm::Shared,
     agents: Mutex<HashMap<ModelSpec, Arc<dyn MultiTurn>>>,
+    /// Model-backed agents with a sampling other than the model's default.
+    sampled: Mutex<HashMap<(ModelSpec, String), Arc<dyn MultiTurn>>>,
     editors: Mutex<HashMap<ModelSpec, Arc<dyn Editor>>>,
     embedders: Mutex<HashMap<String, Arc<dyn embed::Embed>>>,
 }
@@ -431,6 +481,7 @@ impl Models {
             embed_cache: embed_cache.to_path_buf(),
             llm: llm::Shared::default(),
             agents: Mutex::new(HashMap::new()),
+            sampled: Mutex::new(HashMap::new()),
             editors: Mutex::new(HashMap::new()),
             embedders: Mutex::new(HashMap::new()),
         }
@@ -479,6 +530,37 @@ impl Models {
             _ => Arc::new(llm::LlmAgent::open(&self.llm, spec, &self.cache_dir)?),
         };
         map.insert(spec.clone(), a.clone());
+        Ok(a)
+    }
+
+    /// The agent `spec` names, sampling as `sampling` says. Scripted agents do not
+    /// sample: they are the same agent whatever `sampling` is.
+    pub fn agent_sampled(
+        &self,
+        spec: &ModelSpec,
+        sampling: &TurnSampling,
+    ) -> Result<Arc<dyn MultiTurn>, InputError> {
+        if sampling.is_default() || spec.kind == ModelKind::Scripted {
+            return self.agent(spec);
+        }
+        let key = (
+            spec.clone(),
+            serde_json::to_string(sampling).unwrap_or_default(),
+        );
+        let mut map = self
+            .sampled
+            .lock()
+            .map_err(|_| InputError("model registry poisoned".into()))?;
+        if let Some(a) = map.get(&key) {
+            return Ok(a.clone());
+        }
+        let a: Arc<dyn MultiTurn> = Arc::new(llm::LlmAgent::open_sampled(
+            &self.llm,
+            spec,
+            &self.cache_dir,
+            sampling,
+        )?);
+        map.insert(key, a.clone());
         Ok(a)
     }
 

@@ -1307,6 +1307,7 @@ pub fn drive(
     agents: &[ModelSpec],
     editors: &[ModelSpec],
     baselines: &crate::baselines::budget::Baselines,
+    protocol: offline::Protocol<'_>,
     s: &SearchExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
@@ -1372,6 +1373,7 @@ pub fn drive(
     let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
     // The tool sets are independent chains: they run concurrently.
     let spec = &offline::GridSpec {
+        protocol,
         agents,
         editors,
         methods: &s.methods,

@@ -49,7 +49,7 @@ pub fn progress_note(
 pub fn method_table<R>(
     title: &str,
     rows: &[R],
-    key: &dyn Fn(&R) -> [String; 4],
+    key: &dyn Fn(&R) -> report::GridKey,
     cell: &dyn Fn(&R) -> String,
     notes: &[String],
 ) -> String {

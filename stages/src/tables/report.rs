@@ -310,6 +310,57 @@ fn seconds(ms: u64) -> String {
 mod tests {
     use super::*;
 
+    fn k(set: &str, model: &str, source: &str, editor: &str, method: &str) -> GridKey {
+        GridKey {
+            tool_set: set.into(),
+            model: model.into(),
+            source: source.into(),
+            editor: editor.into(),
+            method: method.into(),
+        }
+    }
+
+    /// Paper rows and run rows of one model are neighbours (`gpt-5` and
+    /// `openai:gpt-5`), and two editors get a row each with the editor-free cells
+    /// (Gold, Base) repeated.
+    #[test]
+    fn method_grid_groups_a_model_and_splits_editors() {
+        let rows = vec![
+            k("s", "gpt-5", "paper", "", "base"),
+            k("s", "gpt-5-mini", "paper", "", "base"),
+            k("s", "openai:gpt-5-mini", "run", "", "base"),
+            k("s", "openai:gpt-5-mini", "run", "openai:a", "toolobserver"),
+            k("s", "openai:gpt-5-mini", "run", "openai:b", "toolobserver"),
+            k("s", "openai:gpt-5", "run", "openai:a", "toolobserver"),
+        ];
+        let grid = method_grid(&rows, &|r| r.clone(), &|r| {
+            format!("{}{}", r.method, r.editor)
+        });
+        let lines: Vec<&str> = grid.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| Tool set | Model | Source | Editor | Gold | Base | +TO | +P2P | +ET |"
+        );
+        assert_eq!(
+            &lines[2..],
+            &[
+                "| s | gpt-5 | paper |  |  | base |  |  |  |",
+                "| s | openai:gpt-5 | run | openai:a |  |  | toolobserveropenai:a |  |  |",
+                "| s | gpt-5-mini | paper |  |  | base |  |  |  |",
+                "| s | openai:gpt-5-mini | run | openai:a |  | base | toolobserveropenai:a |  |  |",
+                "| s | openai:gpt-5-mini | run | openai:b |  | base | toolobserveropenai:b |  |  |",
+            ]
+        );
+        // One editor: no editor column, one row per model and source.
+        let one: Vec<GridKey> = rows[..4].to_vec();
+        let grid = method_grid(&one, &|r| r.clone(), &|r| r.method.clone());
+        assert!(
+            grid.starts_with("| Tool set | Model | Source | Gold |"),
+            "{grid}"
+        );
+        assert_eq!(grid.lines().count(), 5, "{grid}");
+    }
+
     fn report(stage: &str, state: NodeState, wall_ms: u64) -> NodeReport {
         NodeReport {
             node: format!("{stage}[x]"),
@@ -549,12 +600,38 @@ pub fn end_with_notes(mut out: String, notes: &[String]) -> String {
 }
 
 /// A table that `otb table` prints (Markdown or CSV) and writes with `--out`.
-/// A Markdown table with one row per `(tool set, model, source)` (in first-seen
-/// order) and one column per method (Gold, Base, +TO, +P2P, +ET), each cell rendered
-/// by `cell` from the row with that method, or empty.
+/// Where a cell of an environment table sits: its tool set, agent model, source
+/// (`paper`, `run`, ...), editor (empty where none is involved: paper rows, Gold,
+/// Base) and method.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GridKey {
+    pub tool_set: String,
+    pub model: String,
+    pub source: String,
+    pub editor: String,
+    pub method: String,
+}
+
+/// A model's family for grouping: `openai:gpt-5` and the paper's `gpt-5` are one
+/// model (the endpoint's prefix is how this project names it).
+pub fn model_family(model: &str) -> &str {
+    match model.split_once(':') {
+        Some(("openai" | "replay", m)) => m,
+        _ => model,
+    }
+}
+
+/// A Markdown table with one row per `(tool set, model, source, editor)` and one
+/// column per method (Gold, Base, +TO, +P2P, +ET), each cell rendered by `cell` from
+/// the row with that method, or empty. Rows are ordered by tool set, then model
+/// family (a paper row and a run row of the same model are neighbours, the paper's
+/// first), then source and editor, each in first-seen order. The editor column
+/// appears when the rows name more than one editor; a row of one editor then shows
+/// the editor-free cells (Gold, Base) of its tool set, model and source beside its
+/// own.
 pub fn method_grid<R>(
     rows: &[R],
-    key: &dyn Fn(&R) -> [String; 4],
+    key: &dyn Fn(&R) -> GridKey,
     cell: &dyn Fn(&R) -> String,
 ) -> String {
     const METHODS: [(&str, &str); 5] = [
@@ -564,39 +641,101 @@ pub fn method_grid<R>(
         ("play2prompt", "+P2P"),
         ("easytool", "+ET"),
     ];
-    let mut out = md_row(&[
-        &"Tool set",
-        &"Model",
-        &"Source",
-        &"Gold",
-        &"Base",
-        &"+TO",
-        &"+P2P",
-        &"+ET",
-    ]);
-    out.push_str("|---|---|---|---|---|---|---|---|\n");
-    let mut groups: Vec<[String; 3]> = Vec::new();
-    for r in rows {
-        let [a, b, c, _] = key(r);
-        let g = [a, b, c];
+    let keys: Vec<GridKey> = rows.iter().map(key).collect();
+    let mut editors: Vec<&str> = Vec::new();
+    for k in &keys {
+        if !k.editor.is_empty() && !editors.contains(&k.editor.as_str()) {
+            editors.push(&k.editor);
+        }
+    }
+    let with_editor = editors.len() > 1;
+    let first = |f: &dyn Fn(&GridKey) -> &str| -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for k in &keys {
+            let v = f(k).to_string();
+            if !seen.contains(&v) {
+                seen.push(v);
+            }
+        }
+        seen
+    };
+    let sets = first(&|k| &k.tool_set);
+    let families = first(&|k| model_family(&k.model));
+    let sources = first(&|k| &k.source);
+    let rank = |v: &[String], x: &str| v.iter().position(|y| y == x).unwrap_or(usize::MAX);
+    // One group per (tool set, model, source, editor); with one editor (or none) the
+    // editor is not part of the group.
+    let group_of = |k: &GridKey| -> [String; 4] {
+        [
+            k.tool_set.clone(),
+            k.model.clone(),
+            k.source.clone(),
+            if with_editor {
+                k.editor.clone()
+            } else {
+                String::new()
+            },
+        ]
+    };
+    let mut groups: Vec<[String; 4]> = Vec::new();
+    for k in &keys {
+        let g = group_of(k);
         if !groups.contains(&g) {
             groups.push(g);
         }
     }
+    // An editor-free group (Gold, Base) is shown inside its editors' rows.
+    if with_editor {
+        let has_editor_rows =
+            |g: &[String; 4]| groups.iter().any(|h| h[..3] == g[..3] && !h[3].is_empty());
+        let drop: Vec<[String; 4]> = groups
+            .iter()
+            .filter(|g| g[3].is_empty() && has_editor_rows(g))
+            .cloned()
+            .collect();
+        groups.retain(|g| !drop.contains(g));
+    }
+    let seen = groups.clone();
+    groups.sort_by_key(|g| {
+        (
+            rank(&sets, &g[0]),
+            rank(&families, model_family(&g[1])),
+            rank(&sources, &g[2]),
+            seen.iter().position(|h| h == g),
+        )
+    });
+    let mut header: Vec<&dyn std::fmt::Display> = vec![&"Tool set", &"Model", &"Source"];
+    if with_editor {
+        header.push(&"Editor");
+    }
+    for (_, label) in &METHODS {
+        header.push(label);
+    }
+    let mut out = md_row(&header);
+    out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
     for g in groups {
         let cells: Vec<String> = METHODS
             .iter()
             .map(|(m, _)| {
-                rows.iter()
-                    .find(|r| {
-                        let k = key(r);
-                        k[..3] == g[..] && k[3] == *m
+                let find = |editor: &str| {
+                    rows.iter().zip(&keys).find(|(_, k)| {
+                        k.tool_set == g[0]
+                            && k.model == g[1]
+                            && k.source == g[2]
+                            && k.method == *m
+                            && (!with_editor || k.editor == editor)
                     })
-                    .map(cell)
+                };
+                find(&g[3])
+                    .or_else(|| find(""))
+                    .map(|(r, _)| cell(r))
                     .unwrap_or_default()
             })
             .collect();
         let mut row: Vec<&dyn std::fmt::Display> = vec![&g[0], &g[1], &g[2]];
+        if with_editor {
+            row.push(&g[3]);
+        }
         for c in &cells {
             row.push(c);
         }

@@ -62,6 +62,9 @@ pub struct Table3Row {
     pub tool_set: String,
     pub model: String,
     pub method: String,
+    /// Editor model spec of the run's +TO and baseline cells; empty for paper rows,
+    /// Gold and Base.
+    pub editor: String,
     /// `paper` or `run`.
     pub source: String,
     pub best_tool_pct: f64,
@@ -86,6 +89,11 @@ impl Row for Table3Row {
                 "gold, base, toolobserver, play2prompt, easytool",
             ),
             col("source", Str, "paper or run"),
+            col(
+                "editor",
+                Str,
+                "editor model (run rows of +TO and the baselines)",
+            ),
             col(
                 "best_tool_pct",
                 F64,
@@ -118,6 +126,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
             tool_set: s.into(),
             model: m.into(),
             method: meth.into(),
+            editor: String::new(),
             source: "paper".into(),
             best_tool_pct: acc,
             elo_mean: elo,
@@ -140,6 +149,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
             tool_set: o.setting.clone(),
             model: o.agent.clone(),
             method: o.method.clone(),
+            editor: o.editor.clone(),
             source: "run".into(),
             best_tool_pct: e.best_tool_pct,
             elo_mean: e.mean,
@@ -165,7 +175,7 @@ impl crate::tables::report::TableReport for Table3 {
     fn render(&self, csv: bool) -> String {
         let mut out = String::new();
         if csv {
-            out.push_str("tool_set,model,method,source,best_tool_pct,elo_mean,elo_median,elo_ci95_lo,elo_ci95_hi,games\n");
+            out.push_str("tool_set,model,method,source,editor,best_tool_pct,elo_mean,elo_median,elo_ci95_lo,elo_ci95_hi,games\n");
             for r in &self.rows {
                 let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
                 out.push_str(&csv_row(&[
@@ -173,6 +183,7 @@ impl crate::tables::report::TableReport for Table3 {
                     &r.model,
                     &r.method,
                     &r.source,
+                    &r.editor,
                     &format!("{:.1}", r.best_tool_pct),
                     &format!("{:.1}", r.elo_mean),
                     &opt(r.elo_median),
@@ -186,13 +197,12 @@ impl crate::tables::report::TableReport for Table3 {
         crate::tables::method_table(
             "Table 3 -- Chess: best-tool % / bootstrap Elo (mean; run rows add the median and the 95% interval, and the number of test games)",
             &self.rows,
-            &|r: &Self::Row| {
-                [
-                    r.tool_set.clone(),
-                    r.model.clone(),
-                    r.source.clone(),
-                    r.method.clone(),
-                ]
+            &|r: &Self::Row| crate::tables::report::GridKey {
+                tool_set: r.tool_set.clone(),
+                model: r.model.clone(),
+                source: r.source.clone(),
+                editor: r.editor.clone(),
+                method: r.method.clone(),
             },
             &|r: &Self::Row| match (r.elo_median, r.elo_ci95_lo, r.elo_ci95_hi, r.games) {
                 (Some(med), Some(lo), Some(hi), Some(g)) => format!(

@@ -39,6 +39,9 @@ pub struct Table4Row {
     pub tool_set: String,
     pub model: String,
     pub method: String,
+    /// Editor model spec of the run's +TO and baseline cells; empty for paper rows,
+    /// Gold and Base.
+    pub editor: String,
     /// `paper (BrowseComp-Plus)` or this run's data source.
     pub source: String,
     pub accuracy_pct: f64,
@@ -66,6 +69,11 @@ impl Row for Table4Row {
                 Str,
                 "the paper (BrowseComp-Plus) or this run's data source",
             ),
+            col(
+                "editor",
+                Str,
+                "editor model (run rows of +TO and the baselines)",
+            ),
             col("accuracy_pct", F64, "judged accuracy, %"),
             col("ci95_lo_pct", F64, "bootstrap 2.5th percentile, %"),
             col("ci95_hi_pct", F64, "bootstrap 97.5th percentile, %"),
@@ -88,6 +96,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
             tool_set: s.into(),
             model: m.into(),
             method: meth.into(),
+            editor: String::new(),
             source: "paper (BrowseComp-Plus)".into(),
             accuracy_pct: acc,
             ci95_lo_pct: None,
@@ -108,6 +117,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
             tool_set: o.setting.clone(),
             model: o.agent.clone(),
             method: o.method.clone(),
+            editor: o.editor.clone(),
             source: format!("run: {}", r.source),
             accuracy_pct: 100.0 * r.accuracy,
             ci95_lo_pct: Some(100.0 * r.ci95_lo),
@@ -144,7 +154,7 @@ impl crate::tables::report::TableReport for Table4 {
     fn render(&self, csv: bool) -> String {
         let mut out = String::new();
         if csv {
-            out.push_str("tool_set,model,method,source,accuracy_pct,ci95_lo_pct,ci95_hi_pct,tool_calls,questions\n");
+            out.push_str("tool_set,model,method,source,editor,accuracy_pct,ci95_lo_pct,ci95_hi_pct,tool_calls,questions\n");
             for r in &self.rows {
                 let opt = |v: Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or_default();
                 out.push_str(&csv_row(&[
@@ -152,6 +162,7 @@ impl crate::tables::report::TableReport for Table4 {
                     &r.model,
                     &r.method,
                     &r.source,
+                    &r.editor,
                     &format!("{:.1}", r.accuracy_pct),
                     &opt(r.ci95_lo_pct),
                     &opt(r.ci95_hi_pct),
@@ -164,13 +175,12 @@ impl crate::tables::report::TableReport for Table4 {
         crate::tables::method_table(
             "Table 4 -- BrowseComp-Domains: judged accuracy % / tool calls per question",
             &self.rows,
-            &|r: &Self::Row| {
-                [
-                    r.tool_set.clone(),
-                    r.model.clone(),
-                    r.source.clone(),
-                    r.method.clone(),
-                ]
+            &|r: &Self::Row| crate::tables::report::GridKey {
+                tool_set: r.tool_set.clone(),
+                model: r.model.clone(),
+                source: r.source.clone(),
+                editor: r.editor.clone(),
+                method: r.method.clone(),
             },
             &|r: &Self::Row| match (r.ci95_lo_pct, r.ci95_hi_pct, r.questions) {
                 (Some(lo), Some(hi), Some(n)) => format!(

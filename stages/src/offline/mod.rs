@@ -23,17 +23,22 @@ use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage}
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+pub mod blocks;
+
 pub const REFLECT_STAGE: &str = "batch-reflect";
 /// Offline batch-reflect shares the stage name with the online form (its key's
 /// `mode` tells them apart); its own version.
-pub const REFLECT_VERSION: u32 = 1;
+/// 2: a description ends where the editor's reasoning or summary starts
+/// ([`blocks`]).
+pub const REFLECT_VERSION: u32 = 2;
 pub const MERGE_STAGE: &str = "consensus-merge";
-pub const MERGE_VERSION: u32 = 1;
+/// 2: as [`REFLECT_VERSION`].
+pub const MERGE_VERSION: u32 = 2;
 
 /// The batch analysis prompt shipped with the project (`prompts/editor_batch.txt`).
-pub const DEFAULT_BATCH: &str = include_str!("../../prompts/editor_batch.txt");
+pub const DEFAULT_BATCH: &str = include_str!("../../../prompts/editor_batch.txt");
 /// The consensus-merge prompt shipped with the project (`prompts/editor_merge.txt`).
-pub const DEFAULT_MERGE: &str = include_str!("../../prompts/editor_merge.txt");
+pub const DEFAULT_MERGE: &str = include_str!("../../../prompts/editor_merge.txt");
 
 /// One mini-batch's analysis: which trajectories it saw and what it proposed.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -101,54 +106,6 @@ impl Row for MergeRow {
     }
 }
 
-/// `**Tool: name**` headers, each followed by a `<field>:` whose text (that line and
-/// the following ones up to the next header) is the tool's new description. Bold,
-/// headings, bullets and backticks are tolerated.
-pub fn parse_blocks(text: &str, field: &str) -> Vec<(String, String)> {
-    let clean = |l: &str| -> String {
-        l.trim()
-            .trim_start_matches(['#', '-', '*', ' '])
-            .replace("**", "")
-            .replace('`', "")
-            .trim()
-            .to_string()
-    };
-    let field_lc = field.to_ascii_lowercase();
-    let mut out: Vec<(String, String)> = Vec::new();
-    let mut name: Option<String> = None;
-    let mut desc: Option<String> = None;
-    let flush = |name: &mut Option<String>, desc: &mut Option<String>, out: &mut Vec<_>| {
-        if let (Some(n), Some(d)) = (name.take(), desc.take()) {
-            let d = d.split_whitespace().collect::<Vec<_>>().join(" ");
-            if !n.is_empty() && !d.is_empty() {
-                out.push((n, d));
-            }
-        }
-        *desc = None;
-    };
-    for line in text.lines() {
-        let c = clean(line);
-        let lc = c.to_ascii_lowercase();
-        if let Some(rest) = lc.strip_prefix("tool:") {
-            flush(&mut name, &mut desc, &mut out);
-            let start = c.len() - rest.len();
-            name = Some(c[start..].trim().to_string());
-        } else if let Some(rest) = lc.strip_prefix(&format!("{field_lc}:")) {
-            if name.is_some() {
-                let start = c.len() - rest.len();
-                desc = Some(c[start..].trim().to_string());
-            }
-        } else if let Some(d) = desc.as_mut() {
-            if !c.is_empty() {
-                d.push(' ');
-                d.push_str(&c);
-            }
-        }
-    }
-    flush(&mut name, &mut desc, &mut out);
-    out
-}
-
 /// The most frequent proposal (whitespace-normalised; ties go to the earliest).
 pub fn majority<'a>(proposals: impl IntoIterator<Item = &'a str>) -> Option<String> {
     let mut counts: Vec<(String, usize)> = Vec::new();
@@ -172,6 +129,13 @@ fn tools_text(tools: &[Value]) -> String {
         .map(render_tool)
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+fn tool_names(tools: &[Value]) -> Vec<&str> {
+    tools
+        .iter()
+        .filter_map(|t| t.get("name").and_then(Value::as_str))
+        .collect()
 }
 
 fn shared_tools(docs: &[DocRow]) -> Result<(DocRow, Vec<Value>), StageError> {
@@ -276,19 +240,21 @@ pub fn batch_reflect(
     for (i, (b, r)) in batches.iter().zip(&replies).enumerate() {
         r.usage.record(&mut usage, r.error.is_some());
         let mut proposals = Map::new();
-        if let Some(t) = &r.text {
-            for (name, desc) in parse_blocks(t, "Updated description") {
-                if tools
-                    .iter()
-                    .any(|x| x.get("name").and_then(Value::as_str) == Some(&name))
-                {
-                    proposals.insert(name, Value::String(desc));
-                }
+        let names = tool_names(&tools);
+        let parsed = r
+            .text
+            .as_deref()
+            .map(|t| blocks::parse(t, "Updated description", &names))
+            .unwrap_or_default();
+        for (name, desc) in parsed.descriptions {
+            if names.contains(&name.as_str()) {
+                proposals.insert(name, Value::String(desc));
             }
         }
         let mut e = edit_row(format!("batch-{i}"), p.round, &p.editor.to_string());
         e.reply = r.text.clone();
         e.updated = proposals.keys().cloned().collect();
+        e.lenient_parses = (parsed.cut + parsed.repeated) as i64;
         e.error_kind = r.error.as_ref().map(|f| f.kind.clone());
         e.prompt_tokens = r.usage.prompt_tokens as i64;
         e.completion_tokens = r.usage.completion_tokens as i64;
@@ -351,11 +317,14 @@ pub fn consensus_merge(
     }
     let mut usage = Usage::default();
     reply.usage.record(&mut usage, reply.error.is_some());
-    let merged = reply
+    let names: Vec<String> = tool_names(&tools).into_iter().map(str::to_string).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let parsed = reply
         .text
         .as_deref()
-        .map(|t| parse_blocks(t, "Final description"))
+        .map(|t| blocks::parse(t, "Final description", &names))
         .unwrap_or_default();
+    let merged = &parsed.descriptions;
     let mut merge_rows = Vec::with_capacity(tools.len());
     let mut edit = edit_row("merge".into(), p.round, &p.editor.to_string());
     for tool in tools.iter_mut() {
@@ -394,6 +363,7 @@ pub fn consensus_merge(
         });
     }
     edit.reply = reply.text.clone();
+    edit.lenient_parses = (parsed.cut + parsed.repeated) as i64;
     edit.error_kind = reply.error.as_ref().map(|f| f.kind.clone());
     edit.prompt_tokens = reply.usage.prompt_tokens as i64;
     edit.completion_tokens = reply.usage.completion_tokens as i64;
@@ -587,8 +557,35 @@ pub fn docs_stage(
     Ok(e)
 }
 
+/// The offline editor's prompt templates (batch analysis, consensus merge): the
+/// experiment's `[prompts]` set or files.
+#[derive(Clone, Copy, Debug)]
+pub struct Templates<'a> {
+    pub batch: &'a str,
+    pub merge: &'a str,
+}
+
+impl Default for Templates<'_> {
+    fn default() -> Self {
+        Templates {
+            batch: DEFAULT_BATCH,
+            merge: DEFAULT_MERGE,
+        }
+    }
+}
+
+/// What an experiment fixes for every offline environment: the editor's templates
+/// and how agents sample.
+#[derive(Clone, Debug, Default)]
+pub struct Protocol<'a> {
+    pub templates: Templates<'a>,
+    /// How agents sample when exploring (the training split) and in test play.
+    pub sampling: crate::models::SplitSampling,
+}
+
 /// What every tool set of an offline experiment shares.
 pub struct GridSpec<'a> {
+    pub protocol: Protocol<'a>,
     pub agents: &'a [ModelSpec],
     pub editors: &'a [ModelSpec],
     pub methods: &'a [crate::env::Method],
@@ -659,6 +656,7 @@ fn drive_grid(
             seed: g.spec.seed,
             agent: agent.clone(),
             sfx: sfx.clone(),
+            sampling: g.spec.protocol.sampling.clone(),
         };
         let mut jobs: Vec<Job<'_>> = Vec::new();
         for (method, docs) in [("gold", &g.gold), ("base", &g.opaque)] {
@@ -688,8 +686,8 @@ fn drive_grid(
                         setting: g.setting,
                         method: "toolobserver",
                         editor,
-                        batch_template: DEFAULT_BATCH,
-                        merge_template: DEFAULT_MERGE,
+                        batch_template: g.spec.protocol.templates.batch,
+                        merge_template: g.spec.protocol.templates.merge,
                         rounds: g.spec.rounds,
                         batch_size: g.spec.batch_size,
                         etag: &etag,
@@ -785,21 +783,6 @@ fn baseline(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn blocks_with_markdown_and_continuations() {
-        let text = "Some preamble.\n**Tool: function_1**\nBehaviour: strong.\nUpdated description: Plays the best move\nin the opening.\n\n## Tool: `function_2`\n- **Updated description:** Random moves.\n**Tool: function_3**\nBehaviour: no field\n";
-        assert_eq!(
-            parse_blocks(text, "Updated description"),
-            vec![
-                (
-                    "function_1".to_string(),
-                    "Plays the best move in the opening.".to_string()
-                ),
-                ("function_2".to_string(), "Random moves.".to_string()),
-            ]
-        );
-    }
 
     #[test]
     fn majority_counts_normalised_text_and_breaks_ties_by_order() {
