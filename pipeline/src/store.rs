@@ -143,6 +143,38 @@ pub enum Access {
     ReadWrite,
 }
 
+/// `p` as an absolute path with what exists of it resolved (symbolic links, `..`)
+/// and the rest kept as written: where a file written at `p` would land.
+pub fn resolved(p: &Path) -> PathBuf {
+    let p = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let mut base = p.clone();
+    let mut rest = Vec::new();
+    while !base.exists() {
+        match (base.file_name().map(|n| n.to_owned()), base.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n);
+                base = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut out = base.canonicalize().unwrap_or(base);
+    for n in rest.into_iter().rev() {
+        out.push(n);
+    }
+    out
+}
+
+/// Whether writing at `p` would write inside the store rooted at `root` (the root
+/// itself, an entry, a cache): nothing but the store may write there.
+pub fn is_inside(p: &Path, root: &Path) -> bool {
+    resolved(p).starts_with(resolved(root))
+}
+
 /// The store rooted at a directory. See the crate docs for the layout.
 pub struct Store {
     root: PathBuf,

@@ -124,31 +124,7 @@ pub fn stats_text(store: &Path) -> Result<String, InputError> {
 
 pub fn export(store: &Path, to: &Path) -> Result<usize, InputError> {
     // Never write into the store: it holds only what the store itself wrote.
-    let abs = |p: &Path| -> PathBuf {
-        let p = if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            std::env::current_dir().unwrap_or_default().join(p)
-        };
-        // Resolve what exists (symlinks, `..`); keep the rest as written.
-        let mut base = p.clone();
-        let mut rest = Vec::new();
-        while !base.exists() {
-            match (base.file_name().map(|n| n.to_owned()), base.parent()) {
-                (Some(n), Some(parent)) => {
-                    rest.push(n);
-                    base = parent.to_path_buf();
-                }
-                _ => break,
-            }
-        }
-        let mut out = base.canonicalize().unwrap_or(base);
-        for n in rest.into_iter().rev() {
-            out.push(n);
-        }
-        out
-    };
-    if abs(to).starts_with(abs(store)) {
+    if pipeline::store::is_inside(to, store) {
         return Err(InputError(format!(
             "{}: is inside the store {}; export the cache to a path outside it",
             to.display(),

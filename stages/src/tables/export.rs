@@ -121,6 +121,16 @@ pub fn export_experiment(
     exp: &Experiment,
     dest: &Path,
 ) -> Result<Vec<PathBuf>, crate::env::DriveError> {
+    // Nothing but the store writes inside it: a file in an entry would make the entry
+    // fail its verification (and be recomputed).
+    if pipeline::store::is_inside(dest, store.root()) {
+        return Err(crate::InputError(format!(
+            "{}: is inside the store {}; export to a folder outside it",
+            dest.display(),
+            store.root().display()
+        ))
+        .into());
+    }
     let mut session = pipeline::Session::new(store, pipeline::Mode::Status, true);
     let run = crate::driver::drive(exp, &mut session)?;
     if session

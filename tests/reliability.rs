@@ -1,0 +1,65 @@
+//! Reliability, round two (#37): each case is a promise README makes, tried as a
+//! careless or hostile user would, and the line that keeps it.
+
+mod common;
+
+use common::{one_error_line, Scratch, MODELS};
+use std::path::{Path, PathBuf};
+
+/// A published entry of the store (`<store>/<stage>/<key>/` with its manifest).
+fn an_entry(store: &Path) -> PathBuf {
+    for stage in std::fs::read_dir(store).unwrap().flatten() {
+        for key in std::fs::read_dir(stage.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if key.path().join("manifest.json").is_file() {
+                return key.path();
+            }
+        }
+    }
+    panic!("no published entry under {}", store.display());
+}
+
+/// `otb export --to` a folder inside a store entry wrote into the entry, which then
+/// failed its verification and was recomputed. Any destination inside the store is
+/// refused before anything is written.
+#[test]
+fn export_refuses_a_destination_inside_the_store() {
+    let s = Scratch::new("", MODELS);
+    s.run();
+    let entry = an_entry(&s.store());
+    let before: Vec<_> = std::fs::read_dir(&entry)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    for dest in [entry.join("export"), s.store(), s.store().join("elsewhere")] {
+        let out = s.otb(&[
+            "export",
+            s.exp().to_str().unwrap(),
+            "--to",
+            dest.to_str().unwrap(),
+        ]);
+        let line = one_error_line(&out);
+        assert!(line.contains("inside the store"), "{line}");
+        assert!(!dest.join("SCHEMA.md").exists());
+    }
+    let after: Vec<_> = std::fs::read_dir(&entry)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(before, after);
+    let status = s.status();
+    assert!(status.contains(" 0 would run"), "{status}");
+    // Outside the store it still works.
+    let ok = s.otb(&[
+        "export",
+        s.exp().to_str().unwrap(),
+        "--to",
+        s.dir.path().join("out").to_str().unwrap(),
+    ]);
+    common::stdout_ok(&ok);
+}
