@@ -63,3 +63,31 @@ fn export_refuses_a_destination_inside_the_store() {
     ]);
     common::stdout_ok(&ok);
 }
+
+/// A call whose arguments build a huge nested value (`[[0]*4194304]*4194304`: the
+/// inner list is copied 4M times here, where CPython shares it) aborted the process on
+/// a failed allocation (exit 134). Every construction is bounded by its whole size:
+/// a `MemoryError` result, and the process goes on.
+#[test]
+fn a_huge_nested_value_is_a_memory_error_not_an_abort() {
+    let out = common::otb()
+        .args([
+            "exec",
+            "estimate_derivative(function=\"lambda x: [[0]*4194304]*4194304\", x=1)",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(text.starts_with("MemoryError"), "{text}");
+    // In an argument literal it is refused as the call's parse error (exit 2).
+    let out = common::otb()
+        .args([
+            "exec",
+            "calculate_triangle_area(base=[[0]*4194304]*4194304, height=2)",
+        ])
+        .output()
+        .unwrap();
+    let line = one_error_line(&out);
+    assert!(line.contains("MemoryError"), "{line}");
+}

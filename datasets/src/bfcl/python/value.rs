@@ -38,6 +38,39 @@ pub const MAX_INT_BITS: u64 = 1 << 22;
 /// `+` concatenation may build; longer results raise `MemoryError` (empty text, as
 /// CPython prints a failed allocation) instead of being allocated.
 pub const MAX_SEQ_LEN: usize = 1 << 22;
+/// Most memory (estimated by [`footprint`]) that one `*` repetition or `+`
+/// concatenation may build. Values here are copied where CPython shares references
+/// (`[[0] * 4194304] * 4194304` is 32 MB in CPython and 4 PB copied), so the bound is
+/// on the whole result, nested sequences included; past it the result is a
+/// `MemoryError`, never an allocation that aborts the process.
+pub const MAX_FOOTPRINT: u64 = 512 << 20;
+
+/// Estimated bytes a value occupies, nested values and text included (saturating).
+pub fn footprint(v: &PyValue) -> u64 {
+    let own = std::mem::size_of::<PyValue>() as u64;
+    let inner = match v {
+        PyValue::Str(s) => s.len() as u64,
+        PyValue::Int(n) => n.bits() / 8,
+        PyValue::List(v) | PyValue::Tuple(v) => v
+            .iter()
+            .fold(0u64, |acc, x| acc.saturating_add(footprint(x))),
+        PyValue::Dict(d) => d.iter().fold(0u64, |acc, (k, x)| {
+            acc.saturating_add(footprint(k))
+                .saturating_add(footprint(x))
+        }),
+        PyValue::None | PyValue::Bool(_) | PyValue::Float(_) => 0,
+    };
+    own.saturating_add(inner)
+}
+
+/// Refuses a result whose [`footprint`] would pass [`MAX_FOOTPRINT`].
+fn check_footprint(bytes: u64) -> Result<(), PyException> {
+    if bytes > MAX_FOOTPRINT {
+        Err(seq_memory_error())
+    } else {
+        Ok(())
+    }
+}
 
 impl PyValue {
     /// Shorthand for an int value.
@@ -651,10 +684,12 @@ pub fn binop(op: BinOp, a: &PyValue, b: &PyValue) -> Result<PyValue, PyException
         }
         (BinOp::Add, P::List(x), P::List(y)) => {
             check_seq_len(x.len().saturating_add(y.len()))?;
+            check_footprint(footprint(a).saturating_add(footprint(b)))?;
             Ok(P::List(x.iter().chain(y).cloned().collect()))
         }
         (BinOp::Add, P::Tuple(x), P::Tuple(y)) => {
             check_seq_len(x.len().saturating_add(y.len()))?;
+            check_footprint(footprint(a).saturating_add(footprint(b)))?;
             Ok(P::Tuple(x.iter().chain(y).cloned().collect()))
         }
         (BinOp::Add, P::Str(_) | P::List(_) | P::Tuple(_), other) => Err(exc(
@@ -711,6 +746,7 @@ fn repeat(seq: &PyValue, n: &PyValue) -> Result<PyValue, PyException> {
         });
     }
     check_seq_len(total as usize)?;
+    check_footprint(footprint(seq).saturating_mul(count as u64))?;
     Ok(match seq {
         PyValue::Str(s) => PyValue::Str(s.repeat(count)),
         PyValue::List(v) => PyValue::List(repeat_vec(v, count)),
@@ -987,6 +1023,49 @@ pub fn dict_get<'a>(v: &'a PyValue, key: &str) -> Option<&'a PyValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nested repetition copies every inner list: bounded by the whole result, a
+    /// `MemoryError` (as an allocation CPython could not make), never an abort.
+    #[test]
+    fn nested_repetition_is_bounded_by_the_whole_result() {
+        let inner = repeat(
+            &PyValue::List(vec![PyValue::int(0)]),
+            &PyValue::int(4_194_304),
+        )
+        .expect("4M items fit");
+        let e = binop(
+            BinOp::Mul,
+            &PyValue::List(vec![inner.clone()]),
+            &PyValue::int(4_194_304),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, "MemoryError");
+        let e = binop(
+            BinOp::Mul,
+            &PyValue::int(1000),
+            &PyValue::List(vec![inner.clone()]),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, "MemoryError");
+        let big = PyValue::Str("a".repeat(4_000_000));
+        let e = binop(
+            BinOp::Mul,
+            &PyValue::List(vec![big]),
+            &PyValue::int(4_000_000),
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, "MemoryError");
+        let e = binop(BinOp::Add, &inner, &inner).unwrap_err();
+        assert_eq!(e.kind, "MemoryError");
+        // Small nested values still build.
+        let small = binop(
+            BinOp::Mul,
+            &PyValue::List(vec![PyValue::List(vec![PyValue::int(0); 3])]),
+            &PyValue::int(4),
+        )
+        .unwrap();
+        assert_eq!(small.repr(), "[[0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]]");
+    }
 
     fn int(s: &str) -> PyValue {
         PyValue::Int(s.parse().unwrap())
