@@ -33,7 +33,7 @@ test: $(CPU_CONFIG)
 fmt:
 	$(CARGO) fmt --all
 
-## Benchmarks behind README's performance section: pipeline store, released-run rescoring,
+## Benchmarks behind docs/results.md's performance section: pipeline store, released-run rescoring,
 ## openai client overhead, embedded tokens/s (OTB_BENCH_MODEL=smollm2-135m for a quick run,
 ## OTB_BENCH_EMBEDDED=0 to skip the model).
 bench: $(CPU_CONFIG)
