@@ -12,80 +12,114 @@ use std::path::Path;
 
 const CANARY: &str = "fixture canary: not the dataset's";
 
-/// The fixture: a category map, a corpus over three named domains and one outside,
-/// and four questions whose text and answers are encrypted with [`CANARY`].
+/// The fixture, in the shape of the published dataset: a category map, a corpus over
+/// three named domains and one outside, and four questions in which every string
+/// except `query_id` is encrypted with [`CANARY`], nested document lists included
+/// (`evidence_docs`, `gold_docs`, `negative_docs`: objects with `docid`, `url`, `text`).
 fn write_fixture(dir: &Path) {
     std::fs::write(
         dir.join("categories.json"),
         r#"{"wikipedia": ["en.wikipedia.org"], "news": ["www.nytimes.com"], "academic": ["arxiv.org"]}"#,
     )
     .unwrap();
-    let docs = [
-        (
-            "d1",
-            "The lighthouse keeper of Skerry Point wrote a diary in 1911.",
-            "https://en.wikipedia.org/wiki/Skerry",
-        ),
-        (
-            "d2",
-            "Report: the Skerry Point lighthouse was automated in 1987.",
-            "https://www.nytimes.com/skerry",
-        ),
-        (
-            "d3",
-            "A survey of tidal energy in northern straits.",
-            "https://arxiv.org/abs/1234",
-        ),
-        (
-            "d4",
-            "Orchard Lane bakery sells rye bread on Sundays.",
-            "https://example.org/bakery",
-        ),
-        (
-            "d5",
-            "The Vell river floods its valley every spring.",
-            "https://en.wikipedia.org/wiki/Vell",
-        ),
-    ];
-    let corpus: Vec<String> = docs
+    let corpus: Vec<String> = DOCS
         .iter()
         .map(|(id, text, url)| json!({"docid": id, "text": text, "url": url}).to_string())
         .collect();
     std::fs::write(dir.join("corpus.jsonl"), corpus.join("\n") + "\n").unwrap();
-    let qs = [
-        (
-            1,
-            "Which keeper wrote a diary in 1911?",
-            "The Skerry Point keeper",
-            "d1",
-        ),
-        (
-            2,
-            "When was the Skerry Point lighthouse automated?",
-            "1987",
-            "d2",
-        ),
-        (
-            3,
-            "Which river floods its valley every spring?",
-            "Vell",
-            "d5",
-        ),
-        (
-            4,
-            "What does the Orchard Lane bakery sell on Sundays?",
-            "rye bread",
-            "d4",
-        ),
-    ];
-    let rows: Vec<String> = qs
+    let doc = |id: &str| {
+        let (docid, text, url) = DOCS.iter().find(|d| d.0 == id).unwrap();
+        json!({"docid": encrypt(docid, CANARY), "url": encrypt(url, CANARY), "text": encrypt(text, CANARY)})
+    };
+    let rows: Vec<String> = QUESTIONS
         .iter()
-        .map(|(id, q, a, d)| {
-            json!({"query_id": id, "query": encrypt(q, CANARY), "answer": encrypt(a, CANARY), "evidence_docs": [d]})
-                .to_string()
+        .map(|(id, q, a, gold, evidence)| {
+            json!({
+                "query_id": id,
+                "query": encrypt(q, CANARY),
+                "answer": encrypt(a, CANARY),
+                "evidence_docs": [doc(evidence)],
+                "gold_docs": [doc(gold)],
+                "negative_docs": [doc("bcp-doc-4")],
+            })
+            .to_string()
         })
         .collect();
     std::fs::write(dir.join("queries.jsonl"), rows.join("\n") + "\n").unwrap();
+}
+
+/// The fixture's corpus: `(docid, text, url)`.
+const DOCS: [(&str, &str, &str); 5] = [
+    (
+        "bcp-doc-1",
+        "The lighthouse keeper of Skerry Point wrote a diary in 1911.",
+        "https://en.wikipedia.org/wiki/Skerry",
+    ),
+    (
+        "bcp-doc-2",
+        "Report: the Skerry Point lighthouse was automated in 1987.",
+        "https://www.nytimes.com/skerry",
+    ),
+    (
+        "bcp-doc-3",
+        "A survey of tidal energy in northern straits.",
+        "https://arxiv.org/abs/1234",
+    ),
+    (
+        "bcp-doc-4",
+        "Orchard Lane bakery sells rye bread on Sundays.",
+        "https://example.org/bakery",
+    ),
+    (
+        "bcp-doc-5",
+        "The Vell river floods its valley every spring.",
+        "https://en.wikipedia.org/wiki/Vell",
+    ),
+];
+
+/// The fixture's questions: `(query_id, question, answer, gold docid, evidence docid)`.
+const QUESTIONS: [(&str, &str, &str, &str, &str); 4] = [
+    (
+        "701",
+        "Which keeper wrote a diary in 1911?",
+        "The Skerry Point keeper",
+        "bcp-doc-1",
+        "bcp-doc-2",
+    ),
+    (
+        "702",
+        "When was the Skerry Point lighthouse automated?",
+        "1987",
+        "bcp-doc-2",
+        "bcp-doc-1",
+    ),
+    (
+        "703",
+        "Which river floods its valley every spring?",
+        "Vell",
+        "bcp-doc-5",
+        "bcp-doc-3",
+    ),
+    (
+        "704",
+        "What does the Orchard Lane bakery sell on Sundays?",
+        "rye bread",
+        "bcp-doc-4",
+        "bcp-doc-3",
+    ),
+];
+
+/// The question rows the run stored (read from the store).
+fn stored_questions(store: &Path) -> Vec<stages::search::QuestionRow> {
+    let stage = store.join(stages::search::QUESTIONS_STAGE);
+    let mut dirs: Vec<_> = std::fs::read_dir(&stage)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = dirs.remove(0);
+    pipeline::table::read_rows(&dir.join("search_questions.parquet")).unwrap()
 }
 
 /// Write `<name>.toml`: the fixture's files with `canary` and `corpus`, then `rest`
@@ -174,6 +208,67 @@ fn an_encrypted_browsecomp_plus_fixture_runs_through_the_stages() {
     let t4 = table4(&d.path().join("store"), &exp);
     assert!(t4.contains("run: browsecomp-plus"), "{t4}");
     assert!(!t4.contains("not BrowseComp-Plus numbers"), "{t4}");
+    // Every question loaded (none was rejected as naming a document not in the
+    // corpus), with its evidence decrypted: the answer's document first, then the
+    // supporting one, each with its URL.
+    let qs = stored_questions(&d.path().join("store"));
+    assert_eq!(qs.len(), 3, "{qs:?}");
+    for q in &qs {
+        let (_, question, answer, gold, evidence) =
+            QUESTIONS.iter().find(|x| x.0 == q.question_id).unwrap();
+        assert_eq!(
+            (q.question.as_str(), q.answer.as_str()),
+            (*question, *answer)
+        );
+        assert_eq!(q.evidence_docids, [*gold, *evidence]);
+        assert_eq!(q.gold_docs[0].docid, *gold);
+        assert_eq!(q.evidence_docs[0].docid, *evidence);
+        let url = DOCS.iter().find(|d| d.0 == *gold).unwrap().2;
+        assert_eq!(q.gold_docs[0].url, url);
+        // The domain is the answer's document's (its URL through the category map).
+        let domain = match *gold {
+            "bcp-doc-2" => "news",
+            "bcp-doc-4" => "other",
+            _ => "wikipedia",
+        };
+        assert_eq!(q.domain, domain, "{q:?}");
+    }
+}
+
+/// With the paper's id files, the splits are theirs, whole: no cap unless one is set.
+#[test]
+fn id_files_give_the_split_and_its_size() {
+    let d = tempfile::tempdir().unwrap();
+    write_fixture(d.path());
+    // 50 more questions, all for training: more than the 45 a cap would keep.
+    let mut queries = std::fs::read_to_string(d.path().join("queries.jsonl")).unwrap();
+    let mut train = String::from("702\tq\n");
+    for i in 0..50 {
+        let doc = json!({"docid": encrypt("bcp-doc-1", CANARY), "url": encrypt(DOCS[0].2, CANARY)});
+        let row = json!({"query_id": format!("9{i:02}"), "query": encrypt(&format!("Who kept the light, version {i}?"), CANARY), "answer": encrypt("The Skerry Point keeper", CANARY), "gold_docs": [doc]});
+        queries.push_str(&format!("{row}\n"));
+        train.push_str(&format!("9{i:02}\tq\n"));
+    }
+    std::fs::write(d.path().join("queries.jsonl"), queries).unwrap();
+    std::fs::write(d.path().join("train.tsv"), train).unwrap();
+    std::fs::write(d.path().join("test.tsv"), "701\tq\n703\tq\n704\tq\n").unwrap();
+    let exp = fixture_experiment(
+        d.path(),
+        "ids",
+        (CANARY, "corpus.jsonl"),
+        "train_ids_file = \"train.tsv\"\ntest_ids_file = \"test.tsv\"\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\nmax_turns = 1\n[models]\nagent = \"scripted:random\"\n",
+    );
+    stdout_ok(&run(d.path(), &exp));
+    let qs = stored_questions(&d.path().join("store"));
+    let split = |s: &str| -> Vec<&str> {
+        qs.iter()
+            .filter(|q| q.split == s)
+            .map(|q| q.question_id.as_str())
+            .collect()
+    };
+    assert_eq!(split("train").len(), 51);
+    assert_eq!(split("train")[0], "702");
+    assert_eq!(split("test"), ["701", "703", "704"]);
 }
 
 #[test]
@@ -291,7 +386,13 @@ fn text_caller(mut stream: std::net::TcpStream, _: std::sync::Arc<()>) {
         .unwrap_or("none")
         .to_string();
     let args = json!({"query": "Skerry Point"}).to_string();
+    let one_call = req["parallel_tool_calls"] == json!(false);
     let message = match req["tool_choice"].as_str() {
+        // A search request that does not ask for one call per turn is answered so
+        // that the test sees it.
+        Some(_) if !one_call => {
+            json!({"role": "assistant", "content": "parallel_tool_calls not sent"})
+        }
         Some("required") => json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": tool, "arguments": args}}]}),
         Some("auto") => json!({"role": "assistant",
@@ -338,6 +439,8 @@ fn a_tool_call_the_agent_writes_as_text_is_made() {
         text.contains("lighthouse"),
         "the call written as text was not made"
     );
+    // Every request that offered tools asked for one call per turn.
+    assert!(!text.contains("parallel_tool_calls not sent"));
     let t4 = table4(&store, &exp);
     assert!(t4.contains("/ 2.0"), "{t4}");
 }

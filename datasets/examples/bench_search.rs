@@ -51,6 +51,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         questions.len(),
         t.elapsed()
     );
+    let hinted = questions
+        .iter()
+        .filter(|q| q.text.contains("collection about"))
+        .count();
+    println!(
+        "answer leaks: {} of {} questions carry the answer or a word of it ({}+ letters); {hinted} name the answer's topic",
+        datasets::search::questions::leak_count(&questions),
+        questions.len(),
+        datasets::search::questions::TITLE_WORD_LETTERS
+    );
 
     let tools = ToolSet::new(
         &DomainSet::substitute(),

@@ -5,7 +5,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use datasets::search::real::{encrypt, load_corpus, load_queries, load_split_ids, CategoryMap};
+use datasets::search::real::{
+    encrypt, load_corpus, load_queries, load_split_ids, url_domains, CategoryMap, CategoryMatch,
+    OtherRule,
+};
 use datasets::search::{
     Bm25Index, DomainSet, Opacity, SearchEnv, SearchError, Source, ToolSet, ToolSetConfig,
 };
@@ -55,7 +58,8 @@ fn write_fixture(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         "query_id": 7,
         "query": encrypt("Which keeper of a lighthouse wrote a diary in 1911?", CANARY),
         "answer": encrypt("The Skerry Point keeper", CANARY),
-        "evidence_docs": [{"docid": "101"}, "102"],
+        // As published: every string but the query id is encrypted, nested ones too.
+        "evidence_docs": [{"docid": encrypt("101", CANARY), "url": encrypt("https://en.wikipedia.org/wiki/Skerry", CANARY)}, encrypt("102", CANARY)],
     });
     fs::write(&queries, format!("{q}\n")).unwrap();
     (categories, corpus, queries)
@@ -66,7 +70,23 @@ fn encrypted_fixture_loads_and_searches() {
     let dir = scratch("ok");
     let (cats, corpus_path, queries_path) = write_fixture(&dir);
     let domains = DomainSet::browsecomp();
-    let corpus = load_corpus(&corpus_path, &CategoryMap::load(&cats).unwrap(), &domains).unwrap();
+    let cmap = CategoryMap::load(&cats).unwrap();
+    let load = |other| {
+        load_corpus(
+            &corpus_path,
+            &cmap,
+            &domains,
+            CategoryMatch::Substring,
+            other,
+        )
+        .unwrap()
+    };
+    // The reference: the health page (a category without a tool) is in no filtered
+    // tool; with `other = "spec"` it is in `other`.
+    let reference = load(OtherRule::Reference);
+    let doms: Vec<&str> = reference.docs().iter().map(|d| d.domain.as_str()).collect();
+    assert_eq!(doms, ["wikipedia", "news", "none", "other"]);
+    let corpus = load(OtherRule::Spec);
     assert_eq!(corpus.source(), Source::BrowseCompPlus);
     let doms: Vec<&str> = corpus.docs().iter().map(|d| d.domain.as_str()).collect();
     assert_eq!(doms, ["wikipedia", "news", "other", "other"]);
@@ -77,6 +97,10 @@ fn encrypted_fixture_loads_and_searches() {
     assert_eq!(qs[0].id, "7");
     assert_eq!(qs[0].answer, "The Skerry Point keeper");
     assert_eq!(qs[0].evidence_docids, ["101", "102"]);
+    assert_eq!(
+        qs[0].evidence_docs[0].url,
+        "https://en.wikipedia.org/wiki/Skerry"
+    );
     assert_eq!(qs[0].domain, "wikipedia");
     assert_eq!(qs[0].source, "browsecomp-plus");
 
@@ -99,6 +123,25 @@ fn encrypted_fixture_loads_and_searches() {
     )
     .unwrap();
     assert_eq!(other[0]["docid"], "103");
+    // Under the reference rule only the unfiltered search finds it.
+    let index = Bm25Index::build(&reference, &dir.join("index-ref")).unwrap();
+    let cfg = ToolSetConfig {
+        search_all: true,
+        show_urls: true,
+        ..ToolSetConfig::default()
+    };
+    let env = SearchEnv::new(&reference, &index, ToolSet::new(&domains, cfg));
+    let none = env
+        .execute("tool_11", &json!({"query": "health keepers"}))
+        .unwrap();
+    assert_eq!(none, datasets::search::tools::NO_RESULTS);
+    let all: Value = serde_json::from_str(
+        &env.execute("tool_1", &json!({"query": "health keepers"}))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(all[0]["docid"], "103");
+    assert_eq!(all[0]["url"], "https://www.mayoclinic.org/x");
     fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -117,21 +160,42 @@ fn wrong_canary_and_malformed_files_are_clear_errors() {
     )
     .unwrap();
     let cmap = CategoryMap::load(&cats).unwrap();
-    let e = load_corpus(&bad, &cmap, &DomainSet::browsecomp()).unwrap_err();
+    let e = load_corpus(
+        &bad,
+        &cmap,
+        &DomainSet::browsecomp(),
+        CategoryMatch::Substring,
+        OtherRule::Reference,
+    )
+    .unwrap_err();
     assert!(
         e.to_string()
             .starts_with(&format!("{}:2: not JSON", bad.display())),
         "{e}"
     );
     fs::write(&bad, "{\"docid\": \"1\", \"url\": \"u\"}\n").unwrap();
-    let e = load_corpus(&bad, &cmap, &DomainSet::browsecomp()).unwrap_err();
+    let e = load_corpus(
+        &bad,
+        &cmap,
+        &DomainSet::browsecomp(),
+        CategoryMatch::Substring,
+        OtherRule::Reference,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains(":1: missing \"text\""), "{e}");
     fs::write(
         &bad,
         "{\"docid\": \"1\", \"text\": \"a\"}\n{\"docid\": \"1\", \"text\": \"b\"}\n",
     )
     .unwrap();
-    let e = load_corpus(&bad, &cmap, &DomainSet::browsecomp()).unwrap_err();
+    let e = load_corpus(
+        &bad,
+        &cmap,
+        &DomainSet::browsecomp(),
+        CategoryMatch::Substring,
+        OtherRule::Reference,
+    )
+    .unwrap_err();
     assert!(
         e.to_string()
             .contains(":2: docid \"1\" occurs more than once"),
@@ -141,7 +205,14 @@ fn wrong_canary_and_malformed_files_are_clear_errors() {
     let e = load_queries(&bad, None, None).unwrap_err();
     assert!(e.to_string().contains(":1: missing \"answer\""), "{e}");
 
-    let corpus = load_corpus(&corpus_path, &cmap, &DomainSet::browsecomp()).unwrap();
+    let corpus = load_corpus(
+        &corpus_path,
+        &cmap,
+        &DomainSet::browsecomp(),
+        CategoryMatch::Substring,
+        OtherRule::Reference,
+    )
+    .unwrap();
     fs::write(
         &bad,
         "{\"query_id\": \"1\", \"query\": \"q\", \"answer\": \"a\", \"gold_docs\": [\"999\"]}\n",
@@ -190,6 +261,27 @@ fn reference_splits_and_category_map() {
             "{url}"
         );
     }
+    // The defaults (the reference searcher's): substring matching, and `other` without
+    // the categories that have no tool.
+    let cases = [
+        ("https://en.wikipedia.org/wiki/Lighthouse", "wikipedia"),
+        ("https://fr.wikipedia.org/wiki/Phare", "wikipedia"),
+        ("https://www.espn.com/x", "sports"),
+        ("https://www.reddit.com/r/x", "none"),
+        ("https://www.mayoclinic.org/x", "none"),
+        ("https://unknown.example/x", "other"),
+    ];
+    for (url, want) in cases {
+        let (d, _) = url_domains(
+            url,
+            &cmap,
+            &domains,
+            CategoryMatch::Substring,
+            OtherRule::Reference,
+        );
+        assert_eq!(d, want, "{url}");
+    }
+    cmap.check(CategoryMatch::Host).unwrap();
 }
 
 /// The reference tool configs and ours: same tool ids in the same order, same opaque

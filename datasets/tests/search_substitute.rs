@@ -71,6 +71,15 @@ fn substitute_corpus_index_questions_and_recall() {
     let two_hop = questions.iter().filter(|q| q.hops == 2).count();
     println!("{} questions, {two_hop} two-hop", questions.len());
     assert!(two_hop * 2 > questions.len());
+    // No question gives its answer away: not its title, not a word of it (4+ letters),
+    // not the answer's topic in the gold tool's words.
+    assert_eq!(datasets::search::questions::leak_count(&questions), 0);
+    assert!(
+        !questions
+            .iter()
+            .any(|q| q.text.contains("belongs to the collection about")),
+        "a question names the answer's topic"
+    );
     for q in &questions {
         assert_eq!(q.source, Source::Substitute.label());
         assert!(corpus

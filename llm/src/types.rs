@@ -227,6 +227,12 @@ pub struct ChatRequest {
     /// Distinguishes repeated samples of the same request (0, 1, 2...).
     #[serde(default)]
     pub sample_index: u32,
+    /// `Some(false)`: ask the endpoint for at most one tool call per reply (OpenAI's
+    /// `parallel_tool_calls`). `None` sends nothing and is left out of the cache key,
+    /// so requests that do not set it keep their keys. The embedded backend ignores it
+    /// (its callers execute only the first call when they want one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 impl ChatRequest {
@@ -240,6 +246,7 @@ impl ChatRequest {
             sampling: Sampling::default(),
             seed: None,
             sample_index: 0,
+            parallel_tool_calls: None,
         }
     }
 }

@@ -29,6 +29,9 @@ pub fn request_body(req: &ChatRequest) -> Value {
             ToolChoice::Named(n) => json!({"type": "function", "function": {"name": n}}),
         };
         body.insert("tool_choice".into(), choice);
+        if let Some(p) = req.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), json!(p));
+        }
     }
     match &req.sampling {
         Sampling::Standard {
@@ -384,6 +387,7 @@ pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
         sampling,
         seed: v.get("seed").and_then(Value::as_u64),
         sample_index: u32_field("otb_sample_index").unwrap_or(0),
+        parallel_tool_calls: v.get("parallel_tool_calls").and_then(Value::as_bool),
     })
 }
 
@@ -492,6 +496,20 @@ mod tests {
         let req = sample_request();
         let back = parse_request_body(&request_body(&req)).unwrap();
         assert_eq!(back, req);
+    }
+
+    #[test]
+    fn parallel_tool_calls_is_sent_only_when_set() {
+        let mut req = sample_request();
+        assert!(request_body(&req).get("parallel_tool_calls").is_none());
+        req.parallel_tool_calls = Some(false);
+        let b = request_body(&req);
+        assert_eq!(b["parallel_tool_calls"], json!(false));
+        assert_eq!(parse_request_body(&b).unwrap(), req);
+        // Not set: the cache key is the one a request without the field always had.
+        let plain = sample_request();
+        let v = serde_json::to_value(&plain).unwrap();
+        assert!(v.get("parallel_tool_calls").is_none());
     }
 
     #[test]

@@ -322,3 +322,192 @@ fn concurrent_tool_sets_build_the_index_once() {
     let left = indexes();
     assert!(left.len() == 1 && !left[0].contains("building"), "{left:?}");
 }
+
+/// With an LLM judge, the editor is told the judge's verdicts, not the exact match:
+/// the training episodes are judged too (`search-judge[... train r0]`), and what
+/// batch-reflect reads is that judgement, each episode with the verdict as its
+/// outcome. The judge here (`scripted:silent`) gives no verdict, so every training
+/// episode reads as incorrect, also those the exact match counts as correct. Without
+/// a judge, batch-reflect reads the episodes themselves.
+#[test]
+fn the_editor_is_told_the_judges_verdicts() {
+    let Some((dir, store)) = scratch() else {
+        return;
+    };
+    let body = |judge: &str| {
+        format!("name = \"judged\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"toolobserver\"]\ntrain_questions = 12\ntest_questions = 2\nmax_turns = 2\nrounds = 1\nbatch_size = 4\n{judge}[models]\nagent = \"scripted:search-oracle\"\neditor = \"scripted:observer\"\n")
+    };
+    let (_, out, _) = run(
+        &dir,
+        &store,
+        "judged",
+        &body("judge = \"scripted:silent\"\n"),
+    );
+    let train_explore = out
+        .by_stage(stages::search::EXPLORE_STAGE)
+        .find(|o| o.node.contains(" train r0"))
+        .expect("training episodes");
+    let eps: Vec<EpisodeRow> = train_explore.entry.read().unwrap();
+    let right: Vec<&EpisodeRow> = eps.iter().filter(|e| e.correct).collect();
+    assert!(
+        !right.is_empty(),
+        "the oracle answered no training question"
+    );
+    assert!(right
+        .iter()
+        .all(|e| e.editor_text.contains("Judged: correct")));
+    let judged = out
+        .by_stage(stages::search::JUDGE_STAGE)
+        .find(|o| o.node.contains(" train r0"))
+        .expect("the training episodes are judged");
+    let rows: Vec<stages::search::JudgeRow> = judged.entry.read().unwrap();
+    assert_eq!(rows.len(), eps.len());
+    for (r, e) in rows.iter().zip(&eps) {
+        assert_eq!(
+            (r.split.as_str(), &r.question_id),
+            ("train", &e.question_id)
+        );
+        assert_eq!(r.verdict, None);
+        let text = r
+            .editor_text
+            .as_deref()
+            .expect("a training row's editor text");
+        assert!(text.contains("Judged: incorrect"), "{text}");
+        // The same episode, the verdict apart.
+        assert_eq!(
+            text.replace("Judged: incorrect", "Judged: correct"),
+            e.editor_text
+                .replace("Judged: incorrect", "Judged: correct")
+        );
+    }
+    let reflect = out
+        .by_stage("batch-reflect")
+        .next()
+        .expect("a batch-reflect output");
+    assert_eq!(
+        reflect.entry.manifest.components.inputs["trajectories"],
+        judged.entry.manifest.output_digest
+    );
+    // Test verdicts carry no editor text.
+    for o in out
+        .by_stage(stages::search::JUDGE_STAGE)
+        .filter(|o| o.node.contains(" test"))
+    {
+        let rows: Vec<stages::search::JudgeRow> = o.entry.read().unwrap();
+        assert!(rows
+            .iter()
+            .all(|r| r.split == "test" && r.editor_text.is_none()));
+    }
+    // No judge: no judge stage, and the editor reads the episodes.
+    let (_, out, _) = run(&dir, &store, "exact", &body(""));
+    assert_eq!(out.by_stage(stages::search::JUDGE_STAGE).count(), 0);
+    let train_explore = out
+        .by_stage(stages::search::EXPLORE_STAGE)
+        .find(|o| o.node.contains(" train r0"))
+        .unwrap();
+    let reflect = out.by_stage("batch-reflect").next().unwrap();
+    assert_eq!(
+        reflect.entry.manifest.components.inputs["trajectories"],
+        train_explore.entry.manifest.output_digest
+    );
+}
+
+/// Whole words that would tell the agent or the editor how the tools differ.
+const FORBIDDEN: &[&str] = &[
+    "phase",
+    "phases",
+    "topic",
+    "topics",
+    "domain",
+    "domains",
+    "collection",
+    "collections",
+    "part",
+    "parts",
+];
+
+/// The forbidden words `text` contains (whole words, any case).
+fn forbidden_in(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| FORBIDDEN.contains(&w.as_str()))
+        .collect()
+}
+
+/// What a default search run sends a model says nothing of the hidden structure:
+/// the agent's system prompt, the forced-answer prompt, the tools (names,
+/// descriptions, the query parameter), the empty result, the editor notes and the
+/// batch-reflect / consensus-merge prompts rendered with them, and the judge prompt.
+/// Read from what the run stored (the stage keys hold the texts sent).
+#[test]
+fn no_text_sent_to_a_model_names_the_hidden_structure() {
+    let Some((dir, store)) = scratch() else {
+        return;
+    };
+    let (_, out, _) = run(
+        &dir,
+        &store,
+        "neutral",
+        "name = \"neutral\"\n[search]\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"base\", \"toolobserver\"]\ntrain_questions = 4\ntest_questions = 4\nmax_turns = 2\nrounds = 1\nbatch_size = 2\njudge = \"scripted:judge\"\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:observer\"\n",
+    );
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for o in out.by_stage(stages::search::EXPLORE_STAGE) {
+        let p = &o.entry.manifest.components.params;
+        texts.push((
+            format!("{} system", o.node),
+            p["system"].as_str().unwrap().into(),
+        ));
+        texts.push((
+            format!("{} final answer", o.node),
+            p["final_answer"].as_str().unwrap().into(),
+        ));
+        // The episodes' tool results that are not documents: the empty result.
+        for e in o.entry.read::<EpisodeRow>().unwrap() {
+            for step in e.steps.as_array().unwrap() {
+                for r in step["results"].as_array().unwrap() {
+                    let r = r.as_str().unwrap();
+                    if !r.trim_start().starts_with('[') {
+                        texts.push((format!("{} result", o.node), r.to_string()));
+                    }
+                }
+            }
+        }
+    }
+    for o in out
+        .by_stage(stages::search::DOCS_STAGE)
+        .filter(|o| o.node.contains("opaque"))
+    {
+        for d in o.entry.read::<stages::rows::DocRow>().unwrap() {
+            texts.push((format!("{} tools", o.node), d.tools.to_string()));
+        }
+    }
+    for kind in ["batch-reflect", "consensus-merge"] {
+        for o in out.by_stage(kind) {
+            let p = &o.entry.manifest.components.params;
+            let notes = p["notes"].as_str().unwrap();
+            let prompt = p["template"].as_str().unwrap().replace("{{notes}}", notes);
+            texts.push((format!("{} prompt", o.node), prompt));
+        }
+    }
+    texts.push((
+        "judge".into(),
+        datasets::search::judge::JUDGE_TEMPLATE.to_string(),
+    ));
+    texts.push((
+        "empty result".into(),
+        datasets::search::tools::NO_RESULTS.into(),
+    ));
+    let kinds: std::collections::BTreeSet<&str> = texts
+        .iter()
+        .map(|(n, _)| n.rsplit(' ').next().unwrap_or(""))
+        .collect();
+    assert!(
+        ["system", "answer", "tools", "prompt", "judge", "result"]
+            .iter()
+            .all(|k| kinds.contains(k)),
+        "{kinds:?}"
+    );
+    for (name, text) in &texts {
+        assert_eq!(forbidden_in(text), Vec::<String>::new(), "{name}: {text}");
+    }
+}

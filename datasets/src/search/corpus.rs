@@ -9,6 +9,12 @@ use super::SearchError;
 /// The domain every document outside the named ones falls into; it has its own tool.
 pub const OTHER: &str = "other";
 
+/// The domain of a document that no filtered tool returns: a BrowseComp-Plus page of a
+/// category without a tool of its own (health, education, ...) when `other` excludes
+/// every category of the map, as the reference searcher's does. Only the unfiltered
+/// search finds it.
+pub const NO_TOOL: &str = "none";
+
 /// One searchable document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Document {
@@ -22,11 +28,20 @@ pub struct Document {
     pub url: String,
     /// The source's own topic label, when it has one (the substitute corpus).
     pub topic: Option<String>,
-    /// The domain id the tools filter by (one of the [`DomainSet`]'s ids).
+    /// The domain id the tools filter by (one of the [`DomainSet`]'s ids, or
+    /// [`NO_TOOL`]): the first one the document belongs to.
     pub domain: String,
+    /// Further named domains the document belongs to (a BrowseComp-Plus URL that
+    /// contains the domain strings of several categories); usually empty.
+    pub also: Vec<String>,
 }
 
 impl Document {
+    /// Whether the tool of domain `id` can return this document.
+    pub fn in_domain(&self, id: &str) -> bool {
+        self.domain == id || self.also.iter().any(|d| d == id)
+    }
+
     /// What is indexed and shown: the title on its own line above the text, or the text.
     pub fn contents(&self) -> String {
         if self.title.is_empty() {
@@ -135,6 +150,12 @@ impl Corpus {
         h.update(self.source.label().as_bytes());
         for d in &self.docs {
             for part in [&d.docid, &d.domain, &d.title, &d.text] {
+                h.update((part.len() as u64).to_le_bytes());
+                h.update(part.as_bytes());
+            }
+            // Only when present, so that corpora without them keep their fingerprint.
+            for part in &d.also {
+                h.update(b"+");
                 h.update((part.len() as u64).to_le_bytes());
                 h.update(part.as_bytes());
             }
@@ -365,6 +386,7 @@ pub(crate) fn test_docs(rows: &[(&str, &str)]) -> Vec<Document> {
             url: String::new(),
             topic: None,
             domain: domain.to_string(),
+            also: Vec::new(),
         })
         .collect()
 }

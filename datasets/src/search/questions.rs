@@ -11,7 +11,10 @@
 //!   agent must find A first and then search with A's title: at least two searches.
 //!
 //! Every clue set is checked to single out its document in the corpus, and the question
-//! text never contains the answer's title or aliases (nor, for two-hop, the bridge's).
+//! text never contains the answer's title or aliases (nor, for two-hop, the bridge's),
+//! nor any word of the answer's title of [`TITLE_WORD_LETTERS`] letters or more. Whether
+//! a two-hop question names the answer's topic in the gold tool's words is
+//! [`GenConfig::collection_hint`] (off by default: it points at the hidden structure).
 //! Questions carry the substitute's [`Source`] label.
 
 use std::collections::{HashMap, HashSet};
@@ -39,6 +42,19 @@ pub struct Question {
     pub hops: u8,
     /// The domain of the first evidence document (empty when unknown).
     pub domain: String,
+    /// BrowseComp-Plus: the documents that support the answer (`evidence_docs`).
+    pub evidence_docs: Vec<DocRef>,
+    /// BrowseComp-Plus: the documents that contain the answer (`gold_docs`).
+    pub gold_docs: Vec<DocRef>,
+}
+
+/// A document a question names: its docid and URL.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DocRef {
+    /// The document's id.
+    pub docid: String,
+    /// Its URL (empty when the row gives none).
+    pub url: String,
 }
 
 /// Generation settings.
@@ -54,6 +70,9 @@ pub struct GenConfig {
     pub max_df: usize,
     /// Largest number of documents that may name a bridge entity.
     pub max_bridge_mentions: usize,
+    /// Two-hop questions say which topic the answer's article has, in the words of
+    /// the gold tool's description (a hint at the hidden structure; off by default).
+    pub collection_hint: bool,
 }
 
 impl Default for GenConfig {
@@ -64,6 +83,7 @@ impl Default for GenConfig {
             two_hop: 300,
             max_df: 12,
             max_bridge_mentions: 20,
+            collection_hint: false,
         }
     }
 }
@@ -253,6 +273,36 @@ fn leaks(text: &str, names: &[String]) -> bool {
     names.iter().any(|n| contains_seq(&t, &normalize_tokens(n)))
 }
 
+/// The shortest title word that gives a question away: words of the answer's title
+/// with at least this many letters may not occur in its question.
+pub const TITLE_WORD_LETTERS: usize = 4;
+
+/// The words of `title` (lowercase) with at least [`TITLE_WORD_LETTERS`] characters
+/// that `text` contains as whole words, case-insensitively.
+pub fn title_words_in(text: &str, title: &str) -> Vec<String> {
+    let in_text: HashSet<String> = words(text).into_iter().collect();
+    let mut out: Vec<String> = Vec::new();
+    for w in words(title) {
+        if w.chars().count() >= TITLE_WORD_LETTERS && in_text.contains(&w) && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// How many of `questions` give their answer away: the text contains the answer, an
+/// alias, or a word of the answer of at least [`TITLE_WORD_LETTERS`] letters.
+pub fn leak_count(questions: &[Question]) -> usize {
+    questions
+        .iter()
+        .filter(|q| {
+            let mut names = vec![q.answer.clone()];
+            names.extend(q.aliases.iter().cloned());
+            leaks(&q.text, &names) || !title_words_in(&q.text, &q.answer).is_empty()
+        })
+        .count()
+}
+
 fn domain_phrase(domain: &str) -> Option<&'static str> {
     SUBSTITUTE_TOPICS
         .iter()
@@ -371,6 +421,8 @@ fn question(
             .collect(),
         hops: if bridge.is_some() { 2 } else { 1 },
         domain: d.domain.clone(),
+        evidence_docs: Vec::new(),
+        gold_docs: Vec::new(),
     }
 }
 
@@ -415,7 +467,7 @@ fn one_hop(
         if rare.len() > 1 { "s" } else { "" },
         quote_list(&rare)
     ));
-    if leaks(&text, &names(sub, e)) {
+    if leaks(&text, &names(sub, e)) || !title_words_in(&text, &doc.title).is_empty() {
         return None;
     }
     Some(question(sub, text, e, None))
@@ -466,7 +518,7 @@ fn two_hop(
         "Start from the subject described as \"{desc}\" whose encyclopedia summary uses the word \"{bridge_word}\". \
          Another article's summary mentions that subject by name and also mentions {clue_text}."
     );
-    if let Some(what) = domain_phrase(&docs[answer].domain) {
+    if let Some(what) = domain_phrase(&docs[answer].domain).filter(|_| cfg.collection_hint) {
         text.push_str(&format!(
             " That other article belongs to the collection about {what}."
         ));
@@ -474,7 +526,8 @@ fn two_hop(
     text.push_str(" What is the title of that other article?");
     let mut hidden = names(sub, answer);
     hidden.extend(names(sub, bridge));
-    if leaks(&text, &hidden) {
+    // Neither the clues nor the bridge may carry a word of the answer's title.
+    if leaks(&text, &hidden) || !title_words_in(&text, &docs[answer].title).is_empty() {
         return None;
     }
     Some(question(sub, text, answer, Some(bridge)))
@@ -530,6 +583,7 @@ mod tests {
             two_hop: 10,
             max_df: 1,
             max_bridge_mentions: 5,
+            collection_hint: false,
         };
         let qs = generate(&sub, &cfg);
         assert_eq!(qs, generate(&sub, &cfg), "deterministic");
@@ -542,10 +596,20 @@ mod tests {
             "{}",
             two[0].text
         );
+        // The answer's topic is not named unless asked for.
+        assert!(!two[0].text.contains("collection"), "{}", two[0].text);
+        let hinted = generate(
+            &sub,
+            &GenConfig {
+                collection_hint: true,
+                ..cfg
+            },
+        );
+        let hinted: Vec<&Question> = hinted.iter().filter(|q| q.hops == 2).collect();
         assert!(
-            two[0].text.contains("collection about people"),
+            hinted[0].text.contains("collection about people"),
             "{}",
-            two[0].text
+            hinted[0].text
         );
         let one: Vec<&Question> = qs.iter().filter(|q| q.hops == 1).collect();
         assert!(one
@@ -570,6 +634,39 @@ mod tests {
     }
 
     #[test]
+    fn no_question_carries_a_word_of_its_answer() {
+        // "Alpha River" is singled out by its description "River in Freedonia" and two
+        // rare words: that question would carry "river", a word of its answer.
+        let sub = tiny();
+        let cfg = GenConfig {
+            seed: 7,
+            one_hop: 10,
+            two_hop: 10,
+            max_df: 1,
+            max_bridge_mentions: 5,
+            collection_hint: false,
+        };
+        let qs = generate(&sub, &cfg);
+        assert!(!qs.is_empty());
+        for q in &qs {
+            assert_eq!(
+                title_words_in(&q.text, &q.answer),
+                Vec::<String>::new(),
+                "{}",
+                q.text
+            );
+        }
+        assert!(!qs.iter().any(|q| q.answer == "Alpha River"), "{qs:?}");
+        assert_eq!(leak_count(&qs), 0);
+        assert_eq!(
+            title_words_in("It is a RIVER in the hills.", "Alpha River (Freedonia)"),
+            ["river"]
+        );
+        assert!(title_words_in("a rivers tale", "Alpha River").is_empty());
+        assert!(title_words_in("the USA flag", "USA").is_empty());
+    }
+
+    #[test]
     fn aliases_drop_parentheticals() {
         assert_eq!(aliases("Mercury (planet)"), ["Mercury"]);
         assert!(aliases("Mercury").is_empty());
@@ -588,6 +685,8 @@ mod tests {
                 evidence_docids: vec![],
                 hops: 1,
                 domain: String::new(),
+                evidence_docs: vec![],
+                gold_docs: vec![],
             })
             .collect();
         let (tr, te) = split(&qs, 1, 0.1);

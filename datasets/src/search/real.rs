@@ -2,15 +2,18 @@
 //! cannot be fetched on the project's machines).
 //!
 //! - Corpus: JSONL, one `{docid, text, url}` object a line (docid a string or integer).
-//!   Each document's domain comes from its URL host through a category map in the format
-//!   of the reference `simple_categories.json` (`{category: [host, ...]}`): the category
-//!   when it is one of the nine named domains, else `other` (unlisted hosts included).
+//!   Each document's domains come from its URL through a category map in the format of
+//!   the reference `simple_categories.json` (`{category: [domain, ...]}`), matched as the
+//!   reference searcher does (a domain string occurring in the URL, [`CategoryMatch`]) or
+//!   by exact host; `other` holds the pages of no category (or of no named one,
+//!   [`OtherRule`]); see [`url_domains`].
 //! - Queries: JSONL, one object a line with `query_id`, `query`, `answer` and, when
-//!   present, evidence documents (`evidence_docs` or `gold_docs`: docids or objects with a
-//!   `docid`). With a canary string, `query` and `answer` are base64 of the text XORed with
-//!   a key stream: the 32-byte sha256 digest of the canary, repeated to the text's length
-//!   (the scheme BrowseComp publishes). The canary is user configuration; a wrong one
-//!   gives bytes that are not UTF-8 or mostly unprintable, which is reported as
+//!   present, the documents of the answer (`gold_docs`) and its evidence
+//!   (`evidence_docs`): docids or objects with `docid`, `url`, `text`. With a canary
+//!   string, every string of a row except `query_id`, at any depth, is base64 of the text
+//!   XORed with a key stream: the 32-byte sha256 digest of the canary, repeated to the
+//!   text's length (the scheme BrowseComp publishes). The canary is user configuration; a
+//!   wrong one gives bytes that are not UTF-8 or mostly unprintable, which is reported as
 //!   [`SearchError::WrongKey`].
 //! - Splits: the reference `*_queries.tsv` files (`query_id<TAB>question`).
 
@@ -22,8 +25,8 @@ use base64::Engine as _;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::corpus::{Corpus, Document, DomainSet, Source};
-use super::questions::Question;
+use super::corpus::{Corpus, Document, DomainSet, Source, NO_TOOL, OTHER};
+use super::questions::{DocRef, Question};
 use super::{io_err, SearchError};
 
 /// Why a field did not decrypt to text.
@@ -74,10 +77,38 @@ pub fn decrypt(field: &str, canary: &str) -> Result<String, DecryptError> {
     Ok(text)
 }
 
-/// A category map: host -> category, from a `simple_categories.json`-style file.
+/// How a URL is matched against a category's domain strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CategoryMatch {
+    /// One of the category's strings occurs in the lowercased URL (the reference
+    /// searcher's `domain in url`); a URL may belong to several categories.
+    #[default]
+    Substring,
+    /// The URL's host, or the host without a leading `www.`, is listed.
+    Host,
+}
+
+/// What the `other` tool returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OtherRule {
+    /// Pages of no category of the map (the reference searcher excludes the URLs of every
+    /// category): pages of a category without a tool are found only by `search_all`.
+    #[default]
+    Reference,
+    /// Pages of no named category (the categories without a tool included).
+    Spec,
+}
+
+/// A category map in the reference `simple_categories.json` format
+/// (`{category: [domain, ...]}`), in file order.
 #[derive(Debug, Clone, Default)]
 pub struct CategoryMap {
+    categories: Vec<(String, Vec<String>)>,
     by_host: HashMap<String, String>,
+    /// Hosts listed under two categories (an error only for [`CategoryMatch::Host`]).
+    conflict: Option<String>,
 }
 
 impl CategoryMap {
@@ -87,8 +118,7 @@ impl CategoryMap {
         Self::parse(&bytes, &path.display().to_string())
     }
 
-    /// Parses the map; `file` names it in errors. A host listed under two categories is
-    /// an error.
+    /// Parses the map; `file` names it in errors.
     pub fn parse(bytes: &[u8], file: &str) -> Result<Self, SearchError> {
         let malformed = |line: usize, message: String| SearchError::Malformed {
             file: file.to_string(),
@@ -103,7 +133,7 @@ impl CategoryMap {
                 "expected an object {category: [host, ...]}".into(),
             ));
         };
-        let mut by_host = HashMap::new();
+        let mut map = CategoryMap::default();
         for (cat, hosts) in cats {
             let Value::Array(hosts) = hosts else {
                 return Err(malformed(
@@ -111,6 +141,7 @@ impl CategoryMap {
                     format!("category {cat:?}: expected a list of hosts"),
                 ));
             };
+            let mut list = Vec::new();
             for h in hosts {
                 let Value::String(h) = h else {
                     return Err(malformed(
@@ -119,20 +150,34 @@ impl CategoryMap {
                     ));
                 };
                 let host = h.trim().to_ascii_lowercase();
-                if let Some(prev) = by_host.insert(host.clone(), cat.clone()) {
-                    if prev != cat {
-                        return Err(malformed(
-                            0,
-                            format!("host {host:?} is listed under both {prev:?} and {cat:?}"),
+                if host.is_empty() {
+                    continue;
+                }
+                if let Some(prev) = map.by_host.insert(host.clone(), cat.clone()) {
+                    if prev != cat && map.conflict.is_none() {
+                        map.conflict = Some(format!(
+                            "{file}: host {host:?} is listed under both {prev:?} and {cat:?}"
                         ));
                     }
                 }
+                list.push(host);
             }
+            map.categories.push((cat, list));
         }
-        Ok(CategoryMap { by_host })
+        Ok(map)
     }
 
-    /// The category of a URL: its host looked up as is, then without a leading `www.`.
+    /// Checks that the map can be used with `how`: with host matching a host must
+    /// belong to one category.
+    pub fn check(&self, how: CategoryMatch) -> Result<(), SearchError> {
+        match (&self.conflict, how) {
+            (Some(c), CategoryMatch::Host) => Err(SearchError::Invalid(c.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The category of a URL by host: its host looked up as is, then without a
+    /// leading `www.`.
     pub fn category(&self, url: &str) -> Option<&str> {
         let host = url_host(url)?;
         self.by_host
@@ -140,6 +185,55 @@ impl CategoryMap {
             .or_else(|| host.strip_prefix("www.").and_then(|h| self.by_host.get(h)))
             .map(String::as_str)
     }
+
+    /// Every category of a URL, in map order: by host (at most one), or every category
+    /// one of whose strings occurs in the lowercased URL.
+    pub fn categories(&self, url: &str, how: CategoryMatch) -> Vec<&str> {
+        match how {
+            CategoryMatch::Host => self.category(url).into_iter().collect(),
+            CategoryMatch::Substring => {
+                let url = url.to_lowercase();
+                if url.is_empty() {
+                    return Vec::new();
+                }
+                self.categories
+                    .iter()
+                    .filter(|(_, hosts)| hosts.iter().any(|h| url.contains(h.as_str())))
+                    .map(|(c, _)| c.as_str())
+                    .collect()
+            }
+        }
+    }
+}
+
+/// The domains of a document with `url`: the named ones among its categories (the first
+/// is its domain, the rest `also`); with none, `other` or, under
+/// [`OtherRule::Reference`] when it has a category without a tool, [`NO_TOOL`].
+pub fn url_domains(
+    url: &str,
+    categories: &CategoryMap,
+    domains: &DomainSet,
+    how: CategoryMatch,
+    other: OtherRule,
+) -> (String, Vec<String>) {
+    let cats = categories.categories(url, how);
+    let mut named: Vec<String> = Vec::new();
+    for c in &cats {
+        if let Some(d) = domains.named.iter().find(|d| d.id == *c) {
+            if !named.contains(&d.id) {
+                named.push(d.id.clone());
+            }
+        }
+    }
+    if named.is_empty() {
+        let domain = match other {
+            OtherRule::Reference if !cats.is_empty() => NO_TOOL,
+            _ => OTHER,
+        };
+        return (domain.to_string(), Vec::new());
+    }
+    let first = named.remove(0);
+    (first, named)
 }
 
 /// The lowercased host of a URL (no scheme, user info or port); `None` when empty.
@@ -224,12 +318,16 @@ fn jsonl_rows(path: &Path) -> Result<Vec<Row>, SearchError> {
     Ok(out)
 }
 
-/// Loads a BrowseComp-Plus corpus JSONL, assigning domains with `categories` and `domains`.
+/// Loads a BrowseComp-Plus corpus JSONL, assigning domains with `categories` and
+/// `domains` ([`url_domains`]).
 pub fn load_corpus(
     path: &Path,
     categories: &CategoryMap,
     domains: &DomainSet,
+    how: CategoryMatch,
+    other: OtherRule,
 ) -> Result<Corpus, SearchError> {
+    categories.check(how)?;
     let mut docs = Vec::new();
     let mut seen = HashSet::new();
     for row in jsonl_rows(path)? {
@@ -243,9 +341,7 @@ pub fn load_corpus(
             None | Some(Value::Null) => String::new(),
             Some(_) => return Err(row.malformed("\"url\" should be a string")),
         };
-        let domain = domains
-            .domain_of(categories.category(&url).unwrap_or(""))
-            .to_string();
+        let (domain, also) = url_domains(&url, categories, domains, how, other);
         docs.push(Document {
             docid,
             title: String::new(),
@@ -253,53 +349,100 @@ pub fn load_corpus(
             url,
             topic: None,
             domain,
+            also,
         });
     }
     Corpus::new(Source::BrowseCompPlus, docs)
 }
 
-/// Loads BrowseComp-Plus queries. With `canary`, `query` and `answer` are decrypted (a
-/// wrong canary is [`SearchError::WrongKey`]); without, they are read as plain text.
-/// `corpus`, when given, supplies each question's domain (its first evidence document's)
-/// and checks that evidence docids exist.
+/// Decrypts every string of `v` in place, at any depth, except the values of
+/// `query_id` keys (the published dataset encrypts every other string field: the
+/// question, the answer, and each evidence, gold and negative document's docid, URL and
+/// text). `path` names the field in errors (`evidence_docs[0].docid`).
+fn decrypt_all(v: &mut Value, canary: &str, path: &str) -> Result<(), (String, DecryptError)> {
+    match v {
+        Value::String(s) => {
+            *s = decrypt(s, canary).map_err(|e| (path.to_string(), e))?;
+        }
+        Value::Array(items) => {
+            for (i, it) in items.iter_mut().enumerate() {
+                decrypt_all(it, canary, &format!("{path}[{i}]"))?;
+            }
+        }
+        Value::Object(map) => {
+            for (k, it) in map.iter_mut() {
+                if k == "query_id" {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                decrypt_all(it, canary, &p)?;
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+    Ok(())
+}
+
+/// Reads a `*_docs` list: docids, or objects with a `docid` (and a `url`).
+fn doc_refs(row: &Row, key: &str) -> Result<Vec<DocRef>, SearchError> {
+    match row.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|it| {
+                let docid = id_string(Some(it)).or_else(|| id_string(it.get("docid")));
+                let docid = docid
+                    .ok_or_else(|| row.malformed(format!("{key:?}: item {it} is not a docid")))?;
+                let url = it
+                    .get("url")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                Ok(DocRef { docid, url })
+            })
+            .collect(),
+        Some(_) => Err(row.malformed(format!("{key:?} should be a list"))),
+    }
+}
+
+/// Loads BrowseComp-Plus queries. With `canary`, every string of a row but `query_id` is
+/// decrypted, at any depth (a wrong canary is [`SearchError::WrongKey`]); without, the
+/// rows are read as plain text. The answer's documents (`gold_docs`) come first among a
+/// question's evidence docids, then the other `evidence_docs`; both lists are kept with
+/// their URLs. `corpus`, when given, supplies each question's domain (its first evidence
+/// document's) and checks that evidence docids exist.
 pub fn load_queries(
     path: &Path,
     canary: Option<&str>,
     corpus: Option<&Corpus>,
 ) -> Result<Vec<Question>, SearchError> {
     let mut out = Vec::new();
-    for row in jsonl_rows(path)? {
-        let id = row.id("query_id")?;
-        let field = |name: &str| -> Result<String, SearchError> {
-            let raw = row.string(name)?;
-            match canary {
-                None => Ok(raw.to_string()),
-                Some(c) => decrypt(raw, c).map_err(|e| SearchError::WrongKey {
-                    file: row.file.clone(),
-                    line: row.line,
-                    field: name.to_string(),
-                    detail: e.to_string(),
-                }),
+    for mut row in jsonl_rows(path)? {
+        if let Some(c) = canary {
+            let mut v = Value::Object(std::mem::take(&mut row.map));
+            decrypt_all(&mut v, c, "").map_err(|(field, e)| SearchError::WrongKey {
+                file: row.file.clone(),
+                line: row.line,
+                field,
+                detail: e.to_string(),
+            })?;
+            if let Value::Object(m) = v {
+                row.map = m;
             }
-        };
-        let text = field("query")?;
-        let answer = field("answer")?;
-        let mut evidence = Vec::new();
-        for key in ["evidence_docs", "gold_docs"] {
-            match row.get(key) {
-                None | Some(Value::Null) => {}
-                Some(Value::Array(items)) => {
-                    for it in items {
-                        let id = id_string(Some(it)).or_else(|| id_string(it.get("docid")));
-                        let id = id.ok_or_else(|| {
-                            row.malformed(format!("{key:?}: item {it} is not a docid"))
-                        })?;
-                        if !evidence.contains(&id) {
-                            evidence.push(id);
-                        }
-                    }
-                }
-                Some(_) => return Err(row.malformed(format!("{key:?} should be a list"))),
+        }
+        let id = row.id("query_id")?;
+        let text = row.string("query")?.to_string();
+        let answer = row.string("answer")?.to_string();
+        let gold = doc_refs(&row, "gold_docs")?;
+        let support = doc_refs(&row, "evidence_docs")?;
+        let mut evidence: Vec<String> = Vec::new();
+        for d in gold.iter().chain(&support) {
+            if !evidence.contains(&d.docid) {
+                evidence.push(d.docid.clone());
             }
         }
         let mut domain = String::new();
@@ -324,6 +467,8 @@ pub fn load_queries(
             evidence_docids: evidence,
             hops: 0,
             domain,
+            evidence_docs: support,
+            gold_docs: gold,
         });
     }
     Ok(out)
@@ -405,7 +550,74 @@ mod tests {
             set.domain_of(m.category("https://www.mayoclinic.org/").unwrap()),
             "other"
         );
-        let e = CategoryMap::parse(br#"{"a": ["h"], "b": ["h"]}"#, "c.json").unwrap_err();
+        // A host under two categories: fine for substring matching, not for hosts.
+        let two = CategoryMap::parse(br#"{"a": ["h"], "b": ["h"]}"#, "c.json").unwrap();
+        let e = two.check(CategoryMatch::Host).unwrap_err();
         assert!(e.to_string().contains("both"), "{e}");
+        assert!(two.check(CategoryMatch::Substring).is_ok());
+    }
+
+    #[test]
+    fn substring_and_host_matching_and_the_two_readings_of_other() {
+        let m = CategoryMap::parse(
+            br#"{"wikipedia": ["wikipedia.org"], "news": ["nytimes.com"], "sports": ["espn.com"], "health": ["mayoclinic.org"]}"#,
+            "c.json",
+        )
+        .unwrap();
+        let set = DomainSet::browsecomp();
+        let d = |url: &str, how, other| url_domains(url, &m, &set, how, other);
+        use CategoryMatch::{Host, Substring};
+        use OtherRule::{Reference, Spec};
+        // The reference: a domain string anywhere in the URL.
+        assert_eq!(
+            d("https://fr.wikipedia.org/wiki/X", Substring, Reference).0,
+            "wikipedia"
+        );
+        assert_eq!(
+            d("https://fr.wikipedia.org/wiki/X", Host, Reference).0,
+            "other"
+        );
+        // Several categories: the first is the domain, the others too.
+        assert_eq!(
+            d(
+                "https://www.nytimes.com/espn.com-deal",
+                Substring,
+                Reference
+            ),
+            ("news".to_string(), vec!["sports".to_string()])
+        );
+        // A category without a tool: only search_all finds it, unless `other` is every
+        // page outside the named categories.
+        assert_eq!(
+            d("https://mayoclinic.org/a", Substring, Reference).0,
+            NO_TOOL
+        );
+        assert_eq!(d("https://mayoclinic.org/a", Substring, Spec).0, OTHER);
+        assert_eq!(d("https://mayoclinic.org/a", Host, Reference).0, NO_TOOL);
+        assert_eq!(d("https://example.org/", Substring, Reference).0, OTHER);
+        assert_eq!(d("", Substring, Reference).0, OTHER);
+    }
+
+    #[test]
+    fn every_string_but_the_query_id_is_decrypted_at_any_depth() {
+        let c = "k";
+        let e = |t: &str| encrypt(t, c);
+        let mut v = serde_json::json!({
+            "query_id": "17",
+            "query": e("Which lighthouse?"),
+            "gold_docs": [{"docid": e("d1"), "url": e("https://a.org/x"), "text": e("Body")}],
+            "negative_docs": [[{"docid": e("d9")}]],
+            "n": 3,
+        });
+        decrypt_all(&mut v, c, "").unwrap();
+        assert_eq!(v["query_id"], "17");
+        assert_eq!(v["query"], "Which lighthouse?");
+        assert_eq!(v["gold_docs"][0]["docid"], "d1");
+        assert_eq!(v["gold_docs"][0]["url"], "https://a.org/x");
+        assert_eq!(v["negative_docs"][0][0]["docid"], "d9");
+        assert_eq!(v["n"], 3);
+        let mut w = serde_json::json!({"query_id": "1", "query": encrypt("In which year did the author first publish a poem?", "right")});
+        let (field, _) = decrypt_all(&mut w, "wrong", "").unwrap_err();
+        assert_eq!(field, "query");
     }
 }

@@ -109,6 +109,7 @@ pub fn parse_summaries(bytes: &[u8], file: &str) -> Result<SubstituteCorpus, Sea
             topic: Some(topic).filter(|t| !t.is_empty()),
             title,
             text,
+            also: Vec::new(),
         });
     }
     Ok(SubstituteCorpus {

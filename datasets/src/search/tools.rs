@@ -17,8 +17,15 @@ use serde_json::{json, Value};
 use super::corpus::{Corpus, DomainSet, DomainSpec};
 use super::SearchError;
 
-/// What a tool returns when no document of its domain matches.
-pub const NO_RESULTS: &str = "No results: no document in this tool's collection matches the query.";
+/// What a tool returns when no document of its domain matches: it says so and
+/// suggests rephrasing or another tool, and says nothing about why (the tools' hidden
+/// difference is for the agent to find out).
+pub const NO_RESULTS: &str =
+    "No results for this query. Try rephrasing it or using a different search tool.";
+
+/// The empty result with the hidden structure hinted at (`[search] hints = true` only).
+pub const NO_RESULTS_HINTED: &str =
+    "No results: no document in this tool's collection matches the query.";
 
 /// The one description every opaque tool shares.
 pub const OPAQUE_DESCRIPTION: &str =
@@ -71,6 +78,11 @@ pub struct ToolSetConfig {
     pub candidates: usize,
     /// Snippet length in whitespace tokens.
     pub snippet_tokens: usize,
+    /// Each result carries its document's URL (BrowseComp-Plus, as the reference
+    /// searcher shows them by default).
+    pub show_urls: bool,
+    /// The empty result hints at what a tool covers ([`NO_RESULTS_HINTED`]).
+    pub hints: bool,
 }
 
 impl Default for ToolSetConfig {
@@ -81,6 +93,8 @@ impl Default for ToolSetConfig {
             k: 5,
             candidates: 2048,
             snippet_tokens: 512,
+            show_urls: false,
+            hints: false,
         }
     }
 }
@@ -187,6 +201,9 @@ pub struct ResultItem {
     pub score: f64,
     /// The document's contents cut to the snippet budget.
     pub snippet: String,
+    /// The document's URL, when the tool set shows them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// The first `n` whitespace-separated tokens of `s`, with the original spacing between
@@ -256,7 +273,7 @@ impl<'a, R: Retriever + ?Sized> SearchEnv<'a, R> {
         candidates
             .iter()
             .filter(|h| {
-                domain.is_none_or(|d| self.corpus.get(h.ord).is_some_and(|doc| doc.domain == d))
+                domain.is_none_or(|d| self.corpus.get(h.ord).is_some_and(|doc| doc.in_domain(d)))
             })
             .take(self.tools.config.k)
             .copied()
@@ -282,6 +299,7 @@ impl<'a, R: Retriever + ?Sized> SearchEnv<'a, R> {
                     docid: doc.docid.clone(),
                     score: (f64::from(h.score) * 1e4).round() / 1e4,
                     snippet: snippet.to_string(),
+                    url: self.tools.config.show_urls.then(|| doc.url.clone()),
                 })
             })
             .collect())
@@ -326,7 +344,12 @@ impl<'a, R: Retriever + ?Sized> SearchEnv<'a, R> {
         };
         let results = self.search(name, query)?;
         if results.is_empty() {
-            return Ok(NO_RESULTS.to_string());
+            let text = if self.tools.config.hints {
+                NO_RESULTS_HINTED
+            } else {
+                NO_RESULTS
+            };
+            return Ok(text.to_string());
         }
         serde_json::to_string_pretty(&results).map_err(|e| SearchError::Invalid(e.to_string()))
     }

@@ -340,6 +340,7 @@ fn conversation_request(model: String, conv: &Conversation<'_>) -> ChatRequest {
         req.tool_choice = ToolChoice::None;
     } else {
         req.tools = conv.tools.iter().map(tool_def).collect();
+        req.parallel_tool_calls = conv.parallel_tool_calls;
         req.tool_choice = if conv.require_tool {
             ToolChoice::Required
         } else {
@@ -600,6 +601,7 @@ mod tests {
             final_answer,
             require_tool,
             seed: 0,
+            parallel_tool_calls: None,
         };
         let req = conversation_request("m".into(), &conv(true, false));
         assert_eq!(req.tool_choice, ToolChoice::Required);
@@ -609,6 +611,18 @@ mod tests {
         let req = conversation_request("m".into(), &conv(false, true));
         assert_eq!(req.tool_choice, ToolChoice::None);
         assert!(req.tools.is_empty());
+        assert_eq!(req.parallel_tool_calls, None);
+        // One call per turn is asked of the endpoint on turns that offer tools.
+        let one = Conversation {
+            parallel_tool_calls: Some(false),
+            ..conv(false, false)
+        };
+        let req = conversation_request("m".into(), &one);
+        assert_eq!(req.parallel_tool_calls, Some(false));
+        assert_eq!(
+            llm::wire::request_body(&req)["parallel_tool_calls"],
+            json!(false)
+        );
     }
 
     #[test]

@@ -348,6 +348,9 @@ pub struct Conversation<'a> {
     /// a small model otherwise tends to answer from memory without searching).
     pub require_tool: bool,
     pub seed: u64,
+    /// `Some(false)`: one tool call per turn is wanted (sent to endpoints as
+    /// `parallel_tool_calls`); `None`: nothing said.
+    pub parallel_tool_calls: Option<bool>,
 }
 
 /// Multi-turn tool use (search): each turn sees the earlier calls and their results.
@@ -401,6 +404,8 @@ pub struct Episode {
 /// Run one multi-turn episode: the agent calls tools (`run_tool` executes one call
 /// and returns its text), results are fed back, at most `max_turns` turns, then a
 /// forced final answer. A failed model call ends the episode with its error.
+/// `one_call_per_turn` (ReAct): the agent is asked for one call per turn and only the
+/// first call of a turn is executed and kept in the history; otherwise every call is.
 #[allow(clippy::too_many_arguments)]
 pub fn run_episode(
     agent: &dyn MultiTurn,
@@ -409,6 +414,7 @@ pub fn run_episode(
     tools: &[Value],
     max_turns: usize,
     first_call_required: bool,
+    one_call_per_turn: bool,
     seed: u64,
     run_tool: &mut dyn FnMut(&CallRecord) -> String,
 ) -> Episode {
@@ -423,6 +429,7 @@ pub fn run_episode(
             final_answer,
             require_tool: first_call_required && turn == 0 && !final_answer,
             seed,
+            parallel_tool_calls: one_call_per_turn.then_some(false),
         });
         ep.usage.add(&t.usage);
         t.usage.record(&mut ep.accounting, t.error.is_some());
@@ -435,9 +442,13 @@ pub fn run_episode(
             ep.forced = final_answer;
             return ep;
         }
-        let results = t.calls.iter().map(&mut *run_tool).collect();
+        let mut calls = t.calls;
+        if one_call_per_turn {
+            calls.truncate(1);
+        }
+        let results = calls.iter().map(&mut *run_tool).collect();
         ep.steps.push(Step {
-            calls: t.calls,
+            calls,
             content: t.content,
             results,
         });
@@ -663,7 +674,7 @@ mod tests {
         impl MultiTurn for Counter {}
         let tools = vec![serde_json::json!({"name": "t"})];
         let mut ran = 0;
-        let ep = run_episode(&Counter, "", "q", &tools, 3, false, 0, &mut |c| {
+        let ep = run_episode(&Counter, "", "q", &tools, 3, false, false, 0, &mut |c| {
             ran += 1;
             format!("r{}", c.args["n"])
         });
@@ -673,5 +684,65 @@ mod tests {
         assert!(ep.forced);
         assert_eq!(ep.answer.as_deref(), Some("saw 3"));
         assert_eq!(ep.usage.prompt_tokens, 4);
+    }
+
+    /// An agent that calls two tools in every turn until it has seen two results.
+    struct TwoCalls(Mutex<Vec<Option<bool>>>);
+    impl Agent for TwoCalls {
+        fn act(&self, _: &AgentJob<'_>) -> AgentTurn {
+            AgentTurn::default()
+        }
+    }
+    impl MultiTurn for TwoCalls {
+        fn converse(&self, conv: &Conversation<'_>) -> AgentTurn {
+            if let Ok(mut v) = self.0.lock() {
+                v.push(conv.parallel_tool_calls);
+            }
+            let seen: usize = conv.steps.iter().map(|s| s.results.len()).sum();
+            let call = |f: &str| CallRecord {
+                function: f.into(),
+                args: serde_json::json!({}),
+                raw: None,
+            };
+            AgentTurn {
+                calls: if seen >= 2 || conv.final_answer {
+                    vec![]
+                } else {
+                    vec![call("a"), call("b")]
+                },
+                content: Some(format!("seen {seen}")),
+                ..Default::default()
+            }
+        }
+    }
+
+    #[test]
+    fn one_call_per_turn_executes_only_the_first_call() {
+        let tools = vec![
+            serde_json::json!({"name": "a"}),
+            serde_json::json!({"name": "b"}),
+        ];
+        let agent = TwoCalls(Mutex::new(Vec::new()));
+        let mut ran = Vec::new();
+        let ep = run_episode(&agent, "", "q", &tools, 5, false, true, 0, &mut |c| {
+            ran.push(c.function.clone());
+            "r".into()
+        });
+        assert_eq!(ran, ["a", "a"], "the second call of a turn is not executed");
+        assert!(ep
+            .steps
+            .iter()
+            .all(|s| s.calls.len() == 1 && s.results.len() == 1));
+        assert_eq!(ep.answer.as_deref(), Some("seen 2"));
+        assert!(agent.0.lock().unwrap().iter().all(|p| *p == Some(false)));
+        // The switch restores every call of a turn, and nothing is asked of the agent.
+        let agent = TwoCalls(Mutex::new(Vec::new()));
+        let mut ran = Vec::new();
+        run_episode(&agent, "", "q", &tools, 5, false, false, 0, &mut |c| {
+            ran.push(c.function.clone());
+            "r".into()
+        });
+        assert_eq!(ran, ["a", "b"]);
+        assert!(agent.0.lock().unwrap().iter().all(Option::is_none));
     }
 }

@@ -25,7 +25,9 @@ use crate::rows::{CallRecord, DocRow};
 use crate::InputError;
 use datasets::search::dense::{DenseEncoder, DenseIndex, DenseSearcher};
 use datasets::search::judge;
+use datasets::search::questions::DocRef;
 use datasets::search::questions::{self, GenConfig};
+use datasets::search::real::{CategoryMatch, OtherRule};
 use datasets::search::substitute::{self, SubstituteCorpus};
 use datasets::search::tools::Retriever;
 use datasets::search::trajectory::{
@@ -44,14 +46,31 @@ pub const DOCS_STAGE: &str = "search-docs";
 pub const EXPLORE_STAGE: &str = "search-explore";
 pub const EVALUATE_STAGE: &str = "search-evaluate";
 pub const VERSION: u32 = 1;
+/// The questions' stage: 2 since generated questions carry no word of their answer and
+/// name the answer's topic only with `collection_hint`, and BrowseComp-Plus rows are
+/// decrypted whole (evidence and gold documents kept).
+pub const QUESTIONS_VERSION: u32 = 2;
+/// The judge's stage: 2 since its rows say their split and, for training episodes,
+/// carry the episode as the editor reads it with the judge's verdict.
+pub const JUDGE_VERSION: u32 = 2;
 /// The episodes' stage: 2 since an agent reply that writes its tool call as text
-/// (`models::llm::calls_in_text`) is that call, not the final answer.
-pub const EXPLORE_VERSION: u32 = 2;
+/// (`models::llm::calls_in_text`) is that call, not the final answer; 3 since one call
+/// per turn is executed (unless `parallel_tool_calls`) and the empty result is worded
+/// neutrally.
+pub const EXPLORE_VERSION: u32 = 3;
 
 /// The agent's system prompt (`prompts/search_agent_system.txt`).
 pub const AGENT_SYSTEM: &str = include_str!("../../../prompts/search_agent_system.txt");
 /// What the editor is told about search (`prompts/search_editor_notes.txt`).
 pub const EDITOR_NOTES: &str = include_str!("../../../prompts/search_editor_notes.txt");
+/// The agent's system prompt of the paper prompt set.
+pub const AGENT_SYSTEM_PAPER: &str = include_str!("../../../prompts/paper/search_agent_system.txt");
+/// The editor notes of the paper prompt set.
+pub const EDITOR_NOTES_PAPER: &str = include_str!("../../../prompts/paper/search_editor_notes.txt");
+/// Appended to the agent's system prompt with `hints = true` only.
+pub const AGENT_HINTS: &str = include_str!("../../../prompts/search_agent_hints.txt");
+/// Appended to the editor notes with `hints = true` only.
+pub const EDITOR_HINTS: &str = include_str!("../../../prompts/search_editor_hints.txt");
 
 /// The `[search]` table of an experiment file.
 #[derive(Debug, Clone, Deserialize)]
@@ -80,6 +99,12 @@ pub struct RawSearch {
     train_ids_file: Option<String>,
     test_ids_file: Option<String>,
     show_queries: Option<bool>,
+    category_match: Option<String>,
+    other: Option<String>,
+    show_urls: Option<bool>,
+    parallel_tool_calls: Option<bool>,
+    hints: Option<bool>,
+    collection_hint: Option<bool>,
 }
 
 /// A validated `[search]` table.
@@ -88,8 +113,10 @@ pub struct SearchExperiment {
     /// `domains` (9 domain tools + other) and/or `domains+all` (+ `search_all`).
     pub tool_sets: Vec<String>,
     pub methods: Vec<crate::env::Method>,
-    pub train_questions: usize,
-    pub test_questions: usize,
+    /// At most this many questions per split (`None`: all of the split; the default
+    /// with BrowseComp-Plus id files, which are the paper's 83 / 747).
+    pub train_questions: Option<usize>,
+    pub test_questions: Option<usize>,
     pub max_turns: usize,
     pub rounds: u32,
     pub batch_size: usize,
@@ -112,6 +139,18 @@ pub struct SearchExperiment {
     /// The agent's first turn must call a tool (`first_call = "required"`) or may
     /// answer at once (`"auto"`, the paper's setting).
     pub first_call_required: bool,
+    /// Every tool call of a turn is executed (`parallel_tool_calls = true`); default
+    /// one call per turn (ReAct, the spec): endpoints are sent
+    /// `parallel_tool_calls: false` and only a turn's first call is executed.
+    pub parallel_tool_calls: bool,
+    /// The prompts and the empty result hint at the hidden structure (each tool covers
+    /// part of the corpus). Off by default: the paper's wording is neutral.
+    pub hints: bool,
+    /// Substitute two-hop questions name the answer's topic in the gold tool's words.
+    pub collection_hint: bool,
+    /// `[prompts] set = "paper"` (set by the experiment after [`Self::from_raw`]): the
+    /// agent prompt and the editor notes come from `prompts/paper/`.
+    pub paper_prompts: bool,
 }
 
 /// How many results a search returns and how long their snippets are.
@@ -119,6 +158,9 @@ pub struct SearchExperiment {
 pub struct ResultShape {
     pub results: usize,
     pub snippet_tokens: usize,
+    /// Each result carries its document's URL (in keys only when on).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub show_urls: bool,
 }
 
 /// The search environment's data: the substitute corpus (default) or BrowseComp-Plus
@@ -141,6 +183,11 @@ pub struct RealFiles {
     pub canary: Option<String>,
     pub train_ids: Option<PathBuf>,
     pub test_ids: Option<PathBuf>,
+    /// How URLs are matched against the category map (default: substring, as the
+    /// reference searcher).
+    pub category_match: CategoryMatch,
+    /// What `other` holds (default: pages of no category of the map, as the reference).
+    pub other: OtherRule,
 }
 
 pub const TOOL_SETS: &[&str] = &["domains", "domains+all"];
@@ -164,6 +211,24 @@ impl SearchExperiment {
                     canary: raw.canary.clone(),
                     train_ids: raw.train_ids_file.as_deref().map(resolve),
                     test_ids: raw.test_ids_file.as_deref().map(resolve),
+                    category_match: match raw.category_match.as_deref().unwrap_or("substring") {
+                        "substring" => CategoryMatch::Substring,
+                        "host" => CategoryMatch::Host,
+                        other => {
+                            return Err(format!(
+                                "search.category_match = `{other}` (valid: substring, host)"
+                            ))
+                        }
+                    },
+                    other: match raw.other.as_deref().unwrap_or("reference") {
+                        "reference" => OtherRule::Reference,
+                        "spec" => OtherRule::Spec,
+                        other => {
+                            return Err(format!(
+                                "search.other = `{other}` (valid: reference, spec)"
+                            ))
+                        }
+                    },
                 })
             }
             other => {
@@ -172,6 +237,32 @@ impl SearchExperiment {
                 ))
             }
         };
+        if matches!(source, DataSource::Substitute) {
+            for (set, name) in [
+                (raw.category_match.is_some(), "category_match"),
+                (raw.other.is_some(), "other"),
+            ] {
+                if set {
+                    return Err(format!(
+                        "search.{name} applies to source = `browsecomp-plus` only"
+                    ));
+                }
+            }
+        }
+        if raw.collection_hint.is_some() && !matches!(source, DataSource::Substitute) {
+            return Err(
+                "search.collection_hint applies to the substitute's generated questions only"
+                    .into(),
+            );
+        }
+        // The id files are the paper's split: all of it unless capped.
+        let (train_default, test_default) = match &source {
+            DataSource::BrowseCompPlus(f) if f.train_ids.is_some() => (None, None),
+            _ => (Some(45), Some(405)),
+        };
+        let show_urls = raw
+            .show_urls
+            .unwrap_or(matches!(source, DataSource::BrowseCompPlus(_)));
         let tool_sets = raw
             .tool_sets
             .unwrap_or_else(|| TOOL_SETS.iter().map(|s| s.to_string()).collect());
@@ -195,8 +286,8 @@ impl SearchExperiment {
         let s = SearchExperiment {
             tool_sets,
             methods,
-            train_questions: raw.train_questions.unwrap_or(45),
-            test_questions: raw.test_questions.unwrap_or(405),
+            train_questions: raw.train_questions.or(train_default),
+            test_questions: raw.test_questions.or(test_default),
             max_turns: raw.max_turns.unwrap_or(50),
             rounds: raw.rounds.unwrap_or(3),
             batch_size: raw.batch_size.unwrap_or(10),
@@ -218,7 +309,12 @@ impl SearchExperiment {
             shape: ResultShape {
                 results: raw.results.unwrap_or(5),
                 snippet_tokens: raw.snippet_tokens.unwrap_or(512),
+                show_urls,
             },
+            parallel_tool_calls: raw.parallel_tool_calls.unwrap_or(false),
+            hints: raw.hints.unwrap_or(false),
+            collection_hint: raw.collection_hint.unwrap_or(false),
+            paper_prompts: false,
             judge: raw
                 .judge
                 .as_deref()
@@ -252,6 +348,71 @@ impl SearchExperiment {
     }
 }
 
+impl SearchExperiment {
+    /// The agent's system prompt: the project's or the paper set's, plus the hints
+    /// when `hints` is on.
+    pub fn agent_system(&self) -> String {
+        let base = if self.paper_prompts {
+            AGENT_SYSTEM_PAPER
+        } else {
+            AGENT_SYSTEM
+        };
+        with_hints(base, self.hints.then_some(AGENT_HINTS))
+    }
+
+    /// What the editor is told about search (batch-reflect and consensus-merge).
+    pub fn editor_notes(&self) -> String {
+        let base = if self.paper_prompts {
+            EDITOR_NOTES_PAPER
+        } else {
+            EDITOR_NOTES
+        };
+        with_hints(base, self.hints.then_some(EDITOR_HINTS))
+    }
+
+    /// The protocol switches that differ from the defaults, for a run's label line
+    /// (`hints` above all: a run that hints at the hidden structure must say so).
+    pub fn switches(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.hints {
+            out.push("search.hints = true (prompts hint at the hidden structure)".into());
+        }
+        if self.collection_hint {
+            out.push("search.collection_hint = true (questions name the answer's topic)".into());
+        }
+        if self.parallel_tool_calls {
+            out.push("search.parallel_tool_calls = true (every call of a turn runs)".into());
+        }
+        if self.show_queries {
+            out.push("search.show_queries = true".into());
+        }
+        let real = match &self.source {
+            DataSource::BrowseCompPlus(f) => Some(f),
+            DataSource::Substitute => None,
+        };
+        if self.shape.show_urls != real.is_some() {
+            out.push(format!("search.show_urls = {}", self.shape.show_urls));
+        }
+        if let Some(f) = real {
+            if f.category_match != CategoryMatch::Substring {
+                out.push("search.category_match = \"host\"".into());
+            }
+            if f.other != OtherRule::Reference {
+                out.push("search.other = \"spec\"".into());
+            }
+        }
+        out
+    }
+}
+
+/// `base`, then `hints` after a blank line.
+fn with_hints(base: &str, hints: Option<&str>) -> String {
+    match hints {
+        None => base.to_string(),
+        Some(h) => format!("{}\n\n{}", base.trim_end(), h),
+    }
+}
+
 /// One question of a split.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct QuestionRow {
@@ -265,6 +426,10 @@ pub struct QuestionRow {
     pub evidence_docids: Vec<String>,
     pub hops: i64,
     pub domain: String,
+    /// BrowseComp-Plus: the documents supporting the answer (`[{docid, url}]`).
+    pub evidence_docs: Vec<DocRef>,
+    /// BrowseComp-Plus: the documents containing the answer (`[{docid, url}]`).
+    pub gold_docs: Vec<DocRef>,
 }
 
 impl Row for QuestionRow {
@@ -289,6 +454,16 @@ impl Row for QuestionRow {
             ),
             col("hops", I64, "1 or 2 (generated); 0 unknown"),
             col("domain", Str, "domain of the answer's document"),
+            col(
+                "evidence_docs",
+                Json,
+                "BrowseComp-Plus evidence documents [{docid, url}] (empty otherwise)",
+            ),
+            col(
+                "gold_docs",
+                Json,
+                "BrowseComp-Plus documents containing the answer [{docid, url}]",
+            ),
         ];
         C
     }
@@ -538,8 +713,16 @@ fn bad_file(p: &Path) -> impl Fn(datasets::search::SearchError) -> InputError + 
 fn load_real_corpus(f: &RealFiles) -> Result<datasets::search::Corpus, InputError> {
     let cats = datasets::search::real::CategoryMap::load(&f.categories)
         .map_err(bad_file(&f.categories))?;
-    datasets::search::real::load_corpus(&f.corpus, &cats, &DomainSet::browsecomp())
-        .map_err(bad_file(&f.corpus))
+    cats.check(f.category_match)
+        .map_err(bad_file(&f.categories))?;
+    datasets::search::real::load_corpus(
+        &f.corpus,
+        &cats,
+        &DomainSet::browsecomp(),
+        f.category_match,
+        f.other,
+    )
+    .map_err(bad_file(&f.corpus))
 }
 
 /// BrowseComp-Plus questions (decrypted with the canary), split by the id files or
@@ -589,11 +772,19 @@ pub fn check_source(s: &SearchExperiment) -> Result<(), InputError> {
             return Err(InputError(format!("search: {} is not a file", p.display())));
         }
     }
-    datasets::search::real::CategoryMap::load(&f.categories).map_err(bad_file(&f.categories))?;
+    datasets::search::real::CategoryMap::load(&f.categories)
+        .and_then(|c| c.check(f.category_match))
+        .map_err(bad_file(&f.categories))?;
     load_real_questions(f, None, s.seed).map(|_| ())
 }
 
-fn tool_set(domains: &DomainSet, name: &str, opacity: Opacity, shape: ResultShape) -> ToolSet {
+fn tool_set(
+    domains: &DomainSet,
+    name: &str,
+    opacity: Opacity,
+    shape: ResultShape,
+    hints: bool,
+) -> ToolSet {
     ToolSet::new(
         domains,
         ToolSetConfig {
@@ -601,9 +792,20 @@ fn tool_set(domains: &DomainSet, name: &str, opacity: Opacity, shape: ResultShap
             search_all: name == "domains+all",
             k: shape.results,
             snippet_tokens: shape.snippet_tokens,
+            show_urls: shape.show_urls,
+            hints,
             ..ToolSetConfig::default()
         },
     )
+}
+
+/// What a search that finds nothing returns.
+fn empty_result(hints: bool) -> &'static str {
+    if hints {
+        datasets::search::tools::NO_RESULTS_HINTED
+    } else {
+        datasets::search::tools::NO_RESULTS
+    }
 }
 
 /// Tools as the docs store them (`{name, description, parameters}`).
@@ -616,6 +818,10 @@ fn doc_tools(ts: &ToolSet) -> Vec<Value> {
 
 struct Search<'a> {
     s: &'a SearchExperiment,
+    /// The agent's system prompt ([`SearchExperiment::agent_system`]).
+    system: String,
+    /// The editor notes ([`SearchExperiment::editor_notes`]).
+    notes: String,
     set: String,
     questions: Entry,
     train: Vec<QuestionRow>,
@@ -657,6 +863,7 @@ impl Search<'_> {
                     Opacity::Opaque
                 },
                 p.shape,
+                p.hints,
             ),
         );
         let qs = match split {
@@ -675,24 +882,14 @@ impl Search<'_> {
             self.s.concurrency,
             &|| pb.inc(1),
             &|q: &QuestionRow| -> EpisodeRow {
-                let mut calls: Vec<SearchCall> = Vec::new();
+                let mut calls = 0usize;
                 let mut run_tool = |c: &CallRecord| -> String {
                     let text = match env.execute(&c.function, &c.args) {
                         Ok(t) => t,
                         Err(e) => format!("Error: {e}"),
                     };
-                    let text = datasets::bfcl::executor::bounded_output(&text);
-                    calls.push(SearchCall {
-                        tool: c.function.clone(),
-                        query: c
-                            .args
-                            .get("query")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                            .unwrap_or_else(|| c.args.to_string()),
-                        output: text.clone(),
-                    });
-                    text
+                    calls += 1;
+                    datasets::bfcl::executor::bounded_output(&text)
                 };
                 let ep = run_episode(
                     agent,
@@ -701,6 +898,7 @@ impl Search<'_> {
                     tools,
                     p.max_turns,
                     p.first_call_required,
+                    !p.parallel_tool_calls,
                     seed,
                     &mut run_tool,
                 );
@@ -714,18 +912,12 @@ impl Search<'_> {
                 }
                 let answer = ep.answer.clone().unwrap_or_default();
                 let g = judge::grade(&answer, &q.answer, &q.aliases);
-                let traj = SearchTrajectory {
-                    question: q.question.clone(),
-                    final_answer: g.answer.clone(),
-                    correct: g.exact,
-                    calls: calls.clone(),
-                };
                 let steps: Vec<Value> = ep
                     .steps
                     .iter()
                     .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
                     .collect();
-                let row = EpisodeRow {
+                let mut row = EpisodeRow {
                     question_id: q.question_id.clone(),
                     split: split.as_str().into(),
                     round,
@@ -735,13 +927,14 @@ impl Search<'_> {
                     forced: ep.forced,
                     correct: g.exact,
                     f1: g.f1,
-                    tool_calls: calls.len() as i64,
-                    editor_text: serialize_for_editor(&traj, &view),
+                    tool_calls: calls as i64,
+                    editor_text: String::new(),
                     error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
                     prompt_tokens: ep.usage.prompt_tokens as i64,
                     completion_tokens: ep.usage.completion_tokens as i64,
                     reasoning_tokens: ep.usage.reasoning_tokens as i64,
                 };
+                row.editor_text = editor_text(&row, q, g.exact, &view);
                 row
             },
         );
@@ -761,12 +954,58 @@ impl Search<'_> {
     }
 }
 
+/// The episode as the editor reads it, with `correct` as the outcome shown (the exact
+/// match, or the judge's verdict): rebuilt from the stored steps, so an episode judged
+/// afterwards reads exactly as it did, verdict apart.
+fn editor_text(e: &EpisodeRow, q: &QuestionRow, correct: bool, view: &EditorView) -> String {
+    let mut calls = Vec::new();
+    for step in e.steps.as_array().into_iter().flatten() {
+        let results = step.get("results").and_then(Value::as_array);
+        for (i, c) in step
+            .get("calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let args = c.get("args").cloned().unwrap_or(Value::Null);
+            calls.push(SearchCall {
+                tool: c
+                    .get("function")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                query: args
+                    .get("query")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| args.to_string()),
+                output: results
+                    .and_then(|r| r.get(i))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            });
+        }
+    }
+    let answer = e.answer.clone().unwrap_or_default();
+    let traj = SearchTrajectory {
+        question: q.question.clone(),
+        final_answer: judge::grade(&answer, &q.answer, &q.aliases).answer,
+        correct,
+        calls,
+    };
+    serialize_for_editor(&traj, view)
+}
+
 pub const JUDGE_STAGE: &str = "search-judge";
 
 /// One LLM judge verdict on a test episode's final answer.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct JudgeRow {
     pub question_id: String,
+    /// `train` (what the editor is told) or `test` (what accuracy counts).
+    pub split: String,
     pub model: String,
     /// `None`: the call failed or the reply had no `correct: yes|no` line.
     pub verdict: Option<bool>,
@@ -774,14 +1013,18 @@ pub struct JudgeRow {
     pub error_kind: Option<String>,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
+    /// A training episode as the editor reads it, with this verdict as its outcome
+    /// (no verdict reads as incorrect); `None` for test episodes.
+    pub editor_text: Option<String>,
 }
 
 impl Row for JudgeRow {
     const TABLE: &'static str = "search_judgements";
-    const DOC: &'static str = "one LLM judge verdict on a test episode's final answer";
+    const DOC: &'static str = "one LLM judge verdict on an episode's final answer";
     fn columns() -> &'static [Column] {
         const C: &[Column] = &[
             col("question_id", Str, "question"),
+            col("split", Str, "train or test"),
             col("model", Str, "judge model spec"),
             col("verdict", Bool, "judged correct (null: no verdict)"),
             col("reply", Str, "the judge's reply"),
@@ -792,6 +1035,11 @@ impl Row for JudgeRow {
             ),
             col("prompt_tokens", I64, "prompt tokens"),
             col("completion_tokens", I64, "completion tokens"),
+            col(
+                "editor_text",
+                Str,
+                "train: the episode as the editor reads it, judged by this verdict",
+            ),
         ];
         C
     }
@@ -802,6 +1050,25 @@ impl Row for JudgeRow {
 struct JudgeParams<'a> {
     judge: &'a ModelSpec,
     template: &'static str,
+    /// Training episodes: the editor's view their text is written with. Absent for
+    /// test episodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    editor: Option<ViewKey>,
+}
+
+/// What of [`EditorView`] is configurable (the rest is fixed by the code).
+#[derive(Serialize, Clone, Copy)]
+struct ViewKey {
+    show_queries: bool,
+}
+
+impl ViewKey {
+    fn view(self) -> EditorView {
+        EditorView {
+            show_queries: self.show_queries,
+            ..EditorView::default()
+        }
+    }
 }
 
 /// Stage `search-judge`: the judge model asked about every episode's final answer
@@ -847,8 +1114,14 @@ fn judge_episodes(
                 .text
                 .as_deref()
                 .and_then(|t| datasets::search::judge::parse_verdict(t).ok());
+            let text = p
+                .editor
+                .zip(by_id.get(e.question_id.as_str()))
+                .map(|(v, q)| editor_text(e, q, verdict == Some(true), &v.view()));
             JudgeRow {
                 question_id: e.question_id.clone(),
+                split: e.split.clone(),
+                editor_text: text,
                 model: p.judge.to_string(),
                 verdict,
                 reply: r.text.clone(),
@@ -872,7 +1145,7 @@ fn judge_episodes(
 struct ExploreParams<'a> {
     agent: &'a ModelSpec,
     /// The system prompt before any demonstrations (those come with the docs input).
-    system: &'static str,
+    system: &'a str,
     final_answer: &'static str,
     /// The chain's seed (the agent's requests).
     seed: u64,
@@ -895,6 +1168,13 @@ struct ExploreParams<'a> {
     /// key only when set.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     gold_names: bool,
+    /// Every call of a turn is executed (default: the first only). In the key only
+    /// when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    parallel_tool_calls: bool,
+    /// The empty result hints at the hidden structure. In the key only when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    hints: bool,
 }
 
 /// Tool play for the baselines: a search with the tool's domain filter, its results
@@ -915,6 +1195,58 @@ impl ToolRunner for SearchRunner<'_> {
 }
 
 impl Search<'_> {
+    /// Stage `search-judge[<tag>]`: the judge's verdict on every episode of
+    /// `trajectories` (`Ok(None)`: no judge configured, or blocked in status mode).
+    /// On the training split each row also carries the episode as the editor reads it
+    /// with the verdict as its outcome.
+    fn judge(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        split: Split,
+        tag: &str,
+        label: &Label,
+        trajectories: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        let Some(judge) = &self.s.judge else {
+            return Ok(None);
+        };
+        let node = format!("search-judge[{tag}]");
+        let params = JudgeParams {
+            judge,
+            template: datasets::search::judge::JUDGE_TEMPLATE,
+            editor: (split == Split::Train).then_some(ViewKey {
+                show_queries: self.s.show_queries,
+            }),
+        };
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(JUDGE_STAGE, e))?;
+        let models = cx.models;
+        let questions = match split {
+            Split::Train => &self.train,
+            Split::Test => &self.test,
+        };
+        let judged = cx.session.stage(
+            &node,
+            JUDGE_STAGE,
+            JUDGE_VERSION,
+            key,
+            &[
+                ("episodes", Some(trajectories)),
+                ("questions", Some(&self.questions)),
+            ],
+            |ctx| {
+                let eps: Vec<EpisodeRow> = trajectories.read()?;
+                let ed = models
+                    .editor(params.judge)
+                    .map_err(|e| StageError::failed(JUDGE_STAGE, e.0))?;
+                judge_episodes(ctx, ed.as_ref(), &params, &eps, questions)
+            },
+        )?;
+        if let Some(j) = &judged {
+            cx.out.push(&node, JUDGE_STAGE, label, j);
+        }
+        Ok(judged)
+    }
+
     /// Whether `tools` (the docs an episode plays) name the gold tools, in order.
     fn names_gold(&self, tools: &[Value]) -> bool {
         let gold = tool_set(
@@ -922,6 +1254,7 @@ impl Search<'_> {
             &self.set,
             Opacity::Gold,
             self.s.shape,
+            self.s.hints,
         );
         tools
             .iter()
@@ -950,11 +1283,11 @@ impl OfflineEnv for Search<'_> {
     ) -> Result<Option<Entry>, DriveError> {
         let docs_rows: Vec<DocRow> = docs.read()?;
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
-        let (tools, system) = shared_docs(&docs_rows, AGENT_SYSTEM);
+        let (tools, system) = shared_docs(&docs_rows, &self.system);
         let node = format!("search-explore[{tag}]");
         let params = ExploreParams {
             agent: &chain.agent,
-            system: AGENT_SYSTEM,
+            system: &self.system,
             final_answer: crate::models::llm::FINAL_ANSWER,
             seed: chain.seed,
             split,
@@ -972,6 +1305,8 @@ impl OfflineEnv for Search<'_> {
             },
             round: label.round,
             gold_names: self.names_gold(&tools),
+            parallel_tool_calls: self.s.parallel_tool_calls,
+            hints: self.s.hints,
         };
         let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
         let models = cx.models;
@@ -989,19 +1324,31 @@ impl OfflineEnv for Search<'_> {
                 self.play(ctx, agent.as_ref(), p, (&system, &tools))
             },
         )?;
-        if let Some(e) = &e {
-            cx.out.push(&node, EXPLORE_STAGE, label, e);
+        let Some(e) = e else { return Ok(None) };
+        cx.out.push(&node, EXPLORE_STAGE, label, &e);
+        // With a judge, the editor is told the judge's verdicts: the training
+        // episodes are judged and the judgement (each row with the episode as the
+        // editor reads it) is what the reflect stage gets. Without one, the episodes.
+        if split == Split::Train && self.s.judge.is_some() {
+            return self.judge(cx, split, tag, label, &e);
         }
-        Ok(e)
+        Ok(Some(e))
     }
 
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
+        if trajectories.manifest.outputs.contains_key(JudgeRow::TABLE) {
+            let rows: Vec<JudgeRow> = trajectories.read()?;
+            return Ok(rows
+                .into_iter()
+                .map(|r| r.editor_text.unwrap_or_default())
+                .collect());
+        }
         let eps: Vec<EpisodeRow> = trajectories.read()?;
         Ok(eps.into_iter().map(|e| e.editor_text).collect())
     }
 
     fn agent_system(&self) -> &str {
-        AGENT_SYSTEM
+        &self.system
     }
 
     fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
@@ -1019,6 +1366,7 @@ impl OfflineEnv for Search<'_> {
                 &self.set,
                 Opacity::Opaque,
                 self.s.shape,
+                self.s.hints,
             ),
         ))))
     }
@@ -1031,13 +1379,14 @@ impl OfflineEnv for Search<'_> {
                 "corpus": self.corpus_id,
                 "tool_set": self.set,
                 "shape": self.s.shape,
+                "empty": empty_result(self.s.hints),
             }),
             Vec::new(),
         )
     }
 
     fn editor_notes(&self) -> &str {
-        EDITOR_NOTES
+        &self.notes
     }
 
     fn evaluate(
@@ -1055,34 +1404,10 @@ impl OfflineEnv for Search<'_> {
             .map(|q| q.source.clone())
             .unwrap_or_default();
         let mut verdicts = None;
-        if let Some(judge) = &self.s.judge {
-            let node = format!("search-judge[{tag}]");
-            let params = JudgeParams {
-                judge,
-                template: datasets::search::judge::JUDGE_TEMPLATE,
-            };
-            let key = serde_json::to_value(&params).map_err(|e| StageError::bug(JUDGE_STAGE, e))?;
-            let models = cx.models;
-            let Some(judged) = cx.session.stage(
-                &node,
-                JUDGE_STAGE,
-                VERSION,
-                key,
-                &[
-                    ("episodes", Some(trajectories)),
-                    ("questions", Some(&self.questions)),
-                ],
-                |ctx| {
-                    let ed = models
-                        .editor(params.judge)
-                        .map_err(|e| StageError::failed(JUDGE_STAGE, e.0))?;
-                    judge_episodes(ctx, ed.as_ref(), &params, &eps, &self.test)
-                },
-            )?
-            else {
+        if self.s.judge.is_some() {
+            let Some(judged) = self.judge(cx, Split::Test, tag, label, trajectories)? else {
                 return Ok(None);
             };
-            cx.out.push(&node, JUDGE_STAGE, label, &judged);
             verdicts = Some(judged);
         }
         let node = format!("search-evaluate[{tag}]");
@@ -1173,7 +1498,17 @@ fn corpus_key(s: &SearchExperiment) -> Value {
         DataSource::BrowseCompPlus(f) => json!({
             "corpus": file_digest(&f.corpus),
             "categories": file_digest(&f.categories),
+            "category_match": f.category_match,
+            "other": f.other,
         }),
+    }
+}
+
+/// The generator's settings for the substitute's questions.
+fn gen_config(s: &SearchExperiment) -> GenConfig {
+    GenConfig {
+        collection_hint: s.collection_hint,
+        ..GenConfig::default()
     }
 }
 
@@ -1181,10 +1516,13 @@ fn corpus_key(s: &SearchExperiment) -> Value {
 /// their sha256), the split and the counts.
 fn source_key(s: &SearchExperiment, corpus: &Value) -> Value {
     let source = match &s.source {
-        DataSource::Substitute => json!({
-            "corpus": corpus,
-            "generate": {"seed": GenConfig::default().seed, "one_hop": GenConfig::default().one_hop, "two_hop": GenConfig::default().two_hop},
-        }),
+        DataSource::Substitute => {
+            let g = gen_config(s);
+            json!({
+                "corpus": corpus,
+                "generate": {"seed": g.seed, "one_hop": g.one_hop, "two_hop": g.two_hop, "collection_hint": g.collection_hint},
+            })
+        }
         DataSource::BrowseCompPlus(f) => json!({
             "browsecomp_plus": {
                 "corpus": corpus,
@@ -1225,7 +1563,9 @@ impl Oracle {
                         ResultShape {
                             results: 5,
                             snippet_tokens: 512,
+                            show_urls: false,
                         },
+                        false,
                     )
                     .tools,
                 );
@@ -1321,14 +1661,14 @@ pub fn drive(
     let qs = cx.session.stage(
         QUESTIONS_STAGE,
         QUESTIONS_STAGE,
-        VERSION,
+        QUESTIONS_VERSION,
         source_key(s, &corpus_id),
         &[],
         |ctx| {
             let (sub, _) = corpus.get(QUESTIONS_STAGE)?;
             let (train, test) = match &s.source {
                 DataSource::Substitute => {
-                    let all = questions::generate(sub, &GenConfig::default());
+                    let all = questions::generate(sub, &gen_config(s));
                     questions::split(&all, s.seed, 0.1)
                 }
                 DataSource::BrowseCompPlus(f) => load_real_questions(f, Some(&sub.corpus), s.seed)
@@ -1339,7 +1679,7 @@ pub fn drive(
                 ("train", &train, s.train_questions),
                 ("test", &test, s.test_questions),
             ] {
-                for q in list.iter().take(n) {
+                for q in list.iter().take(n.unwrap_or(usize::MAX)) {
                     rows.push(QuestionRow {
                         split: split.into(),
                         question_id: q.id.clone(),
@@ -1350,6 +1690,8 @@ pub fn drive(
                         evidence_docids: q.evidence_docids.clone(),
                         hops: i64::from(q.hops),
                         domain: q.domain.clone(),
+                        evidence_docs: q.evidence_docs.clone(),
+                        gold_docs: q.gold_docs.clone(),
                     });
                 }
             }
@@ -1390,6 +1732,8 @@ pub fn drive(
             Box::new(move |cx| {
                 let env = Search {
                     s,
+                    system: s.agent_system(),
+                    notes: s.editor_notes(),
                     set: set.clone(),
                     questions: qs.clone(),
                     train: train.clone(),
@@ -1397,8 +1741,15 @@ pub fn drive(
                     corpus,
                     corpus_id,
                 };
-                let tools =
-                    |opacity| doc_tools(&tool_set(&domains(&s.source), set, opacity, s.shape));
+                let tools = |opacity| {
+                    doc_tools(&tool_set(
+                        &domains(&s.source),
+                        set,
+                        opacity,
+                        s.shape,
+                        s.hints,
+                    ))
+                };
                 offline::drive_tool_set(
                     &env,
                     cx,
@@ -1412,4 +1763,115 @@ pub fn drive(
         })
         .collect();
     crate::env::run_jobs(cx, jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exp(toml: &str) -> Result<SearchExperiment, String> {
+        let raw: RawSearch = toml::from_str(toml).map_err(|e| e.to_string())?;
+        SearchExperiment::from_raw(raw, &|p| PathBuf::from(p))
+    }
+
+    /// Whole words that name the hidden structure.
+    fn forbidden(text: &str) -> Vec<String> {
+        const WORDS: &[&str] = &[
+            "phase",
+            "phases",
+            "topic",
+            "topics",
+            "domain",
+            "domains",
+            "collection",
+            "collections",
+            "part",
+            "parts",
+        ];
+        text.split(|c: char| !c.is_alphanumeric())
+            .map(str::to_lowercase)
+            .filter(|w| WORDS.contains(&w.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn both_prompt_sets_are_neutral_and_hints_are_a_labelled_switch() {
+        let mut s = exp("").unwrap();
+        assert!(s.switches().is_empty(), "{:?}", s.switches());
+        for paper in [false, true] {
+            s.paper_prompts = paper;
+            for text in [s.agent_system(), s.editor_notes()] {
+                assert_eq!(forbidden(&text), Vec::<String>::new(), "{text}");
+            }
+        }
+        for text in [
+            datasets::search::tools::NO_RESULTS,
+            datasets::search::tools::OPAQUE_DESCRIPTION,
+            datasets::search::tools::OPAQUE_QUERY,
+            datasets::search::judge::JUDGE_TEMPLATE,
+            crate::models::llm::FINAL_ANSWER,
+        ] {
+            assert_eq!(forbidden(text), Vec::<String>::new(), "{text}");
+        }
+        // The paper set differs from the project's, and both ask the agent to try a
+        // tool it has not used lately when the tools look alike.
+        assert_ne!(AGENT_SYSTEM, AGENT_SYSTEM_PAPER);
+        assert!(AGENT_SYSTEM.contains("not used lately"));
+        assert!(AGENT_SYSTEM_PAPER.contains("not tried recently"));
+        // Hints: only when asked for, and then said in the run's switches.
+        let h = exp("hints = true").unwrap();
+        assert!(!forbidden(&h.agent_system()).is_empty());
+        assert!(!forbidden(&h.editor_notes()).is_empty());
+        assert!(
+            h.switches().iter().any(|l| l.contains("hints")),
+            "{:?}",
+            h.switches()
+        );
+        assert!(empty_result(true).contains("collection"));
+    }
+
+    #[test]
+    fn protocol_fields_parse_with_their_defaults() {
+        let s = exp("").unwrap();
+        assert!(!s.parallel_tool_calls && !s.hints && !s.collection_hint && !s.shape.show_urls);
+        assert_eq!((s.train_questions, s.test_questions), (Some(45), Some(405)));
+        let real = "source = \"browsecomp-plus\"\ncorpus_file = \"c\"\nqueries_file = \"q\"\ncategories_file = \"k\"\n";
+        let r = exp(real).unwrap();
+        let DataSource::BrowseCompPlus(f) = &r.source else {
+            panic!()
+        };
+        assert_eq!(
+            (f.category_match, f.other),
+            (CategoryMatch::Substring, OtherRule::Reference)
+        );
+        assert!(
+            r.shape.show_urls,
+            "BrowseComp-Plus shows URLs, as the reference"
+        );
+        assert!(r.switches().is_empty(), "{:?}", r.switches());
+        // The id files are the split: all of it by default; a cap still caps.
+        let ids = format!("{real}train_ids_file = \"a\"\ntest_ids_file = \"b\"\n");
+        let r = exp(&ids).unwrap();
+        assert_eq!((r.train_questions, r.test_questions), (None, None));
+        let r = exp(&format!("{ids}test_questions = 7\n")).unwrap();
+        assert_eq!((r.train_questions, r.test_questions), (None, Some(7)));
+        let r = exp(&format!("{real}category_match = \"host\"\nother = \"spec\"\nshow_urls = false\nparallel_tool_calls = true\n")).unwrap();
+        assert_eq!(r.switches().len(), 4, "{:?}", r.switches());
+        for (bad, says) in [
+            ("category_match = \"host\"", "browsecomp-plus"),
+            ("other = \"spec\"", "browsecomp-plus"),
+            (
+                &format!("{real}category_match = \"exact\"") as &str,
+                "valid: substring, host",
+            ),
+            (&format!("{real}other = \"all\""), "valid: reference, spec"),
+            (&format!("{real}collection_hint = true"), "substitute"),
+        ] {
+            let e = exp(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // The defaults leave the explore key as it was; the switches enter it.
+        let key = |s: &SearchExperiment| serde_json::to_value(ResultShape { ..s.shape }).unwrap();
+        assert_eq!(key(&s), json!({"results": 5, "snippet_tokens": 512}));
+    }
 }
