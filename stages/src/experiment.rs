@@ -426,7 +426,7 @@ impl Experiment {
             .map(|c| crate::chess::ChessExperiment::from_raw(c, &resolve))
             .transpose()
             .map_err(|m| cfg_err(path, m))?;
-        let search = raw
+        let mut search = raw
             .search
             .map(|s| crate::search::SearchExperiment::from_raw(s, &resolve))
             .transpose()
@@ -676,6 +676,11 @@ impl Experiment {
                 }
             }
         };
+        // The offline environments keep their own agent prompts and editor notes, one
+        // file per set.
+        if let Some(s) = search.as_mut() {
+            s.paper_prompts = set.name == "paper";
+        }
         let agent_system_prompt = read_prompt(prompts.agent_system, set.agent_system)?;
         let editor_prompt = read_prompt(prompts.editor, set.editor)?;
         let batch_prompt = read_prompt(prompts.editor_batch, set.editor_batch)?;
@@ -740,6 +745,17 @@ impl Experiment {
         })
     }
 
+    /// The chess and search switches that differ from the paper's defaults (a hinting
+    /// prompt, the reference code's protocol), one phrase each; empty for a run with
+    /// the defaults.
+    pub fn env_switches(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(s) = &self.search {
+            out.extend(s.switches());
+        }
+        out
+    }
+
     /// The run's model line: agents, editors and how the agents sample.
     pub fn models_line(&self) -> String {
         let list = |v: &[ModelSpec]| {
@@ -759,6 +775,10 @@ impl Experiment {
                 self.sampling.explore.describe(),
                 self.sampling.test.describe()
             ));
+        }
+        let switches = self.env_switches();
+        if !switches.is_empty() {
+            line.push_str(&format!("\nswitches: {}", switches.join("; ")));
         }
         line
     }

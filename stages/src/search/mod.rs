@@ -68,9 +68,9 @@ pub const AGENT_SYSTEM_PAPER: &str = include_str!("../../../prompts/paper/search
 /// The editor notes of the paper prompt set.
 pub const EDITOR_NOTES_PAPER: &str = include_str!("../../../prompts/paper/search_editor_notes.txt");
 /// Appended to the agent's system prompt with `hints = true` only.
-pub const AGENT_HINTS: &str = include_str!("../../../prompts/search_agent_hints.txt");
+pub const AGENT_HINTS: &str = include_str!("../../../prompts/hints/search_agent_hints.txt");
 /// Appended to the editor notes with `hints = true` only.
-pub const EDITOR_HINTS: &str = include_str!("../../../prompts/search_editor_hints.txt");
+pub const EDITOR_HINTS: &str = include_str!("../../../prompts/hints/search_editor_hints.txt");
 
 /// The `[search]` table of an experiment file.
 #[derive(Debug, Clone, Deserialize)]
@@ -1175,6 +1175,10 @@ struct ExploreParams<'a> {
     /// The empty result hints at the hidden structure. In the key only when set.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     hints: bool,
+    /// How the agent samples on this split (`[models]`); in the key only when it is
+    /// not the model's default.
+    #[serde(skip_serializing_if = "crate::models::TurnSampling::is_default")]
+    sampling: crate::models::TurnSampling,
 }
 
 /// Tool play for the baselines: a search with the tool's domain filter, its results
@@ -1307,6 +1311,7 @@ impl OfflineEnv for Search<'_> {
             gold_names: self.names_gold(&tools),
             parallel_tool_calls: self.s.parallel_tool_calls,
             hints: self.s.hints,
+            sampling: chain.sampling(split).clone(),
         };
         let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
         let models = cx.models;
@@ -1319,7 +1324,7 @@ impl OfflineEnv for Search<'_> {
             &[("questions", Some(&self.questions)), ("docs", Some(docs))],
             |ctx| {
                 let agent = models
-                    .agent(p.agent)
+                    .agent_sampled(p.agent, &p.sampling)
                     .map_err(|e| StageError::failed(EXPLORE_STAGE, e.0))?;
                 self.play(ctx, agent.as_ref(), p, (&system, &tools))
             },

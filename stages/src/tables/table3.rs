@@ -161,6 +161,10 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
         });
     }
     notes.extend(crate::tables::progress_note(exp, "chess", found, &reports));
+    let switches = exp.env_switches();
+    if !switches.is_empty() {
+        notes.push(format!("switched from the defaults: {}", switches.join("; ")));
+    }
     Ok(Table3 { rows, notes })
 }
 
