@@ -1,6 +1,7 @@
 //! Chess bad input through `otb run`: an unknown tool set, a missing engine binary and
 //! a positions file that is not positions -- each one error line, exit 2, and no stage
-//! result in the store.
+//! result in the store; odd FENs in a positions file are repaired or skipped, each
+//! counted in one warning line.
 
 mod common;
 
@@ -99,7 +100,7 @@ fn killing_a_chess_run_loses_only_the_games_in_flight() {
     let exp = d.path().join("exp.toml");
     std::fs::write(
         &exp,
-        "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\ntest_positions = 6\nopponents = [1350]\nmovetime_ms = 20\nmax_plies = 40\nopponent_ratings = \"nominal\"\nconcurrency = 1\n[models]\nagent = \"scripted:random\"\n",
+        "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\ntest_positions = 6\nopponents = [1350]\nmirror = true\nmovetime_ms = 20\nmax_plies = 40\nopponent_ratings = \"nominal\"\nconcurrency = 1\n[models]\nagent = \"scripted:random\"\n",
     )
     .unwrap();
     let store = d.path().join("store");
@@ -150,4 +151,50 @@ fn killing_a_chess_run_loses_only_the_games_in_flight() {
     let out = run().arg("--quiet").output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("0 ran"));
+}
+
+/// A user's positions file with castling rights the board contradicts (as in the
+/// paper's files) and a position that cannot be one (the paper's 15 white queens):
+/// the first is repaired and kept, the second skipped, each counted in one warning
+/// line; the run succeeds.
+#[test]
+fn odd_fens_are_repaired_or_skipped_and_counted() {
+    if datasets::chess::engine::find_engine(None).is_err() {
+        eprintln!("skipping: no chess engine");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let line = |id: &str, fen: &str| {
+        format!("{{\"fen\": \"{fen}\", \"phase\": \"middlegame\", \"evaluation\": \"equal\", \"cp\": 0.0, \"mate\": null, \"depth\": 12, \"test_id\": \"{id}\"}}\n")
+    };
+    std::fs::write(
+        d.path().join("train.jsonl"),
+        line("a", "r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w KQkq -"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("test.jsonl"),
+        line(
+            "b",
+            "r1b1kbnr/1pq3pp/8/2BpN3/5B2/R1BNQ2R/QQQ1QQQQ/RQQQKQQR w KQkq -",
+        ) + &line("c", "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -"),
+    )
+    .unwrap();
+    let out = run(
+        d.path(),
+        "methods = []\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\nopponent_ratings = \"nominal\"",
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "chess-positions: 1 repaired: 1 castling rights the board contradicts dropped"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("chess-positions: 1 skipped: 1 too many pieces"),
+        "{stderr}"
+    );
 }

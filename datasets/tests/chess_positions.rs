@@ -39,19 +39,22 @@ fn reads_the_papers_positions_and_counts_odd_fens() {
         set.skipped
     );
     assert_eq!(set.train.len() + set.test.len() + set.skipped.len(), 2000);
-    assert!(set.train.len() >= 190 && set.test.len() >= 1700);
-    // The shared files hold 8 positions that a strict parser rejects (7 with
-    // castling rights the board contradicts, 1 with impossible material).
-    assert_eq!(set.skipped.len(), 8);
-    assert_eq!(
-        set.skipped
-            .iter()
-            .filter(|s| s.reason.contains("too much material"))
-            .count(),
-        1
-    );
-    for s in &set.skipped {
-        assert!(s.line >= 1 && !s.reason.is_empty(), "{s:?}");
+    assert_eq!((set.train.len(), set.test.len()), (200, 1799));
+    // The shared files hold 8 positions that a strict parser rejects: 7 with castling
+    // rights the board contradicts (repaired: the rights dropped, the rows kept) and 1
+    // that cannot be a position (15 white queens: skipped).
+    assert_eq!(set.repaired.len(), 7);
+    assert!(set
+        .repaired
+        .iter()
+        .all(|r| r.repairs.castling && r.line >= 1));
+    assert_eq!(set.skipped.len(), 1);
+    assert_eq!(set.skipped[0].reason, "too many pieces");
+    assert_eq!(set.skipped[0].line, 603);
+    for r in &set.repaired {
+        let kept = set.test.iter().find(|row| row.fen == r.fen);
+        assert!(kept.is_some(), "{r:?}");
+        assert_ne!(r.fen, r.given);
     }
     // Every kept row's phase matches our piece-count rule.
     for row in set.train.iter().chain(&set.test) {
@@ -65,12 +68,22 @@ fn a_malformed_jsonl_line_is_an_error_with_its_line() {
     let dir = std::env::temp_dir().join(format!("otb-chess-jsonl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let good = r#"{"fen": "8/7p/2R3r1/3kp3/5p1P/5P2/7K/8 w - -", "phase": "late_endgame", "evaluation": "equal", "cp": 0.0, "mate": null, "depth": 20, "test_id": "t1"}"#;
-    let odd = r#"{"fen": "4k3/8/8/8/8/8/8/4K3 w KQ -", "phase": "late_endgame", "evaluation": "equal", "cp": 0.0, "mate": null, "depth": 20, "test_id": "t2"}"#;
-    std::fs::write(dir.join("a.jsonl"), format!("{good}\n{odd}\n")).unwrap();
+    let repairable = r#"{"fen": "4k3/8/8/8/8/8/8/4K3 w KQ -", "phase": "late_endgame", "evaluation": "equal", "cp": 0.0, "mate": null, "depth": 20, "test_id": "t2"}"#;
+    let odd = r#"{"fen": "4k3/8/8/8/8/8/8/8 w - -", "phase": "late_endgame", "evaluation": "equal", "cp": 0.0, "mate": null, "depth": 20, "test_id": "t3"}"#;
+    std::fs::write(
+        dir.join("a.jsonl"),
+        format!("{good}\n{repairable}\n{odd}\n"),
+    )
+    .unwrap();
     std::fs::write(dir.join("b.jsonl"), format!("{good}\nnot json\n")).unwrap();
-    let (rows, skipped) = datasets::chess::positions::read_jsonl(&dir.join("a.jsonl")).unwrap();
-    assert_eq!((rows.len(), skipped.len()), (1, 1));
-    assert_eq!(skipped[0].line, 2);
+    let read = datasets::chess::positions::read_jsonl(&dir.join("a.jsonl")).unwrap();
+    assert_eq!(
+        (read.rows.len(), read.repaired.len(), read.skipped.len()),
+        (2, 1, 1)
+    );
+    assert_eq!(read.rows[1].fen, "4k3/8/8/8/8/8/8/4K3 w - -");
+    assert_eq!((read.repaired[0].line, read.skipped[0].line), (2, 3));
+    assert_eq!(read.skipped[0].reason, "missing king");
     let err = datasets::chess::positions::read_jsonl(&dir.join("b.jsonl")).unwrap_err();
     assert!(err.to_string().contains("b.jsonl:2:"), "{err}");
     std::fs::remove_dir_all(&dir).ok();

@@ -119,10 +119,16 @@ fn exploration_episode_records_evaluations_and_tools() {
     assert_eq!(record.agent_plies().count(), 5);
     assert!(record.plies.iter().all(|ply| ply.eval_after.is_some()));
     assert!(record.start_eval.is_some());
-    assert_eq!(record.ending.map(|e| e.reason), Some(EndReason::PlyLimit));
+    // The 10-ply cut is a partial game, not a draw.
+    assert_eq!((record.ending, record.cut_after), (None, Some(10)));
     let text = editor_text(&record, Side::Black, 20);
     assert!(
         text.contains("Ply 2: ") && text.contains("by function_3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Result: none (a partial game, stopped after 10 plies")
+            && !text.contains("1/2-1/2"),
         "{text}"
     );
 

@@ -320,3 +320,147 @@ fn calibration_keeps_its_own_game_length() {
         .iter()
         .all(|r| r.games == 6 && r.wins + r.draws + r.losses == 6));
 }
+
+/// Words that would tell the agent or the editor how the tools differ (whole words,
+/// plurals too, any case; `late_endgame` counts, `partial` does not).
+fn forbidden_words(text: &str) -> Vec<String> {
+    const FORBIDDEN: &[&str] = &[
+        "phase",
+        "opening",
+        "middlegame",
+        "endgame",
+        "topic",
+        "domain",
+        "collection",
+        "part",
+    ];
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .map(str::to_ascii_lowercase)
+        .filter(|w| {
+            FORBIDDEN
+                .iter()
+                .any(|f| w == f || w.strip_suffix('s') == Some(f))
+        })
+        .collect()
+}
+
+/// A scripted agent that records everything it is sent and calls the tools in turn.
+#[derive(Default)]
+struct RecordingAgent {
+    sent: std::sync::Mutex<Vec<String>>,
+}
+
+impl stages::models::Agent for RecordingAgent {
+    fn act(&self, job: &stages::models::AgentJob<'_>) -> stages::models::AgentTurn {
+        let mut sent = self.sent.lock().unwrap();
+        sent.push(job.system.to_string());
+        sent.push(job.question.to_string());
+        sent.push(serde_json::to_string(job.tools).unwrap());
+        let name = job.tools[(sent.len() / 3) % job.tools.len()]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        stages::models::AgentTurn {
+            calls: vec![stages::rows::CallRecord {
+                function: name,
+                args: json!({}),
+                raw: None,
+            }],
+            ..Default::default()
+        }
+    }
+}
+
+impl stages::models::MultiTurn for RecordingAgent {}
+
+/// A scripted editor that records its prompts and describes `function_1` only.
+#[derive(Default)]
+struct RecordingEditor {
+    sent: std::sync::Mutex<Vec<String>>,
+}
+
+impl stages::models::Editor for RecordingEditor {
+    fn complete(&self, prompt: &str, _seed: u64) -> stages::models::EditorReply {
+        self.sent.lock().unwrap().push(prompt.to_string());
+        stages::models::EditorReply {
+            text: Some(
+                "**Tool: function_1**\nUpdated description: Suggests a move.\nFinal description: Suggests a move.\n"
+                    .into(),
+            ),
+            usage: Default::default(),
+            error: None,
+        }
+    }
+}
+
+/// A scripted Base + ToolObserver run: every prompt, turn and tool list the agent
+/// gets and every prompt the editor gets (notes, serialized trajectories) names no
+/// game phase, topic, domain, collection or part; and the 10-ply exploration cut
+/// reaches the editor as a partial game with its final evaluation, not as a draw.
+#[test]
+fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
+    if !engine() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (_, exp, store) = setup(
+        d.path(),
+        "tool_sets = [\"phase_specialists\"]\nmethods = [\"base\", \"toolobserver\"]\nrounds = 1\nmax_plies = 12\n",
+        "agent = \"scripted:random\"\neditor = \"scripted:silent\"\n",
+    );
+    let agent = std::sync::Arc::new(RecordingAgent::default());
+    let editor = std::sync::Arc::new(RecordingEditor::default());
+    let spec = |name: &str| stages::models::ModelSpec {
+        kind: stages::models::ModelKind::Scripted,
+        name: name.into(),
+    };
+    let models = stages::models::Models::for_store(store.root())
+        .with_agent(spec("random"), agent.clone())
+        .with_editor(spec("silent"), editor.clone());
+    let mut s = Session::new(&store, Mode::Run, true);
+    let mut out = stages::driver::RunOutput::default();
+    let mut cx = stages::env::Cx {
+        session: &mut s,
+        models: &models,
+        out: &mut out,
+    };
+    stages::chess::drive(
+        &exp.agents,
+        &exp.editors,
+        &exp.baselines,
+        exp.chess.as_ref().unwrap(),
+        &mut cx,
+    )
+    .unwrap();
+    let agent_sent = agent.sent.lock().unwrap().clone();
+    let editor_sent = editor.sent.lock().unwrap().clone();
+    assert!(!agent_sent.is_empty() && !editor_sent.is_empty());
+    for text in agent_sent.iter().chain(&editor_sent) {
+        let found = forbidden_words(text);
+        assert!(found.is_empty(), "{found:?} in:\n{text}");
+    }
+    // The batch prompt carries the trajectories: partial games, never a draw.
+    let batch = editor_sent
+        .iter()
+        .find(|p| p.contains("Trajectory 1:"))
+        .expect("a batch prompt");
+    assert!(
+        batch.contains("a partial game, stopped after 10 plies"),
+        "{batch}"
+    );
+    assert!(!batch.contains("1/2-1/2"), "{batch}");
+    let train: Vec<stages::chess::rows::GameRow> = out
+        .by_stage(stages::chess::EXPLORE_STAGE)
+        .flat_map(|o| o.entry.read::<stages::chess::rows::GameRow>().unwrap())
+        .filter(|g| g.split == "train")
+        .collect();
+    assert_eq!(train.len(), 2, "one training position, both sides");
+    for g in &train {
+        assert_eq!(
+            (g.score, g.result.as_str(), g.end_reason.as_str()),
+            (None, "*", "cut"),
+            "{g:?}"
+        );
+        assert!(g.final_eval.is_some());
+    }
+}

@@ -67,6 +67,10 @@ pub struct GameRecord {
     pub ending: Option<Ending>,
     /// Evaluation of the start position (White's view), when asked for.
     pub start_eval: Option<i32>,
+    /// `Some(n)`: the game was cut after `n` plies without a result (an
+    /// exploration trajectory); `ending` is then `None`.
+    #[serde(default)]
+    pub cut_after: Option<usize>,
 }
 
 impl GameRecord {
@@ -277,6 +281,7 @@ impl Game {
             plies: self.plies.clone(),
             ending: self.ending,
             start_eval: self.start_eval,
+            cut_after: None,
         }
     }
 }
@@ -312,6 +317,15 @@ pub struct EpisodeConfig {
     pub eval_depth: Option<u32>,
     /// Draw rules.
     pub draw_rules: DrawRules,
+    /// Whether reaching `max_plies` ends the game as a draw (a test game)
+    /// or only cuts it short (an exploration trajectory: a partial game with
+    /// no result, judged by its final evaluation).
+    #[serde(default = "yes")]
+    pub limit_is_draw: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The exploration trajectory's ply count (5 per side).
@@ -325,9 +339,94 @@ pub const TEST_GAME_PLIES: usize = 120;
 /// The opponents' Elos of the test games.
 pub const OPPONENT_ELOS: [u32; 3] = [1200, 1800, 2400];
 
+/// The other opponent profile of the spec (the paper's appendix): Stockfish
+/// `Skill Level` 1, 5 and 10, with the ratings the paper gives them ("about
+/// 800 / 1600 / 2400"); the calibrate stage measures what they really are.
+pub const OPPONENT_LEVELS: [(u32, u32); 3] = [(1, 800), (5, 1600), (10, 2400)];
+
+/// An opponent of the test games.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Opponent {
+    /// The engine limited to this Elo ([`Strength::nominal`]: `UCI_Elo`, or
+    /// the weakening below the engine's floor).
+    Elo(u32),
+    /// The engine at `Skill Level` `level` (no Elo limit), with its nominal
+    /// rating.
+    Level {
+        /// Stockfish's `Skill Level` (0-20).
+        level: u32,
+        /// The rating it is said to have (used when ratings are nominal).
+        nominal: u32,
+    },
+}
+
+impl Opponent {
+    /// The Elo profile: 1200, 1800, 2400.
+    pub fn elo_profile() -> Vec<Opponent> {
+        OPPONENT_ELOS.iter().map(|&e| Opponent::Elo(e)).collect()
+    }
+
+    /// The level profile: Skill Level 1, 5, 10.
+    pub fn level_profile() -> Vec<Opponent> {
+        OPPONENT_LEVELS
+            .iter()
+            .map(|&(level, nominal)| Opponent::Level { level, nominal })
+            .collect()
+    }
+
+    /// How it plays at `movetime_ms` per move.
+    pub fn strength(self, movetime_ms: u64) -> Strength {
+        match self {
+            Opponent::Elo(elo) => Strength::nominal(elo, movetime_ms),
+            Opponent::Level { level, .. } => Strength {
+                engine: super::engine::EngineStrength {
+                    uci_elo: None,
+                    skill_level: Some(level),
+                },
+                limit: super::engine::Limit::MovetimeMs(movetime_ms),
+                random_share: 0.0,
+            },
+        }
+    }
+
+    /// The nominal rating (the Elo, or the level's stated rating): what the
+    /// games record and the key of its measured rating.
+    pub fn nominal_rating(self) -> u32 {
+        match self {
+            Opponent::Elo(elo) => elo,
+            Opponent::Level { nominal, .. } => nominal,
+        }
+    }
+
+    /// Its part of a game id: `vs1800`, `vsL5`.
+    pub fn tag(self) -> String {
+        match self {
+            Opponent::Elo(elo) => format!("vs{elo}"),
+            Opponent::Level { level, .. } => format!("vsL{level}"),
+        }
+    }
+}
+
+/// An Elo opponent is written as its number (so the Elo profile's stage keys
+/// read as before: `[1200, 1800, 2400]`), a level as `{"skill_level": n}`.
+impl serde::Serialize for Opponent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Opponent::Elo(elo) => s.serialize_u32(elo),
+            Opponent::Level { level, .. } => {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("skill_level", &level)?;
+                m.end()
+            }
+        }
+    }
+}
+
 impl EpisodeConfig {
     /// The training trajectory: 10 plies against Elo 1800, evaluated at
-    /// depth 16 after every ply.
+    /// depth 16 after every ply; the 10-ply cut leaves a partial game (no
+    /// result), not a draw.
     pub fn exploration(agent_side: Side, movetime_ms: u64) -> EpisodeConfig {
         EpisodeConfig {
             max_plies: EXPLORATION_PLIES,
@@ -335,6 +434,7 @@ impl EpisodeConfig {
             opponent: Strength::nominal(EXPLORATION_OPPONENT_ELO, movetime_ms),
             eval_depth: Some(EXPLORATION_EVAL_DEPTH),
             draw_rules: DrawRules::default(),
+            limit_is_draw: false,
         }
     }
 
@@ -346,6 +446,7 @@ impl EpisodeConfig {
             opponent,
             eval_depth: None,
             draw_rules: DrawRules::default(),
+            limit_is_draw: true,
         }
     }
 
@@ -398,13 +499,32 @@ pub fn run_episode(
             game.set_last_eval(cp);
         }
     }
-    Ok(game.record())
+    Ok(settle(game.record(), cfg))
+}
+
+/// A played episode's record under `cfg`: when the ply limit only cuts the
+/// game (`limit_is_draw` false: exploration), a game that reached it has no
+/// result and says where it was cut; every other ending stands.
+pub fn settle(mut record: GameRecord, cfg: &EpisodeConfig) -> GameRecord {
+    if let (
+        false,
+        Some(Ending {
+            reason: EndReason::PlyLimit,
+            ..
+        }),
+    ) = (cfg.limit_is_draw, record.ending)
+    {
+        record.ending = None;
+        record.cut_after = Some(record.plies.len());
+    }
+    record
 }
 
 /// The default number of agent plies shown to the editor per trajectory.
 pub const EDITOR_PLIES: usize = 20;
 
-/// A trajectory as the ToolObserver editor sees it: side played, result,
+/// A trajectory as the ToolObserver editor sees it: side played, result (a
+/// game cut short says so, with no result),
 /// initial and final evaluation, then per agent ply the SAN, the FEN after,
 /// the tool and the evaluation before/after; the first `max_plies` agent
 /// plies, then a count of the rest.
@@ -422,7 +542,12 @@ pub fn editor_text(record: &GameRecord, agent_side: Side, max_plies: usize) -> S
                 _ => "draw",
             }
         ),
-        None => "unfinished".into(),
+        None => match record.cut_after {
+            Some(n) => format!(
+                "none (a partial game, stopped after {n} plies; judge it by the final evaluation)"
+            ),
+            None => "unfinished".into(),
+        },
     };
     let _ = writeln!(out, "Agent played: {agent_side}");
     let _ = writeln!(out, "Result: {result}");
@@ -550,6 +675,43 @@ mod tests {
             }
         }
         assert_eq!(g.ending().map(|e| e.reason), Some(EndReason::Repetition));
+    }
+
+    /// The exploration cut is a partial game with its final evaluation, never a draw.
+    #[test]
+    fn a_cut_trajectory_is_partial_not_a_draw() {
+        let mut g = Game::new(
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+            2,
+            DrawRules::default(),
+        )
+        .unwrap();
+        g.set_start_eval(20);
+        g.play_san("e4", Some("function_1")).unwrap();
+        g.set_last_eval(35);
+        g.play_san("e5", None).unwrap();
+        g.set_last_eval(30);
+        assert_eq!(g.ending().map(|e| e.reason), Some(EndReason::PlyLimit));
+        // A test game's limit is a draw ...
+        let test = settle(
+            g.record(),
+            &EpisodeConfig::test(Side::White, Strength::random()),
+        );
+        assert_eq!(test.ending.map(|e| e.winner), Some(None));
+        assert_eq!(test.cut_after, None);
+        // ... the exploration cut is not.
+        let r = settle(g.record(), &EpisodeConfig::exploration(Side::White, 10));
+        assert_eq!((r.ending, r.cut_after), (None, Some(2)));
+        let text = editor_text(&r, Side::White, 20);
+        assert!(
+            !text.contains("1/2-1/2") && !text.contains("draw for"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Result: none (a partial game, stopped after 2 plies"),
+            "{text}"
+        );
+        assert!(text.contains("initial 20, final 30"), "{text}");
     }
 
     #[test]

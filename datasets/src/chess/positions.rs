@@ -13,14 +13,19 @@
 //!   ([`PuzzleUse`]). Every candidate is labelled by an engine evaluation at
 //!   a fixed depth and sampled into the phase x evaluation strata.
 //!
-//! Odd FENs (unparsable, impossible material, castling rights the board
-//! contradicts, ...) are counted and skipped, never a panic: see
-//! [`PositionSet::skipped`].
+//! Odd FENs are never a panic. In a user's file, castling rights (and en
+//! passant squares) that the board contradicts are dropped and the row kept
+//! ([`PositionSet::repaired`]); a FEN that cannot be a position (too many
+//! pieces, a missing king, ...) is skipped and counted by reason
+//! ([`PositionSet::skipped`], [`skip_summary`]). Generated candidates are
+//! parsed strictly and skipped when odd.
 //!
 //! Strata: phase shares opening 25%, middlegame 40%, endgame 25%, late
-//! endgame 10%; evaluation shares (White's view) equal `|cp| <= 50` 40%,
-//! better `50 < |cp| <= 200` 10% per side, winning `200 < |cp| <= 500` 8% per
-//! side, crushing `> 500` 6% per side, mate 6% per side. Cell sizes are the
+//! endgame 10%; evaluation shares (White's view) equal `-50 <= cp < 50` 40%,
+//! better (`[50, 200)` for White, `[-200, -50)` for Black) 10% per side,
+//! winning (`[200, 500)`, `[-500, -200)`) 8% per side, crushing (`>= 500`,
+//! `< -500`) 6% per side, mate 6% per side: the bounds of the authors' labels
+//! ([`EvalBucket::of_centipawns`]). Cell sizes are the
 //! product apportioned to the total by largest remainder; each cell's first
 //! `round(10%)` rows (in the seeded order) go to train, the rest to test.
 
@@ -42,17 +47,17 @@ use crate::rng::SplitMix64;
 )]
 #[serde(rename_all = "snake_case")]
 pub enum EvalBucket {
-    /// `|cp| <= 50`.
+    /// `-50 <= cp < 50`.
     Equal,
-    /// `50 < cp <= 200`.
+    /// `50 <= cp < 200`.
     WhiteBetter,
     /// `-200 <= cp < -50`.
     BlackBetter,
-    /// `200 < cp <= 500`.
+    /// `200 <= cp < 500`.
     WhiteWinning,
     /// `-500 <= cp < -200`.
     BlackWinning,
-    /// `cp > 500`.
+    /// `cp >= 500`.
     WhiteCrushing,
     /// `cp < -500`.
     BlackCrushing,
@@ -98,13 +103,23 @@ impl EvalBucket {
 
     /// The bucket of a centipawn value (not a mate).
     pub fn of_cp(cp: i32) -> EvalBucket {
+        EvalBucket::of_centipawns(f64::from(cp))
+    }
+
+    /// The bucket of a centipawn value (not a mate), as the authors' labels
+    /// draw the lines: every bucket is closed below and open above, so
+    /// `equal` is `[-50, 50)`, `white_better` `[50, 200)`, `black_better`
+    /// `[-200, -50)`, and so on (the paper's files label -50 and -200 as the
+    /// bucket above them, 50 as `white_better`). The spec's `|cp| <= 50`
+    /// differs at +50 only.
+    pub fn of_centipawns(cp: f64) -> EvalBucket {
         match cp {
-            -50..=50 => EvalBucket::Equal,
-            51..=200 => EvalBucket::WhiteBetter,
-            -200..=-51 => EvalBucket::BlackBetter,
-            201..=500 => EvalBucket::WhiteWinning,
-            -500..=-201 => EvalBucket::BlackWinning,
-            501.. => EvalBucket::WhiteCrushing,
+            c if c >= 500.0 => EvalBucket::WhiteCrushing,
+            c if c >= 200.0 => EvalBucket::WhiteWinning,
+            c if c >= 50.0 => EvalBucket::WhiteBetter,
+            c if c >= -50.0 => EvalBucket::Equal,
+            c if c >= -200.0 => EvalBucket::BlackBetter,
+            c if c >= -500.0 => EvalBucket::BlackWinning,
             _ => EvalBucket::BlackCrushing,
         }
     }
@@ -148,8 +163,72 @@ pub struct Skipped {
     pub line: usize,
     /// The FEN.
     pub fen: String,
-    /// Why.
+    /// Why (in a user's file: a short reason such as `too many pieces`, see
+    /// [`rules::position_error_reason`]).
     pub reason: String,
+}
+
+/// A row of a user's file whose FEN was repaired (and kept).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Repaired {
+    /// File.
+    pub source: String,
+    /// 1-based line.
+    pub line: usize,
+    /// The FEN as given.
+    pub given: String,
+    /// The FEN used.
+    pub fen: String,
+    /// What was dropped.
+    pub repairs: rules::Repairs,
+}
+
+/// `2 skipped: 1 too many pieces, 1 missing king` (reasons by count, then
+/// name), or `None` when nothing was skipped.
+pub fn skip_summary(skipped: &[Skipped]) -> Option<String> {
+    if skipped.is_empty() {
+        return None;
+    }
+    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in skipped {
+        *by.entry(s.reason.as_str()).or_default() += 1;
+    }
+    let mut v: Vec<(&str, usize)> = by.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let parts: Vec<String> = v.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    Some(format!("{} skipped: {}", skipped.len(), parts.join(", ")))
+}
+
+/// `3 repaired: 3 castling rights the board contradicts dropped`, or `None`.
+pub fn repair_summary(repaired: &[Repaired]) -> Option<String> {
+    if repaired.is_empty() {
+        return None;
+    }
+    let castling = repaired.iter().filter(|r| r.repairs.castling).count();
+    let ep = repaired.iter().filter(|r| r.repairs.en_passant).count();
+    let mut what = Vec::new();
+    if castling > 0 {
+        what.push(format!(
+            "{castling} castling rights the board contradicts dropped"
+        ));
+    }
+    if ep > 0 {
+        what.push(format!(
+            "{ep} en passant squares the board contradicts dropped"
+        ));
+    }
+    Some(format!("{} repaired: {}", repaired.len(), what.join(", ")))
+}
+
+/// The rows of one JSON-lines file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JsonlRows {
+    /// Usable rows (repaired ones included, with the repaired FEN).
+    pub rows: Vec<PositionRow>,
+    /// Rows that cannot be a position.
+    pub skipped: Vec<Skipped>,
+    /// Rows kept after a repair.
+    pub repaired: Vec<Repaired>,
 }
 
 /// A stratum that had fewer candidates than wanted.
@@ -174,6 +253,9 @@ pub struct PositionSet {
     pub test: Vec<PositionRow>,
     /// Odd FENs that were skipped.
     pub skipped: Vec<Skipped>,
+    /// FENs of a user's file that were repaired and kept.
+    #[serde(default)]
+    pub repaired: Vec<Repaired>,
     /// Strata left short (generated sets only).
     pub shortfalls: Vec<Shortfall>,
     /// Positions evaluated by the engine (generated sets only).
@@ -260,13 +342,15 @@ impl PositionSource {
     pub fn load(&self, pool: Option<&BlockingPool>) -> Result<PositionSet, ChessError> {
         match self {
             PositionSource::Jsonl { train, test } => {
-                let (train, mut skipped) = read_jsonl(train)?;
-                let (test, more) = read_jsonl(test)?;
-                skipped.extend(more);
+                let mut train = read_jsonl(train)?;
+                let test = read_jsonl(test)?;
+                train.skipped.extend(test.skipped);
+                train.repaired.extend(test.repaired);
                 Ok(PositionSet {
-                    train,
-                    test,
-                    skipped,
+                    train: train.rows,
+                    test: test.rows,
+                    skipped: train.skipped,
+                    repaired: train.repaired,
                     ..PositionSet::default()
                 })
             }
@@ -294,32 +378,49 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ChessError + '_ {
 }
 
 /// Reads a JSON-lines file of [`PositionRow`]s. A line that is not such a
-/// row is an error; a row whose FEN is odd is skipped and reported.
-pub fn read_jsonl(path: &Path) -> Result<(Vec<PositionRow>, Vec<Skipped>), ChessError> {
+/// row is an error; a FEN the board contradicts in its castling rights or en
+/// passant square is repaired (the rights dropped, the row kept with the
+/// repaired FEN); a FEN that cannot be a position is skipped with its reason.
+pub fn read_jsonl(path: &Path) -> Result<JsonlRows, ChessError> {
     let file = fs::File::open(path).map_err(io_err(path))?;
-    let mut rows = Vec::new();
-    let mut skipped = Vec::new();
+    let mut out = JsonlRows::default();
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.map_err(io_err(path))?;
         if line.trim().is_empty() {
             continue;
         }
-        let row: PositionRow = serde_json::from_str(&line).map_err(|e| ChessError::Data {
+        let mut row: PositionRow = serde_json::from_str(&line).map_err(|e| ChessError::Data {
             source_name: path.display().to_string(),
             line: i + 1,
             message: e.to_string(),
         })?;
-        match rules::parse_fen(&row.fen) {
-            Ok(_) => rows.push(row),
-            Err(e) => skipped.push(Skipped {
+        match rules::parse_fen_repairing(&row.fen) {
+            Ok((_, repairs)) if !repairs.any() => out.rows.push(row),
+            Ok((pos, repairs)) => {
+                // Keep the file's form: counters only when it had them.
+                let fen = if row.fen.split_whitespace().count() == 4 {
+                    rules::fen_without_counters(&pos)
+                } else {
+                    rules::fen(&pos)
+                };
+                out.repaired.push(Repaired {
+                    source: path.display().to_string(),
+                    line: i + 1,
+                    given: std::mem::replace(&mut row.fen, fen.clone()),
+                    fen,
+                    repairs,
+                });
+                out.rows.push(row);
+            }
+            Err(e) => out.skipped.push(Skipped {
                 source: path.display().to_string(),
                 line: i + 1,
                 fen: row.fen.clone(),
-                reason: e.to_string(),
+                reason: e.reason.to_string(),
             }),
         }
     }
-    Ok((rows, skipped))
+    Ok(out)
 }
 
 /// The pinned wheel.
@@ -646,7 +747,7 @@ mod tests {
 
     #[test]
     fn buckets_by_centipawns_and_mates() {
-        assert_eq!(EvalBucket::of_cp(50), EvalBucket::Equal);
+        assert_eq!(EvalBucket::of_cp(49), EvalBucket::Equal);
         assert_eq!(EvalBucket::of_cp(-50), EvalBucket::Equal);
         assert_eq!(EvalBucket::of_cp(51), EvalBucket::WhiteBetter);
         assert_eq!(EvalBucket::of_cp(-200), EvalBucket::BlackBetter);
@@ -657,6 +758,101 @@ mod tests {
         assert_eq!(EvalBucket::of(&mate), EvalBucket::BlackMate);
         let shares: f64 = EvalBucket::ALL.iter().map(|b| b.share()).sum();
         assert!((shares - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn equal_is_closed_below_and_open_above() {
+        // The authors' labels: -50 is equal, 50 is White better.
+        assert_eq!(EvalBucket::of_centipawns(-50.0), EvalBucket::Equal);
+        assert_eq!(EvalBucket::of_centipawns(-50.5), EvalBucket::BlackBetter);
+        assert_eq!(EvalBucket::of_centipawns(49.0), EvalBucket::Equal);
+        assert_eq!(EvalBucket::of_centipawns(49.9), EvalBucket::Equal);
+        assert_eq!(EvalBucket::of_centipawns(50.0), EvalBucket::WhiteBetter);
+        assert_eq!(EvalBucket::of_cp(50), EvalBucket::WhiteBetter);
+        assert_eq!(EvalBucket::of_cp(-50), EvalBucket::Equal);
+        assert_eq!(EvalBucket::of_cp(-200), EvalBucket::BlackBetter);
+        assert_eq!(EvalBucket::of_cp(200), EvalBucket::WhiteWinning);
+        assert_eq!(EvalBucket::of_cp(-500), EvalBucket::BlackWinning);
+        assert_eq!(EvalBucket::of_cp(500), EvalBucket::WhiteCrushing);
+        assert_eq!(EvalBucket::of_cp(-501), EvalBucket::BlackCrushing);
+    }
+
+    /// The paper's files (when present): every row's `evaluation` label follows
+    /// from its `cp` (or, for a mate, the sign of `mate`).
+    #[test]
+    fn the_paper_labels_follow_from_cp() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/otb/chess");
+        let files = [dir.join("train.jsonl"), dir.join("test.jsonl")];
+        if !files.iter().all(|f| f.is_file()) {
+            eprintln!(
+                "skipping: the paper's positions are not in {}",
+                dir.display()
+            );
+            return;
+        }
+        let mut n = 0;
+        for f in &files {
+            for line in fs::read_to_string(f).unwrap().lines() {
+                let row: PositionRow = serde_json::from_str(line).unwrap();
+                let want = match (row.cp, row.mate) {
+                    (Some(cp), _) => EvalBucket::of_centipawns(cp),
+                    (None, Some(m)) if m > 0.0 => EvalBucket::WhiteMate,
+                    (None, Some(_)) => EvalBucket::BlackMate,
+                    (None, None) => panic!("{line}"),
+                };
+                assert_eq!(row.evaluation, want, "{line}");
+                n += 1;
+            }
+        }
+        assert_eq!(n, 2000);
+        // Its odd FENs: contradicted castling rights repaired, 15 queens skipped.
+        let test = read_jsonl(&files[1]).unwrap();
+        assert_eq!(
+            repair_summary(&test.repaired).as_deref(),
+            Some("7 repaired: 7 castling rights the board contradicts dropped")
+        );
+        assert_eq!(
+            skip_summary(&test.skipped).as_deref(),
+            Some("1 skipped: 1 too many pieces")
+        );
+        assert_eq!(test.rows.len(), 1799);
+        let train = read_jsonl(&files[0]).unwrap();
+        assert_eq!((train.rows.len(), train.repaired.len()), (200, 0));
+    }
+
+    #[test]
+    fn a_users_file_is_repaired_and_odd_rows_counted_by_reason() {
+        let line = |fen: &str| {
+            format!("{{\"fen\": \"{fen}\", \"phase\": \"opening\", \"evaluation\": \"equal\", \"cp\": 0.0, \"mate\": null, \"depth\": 12, \"test_id\": \"t\"}}")
+        };
+        let text = [
+            line("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -"),
+            // King and rooks moved: no castling right holds.
+            line("r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w KQkq -"),
+            line("r1b1kbnr/1pq3pp/8/2BpN3/5B2/R1BNQ2R/QQQ1QQQQ/RQQQKQQR w KQkq -"),
+            line("QQQQkQQQ/QQQQQQQQ/8/8/8/8/8/4K3 w - -"),
+            line("rnbq1bnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQ -"),
+        ]
+        .join("\n");
+        let path =
+            std::env::temp_dir().join(format!("otb-chess-jsonl-{}.jsonl", std::process::id()));
+        fs::write(&path, text).unwrap();
+        let r = read_jsonl(&path);
+        let _ = fs::remove_file(&path);
+        let r = r.unwrap();
+        assert_eq!(r.rows.len(), 2);
+        assert_eq!(r.rows[1].fen, "r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w - -");
+        assert_eq!(r.repaired.len(), 1);
+        assert_eq!(r.repaired[0].line, 2);
+        assert_eq!(
+            repair_summary(&r.repaired).unwrap(),
+            "1 repaired: 1 castling rights the board contradicts dropped"
+        );
+        assert_eq!(
+            skip_summary(&r.skipped).unwrap(),
+            "3 skipped: 2 too many pieces, 1 missing king"
+        );
+        assert_eq!(skip_summary(&[]), None);
     }
 
     #[test]

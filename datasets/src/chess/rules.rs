@@ -150,6 +150,104 @@ pub fn parse_fen(fen: &str) -> Result<Chess, ChessError> {
         .map_err(|e| bad(e.to_string()))
 }
 
+/// What [`parse_fen_repairing`] had to change to make a FEN a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Repairs {
+    /// Castling rights the board contradicts (no king or rook on its square)
+    /// were dropped.
+    pub castling: bool,
+    /// An en passant square the board contradicts was dropped.
+    pub en_passant: bool,
+}
+
+impl Repairs {
+    /// Whether anything was changed.
+    pub fn any(self) -> bool {
+        self.castling || self.en_passant
+    }
+}
+
+/// Why a FEN cannot be a position, in a few words (`too many pieces`,
+/// `missing king`, ...), for counting skipped rows by reason.
+pub fn position_error_reason(kinds: shakmaty::PositionErrorKinds) -> &'static str {
+    use shakmaty::PositionErrorKinds as K;
+    for (kind, text) in [
+        (K::EMPTY_BOARD, "empty board"),
+        (K::MISSING_KING, "missing king"),
+        (K::TOO_MANY_KINGS, "too many kings"),
+        (K::TOO_MUCH_MATERIAL, "too many pieces"),
+        (K::PAWNS_ON_BACKRANK, "pawns on the first or last rank"),
+        (K::OPPOSITE_CHECK, "the side not to move is in check"),
+        (K::IMPOSSIBLE_CHECK, "impossible check"),
+        (K::VARIANT, "not standard chess"),
+    ] {
+        if kinds.contains(kind) {
+            return text;
+        }
+    }
+    "illegal position"
+}
+
+/// A FEN that cannot be a position, with its short reason (see
+/// [`position_error_reason`]; `not a FEN` when the text does not parse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unplayable {
+    /// The short reason, for counting.
+    pub reason: &'static str,
+    /// The full error.
+    pub detail: String,
+}
+
+/// Parses a FEN as [`parse_fen`] does, but repairs what the board itself
+/// settles: castling rights without the king or rook on its home square, and
+/// an en passant square no pawn can have just passed, are dropped (as
+/// python-chess's `Board.clean_castling_rights` does for castling). Anything
+/// else wrong makes it [`Unplayable`].
+pub fn parse_fen_repairing(fen: &str) -> Result<(Chess, Repairs), Unplayable> {
+    use shakmaty::PositionErrorKinds as K;
+    let not_fen = |detail: String| Unplayable {
+        reason: "not a FEN",
+        detail,
+    };
+    let fields = fen.split_whitespace().count();
+    if !(4..=6).contains(&fields) {
+        return Err(not_fen(format!(
+            "expected 4 to 6 space-separated fields, found {fields}"
+        )));
+    }
+    let parsed: Fen = fen.trim().parse().map_err(|e| not_fen(format!("{e}")))?;
+    match parsed.into_position::<Chess>(CastlingMode::Standard) {
+        Ok(pos) => Ok((pos, Repairs::default())),
+        Err(e) => {
+            let kinds = e.kinds();
+            let repairs = Repairs {
+                castling: kinds.contains(K::INVALID_CASTLING_RIGHTS),
+                en_passant: kinds.contains(K::INVALID_EP_SQUARE),
+            };
+            let fixable = K::INVALID_CASTLING_RIGHTS | K::INVALID_EP_SQUARE;
+            if !(kinds - fixable).is_empty() {
+                return Err(Unplayable {
+                    reason: position_error_reason(kinds - fixable),
+                    detail: e.to_string(),
+                });
+            }
+            let pos = match e.ignore_invalid_castling_rights() {
+                Ok(pos) => pos,
+                Err(e) => match e.ignore_invalid_ep_square() {
+                    Ok(pos) => pos,
+                    Err(e) => {
+                        return Err(Unplayable {
+                            reason: position_error_reason(e.kinds()),
+                            detail: e.to_string(),
+                        })
+                    }
+                },
+            };
+            Ok((pos, repairs))
+        }
+    }
+}
+
 /// The full FEN of a position (with move counters; en passant square only
 /// when a legal en passant capture exists, as python-chess writes it).
 pub fn fen(pos: &Chess) -> String {
@@ -415,6 +513,41 @@ mod tests {
             let err = parse_fen(bad).unwrap_err();
             assert!(matches!(err, ChessError::Fen { .. }), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn contradicted_castling_rights_are_repaired_and_impossible_boards_are_not() {
+        // No white rook on a1: White's long castling right is dropped, the rest kept.
+        let (pos, r) = parse_fen_repairing("r3k2r/8/8/8/8/8/8/4K2R w KQkq - 0 1").unwrap();
+        assert_eq!(
+            r,
+            Repairs {
+                castling: true,
+                en_passant: false
+            }
+        );
+        assert_eq!(fen(&pos), "r3k2r/8/8/8/8/8/8/4K2R w Kkq - 0 1");
+        let (_, r) = parse_fen_repairing("4k3/8/8/8/8/8/8/4K3 w KQ -").unwrap();
+        assert!(r.castling && r.any());
+        // A consistent FEN is untouched.
+        let (pos, r) = parse_fen_repairing(START).unwrap();
+        assert!(!r.any());
+        assert_eq!(fen(&pos), START);
+        // The paper's test.jsonl line 603: 23 white pieces, 15 of them queens.
+        let e =
+            parse_fen_repairing("r1b1kbnr/1pq3pp/8/2BpN3/5B2/R1BNQ2R/QQQ1QQQQ/RQQQKQQR w KQkq -")
+                .unwrap_err();
+        assert_eq!(e.reason, "too many pieces", "{e:?}");
+        assert_eq!(
+            parse_fen_repairing("4k3/8/8/8/8/8/8/8 w - -")
+                .unwrap_err()
+                .reason,
+            "missing king"
+        );
+        assert_eq!(
+            parse_fen_repairing("garbage").unwrap_err().reason,
+            "not a FEN"
+        );
     }
 
     #[test]

@@ -5,14 +5,13 @@
 //! ```text
 //! chess-positions -> chess-docs[set gold|opaque] -> chess-explore[... test] -> chess-evaluate
 //!                                        \-> offline ToolObserver (chess-explore[train] -> batch-reflect -> consensus-merge) x K
-//! calibrate (the opponents' measured Elo, used by chess-evaluate's bootstrap Elo)
+//! calibrate (the opponents' measured Elo, used by bootstrap-elo after chess-evaluate)
 //! ```
 //!
-//! The bootstrap Elo is computed inside `chess-evaluate` (one row beside the per-call
-//! checks), not as a stage of its own.
-//!
-//! ```text
-//! ```
+//! Defaults are the paper's: test games with the agent as White (`mirror = false`),
+//! every finished game in the Elo (`elo_games`), the Elo opponents (`opponents =
+//! "elo"`; `"levels"` = Skill Level 1 / 5 / 10), neutral prompts (`hints = false`: no
+//! prompt or tool text names the game phases). [`ChessExperiment::switches`] lists them.
 //!
 //! The rules, engine pool, tools, games and metrics are `datasets::chess` (no store,
 //! no models); this module drives agents over them and stores what happened.
@@ -28,7 +27,7 @@ use crate::once::BuildOnce;
 use crate::rows::DocRow;
 use crate::InputError;
 use datasets::chess::engine::{BlockingPool, EngineConfig};
-use datasets::chess::game::{self, AgentChoice, EpisodeConfig, Game};
+use datasets::chess::game::{self, AgentChoice, EpisodeConfig, Game, Opponent};
 use datasets::chess::metrics::{self, BestToolIndexing, EloGame};
 use datasets::chess::positions::{PositionSource, TorreConfig};
 use datasets::chess::rules::Side;
@@ -53,14 +52,30 @@ pub const EVALUATE_STAGE: &str = "chess-evaluate";
 /// settings reruns only this).
 pub const ELO_STAGE: &str = "bootstrap-elo";
 pub const CALIBRATE_STAGE: &str = "calibrate";
+/// The version of the chess stages whose semantics did not change since 1
+/// (`chess-explore`, `chess-evaluate`, `bootstrap-elo`, `calibrate`; their keys
+/// carry the new fields only where they change the output).
 pub const VERSION: u32 = 1;
+/// `chess-positions`: 2 = evaluation buckets closed below and open above (the
+/// authors' labels: equal is [-50, 50)); a user's file has contradicted castling
+/// rights repaired instead of the row skipped.
+pub const POSITIONS_VERSION: u32 = 2;
 
-/// The agent's system prompt (`prompts/chess_agent_system.txt`).
+/// The agent's system prompt (`prompts/chess_agent_system.txt`): neutral, with the
+/// paper's exploration rule (try a tool not used recently when tools look alike).
 pub const AGENT_SYSTEM: &str = include_str!("../../../prompts/chess_agent_system.txt");
 /// One agent turn (`prompts/chess_agent_turn.txt`: `{{fen}}`, `{{side}}`, `{{history}}`).
 pub const AGENT_TURN: &str = include_str!("../../../prompts/chess_agent_turn.txt");
-/// What the editor is told about chess (`prompts/chess_editor_notes.txt`).
+/// What the editor is told about chess (`prompts/chess_editor_notes.txt`): the
+/// evaluation's sign and how to judge a tool, nothing of how the tools differ.
 pub const EDITOR_NOTES: &str = include_str!("../../../prompts/chess_editor_notes.txt");
+/// The paper's set (`[prompts] set = "paper"`): `prompts/paper/chess_*.txt`.
+pub const PAPER_AGENT_SYSTEM: &str = include_str!("../../../prompts/paper/chess_agent_system.txt");
+pub const PAPER_AGENT_TURN: &str = include_str!("../../../prompts/paper/chess_agent_turn.txt");
+pub const PAPER_EDITOR_NOTES: &str = include_str!("../../../prompts/paper/chess_editor_notes.txt");
+/// Appended to the editor notes with `[chess] hints = true` (beyond the paper): names
+/// the game phases, the hidden structure of the phase specialists.
+pub const EDITOR_HINTS: &str = include_str!("../../../prompts/chess_editor_hints.txt");
 
 /// The `[chess]` table of an experiment file.
 #[derive(Debug, Clone, Deserialize)]
@@ -76,7 +91,10 @@ pub struct RawChess {
     train_positions: Option<usize>,
     test_positions: Option<usize>,
     movetime_ms: Option<u64>,
-    opponents: Option<Vec<u32>>,
+    opponents: Option<RawOpponents>,
+    mirror: Option<bool>,
+    elo_games: Option<usize>,
+    hints: Option<bool>,
     max_plies: Option<usize>,
     rounds: Option<u32>,
     batch_size: Option<usize>,
@@ -89,6 +107,14 @@ pub struct RawChess {
     calibration_plies: Option<usize>,
     calibrate_tools: Option<bool>,
     engine: Option<String>,
+}
+
+/// `opponents`: a profile name or a list of Elos.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawOpponents {
+    Profile(String),
+    Elos(Vec<u32>),
 }
 
 /// Where positions come from.
@@ -109,7 +135,21 @@ pub struct ChessExperiment {
     pub train_positions: usize,
     pub test_positions: usize,
     pub movetime_ms: u64,
-    pub opponents: Vec<u32>,
+    /// The test games' opponents: `opponents = "elo"` (default: Elo 1200 / 1800 /
+    /// 2400, or a list of Elos) or `"levels"` (Skill Level 1 / 5 / 10).
+    pub opponents: Vec<Opponent>,
+    /// Play each test position from both sides (`true`: 2 games per position and
+    /// opponent) or with the agent as White only (`false`, the paper's: 100
+    /// positions x 3 opponents = 300 games).
+    pub mirror: bool,
+    /// At most this many test games (in schedule order: position by position,
+    /// each against every opponent) enter the bootstrap Elo; `None`: all played.
+    pub elo_games: Option<usize>,
+    /// Tell the editor the game phases (beyond the paper; labelled in `switches`).
+    pub hints: bool,
+    /// The paper's prompt set (`prompts/paper/chess_*.txt`); set by `[prompts] set
+    /// = "paper"` after `from_raw` (never read from `[chess]`).
+    pub paper_prompts: bool,
     pub max_plies: usize,
     pub rounds: u32,
     pub batch_size: usize,
@@ -191,6 +231,22 @@ impl ChessExperiment {
                 ))
             }
         };
+        let opponents = match raw.opponents {
+            None => Opponent::elo_profile(),
+            Some(RawOpponents::Profile(p)) => match p.as_str() {
+                "elo" => Opponent::elo_profile(),
+                "levels" => Opponent::level_profile(),
+                other => {
+                    return Err(format!(
+                    "chess.opponents = `{other}` (valid: \"elo\", \"levels\", or a list of Elos)"
+                ))
+                }
+            },
+            Some(RawOpponents::Elos(list)) => list.into_iter().map(Opponent::Elo).collect(),
+        };
+        if raw.elo_games == Some(0) {
+            return Err("chess.elo_games must be at least 1 (leave it out for all games)".into());
+        }
         let opponent_ratings = raw.opponent_ratings.unwrap_or_else(|| "measured".into());
         if !["measured", "nominal"].contains(&opponent_ratings.as_str()) {
             return Err(format!(
@@ -204,9 +260,11 @@ impl ChessExperiment {
             train_positions: raw.train_positions.unwrap_or(200),
             test_positions: raw.test_positions.unwrap_or(100),
             movetime_ms: raw.movetime_ms.unwrap_or(strength::REFERENCE_MOVETIME_MS),
-            opponents: raw
-                .opponents
-                .unwrap_or_else(|| game::OPPONENT_ELOS.to_vec()),
+            opponents,
+            mirror: raw.mirror.unwrap_or(false),
+            elo_games: raw.elo_games,
+            hints: raw.hints.unwrap_or(false),
+            paper_prompts: false,
             max_plies: raw.max_plies.unwrap_or(game::TEST_GAME_PLIES),
             rounds: raw.rounds.unwrap_or(3),
             batch_size: raw.batch_size.unwrap_or(10),
@@ -232,6 +290,87 @@ impl ChessExperiment {
             );
         }
         Ok(c)
+    }
+
+    /// The agent's system prompt of the chosen set.
+    pub fn agent_system(&self) -> &'static str {
+        if self.paper_prompts {
+            PAPER_AGENT_SYSTEM
+        } else {
+            AGENT_SYSTEM
+        }
+    }
+
+    /// The agent's turn template of the chosen set.
+    pub fn agent_turn(&self) -> &'static str {
+        if self.paper_prompts {
+            PAPER_AGENT_TURN
+        } else {
+            AGENT_TURN
+        }
+    }
+
+    /// What the editor is told: the chosen set's notes, and the phase hint only with
+    /// `hints = true`.
+    pub fn editor_notes(&self) -> String {
+        let notes = if self.paper_prompts {
+            PAPER_EDITOR_NOTES
+        } else {
+            EDITOR_NOTES
+        };
+        if self.hints {
+            format!("{notes}{EDITOR_HINTS}")
+        } else {
+            notes.to_string()
+        }
+    }
+
+    /// The chess switches of this run, one `chess.<field> = <value>` each, for the
+    /// tables' switch line; the paper's defaults read `hints = off`, `mirror = off`,
+    /// `elo_games = all`, `opponents = elo ...`.
+    pub fn switches(&self) -> Vec<String> {
+        let opponents = self
+            .opponents
+            .iter()
+            .map(|o| match o {
+                Opponent::Elo(e) => format!("Elo {e}"),
+                Opponent::Level { level, .. } => format!("Skill Level {level}"),
+            })
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let profile = if self
+            .opponents
+            .iter()
+            .all(|o| matches!(o, Opponent::Level { .. }))
+        {
+            "levels"
+        } else {
+            "elo"
+        };
+        vec![
+            format!(
+                "chess.hints = {}",
+                if self.hints {
+                    "on (the editor is told the game phases: beyond the paper)"
+                } else {
+                    "off"
+                }
+            ),
+            format!(
+                "chess.mirror = {}",
+                if self.mirror {
+                    "on (each test position from both sides)"
+                } else {
+                    "off (agent as White)"
+                }
+            ),
+            format!(
+                "chess.elo_games = {}",
+                self.elo_games
+                    .map_or_else(|| "all".to_string(), |n| n.to_string())
+            ),
+            format!("chess.opponents = {profile} ({opponents})"),
+        ]
     }
 }
 
@@ -271,8 +410,8 @@ pub fn check_input(c: &ChessExperiment) -> Result<(), InputError> {
         .map_err(|e| InputError(format!("chess engine: {e}")))?;
     if let (Positions::Files { train, .. }, true) = (&c.positions, learns(c)) {
         // A file that does not parse is reported by the positions stage.
-        if let Ok((rows, _)) = datasets::chess::positions::read_jsonl(train) {
-            if rows.is_empty() {
+        if let Ok(read) = datasets::chess::positions::read_jsonl(train) {
+            if read.rows.is_empty() {
                 return Err(no_training_positions());
             }
         }
@@ -308,6 +447,8 @@ pub struct Chess<'a> {
     /// Opponent nominal Elo -> the rating the Elo update uses.
     ratings: BTreeMap<u32, f64>,
     calibration: Option<Entry>,
+    /// What the editor is told (`ChessExperiment::editor_notes`).
+    notes: String,
 }
 
 /// What a game kept in the journal cost: one agent call per agent ply (answered
@@ -356,9 +497,18 @@ struct ExploreParams<'a> {
     seed: u64,
     split: Split,
     movetime_ms: u64,
-    opponents: &'a [u32],
+    /// Elo opponents are written as numbers (the keys of the Elo profile as before).
+    opponents: &'a [Opponent],
     max_plies: usize,
     round: i64,
+    /// Test games with the agent as White only (`mirror = false`, the paper's); absent
+    /// for both sides (`mirror = true`, the key as before) and for exploration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sides: Option<&'static str>,
+    /// Exploration: the 10-ply cut is a partial game with its final evaluation (no
+    /// result), not a draw; absent for test games.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cut: Option<&'static str>,
 }
 
 /// One game to play.
@@ -370,14 +520,13 @@ struct Job {
     seed: u64,
 }
 
-impl Chess<'_> {
-    fn jobs(&self, p: &ExploreParams<'_>) -> Vec<Job> {
-        let split = p.split;
-        let mut jobs = Vec::new();
-        let rows = match split {
-            Split::Train => &self.train,
-            Split::Test => &self.test,
-        };
+/// The games of one `chess-explore` stage, in schedule order: position by position;
+/// exploration from both sides; test games against each opponent in turn, with the
+/// agent as White (`sides`) or from both sides (mirror).
+fn schedule(rows: &[PositionRow], p: &ExploreParams<'_>) -> Vec<Job> {
+    let split = p.split;
+    let mut jobs = Vec::new();
+    {
         let mut n = 0u64;
         let mut push = |row: &PositionRow, cfg: EpisodeConfig, elo: u32, tag: String| {
             jobs.push(Job {
@@ -397,18 +546,32 @@ impl Chess<'_> {
                     }
                 }
                 Split::Test => {
-                    for &elo in p.opponents {
+                    for &opp in p.opponents {
                         let mut base =
-                            EpisodeConfig::test(Side::White, Strength::nominal(elo, p.movetime_ms));
+                            EpisodeConfig::test(Side::White, opp.strength(p.movetime_ms));
                         base.max_plies = p.max_plies;
-                        for cfg in base.mirror() {
-                            push(pos, cfg, elo, format!("vs{elo}"));
+                        let cfgs = if p.sides.is_none() {
+                            base.mirror().to_vec()
+                        } else {
+                            vec![base]
+                        };
+                        for cfg in cfgs {
+                            push(pos, cfg, opp.nominal_rating(), opp.tag());
                         }
                     }
                 }
             }
         }
-        jobs
+    }
+    jobs
+}
+
+impl Chess<'_> {
+    fn jobs(&self, p: &ExploreParams<'_>) -> Vec<Job> {
+        match p.split {
+            Split::Train => schedule(&self.train, p),
+            Split::Test => schedule(&self.test, p),
+        }
     }
 
     /// Play `jobs` with `agent` on `docs`, `concurrency` games at a time.
@@ -426,6 +589,7 @@ impl Chess<'_> {
     ) -> Result<(), StageError> {
         let pool = self.engines.get(EXPLORE_STAGE)?;
         let kind = docs_kind(&self.tools, docs);
+        let turn_template = self.c.agent_turn();
         // Finished games are journaled: a killed run resumes with the games in flight.
         let journal = ctx.journal().clone();
         let resumed: std::collections::HashMap<&str, GameRow> = jobs
@@ -464,7 +628,7 @@ impl Chess<'_> {
                 let mut failed = 0i64;
                 let mut first_error: Option<String> = None;
                 let mut choose = |g: &Game| -> AgentChoice {
-                    let question = AGENT_TURN
+                    let question = turn_template
                         .replace("{{fen}}", &g.fen())
                         .replace("{{side}}", Side::as_str(g.turn()))
                         .replace(
@@ -518,6 +682,7 @@ impl Chess<'_> {
                             e.result_str().to_string(),
                             e.reason.as_str().to_string(),
                         ),
+                        None if rec.cut_after.is_some() => (None, "*".into(), "cut".into()),
                         None => (None, "*".into(), "unfinished".into()),
                     };
                     GameRow {
@@ -582,13 +747,13 @@ impl Chess<'_> {
     ) -> Result<Option<Entry>, DriveError> {
         let docs_rows: Vec<DocRow> = docs.read()?;
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
-        let (tools, system) = shared_docs(&docs_rows, AGENT_SYSTEM);
-        let node = format!("chess-explore[{tag}]");
         let c = self.c;
+        let (tools, system) = shared_docs(&docs_rows, c.agent_system());
+        let node = format!("chess-explore[{tag}]");
         let params = ExploreParams {
             agent: &chain.agent,
-            system: AGENT_SYSTEM,
-            turn: AGENT_TURN,
+            system: c.agent_system(),
+            turn: c.agent_turn(),
             chain_seed: chain.seed,
             seed: c.seed,
             split,
@@ -596,6 +761,8 @@ impl Chess<'_> {
             opponents: &c.opponents,
             max_plies: c.max_plies,
             round: label.round,
+            sides: (split == Split::Test && !c.mirror).then_some("agent_white"),
+            cut: (split == Split::Train).then_some("partial"),
         };
         let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
         let models = cx.models;
@@ -658,8 +825,13 @@ impl ChessRunner<'_, '_> {
             .pool
             .evaluate(&g.fen(), depth)
             .map_err(|e| e.to_string())?;
-        let side = Side::as_str(g.turn());
-        let phase = datasets::chess::rules::Phase::of(g.position()).as_str();
+        let side = g.turn();
+        // The phase only with `hints = true`: by default nothing names it.
+        let phase = self
+            .env
+            .c
+            .hints
+            .then(|| datasets::chess::rules::Phase::of(g.position()));
         let mv = tools
             .execute(i, g.position(), draw.next_u64(), self.pool)
             .map_err(|e| e.to_string())?;
@@ -668,12 +840,35 @@ impl ChessRunner<'_, '_> {
             .pool
             .evaluate(&g.fen(), depth)
             .map_err(|e| e.to_string())?;
-        Ok(format!(
-            "Position {} ({side} to move, {phase}): the tool played {}. Engine evaluation \
-             (centipawns, White's view, depth {depth}): {:+} before, {:+} after.",
-            row.fen, mv.san, before.white_cp, after.white_cp
+        Ok(tool_play_text(
+            &row.fen,
+            side,
+            phase,
+            &mv.san,
+            (before.white_cp, after.white_cp),
+            depth,
         ))
     }
+}
+
+/// What a baseline's tool play shows: the position, the move the tool played and the
+/// engine's evaluation before and after it (the game phase only with `hints`).
+fn tool_play_text(
+    fen: &str,
+    side: Side,
+    phase: Option<datasets::chess::rules::Phase>,
+    san: &str,
+    (before, after): (i32, i32),
+    depth: u32,
+) -> String {
+    let phase = phase.map_or_else(String::new, |p| {
+        format!(", {}", p.as_str().replace('_', " "))
+    });
+    format!(
+        "Position {fen} ({} to move{phase}): the tool played {san}. Engine evaluation \
+         (centipawns, White's view, depth {depth}): {before:+} before, {after:+} after.",
+        side.as_str()
+    )
 }
 
 impl ToolRunner for ChessRunner<'_, '_> {
@@ -711,7 +906,7 @@ impl OfflineEnv for Chess<'_> {
     }
 
     fn agent_system(&self) -> &str {
-        AGENT_SYSTEM
+        self.c.agent_system()
     }
 
     fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
@@ -725,7 +920,13 @@ impl OfflineEnv for Chess<'_> {
     fn runner_key(&self) -> (Value, Vec<(&'static str, Entry)>) {
         (
             json!({
-                "chess": "a tool on a sampled training position, then the evaluation",
+                // The text no longer names the game phase (it did before); with
+                // `hints` it does.
+                "chess": if self.c.hints {
+                    "a tool on a sampled training position (its phase named), then the evaluation"
+                } else {
+                    "a tool on a sampled training position, then the evaluation (no phase named)"
+                },
                 "movetime_ms": self.c.movetime_ms,
                 "eval_depth": game::EXPLORATION_EVAL_DEPTH,
                 "seed": self.c.seed,
@@ -735,7 +936,7 @@ impl OfflineEnv for Chess<'_> {
     }
 
     fn editor_notes(&self) -> &str {
-        EDITOR_NOTES
+        &self.notes
     }
 
     fn evaluate(
@@ -776,6 +977,7 @@ impl OfflineEnv for Chess<'_> {
             opponent_ratings: &c.opponent_ratings,
             k: metrics::ELO_K,
             shuffles: metrics::BOOTSTRAP_SHUFFLES,
+            elo_games: c.elo_games,
         };
         let key = serde_json::to_value(&params).map_err(|e| StageError::bug(ELO_STAGE, e))?;
         let mut inputs = vec![("games", Some(trajectories)), ("checked", Some(&checked))];
@@ -812,6 +1014,10 @@ struct EloParams<'a> {
     opponent_ratings: &'a str,
     k: f64,
     shuffles: u64,
+    /// At most this many finished games, in schedule order (absent: all, the key as
+    /// before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elo_games: Option<usize>,
 }
 
 /// Stage `chess-evaluate`: every agent tool call of the test games checked against
@@ -841,6 +1047,7 @@ fn check_calls(
             plies,
             ending: None,
             start_eval: None,
+            cut_after: None,
         };
         let cs = metrics::check_tool_calls(&rec, tools, kind, p.indexing)
             .map_err(|e| fail(EVALUATE_STAGE, format!("game {}: {e}", g.game_id)))?;
@@ -871,6 +1078,27 @@ fn check_calls(
     Ok(())
 }
 
+/// The finished test games as the Elo sees them (the opponent's rating from
+/// `ratings`, the nominal one when it has none), the first `cap` in schedule order.
+fn elo_games_of(
+    games: &[GameRow],
+    ratings: &BTreeMap<u32, f64>,
+    cap: Option<usize>,
+) -> Vec<EloGame> {
+    games
+        .iter()
+        .filter_map(|g| {
+            let score = g.score?;
+            let nominal = g.opponent_elo as u32;
+            Some(EloGame {
+                opponent: ratings.get(&nominal).copied().unwrap_or(nominal as f64),
+                score,
+            })
+        })
+        .take(cap.unwrap_or(usize::MAX))
+        .collect()
+}
+
 /// Stage `bootstrap-elo`: the streaming Elo over `shuffles` seeded shuffles of the
 /// finished games (rayon), mean, median and intervals, and the performance rating;
 /// the row repeats the best-tool figures of `chess-evaluate` so one row is one cell.
@@ -881,17 +1109,7 @@ fn bootstrap_elo(
     games: &[GameRow],
     best: Option<&BestToolRow>,
 ) -> Result<(), StageError> {
-    let elo_games: Vec<EloGame> = games
-        .iter()
-        .filter_map(|g| {
-            let score = g.score?;
-            let nominal = g.opponent_elo as u32;
-            Some(EloGame {
-                opponent: ratings.get(&nominal).copied().unwrap_or(nominal as f64),
-                score,
-            })
-        })
-        .collect();
+    let elo_games = elo_games_of(games, ratings, p.elo_games);
     let start = metrics::elo_start(&elo_games, p.elo_start);
     let b = metrics::bootstrap_elo(&elo_games, start, p.k, p.shuffles);
     let elo = EloRow {
@@ -945,13 +1163,20 @@ fn positions(
     let set = source
         .load(pool)
         .map_err(|e| StageError::user(POSITIONS_STAGE, format!("chess positions: {e}")))?;
-    if !set.skipped.is_empty() {
+    // Repairs and skips are said in one line each (a user's file: contradicted
+    // castling rights dropped, rows that cannot be a position counted by reason).
+    if let Some(line) = datasets::chess::positions::repair_summary(&set.repaired) {
+        let first = &set.repaired[0];
         eprintln!(
-            "chess-positions: {} odd positions skipped (first: {} line {}: {})",
-            set.skipped.len(),
-            set.skipped[0].source,
-            set.skipped[0].line,
-            set.skipped[0].reason
+            "warning: chess-positions: {line} (first: {} line {}: {} -> {})",
+            first.source, first.line, first.given, first.fen
+        );
+    }
+    if let Some(line) = datasets::chess::positions::skip_summary(&set.skipped) {
+        let first = &set.skipped[0];
+        eprintln!(
+            "warning: chess-positions: {line} (first: {} line {}: {})",
+            first.source, first.line, first.fen
         );
     }
     let mut rows = Vec::new();
@@ -981,11 +1206,15 @@ fn positions(
 /// Stage `calibrate`: each opponent strength plays seeded games against anchors at
 /// the engine's own calibrated `UCI_Elo`; its measured Elo is the performance
 /// rating against them (the nominal 1200 lies below the engine's floor and is a
-/// weakening whose real strength must be measured).
+/// weakening whose real strength must be measured; a `Skill Level` opponent's
+/// "about 800 / 1600 / 2400" is measured the same way, its row's `nominal_elo`
+/// being that stated rating).
 /// `calibrate`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
 struct CalibrateParams<'a> {
-    opponents: &'a [u32],
+    /// Elo opponents as numbers (the Elo profile's key as before), levels as
+    /// `{"skill_level": n}`.
+    opponents: &'a [Opponent],
     movetime_ms: u64,
     games: usize,
     max_plies: usize,
@@ -1001,10 +1230,12 @@ fn calibrate(
     engines: &Engines,
 ) -> Result<(), StageError> {
     let pool = engines.get(CALIBRATE_STAGE)?;
-    let anchors = calibration_anchors(c.opponents);
+    let nominal: Vec<u32> = c.opponents.iter().map(|o| o.nominal_rating()).collect();
+    let anchors = calibration_anchors(&nominal);
     let mut rows = Vec::new();
-    for &elo in c.opponents {
-        let player = Strength::nominal(elo, c.movetime_ms);
+    for &opp in c.opponents {
+        let elo = opp.nominal_rating();
+        let player = opp.strength(c.movetime_ms);
         let mut games = Vec::new();
         let mut wdl = (0i64, 0i64, 0i64);
         for (k, &anchor) in anchors.iter().enumerate() {
@@ -1178,7 +1409,7 @@ pub fn drive(
     let pos = cx.session.stage(
         POSITIONS_STAGE,
         POSITIONS_STAGE,
-        VERSION,
+        POSITIONS_VERSION,
         json!({
             "positions": match &c.positions {
                 Positions::Files { train, test } => json!({
@@ -1207,7 +1438,11 @@ pub fn drive(
     if learns(c) && train.is_empty() {
         return Err(no_training_positions().into());
     }
-    let mut ratings: BTreeMap<u32, f64> = c.opponents.iter().map(|&e| (e, f64::from(e))).collect();
+    let mut ratings: BTreeMap<u32, f64> = c
+        .opponents
+        .iter()
+        .map(|o| (o.nominal_rating(), f64::from(o.nominal_rating())))
+        .collect();
     let mut calibration = None;
     if c.opponent_ratings == "measured" {
         let cal_params = CalibrateParams {
@@ -1268,6 +1503,7 @@ pub fn drive(
                     engines,
                     ratings: ratings.clone(),
                     calibration: calibration.clone(),
+                    notes: c.editor_notes(),
                 };
                 offline::drive_tool_set(
                     &env,
@@ -1282,4 +1518,343 @@ pub fn drive(
         })
         .collect();
     crate::env::run_jobs(cx, jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datasets::chess::rules::DrawRules;
+
+    /// Words that give away how the tools differ (the phase specialists' hidden
+    /// structure; the search domains' words, in case a template is shared).
+    const FORBIDDEN: &[&str] = &[
+        "phase",
+        "opening",
+        "middlegame",
+        "endgame",
+        "topic",
+        "domain",
+        "collection",
+        "part",
+    ];
+
+    /// The forbidden words in `text`: whole words (plural too), any case; `late_endgame`
+    /// counts as `endgame`, `partial` does not count as `part`.
+    pub(super) fn forbidden_words(text: &str) -> Vec<String> {
+        text.split(|c: char| !c.is_ascii_alphanumeric())
+            .map(str::to_ascii_lowercase)
+            .filter(|w| {
+                FORBIDDEN
+                    .iter()
+                    .any(|f| w == f || w.strip_suffix('s') == Some(f))
+            })
+            .collect()
+    }
+
+    fn experiment(toml_text: &str) -> ChessExperiment {
+        let raw: RawChess = toml::from_str(toml_text).unwrap();
+        ChessExperiment::from_raw(raw, &|p| PathBuf::from(p)).unwrap()
+    }
+
+    fn row(id: &str) -> PositionRow {
+        PositionRow {
+            split: "test".into(),
+            position_id: id.into(),
+            fen: "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -".into(),
+            phase: "opening".into(),
+            evaluation: "equal".into(),
+            cp: Some(0.0),
+            mate: None,
+        }
+    }
+
+    fn params<'a>(agent: &'a ModelSpec, c: &'a ChessExperiment, split: Split) -> ExploreParams<'a> {
+        ExploreParams {
+            agent,
+            system: c.agent_system(),
+            turn: c.agent_turn(),
+            chain_seed: 0,
+            seed: c.seed,
+            split,
+            movetime_ms: c.movetime_ms,
+            opponents: &c.opponents,
+            max_plies: c.max_plies,
+            round: 0,
+            sides: (split == Split::Test && !c.mirror).then_some("agent_white"),
+            cut: (split == Split::Train).then_some("partial"),
+        }
+    }
+
+    #[test]
+    fn the_word_test_is_whole_words() {
+        assert_eq!(
+            forbidden_words("A partial game; the Opening, late_endgame and phases."),
+            ["opening", "endgame", "phases"]
+        );
+        assert!(forbidden_words("counterpart apart partially").is_empty());
+    }
+
+    /// Everything a chess run sends to a model by default -- the agent's system
+    /// prompt and turns, the opaque tools, the editor's notes, batch and merge
+    /// prompts with serialized trajectories, a baseline's tool-play text -- names no
+    /// game phase, topic, domain, collection or part, in both prompt sets. Only the
+    /// labelled `hints` switch does.
+    #[test]
+    fn what_a_chess_run_sends_names_no_hidden_structure() {
+        // A short trajectory: the exploration cut after 4 plies, evaluated.
+        let mut g = Game::new(
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+            4,
+            DrawRules::default(),
+        )
+        .unwrap();
+        g.set_start_eval(20);
+        for (i, (m, tool)) in [
+            ("e4", Some("function_1")),
+            ("e5", None),
+            ("Nf3", Some("function_4")),
+            ("Nc6", None),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            g.play_san(m, tool).unwrap();
+            g.set_last_eval(10 * i as i32);
+        }
+        let record = game::settle(g.record(), &EpisodeConfig::exploration(Side::White, 10));
+        let trajectory = game::editor_text(&record, Side::White, game::EDITOR_PLIES);
+        let agent = ModelSpec {
+            kind: crate::models::ModelKind::Scripted,
+            name: "random".into(),
+        };
+        for paper in [false, true] {
+            let mut c = experiment("");
+            c.paper_prompts = paper;
+            let turn = c
+                .agent_turn()
+                .replace("{{fen}}", &g.fen())
+                .replace("{{side}}", Side::as_str(g.turn()))
+                .replace("{{history}}", &g.history_text());
+            let mut sent = vec![
+                c.agent_system().to_string(),
+                turn,
+                c.editor_notes(),
+                trajectory.clone(),
+                tool_play_text(
+                    "r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w - -",
+                    Side::White,
+                    None,
+                    "Rfd1",
+                    (-12, 8),
+                    game::EXPLORATION_EVAL_DEPTH,
+                ),
+            ];
+            for family in ToolFamily::ALL {
+                let tools = ToolSet::new(family).function_defs(Docs::Opaque);
+                sent.push(serde_json::to_string(&tools).unwrap());
+                let tools_text = tools
+                    .iter()
+                    .map(crate::batch_reflect::render_tool)
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                sent.push(
+                    offline::DEFAULT_BATCH
+                        .replace("{{notes}}", &c.editor_notes())
+                        .replace("{{tools}}", &tools_text)
+                        .replace("{{trajectories}}", &format!("Trajectory 1:\n{trajectory}")),
+                );
+                sent.push(
+                    offline::DEFAULT_MERGE
+                        .replace("{{notes}}", &c.editor_notes())
+                        .replace("{{tools}}", &tools_text)
+                        .replace("{{analyses}}", "Batch 1:\n(none)"),
+                );
+            }
+            // The games' agent prompt keys carry the chosen set.
+            let p = params(&agent, &c, Split::Test);
+            assert_eq!(p.system, c.agent_system());
+            for text in &sent {
+                assert!(
+                    forbidden_words(text).is_empty(),
+                    "paper_prompts = {paper}: {:?} in:\n{text}",
+                    forbidden_words(text)
+                );
+            }
+            // The spec's must-says are there.
+            let flat = |t: &str| {
+                t.to_lowercase()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let notes = flat(&c.editor_notes());
+            assert!(notes.contains("white's point of view"), "{notes}");
+            assert!(notes.contains("better for black"), "{notes}");
+            assert!(notes.contains("best continuation"), "{notes}");
+            assert!(notes.contains("already lost"), "{notes}");
+            // The exploration rule: try a tool not used recently.
+            let system = flat(c.agent_system());
+            assert!(
+                system.contains("not used") && system.contains("alike"),
+                "{system}"
+            );
+        }
+        // The hinting variant exists only behind its switch, and says so.
+        let hinted = experiment("hints = true");
+        assert!(!forbidden_words(&hinted.editor_notes()).is_empty());
+        assert!(hinted
+            .switches()
+            .iter()
+            .any(|s| s.starts_with("chess.hints = on")));
+        assert!(experiment("")
+            .switches()
+            .contains(&"chess.hints = off".to_string()));
+        let text = tool_play_text(
+            "8/8/8/8/8/8/8/K6k w - -",
+            Side::White,
+            Some(datasets::chess::rules::Phase::LateEndgame),
+            "Kb1",
+            (0, 0),
+            16,
+        );
+        assert!(text.contains("late endgame"), "{text}");
+    }
+
+    /// The paper's protocol by default: each test position once per opponent with the
+    /// agent as White (100 x 3 = 300 games); `mirror = true` plays both sides (600).
+    #[test]
+    fn test_games_are_the_papers_unless_mirrored() {
+        let agent = ModelSpec {
+            kind: crate::models::ModelKind::Scripted,
+            name: "random".into(),
+        };
+        let rows: Vec<PositionRow> = (0..100).map(|i| row(&format!("p{i}"))).collect();
+        let c = experiment("");
+        assert!(!c.mirror && c.elo_games.is_none());
+        let jobs = schedule(&rows, &params(&agent, &c, Split::Test));
+        assert_eq!(jobs.len(), 300);
+        assert!(jobs.iter().all(|j| j.cfg.agent_side == Side::White));
+        assert_eq!(
+            jobs[..3].iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+            ["p0-vs1200-white", "p0-vs1800-white", "p0-vs2400-white"]
+        );
+        let mirrored = experiment("mirror = true");
+        let jobs = schedule(&rows, &params(&agent, &mirrored, Split::Test));
+        assert_eq!(jobs.len(), 600);
+        // Exploration is unchanged: both sides, 10 plies, cut without a result.
+        let explore = schedule(&rows[..2], &params(&agent, &c, Split::Train));
+        assert_eq!(explore.len(), 4);
+        assert!(explore
+            .iter()
+            .all(|j| j.cfg.max_plies == game::EXPLORATION_PLIES && !j.cfg.limit_is_draw));
+        // Keys: the Elo profile is written as before; `sides` only without mirror; the
+        // exploration key says the cut is partial.
+        let key =
+            |c: &ChessExperiment, split| serde_json::to_value(params(&agent, c, split)).unwrap();
+        let k = key(&c, Split::Test);
+        assert_eq!(k["opponents"], json!([1200, 1800, 2400]));
+        assert_eq!(k["sides"], "agent_white");
+        assert!(key(&mirrored, Split::Test).get("sides").is_none());
+        assert!(key(&c, Split::Test).get("cut").is_none());
+        assert_eq!(key(&c, Split::Train)["cut"], "partial");
+        assert_eq!(key(&c, Split::Train), key(&mirrored, Split::Train));
+        // The levels profile: Skill Level 1 / 5 / 10 at their stated ratings.
+        let levels = experiment("opponents = \"levels\"");
+        let jobs = schedule(&rows[..1], &params(&agent, &levels, Split::Test));
+        assert_eq!(
+            jobs.iter()
+                .map(|j| (
+                    j.id.as_str(),
+                    j.opponent_elo,
+                    j.cfg.opponent.engine.skill_level
+                ))
+                .collect::<Vec<_>>(),
+            [
+                ("p0-vsL1-white", 800, Some(1)),
+                ("p0-vsL5-white", 1600, Some(5)),
+                ("p0-vsL10-white", 2400, Some(10)),
+            ]
+        );
+        assert!(jobs.iter().all(|j| j.cfg.opponent.engine.uci_elo.is_none()));
+        assert_eq!(
+            key(&levels, Split::Test)["opponents"],
+            json!([{"skill_level": 1}, {"skill_level": 5}, {"skill_level": 10}])
+        );
+        assert_eq!(experiment("opponents = \"elo\"").opponents, c.opponents);
+        assert_eq!(
+            experiment("opponents = [1350]").opponents,
+            [Opponent::Elo(1350)]
+        );
+        let bad = |text: &str| {
+            ChessExperiment::from_raw(toml::from_str(text).unwrap(), &|p| PathBuf::from(p))
+                .unwrap_err()
+        };
+        assert!(bad("opponents = \"queens\"").contains("valid: \"elo\", \"levels\""));
+        assert!(bad("elo_games = 0").contains("elo_games"));
+        assert!(c
+            .switches()
+            .contains(&"chess.mirror = off (agent as White)".to_string()));
+        assert!(c.switches().contains(&"chess.elo_games = all".to_string()));
+        assert!(levels
+            .switches()
+            .iter()
+            .any(|s| s.starts_with("chess.opponents = levels")));
+    }
+
+    /// `elo_games` caps the games entering the Elo, in schedule order; unfinished
+    /// games never enter; ratings come from the calibration when it has them.
+    #[test]
+    fn elo_games_caps_in_schedule_order() {
+        let game = |i: usize, opp: i64, score: Option<f64>| GameRow {
+            game_id: format!("g{i}"),
+            split: "test".into(),
+            round: 0,
+            model: "m".into(),
+            position_id: format!("p{i}"),
+            agent_side: "white".into(),
+            opponent_elo: opp,
+            score,
+            result: String::new(),
+            end_reason: String::new(),
+            plies: Value::Null,
+            start_eval: None,
+            final_eval: None,
+            editor_text: String::new(),
+            failed_calls: 0,
+            error_kind: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+        };
+        let games = vec![
+            game(0, 1200, Some(1.0)),
+            game(1, 1800, None),
+            game(2, 1800, Some(0.5)),
+            game(3, 2400, Some(0.0)),
+        ];
+        let ratings: BTreeMap<u32, f64> = [(1200, 1010.0)].into_iter().collect();
+        let all = elo_games_of(&games, &ratings, None);
+        assert_eq!(all.len(), 3);
+        assert_eq!((all[0].opponent, all[0].score), (1010.0, 1.0));
+        let two = elo_games_of(&games, &ratings, Some(2));
+        assert_eq!(
+            two.iter()
+                .map(|g| (g.opponent, g.score))
+                .collect::<Vec<_>>(),
+            [(1010.0, 1.0), (1800.0, 0.5)]
+        );
+        // The cap is in bootstrap-elo's key only when set.
+        let p = |elo_games| {
+            serde_json::to_value(EloParams {
+                elo_start: 1500.0,
+                opponent_ratings: "measured",
+                k: 32.0,
+                shuffles: 1000,
+                elo_games,
+            })
+            .unwrap()
+        };
+        assert!(p(None).get("elo_games").is_none());
+        assert_eq!(p(Some(300))["elo_games"], 300);
+    }
 }
