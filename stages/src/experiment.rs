@@ -421,7 +421,7 @@ impl Experiment {
             }
             base.join(pb)
         };
-        let chess = raw
+        let mut chess = raw
             .chess
             .map(|c| crate::chess::ChessExperiment::from_raw(c, &resolve))
             .transpose()
@@ -681,6 +681,9 @@ impl Experiment {
         if let Some(s) = search.as_mut() {
             s.paper_prompts = set.name == "paper";
         }
+        if let Some(c) = chess.as_mut() {
+            c.paper_prompts = set.name == "paper";
+        }
         let agent_system_prompt = read_prompt(prompts.agent_system, set.agent_system)?;
         let editor_prompt = read_prompt(prompts.editor, set.editor)?;
         let batch_prompt = read_prompt(prompts.editor_batch, set.editor_batch)?;
@@ -745,11 +748,14 @@ impl Experiment {
         })
     }
 
-    /// The chess and search switches that differ from the paper's defaults (a hinting
-    /// prompt, the reference code's protocol), one phrase each; empty for a run with
-    /// the defaults.
+    /// The chess and search protocol a run used, one phrase each: chess's hints,
+    /// sides, Elo games and opponents always, search's switches where they differ
+    /// from the paper's defaults (a hinting prompt, the reference code's protocol).
     pub fn env_switches(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some(c) = &self.chess {
+            out.extend(c.switches());
+        }
         if let Some(s) = &self.search {
             out.extend(s.switches());
         }
@@ -778,7 +784,7 @@ impl Experiment {
         }
         let switches = self.env_switches();
         if !switches.is_empty() {
-            line.push_str(&format!("\nswitches: {}", switches.join("; ")));
+            line.push_str(&format!("\nprotocol: {}", switches.join("; ")));
         }
         line
     }

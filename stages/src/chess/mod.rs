@@ -75,7 +75,7 @@ pub const PAPER_AGENT_TURN: &str = include_str!("../../../prompts/paper/chess_ag
 pub const PAPER_EDITOR_NOTES: &str = include_str!("../../../prompts/paper/chess_editor_notes.txt");
 /// Appended to the editor notes with `[chess] hints = true` (beyond the paper): names
 /// the game phases, the hidden structure of the phase specialists.
-pub const EDITOR_HINTS: &str = include_str!("../../../prompts/chess_editor_hints.txt");
+pub const EDITOR_HINTS: &str = include_str!("../../../prompts/hints/chess_editor_hints.txt");
 
 /// The `[chess]` table of an experiment file.
 #[derive(Debug, Clone, Deserialize)]
@@ -509,7 +509,25 @@ struct ExploreParams<'a> {
     /// result), not a draw; absent for test games.
     #[serde(skip_serializing_if = "Option::is_none")]
     cut: Option<&'static str>,
+    /// How the agent samples on this split (`[models]`; chess exploration at minimal
+    /// reasoning effort unless set, as the paper); in the key only when it is not the
+    /// model's default.
+    #[serde(skip_serializing_if = "crate::models::TurnSampling::is_default")]
+    sampling: crate::models::TurnSampling,
 }
+
+/// The agent's sampling on `split`: the chain's, with the paper's minimal reasoning
+/// effort for exploration when the experiment names none.
+fn chess_sampling(chain: &Chain, split: Split) -> crate::models::TurnSampling {
+    let mut s = chain.sampling(split).clone();
+    if split == Split::Train && s.reasoning_effort.is_none() {
+        s.reasoning_effort = Some(EXPLORE_REASONING_EFFORT.into());
+    }
+    s
+}
+
+/// The paper explores chess at minimal reasoning effort (`chess.md`).
+pub const EXPLORE_REASONING_EFFORT: &str = "minimal";
 
 /// One game to play.
 struct Job {
@@ -763,6 +781,7 @@ impl Chess<'_> {
             round: label.round,
             sides: (split == Split::Test && !c.mirror).then_some("agent_white"),
             cut: (split == Split::Train).then_some("partial"),
+            sampling: chess_sampling(chain, split),
         };
         let key = serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))?;
         let models = cx.models;
@@ -775,7 +794,7 @@ impl Chess<'_> {
             &[("positions", Some(&self.positions)), ("docs", Some(docs))],
             |ctx| {
                 let agent = models
-                    .agent(p.agent)
+                    .agent_sampled(p.agent, &p.sampling)
                     .map_err(|e| fail(EXPLORE_STAGE, e.0))?;
                 self.play(
                     ctx,
@@ -1582,6 +1601,7 @@ mod tests {
             round: 0,
             sides: (split == Split::Test && !c.mirror).then_some("agent_white"),
             cut: (split == Split::Train).then_some("partial"),
+            sampling: Default::default(),
         }
     }
 

@@ -163,7 +163,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
     notes.extend(crate::tables::progress_note(exp, "chess", found, &reports));
     let switches = exp.env_switches();
     if !switches.is_empty() {
-        notes.push(format!("switched from the defaults: {}", switches.join("; ")));
+        notes.push(format!("protocol: {}", switches.join("; ")));
     }
     Ok(Table3 { rows, notes })
 }

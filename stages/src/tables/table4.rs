@@ -136,7 +136,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
     notes.extend(crate::tables::progress_note(exp, "search", found, &reports));
     let switches = exp.env_switches();
     if !switches.is_empty() {
-        notes.push(format!("switched from the defaults: {}", switches.join("; ")));
+        notes.push(format!("protocol: {}", switches.join("; ")));
     }
     if rows.iter().any(|r| r.source.starts_with("run: substitute")) {
         notes.push(
