@@ -26,7 +26,6 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
         std::sync::Arc::new(crate::chess::Oracle),
     );
     let mut out = RunOutput::default();
-    s.println(&exp.models_line());
     let mut cx = crate::env::Cx {
         session: s,
         models: &models,
@@ -55,6 +54,8 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
             &mut cx,
         )?;
     }
+    // What the run used, after it (an error line stays the only line of a failed run).
+    s.println(&exp.models_line());
     for (spec, line) in models.metrics_summaries() {
         s.println(&format!("{spec}: {line}"));
     }

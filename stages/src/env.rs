@@ -300,6 +300,13 @@ pub trait OfflineEnv {
     /// (`otb status` lists rounds not reached yet with them).
     fn round_stages(&self) -> (&'static str, Vec<&'static str>);
 
+    /// The stage kinds a training-split exploration runs, in order (named
+    /// `<kind>[<tag>]`); by default [`OfflineEnv::explore`]'s alone (search adds its
+    /// judge when one is configured: the editor reads the verdicts).
+    fn train_stages(&self) -> Vec<&'static str> {
+        vec![self.round_stages().0]
+    }
+
     /// What the editor must know to compare tools in this environment (e.g. for
     /// chess: which sign of the evaluation is good for whom). Goes into the prompts.
     fn editor_notes(&self) -> &str;

@@ -428,6 +428,7 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
         &exp.agents,
         &exp.editors,
         &exp.baselines,
+        exp.offline_protocol(),
         exp.chess.as_ref().unwrap(),
         &mut cx,
     )

@@ -501,8 +501,9 @@ fn plan_curve(env: &dyn OfflineEnv, cx: &mut Cx<'_, '_>, chain: &Chain, c: &Offl
     for round in 1..=i64::from(c.rounds) {
         let after = format!("round {}", round - 1);
         let tag = format!("{} {} train r{}{sfx}", c.setting, c.method, round - 1);
-        cx.session
-            .plan(&format!("{explore}[{tag}]"), explore, &after);
+        for kind in env.train_stages() {
+            cx.session.plan(&format!("{kind}[{tag}]"), kind, &after);
+        }
         let node = format!("batch-reflect[{} r{round}{sfx}]", c.setting);
         cx.session.plan(&node, REFLECT_STAGE, &after);
         let node = format!("consensus-merge[{} r{round}{sfx}]", c.setting);

@@ -1268,6 +1268,11 @@ impl Search<'_> {
 }
 
 impl OfflineEnv for Search<'_> {
+    fn train_stages(&self) -> Vec<&'static str> {
+        let judge = self.s.judge.is_some().then_some(JUDGE_STAGE);
+        std::iter::once(EXPLORE_STAGE).chain(judge).collect()
+    }
+
     fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
         let judge = self.s.judge.is_some().then_some(JUDGE_STAGE);
         (
