@@ -442,6 +442,63 @@ mod tests {
         assert!(descs("Final description: orphan text", "Final description").is_empty());
     }
 
+    /// Replies the embedded Qwen2.5-Coder-1.5B wrote as editor in `make
+    /// reproduce-table4` (2026-11-25): every description is the text of its field and
+    /// nothing after it; the first batch reply was cut by the token limit inside
+    /// `tool_5`'s description (what is there is kept).
+    #[test]
+    fn replies_the_embedded_model_wrote() {
+        let names: Vec<String> = (1..=10).map(|i| format!("tool_{i}")).collect();
+        let known: Vec<&str> = names.iter().map(String::as_str).collect();
+        for (file, field, tools) in [
+            (
+                include_str!("testdata/search_batch_1.txt"),
+                "Updated description",
+                5,
+            ),
+            (
+                include_str!("testdata/search_batch_2.txt"),
+                "Updated description",
+                1,
+            ),
+            (
+                include_str!("testdata/search_merge_1.txt"),
+                "Final description",
+                5,
+            ),
+            (
+                include_str!("testdata/search_merge_2.txt"),
+                "Final description",
+                10,
+            ),
+        ] {
+            let b = parse(file, field, &known);
+            assert_eq!(b.descriptions.len(), tools, "{file}");
+            for (name, d) in &b.descriptions {
+                assert!(known.contains(&name.as_str()), "{name}");
+                for leak in ["Behaviour", "Distinguishing", "**", "Tool:"] {
+                    assert!(!d.contains(leak), "{name}: {d}");
+                }
+                // No other tool's block ran into this one.
+                let others = known
+                    .iter()
+                    .filter(|n| **n != name.as_str())
+                    .filter(|n| {
+                        d.split(|c: char| !c.is_alphanumeric() && c != '_')
+                            .any(|w| w == **n)
+                    })
+                    .count();
+                assert_eq!(others, 0, "{name}: {d}");
+            }
+        }
+        let b = parse(
+            include_str!("testdata/search_batch_1.txt"),
+            "Updated description",
+            &known,
+        );
+        assert_eq!(b.descriptions[4].1, "tool_5 is the most");
+    }
+
     #[test]
     fn field_headers_have_a_shape() {
         assert_eq!(field_header("Reasoning: x").as_deref(), Some("reasoning"));
