@@ -12,32 +12,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-/// Words that name the hidden structure (whole words, any case).
-const FORBIDDEN: &[&str] = &[
-    "phase",
-    "phases",
-    "opening",
-    "openings",
-    "middlegame",
-    "middlegames",
-    "endgame",
-    "endgames",
-    "topic",
-    "topics",
-    "domain",
-    "domains",
-    "collection",
-    "collections",
-    "part",
-    "parts",
-];
-
-fn forbidden_in(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .map(str::to_ascii_lowercase)
-        .filter(|w| FORBIDDEN.contains(&w.as_str()))
-        .collect()
-}
+use stages::env::hidden_structure_words as forbidden_in;
 
 #[derive(Default)]
 struct Recorder {

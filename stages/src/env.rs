@@ -499,3 +499,30 @@ pub fn parse_methods(names: &[String], valid: &[Method]) -> Result<Vec<Method>, 
         })
         .collect()
 }
+
+/// Words that would tell an agent or an editor how the tools differ (the hidden
+/// structure ToolObserver must discover: the chess specialists' phases, the search
+/// tools' domains). No prompt outside `prompts/hints/` may use them.
+pub const HIDDEN_STRUCTURE_WORDS: &[&str] = &[
+    "phase",
+    "opening",
+    "middlegame",
+    "endgame",
+    "topic",
+    "domain",
+    "collection",
+    "part",
+];
+
+/// The [`HIDDEN_STRUCTURE_WORDS`] in `text`: whole words, plurals too, any case
+/// (`late_endgame` counts as `endgame`; `partial` does not count as `part`).
+pub fn hidden_structure_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| {
+            HIDDEN_STRUCTURE_WORDS
+                .iter()
+                .any(|f| w == f || w.strip_suffix('s') == Some(f))
+        })
+        .collect()
+}

@@ -321,28 +321,7 @@ fn calibration_keeps_its_own_game_length() {
         .all(|r| r.games == 6 && r.wins + r.draws + r.losses == 6));
 }
 
-/// Words that would tell the agent or the editor how the tools differ (whole words,
-/// plurals too, any case; `late_endgame` counts, `partial` does not).
-fn forbidden_words(text: &str) -> Vec<String> {
-    const FORBIDDEN: &[&str] = &[
-        "phase",
-        "opening",
-        "middlegame",
-        "endgame",
-        "topic",
-        "domain",
-        "collection",
-        "part",
-    ];
-    text.split(|c: char| !c.is_ascii_alphanumeric())
-        .map(str::to_ascii_lowercase)
-        .filter(|w| {
-            FORBIDDEN
-                .iter()
-                .any(|f| w == f || w.strip_suffix('s') == Some(f))
-        })
-        .collect()
-}
+use stages::env::hidden_structure_words as forbidden_words;
 
 /// A scripted agent that records everything it is sent and calls the tools in turn.
 #[derive(Default)]

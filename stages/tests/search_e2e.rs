@@ -412,27 +412,7 @@ fn the_editor_is_told_the_judges_verdicts() {
     );
 }
 
-/// Whole words that would tell the agent or the editor how the tools differ.
-const FORBIDDEN: &[&str] = &[
-    "phase",
-    "phases",
-    "topic",
-    "topics",
-    "domain",
-    "domains",
-    "collection",
-    "collections",
-    "part",
-    "parts",
-];
-
-/// The forbidden words `text` contains (whole words, any case).
-fn forbidden_in(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| FORBIDDEN.contains(&w.as_str()))
-        .collect()
-}
+use stages::env::hidden_structure_words as forbidden_in;
 
 /// What a default search run sends a model says nothing of the hidden structure:
 /// the agent's system prompt, the forced-answer prompt, the tools (names,

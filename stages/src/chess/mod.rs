@@ -1544,31 +1544,7 @@ mod tests {
     use super::*;
     use datasets::chess::rules::DrawRules;
 
-    /// Words that give away how the tools differ (the phase specialists' hidden
-    /// structure; the search domains' words, in case a template is shared).
-    const FORBIDDEN: &[&str] = &[
-        "phase",
-        "opening",
-        "middlegame",
-        "endgame",
-        "topic",
-        "domain",
-        "collection",
-        "part",
-    ];
-
-    /// The forbidden words in `text`: whole words (plural too), any case; `late_endgame`
-    /// counts as `endgame`, `partial` does not count as `part`.
-    pub(super) fn forbidden_words(text: &str) -> Vec<String> {
-        text.split(|c: char| !c.is_ascii_alphanumeric())
-            .map(str::to_ascii_lowercase)
-            .filter(|w| {
-                FORBIDDEN
-                    .iter()
-                    .any(|f| w == f || w.strip_suffix('s') == Some(f))
-            })
-            .collect()
-    }
+    pub(super) use crate::env::hidden_structure_words as forbidden_words;
 
     fn experiment(toml_text: &str) -> ChessExperiment {
         let raw: RawChess = toml::from_str(toml_text).unwrap();

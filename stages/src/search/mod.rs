@@ -1784,25 +1784,7 @@ mod tests {
         SearchExperiment::from_raw(raw, &|p| PathBuf::from(p))
     }
 
-    /// Whole words that name the hidden structure.
-    fn forbidden(text: &str) -> Vec<String> {
-        const WORDS: &[&str] = &[
-            "phase",
-            "phases",
-            "topic",
-            "topics",
-            "domain",
-            "domains",
-            "collection",
-            "collections",
-            "part",
-            "parts",
-        ];
-        text.split(|c: char| !c.is_alphanumeric())
-            .map(str::to_lowercase)
-            .filter(|w| WORDS.contains(&w.as_str()))
-            .collect()
-    }
+    use crate::env::hidden_structure_words as forbidden;
 
     #[test]
     fn both_prompt_sets_are_neutral_and_hints_are_a_labelled_switch() {
