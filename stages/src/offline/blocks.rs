@@ -20,7 +20,9 @@
 //!   or a list);
 //! - the end of a code fence that held it.
 //!
-//! A tool named twice keeps its last description (a reply that corrects itself).
+//! A tool named twice keeps its last description (a reply that corrects itself). A
+//! placeholder (`None.`, `N/A`, `No change`, `Unchanged`: the embedded model writes
+//! `Updated description: None.`) is no description: the tool keeps its own.
 
 /// Fields that editors write after a description; a line starting with one ends the
 /// description even without a blank line before it.
@@ -151,6 +153,26 @@ fn tool_header(line: &str, cleaned: &str, known: &[&str]) -> Option<String> {
     None
 }
 
+/// Whether `d` says there is no new description rather than giving one.
+fn is_placeholder(d: &str) -> bool {
+    let t: String = d
+        .chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace() || *c == '/')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    matches!(
+        t.trim(),
+        "none"
+            | "n/a"
+            | "na"
+            | "no change"
+            | "no changes"
+            | "unchanged"
+            | "same"
+            | "same as before"
+    )
+}
+
 /// How a reply's blocks were read.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Blocks {
@@ -188,7 +210,7 @@ pub fn parse(text: &str, field: &str, known: &[&str]) -> Blocks {
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ");
-        if o.name.is_empty() || d.is_empty() {
+        if o.name.is_empty() || d.is_empty() || is_placeholder(&d) {
             return;
         }
         match out.descriptions.iter_mut().find(|(n, _)| *n == o.name) {
@@ -436,6 +458,15 @@ mod tests {
     }
 
     #[test]
+    fn a_placeholder_is_no_description() {
+        let text = "**Tool: function_1**\nUpdated description: None.\n**Tool: function_2**\nUpdated description: N/A\n**Tool: function_3**\nUpdated description: None of the moves lose.\n";
+        assert_eq!(
+            descs(text, "Updated description"),
+            pairs(&[("function_3", "None of the moves lose.")])
+        );
+    }
+
+    #[test]
     fn a_field_the_reply_never_writes_gives_nothing() {
         assert!(descs("**Tool: function_1**\nBehaviour: x\n", "Final description").is_empty());
         assert!(descs("no blocks at all", "Final description").is_empty());
@@ -443,12 +474,14 @@ mod tests {
     }
 
     /// Replies the embedded Qwen2.5-Coder-1.5B wrote as editor in `make
-    /// reproduce-table4` (2026-11-25): every description is the text of its field and
+    /// reproduce-table4` and `make reproduce-table3` (2026-11-25): every description is the text of its field and
     /// nothing after it; the first batch reply was cut by the token limit inside
     /// `tool_5`'s description (what is there is kept).
     #[test]
     fn replies_the_embedded_model_wrote() {
-        let names: Vec<String> = (1..=10).map(|i| format!("tool_{i}")).collect();
+        let names: Vec<String> = (1..=10)
+            .flat_map(|i| [format!("tool_{i}"), format!("function_{i}")])
+            .collect();
         let known: Vec<&str> = names.iter().map(String::as_str).collect();
         for (file, field, tools) in [
             (
