@@ -189,32 +189,34 @@ enum TableName {
     Tokens,
 }
 
+use stages::error::ErrorClass;
+
 /// An error caused by the user's input (exit code 2).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BadInput(pub String);
 
-/// 2 for bad input (unreadable/invalid experiment, unwritable store, bad arguments),
-/// 1 for everything else.
+/// The exit code of a failed command, from the class of the first cause that has
+/// one ([`stages::driver::class_of`]): 2 when the user's input is at fault (the
+/// experiment, an argument, the store path), 1 for an infrastructure failure, 70
+/// (`EX_SOFTWARE`) for a bug of this program; 1 for an error no type classifies.
 pub fn exit_code(err: &anyhow::Error) -> u8 {
-    for cause in err.chain() {
-        let user = cause.is::<BadInput>()
-            || cause.is::<ConfigError>()
-            || cause.is::<stages::InputError>()
-            || cause
-                .downcast_ref::<pipeline::StoreError>()
-                .is_some_and(|e| e.is_user_error())
-            || cause
-                .downcast_ref::<pipeline::StageError>()
-                .is_some_and(|e| e.is_user_error())
-            || cause
-                .downcast_ref::<stages::env::DriveError>()
-                .is_some_and(|e| e.is_user_error());
-        if user {
-            return 2;
-        }
+    match class_of(err) {
+        Some(ErrorClass::User) => 2,
+        Some(ErrorClass::Bug) => 70,
+        Some(ErrorClass::Infrastructure) | None => 1,
     }
-    1
+}
+
+/// The class of the first cause of `err` that has one.
+pub fn class_of(err: &anyhow::Error) -> Option<ErrorClass> {
+    err.chain().find_map(|cause| {
+        if cause.is::<BadInput>() {
+            Some(ErrorClass::User)
+        } else {
+            stages::driver::class_of(cause)
+        }
+    })
 }
 
 /// `--allow-outside-paths`, read by [`load`].

@@ -20,6 +20,9 @@ fn main() -> ExitCode {
         Err(err) => {
             let code = cli::exit_code(&err);
             eprintln!("otb: error: {}", one_line(&err));
+            if cli::class_of(&err) == Some(stages::error::ErrorClass::Bug) {
+                eprintln!("otb: this is a bug in otb, not in your input or your machine; please report it with the command that gave it");
+            }
             ExitCode::from(code)
         }
     }

@@ -91,3 +91,27 @@ fn a_huge_nested_value_is_a_memory_error_not_an_abort() {
     let line = one_error_line(&out);
     assert!(line.contains("MemoryError"), "{line}");
 }
+
+/// A model the user configured wrongly (here `OTB_LLM_MAX_CONCURRENCY=0` for an
+/// `openai:` agent) is the user's to fix: one line naming the variable, exit 2, before
+/// the store is touched (it used to be found by the first stage that opened the
+/// model, after other stages had run, and reported as an infrastructure failure).
+#[test]
+fn a_misconfigured_model_is_the_users_error_before_the_store_is_touched() {
+    let s = Scratch::new(
+        "",
+        "agent = \"openai:gpt-4o\"\neditor = \"scripted:errors\"",
+    );
+    let out = common::otb()
+        .arg("--store")
+        .arg(s.store())
+        .args(["run", s.exp().to_str().unwrap()])
+        .env("OTB_LLM_BASE_URL", "http://127.0.0.1:9")
+        .env("OTB_LLM_MAX_CONCURRENCY", "0")
+        .output()
+        .expect("run otb");
+    let line = one_error_line(&out);
+    assert!(line.contains("OTB_LLM_MAX_CONCURRENCY"), "{line}");
+    assert!(line.contains("openai:gpt-4o"), "{line}");
+    assert!(!s.store().exists(), "nothing may be written");
+}

@@ -319,7 +319,7 @@ impl<'s> Session<'s> {
             quiet: self.quiet,
         };
         // On an error the staging directory is dropped, which deletes it.
-        run(&mut ctx)?;
+        run(&mut ctx).map_err(|e| e.in_stage(stage))?;
         let wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let StageCtx {
             staging,

@@ -2,6 +2,31 @@
 
 use std::path::{Path, PathBuf};
 
+/// Who fixes a failure. Every error type of the workspace that can end a command
+/// says which class it is ([`Classify`]); the binary maps the class to its exit code
+/// and its wording, and nothing else decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The user fixes it by changing what they asked for (the experiment, a path,
+    /// `--store`, an environment variable): exit code 2, and nothing was written.
+    User,
+    /// Something outside the program failed (an endpoint, the disk, an engine binary,
+    /// a download): retrying may succeed; nothing partial was published.
+    Infrastructure,
+    /// A broken invariant of this program: never reported as either of the others.
+    Bug,
+}
+
+/// An error that knows its [`ErrorClass`].
+pub trait Classify {
+    fn class(&self) -> ErrorClass;
+
+    /// Bad input the user can fix (exit code 2).
+    fn is_user_error(&self) -> bool {
+        self.class() == ErrorClass::User
+    }
+}
+
 /// An error from the store, with the file or directory it concerns.
 #[derive(Debug, thiserror::Error)]
 #[error("{kind} ({})", path.display())]
@@ -47,18 +72,24 @@ impl StoreError {
     pub fn io(path: &Path, e: std::io::Error) -> StoreError {
         StoreError::new(StoreErrorKind::Io(e), path)
     }
+}
 
-    /// True for errors the user fixes by changing what they asked for (another
-    /// `--store`), not by retrying. A `gc` refused because a kept experiment is not
-    /// complete is not bad input (exit 1): the command was right, the store is not
-    /// ready for it.
-    pub fn is_user_error(&self) -> bool {
-        matches!(
-            self.kind,
+impl Classify for StoreError {
+    /// The user fixes a store that is not writable, of another format or not a store
+    /// (another `--store`), not by retrying. A `gc` refused because a kept experiment
+    /// is not complete is not bad input: the command was right, the store is not ready
+    /// for it.
+    fn class(&self) -> ErrorClass {
+        match self.kind {
             StoreErrorKind::NotWritable(_)
-                | StoreErrorKind::Format { .. }
-                | StoreErrorKind::NotAStore { .. }
-        )
+            | StoreErrorKind::Format { .. }
+            | StoreErrorKind::NotAStore { .. } => ErrorClass::User,
+            StoreErrorKind::Io(_)
+            | StoreErrorKind::Table(_)
+            | StoreErrorKind::Manifest(_)
+            | StoreErrorKind::StuckCorrupt { .. }
+            | StoreErrorKind::IncompleteKeep(_) => ErrorClass::Infrastructure,
+        }
     }
 }
 
@@ -90,16 +121,6 @@ pub struct StageError {
 }
 
 impl StageError {
-    /// A failure described by a message only (kind [`StageErrorKind::Infrastructure`]).
-    pub fn failed(stage: &str, message: impl Into<String>) -> StageError {
-        StageError {
-            kind: StageErrorKind::Infrastructure,
-            stage: stage.to_string(),
-            message: message.into(),
-            source: None,
-        }
-    }
-
     /// A failure of kind `kind` caused by `err` (an error, or a message), kept as the
     /// source.
     pub fn with_kind(kind: StageErrorKind, stage: &str, err: impl Into<BoxError>) -> StageError {
@@ -150,14 +171,36 @@ impl StageError {
         self.source.as_deref()?.downcast_ref::<StoreError>()
     }
 
-    /// The one place that decides whether an error is the user's to fix (exit code 2):
-    /// kind [`StageErrorKind::UserInput`], or a store error the user fixes (another
-    /// `--store`, see [`StoreError::is_user_error`]).
-    pub fn is_user_error(&self) -> bool {
+    /// This error, naming `stage` when it was raised without one (an error converted
+    /// with `?` inside a stage's code: the engine names the stage it was running).
+    pub fn in_stage(mut self, stage: &str) -> StageError {
+        if self.stage.is_empty() {
+            self.stage = stage.to_string();
+        }
+        self
+    }
+}
+
+impl Classify for StageError {
+    /// By kind; a store error by the wrapped [`StoreError`]'s class.
+    fn class(&self) -> ErrorClass {
         match self.kind {
-            StageErrorKind::UserInput => true,
-            StageErrorKind::Store => self.store_error().is_some_and(StoreError::is_user_error),
-            StageErrorKind::Infrastructure | StageErrorKind::Bug => false,
+            StageErrorKind::UserInput => ErrorClass::User,
+            StageErrorKind::Infrastructure => ErrorClass::Infrastructure,
+            StageErrorKind::Bug => ErrorClass::Bug,
+            StageErrorKind::Store => self
+                .store_error()
+                .map_or(ErrorClass::Infrastructure, Classify::class),
+        }
+    }
+}
+
+impl From<ErrorClass> for StageErrorKind {
+    fn from(c: ErrorClass) -> StageErrorKind {
+        match c {
+            ErrorClass::User => StageErrorKind::UserInput,
+            ErrorClass::Infrastructure => StageErrorKind::Infrastructure,
+            ErrorClass::Bug => StageErrorKind::Bug,
         }
     }
 }
@@ -201,12 +244,23 @@ mod tests {
         let src = e.source().expect("the parse error is kept as the source");
         assert!(src.downcast_ref::<std::num::ParseIntError>().is_some());
 
-        assert!(!StageError::infra("explore", "endpoint down").is_user_error());
-        assert!(!StageError::bug("explore", "bad state").is_user_error());
-        let legacy = StageError::failed("evaluate", "executor unavailable");
-        assert_eq!(legacy.kind(), StageErrorKind::Infrastructure);
-        assert_eq!(legacy.to_string(), "stage `evaluate`: executor unavailable");
-        assert!(legacy.source().is_none());
+        let infra = StageError::infra("explore", "endpoint down");
+        assert_eq!(infra.class(), ErrorClass::Infrastructure);
+        let bug = StageError::bug("explore", "bad state");
+        assert_eq!(
+            bug.class(),
+            ErrorClass::Bug,
+            "a bug is never infrastructure"
+        );
+        assert!(!bug.is_user_error());
+        assert_eq!(infra.to_string(), "stage `explore`: endpoint down");
+        let unnamed = StageError::with_kind(StageErrorKind::Bug, "", "x").in_stage("evaluate");
+        assert_eq!(unnamed.to_string(), "stage `evaluate`: x");
+        assert_eq!(
+            bug.in_stage("other").stage(),
+            "explore",
+            "a named stage is kept"
+        );
     }
 
     #[test]

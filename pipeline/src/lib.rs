@@ -77,7 +77,7 @@ pub mod table;
 
 pub use digest::Digest;
 pub use engine::{Input, Mode, NodeReport, NodeState, Session, StageCtx};
-pub use error::{StageError, StageErrorKind, StoreError, StoreErrorKind};
+pub use error::{Classify, ErrorClass, StageError, StageErrorKind, StoreError, StoreErrorKind};
 pub use gc::{GcReport, KeepSet};
 pub use journal::Journal;
 pub use key::{Change, KeyComponents};

@@ -4,7 +4,9 @@
 mod common;
 
 use common::*;
-use pipeline::{Access, Lookup, Mode, NodeState, Session, StageError, Store, StoreErrorKind};
+use pipeline::{
+    Access, Classify, Lookup, Mode, NodeState, Session, StageError, Store, StoreErrorKind,
+};
 use std::sync::Barrier;
 
 fn open(dir: &tempfile::TempDir) -> Store {

@@ -162,7 +162,7 @@ pub fn run(
     inputs: &RoundInputs<'_>,
 ) -> Result<(), StageError> {
     if inputs.examples.len() != inputs.docs.len() {
-        return Err(StageError::failed(
+        return Err(StageError::bug(
             STAGE,
             "one example per documentation row expected",
         ));
@@ -199,7 +199,7 @@ pub fn run(
         return Err(e);
     }
     if replies.len() != prompts.len() {
-        return Err(StageError::failed(
+        return Err(StageError::bug(
             STAGE,
             "editor returned fewer replies than asked",
         ));

@@ -10,7 +10,7 @@
 
 use crate::experiment::Experiment;
 use crate::models::Models;
-use pipeline::{Mode, NodeReport, Session, Store};
+use pipeline::{ErrorClass, Mode, NodeReport, Session, Store};
 
 pub use crate::env::{DriveError, Label, Output, RunOutput};
 
@@ -63,9 +63,22 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
 }
 
 /// What must hold before a run touches the store, beyond what parsing the experiment
-/// checked: a user's BFCL data and frozen-responses files parse; the chess engine
-/// binary exists.
+/// checked: the endpoint variables of `openai:` models are valid; a user's BFCL data
+/// and frozen-responses files parse; the chess engine binary exists.
 pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
+    // An endpoint's configuration (the variables `openai:` models read) is checked
+    // before anything is written; reaching the endpoint is the stages' business.
+    let judge = exp.search.as_ref().and_then(|s| s.judge.as_ref());
+    if let Some(spec) = exp
+        .agents
+        .iter()
+        .chain(&exp.editors)
+        .chain(judge)
+        .find(|m| m.kind == crate::models::ModelKind::OpenAi)
+    {
+        llm::OpenAiBackend::from_env()
+            .map_err(|e| crate::InputError(format!("model `{spec}`: {e}")))?;
+    }
     if let Some(b) = &exp.bfcl {
         // A user's data or frozen-responses file must parse before the store is
         // opened (the stages would find out only after).
@@ -94,4 +107,50 @@ pub fn locate(exp: &Experiment, store: &Store) -> Result<(RunOutput, Vec<NodeRep
     let mut s = Session::new(store, Mode::Status, true);
     let out = drive(exp, &mut s)?;
     Ok((out, s.reports().to_vec()))
+}
+
+/// The class of `e` when it is one of the workspace's classified errors (the
+/// binary walks an error's causes and takes the first that has one). It lives here,
+/// above every module that defines one of them.
+pub fn class_of(e: &(dyn std::error::Error + 'static)) -> Option<ErrorClass> {
+    use pipeline::Classify;
+    if let Some(e) = e.downcast_ref::<crate::InputError>() {
+        return Some(e.class());
+    }
+    if let Some(e) = e.downcast_ref::<crate::Failure>() {
+        return Some(e.class());
+    }
+    if let Some(e) = e.downcast_ref::<crate::experiment::ConfigError>() {
+        return Some(e.class());
+    }
+    if let Some(e) = e.downcast_ref::<crate::env::DriveError>() {
+        return Some(e.class());
+    }
+    if let Some(e) = e.downcast_ref::<pipeline::StageError>() {
+        return Some(e.class());
+    }
+    if let Some(e) = e.downcast_ref::<pipeline::StoreError>() {
+        return Some(e.class());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Failure, InputError};
+    use pipeline::StageError;
+
+    #[test]
+    fn drive_errors_are_classified_by_what_they_carry() {
+        use crate::env::DriveError;
+        let d = DriveError::from(StageError::bug("x", "broken"));
+        assert_eq!(class_of(&d), Some(ErrorClass::Bug));
+        let d = DriveError::from(InputError("bad".into()));
+        assert_eq!(class_of(&d), Some(ErrorClass::User));
+        let d = DriveError::from(Failure::infra("disk"));
+        assert_eq!(class_of(&d), Some(ErrorClass::Infrastructure));
+        let plain = std::io::Error::other("x");
+        assert_eq!(class_of(&plain), None);
+    }
 }

@@ -18,7 +18,8 @@
 //! folder under `datasets/src/` (data, tools, grader: no store, no models) and one
 //! under `stages/src/` implementing one of these traits; see ARCHITECTURE.md.
 
-use crate::models::{ModelSpec, Models};
+pub use crate::at::{At, Label, Naming, Shown, Split, Step};
+use crate::models::Models;
 use crate::rows::DocRow;
 use pipeline::{Entry, Session, StageError};
 
@@ -32,6 +33,8 @@ pub enum DriveError {
     Stage(#[from] StageError),
     #[error(transparent)]
     Input(#[from] crate::InputError),
+    #[error(transparent)]
+    Failure(#[from] crate::Failure),
 }
 
 impl From<pipeline::StoreError> for DriveError {
@@ -40,24 +43,14 @@ impl From<pipeline::StoreError> for DriveError {
     }
 }
 
-impl DriveError {
-    /// Bad input the user can fix (exit code 2): the one place that decides it.
-    pub fn is_user_error(&self) -> bool {
+impl pipeline::Classify for DriveError {
+    fn class(&self) -> pipeline::ErrorClass {
         match self {
-            DriveError::Input(_) => true,
-            DriveError::Stage(e) => e.is_user_error(),
+            DriveError::Input(e) => e.class(),
+            DriveError::Failure(e) => e.class(),
+            DriveError::Stage(e) => e.class(),
         }
     }
-}
-
-/// Where an output sits in the grid (setting x method x agent x editor x round).
-#[derive(Clone, Debug, Default)]
-pub struct Label {
-    pub setting: String,
-    pub method: String,
-    pub agent: String,
-    pub editor: String,
-    pub round: i64,
 }
 
 /// One stage output of the experiment, labelled for export and tables.
@@ -182,7 +175,7 @@ pub fn run_jobs(cx: &mut Cx<'_, '_>, jobs: Vec<Job<'_>>) -> Result<(), DriveErro
                 }
             }
             Err(_) => {
-                first.get_or_insert(DriveError::from(pipeline::StageError::failed(
+                first.get_or_insert(DriveError::from(pipeline::StageError::bug(
                     "drive",
                     "a job of the drive panicked",
                 )));
@@ -200,25 +193,50 @@ pub struct Cx<'a, 's> {
     pub out: &'a mut RunOutput,
 }
 
-/// One chain of the grid: which agent with which seed, and the node-name suffix that
-/// tells chains apart (` s1`, ` a=gpt-5`).
-#[derive(Clone, Debug)]
-pub struct Chain {
-    pub seed: u64,
-    pub agent: ModelSpec,
-    pub sfx: String,
-    /// How the agent samples on each split (offline environments; BFCL's online
-    /// rounds are test-time play).
-    pub sampling: crate::models::SplitSampling,
-}
-
-impl Chain {
-    /// The agent's sampling on `split`.
-    pub fn sampling(&self, split: Split) -> &crate::models::TurnSampling {
-        match split {
-            Split::Train => &self.sampling.explore,
-            Split::Test => &self.sampling.test,
+impl Cx<'_, '_> {
+    /// The node of stage `stage` (code version `version`) at cell `at`, in one call:
+    /// named `at.node(stage)`, keyed by `params` and the inputs' digests, reused or
+    /// computed with `run` (see [`Session::stage`]), and its output recorded with the
+    /// cell's label. `None` only in status mode, for a node that would run or is
+    /// blocked.
+    pub fn stage<P, F>(
+        &mut self,
+        at: &At,
+        stage: &'static str,
+        version: u32,
+        params: &P,
+        inputs: &[pipeline::Input<'_>],
+        run: F,
+    ) -> Result<Option<Entry>, DriveError>
+    where
+        P: serde::Serialize + ?Sized,
+        F: FnOnce(&mut pipeline::StageCtx<'_>) -> Result<(), StageError>,
+    {
+        let node = at.node(stage);
+        let e = self.stage_named(&node, stage, version, params, inputs, run)?;
+        if let Some(e) = &e {
+            self.out.push(&node, stage, &at.label(), e);
         }
+        Ok(e)
+    }
+
+    /// [`Cx::stage`] for a node outside the grid (`bfcl-data`, `chess-positions`): its
+    /// name as given, its output not recorded here.
+    pub fn stage_named<P, F>(
+        &mut self,
+        node: &str,
+        stage: &'static str,
+        version: u32,
+        params: &P,
+        inputs: &[pipeline::Input<'_>],
+        run: F,
+    ) -> Result<Option<Entry>, DriveError>
+    where
+        P: serde::Serialize + ?Sized,
+        F: FnOnce(&mut pipeline::StageCtx<'_>) -> Result<(), StageError>,
+    {
+        let key = serde_json::to_value(params).map_err(|e| StageError::bug(stage, e))?;
+        Ok(self.session.stage(node, stage, version, key, inputs, run)?)
     }
 }
 
@@ -239,26 +257,27 @@ pub enum Example {
 
 /// An environment whose tools differ per instance: ToolObserver runs online.
 pub trait OnlineEnv {
-    /// Agent turns on `docs` (one per instance), then grading: `(trajectories,
-    /// scores)`, or `None` when a node is blocked (status mode). `prev`: the
-    /// previous round's trajectories, reused for instances whose docs did not change.
+    /// Agent turns on `docs` (one per instance), then grading, at the play step `at`:
+    /// `(trajectories, scores)`, or `None` when a node is blocked (status mode).
+    /// `prev`: the previous round's trajectories, reused for instances whose docs did
+    /// not change.
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
-        chain: &Chain,
-        tag: &str,
-        label: &Label,
+        at: &At,
         docs: &Entry,
         prev: Option<&Entry>,
     ) -> Result<Option<(Entry, Entry)>, DriveError>;
 
     /// The stage kinds [`OnlineEnv::explore_eval`] runs, in order; their nodes are
-    /// named `<kind>[<tag>]` (`otb status` lists rounds not reached yet with them).
+    /// named by the play step's [`At::node`] (`otb status` lists rounds not reached
+    /// yet with them).
     fn round_stages(&self) -> &'static [&'static str];
 
-    /// Round 0 of a ToolObserver curve is the Base chain's result: let the
-    /// environment register it (e.g. in `out.curve`, for its summary table).
-    fn curve_start(&self, out: &mut RunOutput, tag: &str, label: &Label, scores: &Entry);
+    /// Round 0 of a ToolObserver curve (the play step `at`) is the Base chain's
+    /// result: let the environment register it (e.g. in `out.curve`, for its summary
+    /// table).
+    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Entry);
 
     /// What the editor sees for each row of `docs` (same order), given that round's
     /// trajectories and scores. `guard`: the success guard is on.
@@ -280,15 +299,14 @@ pub trait OnlineEnv {
 /// An environment whose tools are shared by every instance: ToolObserver runs
 /// offline over a training split and is evaluated on a test split.
 pub trait OfflineEnv {
-    /// Trajectories of the agent with the shared `docs` over one split; `None` when
-    /// blocked (status mode). `round` is part of the node name.
+    /// Trajectories of the agent with the shared `docs` at the play step `at` (its
+    /// agent, seed, round and split; the agent samples as `sampling` says for that
+    /// split); `None` when blocked (status mode).
     fn explore(
         &self,
         cx: &mut Cx<'_, '_>,
-        chain: &Chain,
-        split: Split,
-        tag: &str,
-        label: &Label,
+        at: &At,
+        sampling: &crate::models::TurnSampling,
         docs: &Entry,
     ) -> Result<Option<Entry>, DriveError>;
 
@@ -296,12 +314,12 @@ pub trait OfflineEnv {
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError>;
 
     /// The stage kind of [`OfflineEnv::explore`] and those of
-    /// [`OfflineEnv::evaluate`], in order; their nodes are named `<kind>[<tag>]`
-    /// (`otb status` lists rounds not reached yet with them).
+    /// [`OfflineEnv::evaluate`], in order; their nodes are named by the play step's
+    /// [`At::node`] (`otb status` lists rounds not reached yet with them).
     fn round_stages(&self) -> (&'static str, Vec<&'static str>);
 
-    /// The stage kinds a training-split exploration runs, in order (named
-    /// `<kind>[<tag>]`); by default [`OfflineEnv::explore`]'s alone (search adds its
+    /// The stage kinds a training-split exploration runs, in order (named by the play
+    /// step's [`At::node`]); by default [`OfflineEnv::explore`]'s alone (search adds its
     /// judge when one is configured: the editor reads the verdicts).
     fn train_stages(&self) -> Vec<&'static str> {
         vec![self.round_stages().0]
@@ -332,12 +350,11 @@ pub trait OfflineEnv {
         (serde_json::Value::Null, Vec::new())
     }
 
-    /// Grade test-split trajectories; `None` when blocked.
+    /// Grade test-split trajectories (the play step `at`); `None` when blocked.
     fn evaluate(
         &self,
         cx: &mut Cx<'_, '_>,
-        tag: &str,
-        label: &Label,
+        at: &At,
         docs: &Entry,
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError>;
@@ -387,23 +404,6 @@ impl ToolRunner for NoToolPlay {
         ToolOutput {
             ok: false,
             text: format!("Error: {shown}: {}", self.0),
-        }
-    }
-}
-
-/// The two splits of an offline environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Split {
-    Train,
-    Test,
-}
-
-impl Split {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Split::Train => "train",
-            Split::Test => "test",
         }
     }
 }

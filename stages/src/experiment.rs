@@ -54,6 +54,13 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl pipeline::Classify for ConfigError {
+    /// The experiment file is the user's.
+    fn class(&self) -> pipeline::ErrorClass {
+        pipeline::ErrorClass::User
+    }
+}
+
 fn cfg_err(path: &Path, message: impl Into<String>) -> ConfigError {
     ConfigError {
         path: path.display().to_string(),

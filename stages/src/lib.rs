@@ -12,12 +12,14 @@
 //! all evaluate outputs -> summarize (polars aggregates + bootstrap intervals)
 //! ```
 
+pub mod at;
 pub mod baselines;
 pub mod batch_reflect;
 pub mod bfcl;
 pub mod chess;
 pub mod driver;
 pub mod env;
+pub mod error;
 pub mod experiment;
 pub mod gc;
 pub mod models;
@@ -28,10 +30,7 @@ pub mod rows;
 pub mod search;
 pub mod tables;
 
-/// Bad input that the user can fix (unknown model spec, missing file): exit code 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
+pub use error::{Failure, InputError};
 
 #[cfg(test)]
 mod layers {

@@ -8,7 +8,7 @@ use pipeline::{col, ColType::*, Column, Entry, Mode, Row, Session, StageError, S
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stages::env::{
-    Chain, Cx, DriveError, Example, Label, OfflineEnv, OnlineEnv, RunOutput, Split, SHARED,
+    At, Cx, DriveError, Example, Naming, OfflineEnv, OnlineEnv, RunOutput, Split, SHARED,
 };
 use stages::models::{
     Agent, AgentJob, AgentTurn, CallFailure, Editor, EditorReply, ModelSpec, Models, MultiTurn,
@@ -179,41 +179,38 @@ impl Toy {
     fn explore_rows(
         &self,
         cx: &mut Cx<'_, '_>,
-        chain: &Chain,
-        node: &str,
-        label: &Label,
+        at: &At,
         docs: &Entry,
         ids: &[String],
     ) -> Result<Option<Entry>, DriveError> {
         let rows: Vec<DocRow> = docs.read()?;
         let models = cx.models;
-        let e = cx.session.stage(
-            node,
+        let agent_spec = at.agent.clone().expect("a play step has an agent");
+        cx.stage(
+            at,
             "toy-explore",
             1,
-            json!({"agent": chain.agent, "ids": ids}),
+            &json!({"agent": agent_spec, "ids": ids}),
             &[("docs", Some(docs))],
             |ctx| {
-                let agent = models
-                    .agent(&chain.agent)
-                    .map_err(|e| StageError::failed("toy-explore", e.0))?;
+                let agent = models.agent(&agent_spec)?;
                 let mut out = Vec::new();
                 for id in ids {
                     let d = rows
                         .iter()
                         .find(|d| d.instance_id == *id || d.instance_id == SHARED)
-                        .ok_or_else(|| StageError::failed("toy-explore", "no docs"))?;
+                        .ok_or_else(|| StageError::bug("toy-explore", "no docs"))?;
                     let tools = d.tools.as_array().cloned().unwrap_or_default();
                     let t = agent.act(&AgentJob {
                         system: "",
                         question: id,
                         tools: &tools,
-                        seed: chain.seed,
+                        seed: at.seed,
                     });
                     let tool = t.calls.first().map(|c| c.function.clone());
                     out.push(ToyTrajectory {
                         instance_id: id.clone(),
-                        round: label.round,
+                        round: at.round,
                         answer: tool
                             .as_deref()
                             .map(|n| n.trim_start_matches("tool_").to_uppercase()),
@@ -224,26 +221,21 @@ impl Toy {
                 ctx.write(&out)?;
                 Ok(())
             },
-        )?;
-        if let Some(e) = &e {
-            cx.out.push(node, "toy-explore", label, e);
-        }
-        Ok(e)
+        )
     }
 
     fn score(
         &self,
         cx: &mut Cx<'_, '_>,
-        node: &str,
-        label: &Label,
+        at: &At,
         traj: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         let rows: Vec<ToyTrajectory> = traj.read()?;
-        let e = cx.session.stage(
-            node,
+        cx.stage(
+            at,
             "toy-evaluate",
             1,
-            json!({}),
+            &json!({}),
             &[("trajectories", Some(traj))],
             |ctx| {
                 let out: Vec<ToyScore> = rows
@@ -257,11 +249,7 @@ impl Toy {
                 ctx.write(&out)?;
                 Ok(())
             },
-        )?;
-        if let Some(e) = &e {
-            cx.out.push(node, "toy-evaluate", label, e);
-        }
-        Ok(e)
+        )
     }
 }
 
@@ -273,30 +261,20 @@ impl OnlineEnv for Toy {
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
-        chain: &Chain,
-        tag: &str,
-        label: &Label,
+        at: &At,
         docs: &Entry,
         _prev: Option<&Entry>,
     ) -> Result<Option<(Entry, Entry)>, DriveError> {
-        let Some(t) = self.explore_rows(
-            cx,
-            chain,
-            &format!("toy-explore[{tag}]"),
-            label,
-            docs,
-            &self.questions,
-        )?
-        else {
+        let Some(t) = self.explore_rows(cx, at, docs, &self.questions)? else {
             return Ok(None);
         };
-        let Some(s) = self.score(cx, &format!("toy-evaluate[{tag}]"), label, &t)? else {
+        let Some(s) = self.score(cx, at, &t)? else {
             return Ok(None);
         };
         Ok(Some((t, s)))
     }
 
-    fn curve_start(&self, _out: &mut RunOutput, _tag: &str, _label: &Label, _scores: &Entry) {}
+    fn curve_start(&self, _out: &mut RunOutput, _at: &At, _scores: &Entry) {}
 
     fn examples(
         &self,
@@ -332,18 +310,16 @@ impl OfflineEnv for Toy {
     fn explore(
         &self,
         cx: &mut Cx<'_, '_>,
-        chain: &Chain,
-        split: Split,
-        tag: &str,
-        label: &Label,
+        at: &At,
+        _sampling: &stages::models::TurnSampling,
         docs: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         // Train: the first 3 questions; test: the rest.
-        let ids: Vec<String> = match split {
-            Split::Train => self.questions[..3].to_vec(),
-            Split::Test => self.questions[3..].to_vec(),
+        let ids: Vec<String> = match at.split() {
+            Some(Split::Train) => self.questions[..3].to_vec(),
+            _ => self.questions[3..].to_vec(),
         };
-        self.explore_rows(cx, chain, &format!("toy-explore[{tag}]"), label, docs, &ids)
+        self.explore_rows(cx, at, docs, &ids)
     }
 
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
@@ -360,12 +336,11 @@ impl OfflineEnv for Toy {
     fn evaluate(
         &self,
         cx: &mut Cx<'_, '_>,
-        tag: &str,
-        label: &Label,
+        at: &At,
         _docs: &Entry,
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
-        self.score(cx, &format!("toy-evaluate[{tag}]"), label, trajectories)
+        self.score(cx, at, trajectories)
     }
 }
 
@@ -451,37 +426,28 @@ fn online_run(store: &Store, models: &Models, toy: &Toy, rounds: u32) -> (RunOut
     let mut s = Session::new(store, Mode::Run, true);
     let docs0 = seed_docs(&mut s, &toy.questions, false);
     let mut out = RunOutput::default();
-    let chain = Chain {
-        seed: 0,
-        agent: spec("scripted:toy"),
-        sfx: String::new(),
-        sampling: Default::default(),
+    let chain = At {
+        agent: Some(spec("scripted:toy")),
+        ..At::new(Naming::Online, "toy", "base")
     };
     let mut cx = Cx {
         session: &mut s,
         models,
         out: &mut out,
     };
-    let label = Label {
-        setting: "toy".into(),
-        method: "base".into(),
-        ..Default::default()
-    };
     let r0 = toy
-        .explore_eval(&mut cx, &chain, "toy r0", &label, &docs0, None)
+        .explore_eval(&mut cx, &chain.play(None, 0), &docs0, None)
         .unwrap()
         .unwrap();
-    let editor = spec("scripted:teacher");
     let curve = Curve {
-        setting: "toy",
-        method: "toolobserver",
-        editor: &editor,
         template: "{{tools}}\n{{example}}",
         rounds,
         guard: false,
-        etag: "",
     };
-    online::toolobserver(toy, &mut cx, &chain, &curve, &docs0, r0).unwrap();
+    let at = chain
+        .with_method("toolobserver")
+        .with_editor(&spec("scripted:teacher"));
+    online::toolobserver(toy, &mut cx, &at, &curve, &docs0, r0).unwrap();
     let ran = s.executed();
     (out, ran)
 }
@@ -565,29 +531,25 @@ fn toy_environment_runs_the_offline_loop() {
         let mut s = Session::new(&store, Mode::Run, true);
         let docs0 = seed_docs(&mut s, &[], true);
         let mut out = RunOutput::default();
-        let chain = Chain {
-            seed: 0,
-            agent: spec("scripted:toy"),
-            sfx: String::new(),
-            sampling: Default::default(),
+        let at = At {
+            agent: Some(spec("scripted:toy")),
+            editor: Some(spec("scripted:teacher")),
+            ..At::new(Naming::Offline, "toy", "toolobserver")
         };
         let mut cx = Cx {
             session: &mut s,
             models: m,
             out: &mut out,
         };
-        let ed = spec("scripted:teacher");
+        let sampling = Default::default();
         let curve = OfflineCurve {
-            setting: "toy",
-            method: "toolobserver",
-            editor: &ed,
             batch_template,
             merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
             rounds: 2,
             batch_size: 2,
-            etag: "",
+            sampling: &sampling,
         };
-        offline::toolobserver(&toy, &mut cx, &chain, &curve, &docs0)
+        offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0)
             .unwrap()
             .unwrap();
         let ran = s.executed();
@@ -666,29 +628,25 @@ fn status_plans_every_later_node_of_an_offline_curve() {
     let docs0 = seed_docs(&mut Session::new(&store, Mode::Run, true), &[], true);
     let mut s = Session::new(&store, Mode::Status, true);
     let mut out = RunOutput::default();
-    let chain = Chain {
-        seed: 0,
-        agent: spec("scripted:toy"),
-        sfx: String::new(),
-        sampling: Default::default(),
+    let at = At {
+        agent: Some(spec("scripted:toy")),
+        editor: Some(spec("scripted:teacher")),
+        ..At::new(Naming::Offline, "toy", "toolobserver")
     };
-    let ed = spec("scripted:teacher");
+    let sampling = Default::default();
     let curve = OfflineCurve {
-        setting: "toy",
-        method: "toolobserver",
-        editor: &ed,
         batch_template: "BATCH {{notes}}\n{{tools}}\n{{trajectories}}",
         merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
         rounds: 2,
         batch_size: 2,
-        etag: "",
+        sampling: &sampling,
     };
     let mut cx = Cx {
         session: &mut s,
         models: &m,
         out: &mut out,
     };
-    assert!(offline::toolobserver(&toy, &mut cx, &chain, &curve, &docs0)
+    assert!(offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0)
         .unwrap()
         .is_none());
     let nodes = |planned: bool| -> Vec<String> {

@@ -344,7 +344,7 @@ where
     let mut jobs = Vec::with_capacity(docs.len());
     for d in docs {
         let inst = by_id.get(d.instance_id.as_str()).ok_or_else(|| {
-            StageError::failed(
+            StageError::bug(
                 method,
                 format!("docs for unknown instance {}", d.instance_id),
             )
@@ -371,7 +371,7 @@ where
     let mut infra = Vec::new();
     for r in results {
         let (row, c, t, u, f) =
-            r.ok_or_else(|| StageError::failed(method, "a worker thread panicked"))?;
+            r.ok_or_else(|| StageError::bug(method, "a worker thread panicked"))?;
         infra.extend(f);
         rows.push(row);
         calls.extend(c);
@@ -486,14 +486,13 @@ pub fn stage<'r>(
     let e = cx
         .session
         .stage(s.node, name, version, key, s.inputs, |ctx| {
-            let fail = |e: crate::InputError| StageError::failed(name, e.0);
-            let ed = models.editor(p.editor).map_err(fail)?;
+            let ed = models.editor(p.editor)?;
             let agent = match p.agent {
-                Some(a) => Some(models.agent(a).map_err(fail)?),
+                Some(a) => Some(models.agent(a)?),
                 None => None,
             };
             let embed = if s.method == Method::Draft {
-                Some(models.embedder(&s.budgets.draft.embedder).map_err(fail)?)
+                Some(models.embedder(&s.budgets.draft.embedder)?)
             } else {
                 None
             };

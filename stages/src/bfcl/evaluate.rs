@@ -171,7 +171,7 @@ pub fn run(
     let mut rows = Vec::with_capacity(docs.len());
     for d in docs {
         let Some(i) = inst.get(d.instance_id.as_str()) else {
-            return Err(StageError::failed(
+            return Err(StageError::bug(
                 STAGE,
                 format!("docs for unknown instance {}", d.instance_id),
             ));

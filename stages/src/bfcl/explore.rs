@@ -48,7 +48,7 @@ pub fn run(
     let mut todo: Vec<(usize, &DocRow, Vec<Value>)> = Vec::new();
     for d in docs {
         let Some(_) = questions.get(d.instance_id.as_str()) else {
-            return Err(StageError::failed(
+            return Err(StageError::bug(
                 STAGE,
                 format!("docs for unknown instance {}", d.instance_id),
             ));
@@ -117,7 +117,7 @@ pub fn run(
     }
     let rows: Vec<TrajectoryRow> = rows.into_iter().flatten().collect();
     if rows.len() != docs.len() {
-        return Err(StageError::failed(
+        return Err(StageError::bug(
             STAGE,
             "agent returned fewer turns than asked",
         ));

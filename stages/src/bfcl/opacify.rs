@@ -14,7 +14,7 @@ pub fn run(
     setting: &str,
     instances: &[InstanceRow],
 ) -> Result<(), StageError> {
-    let s = Setting::parse(setting).map_err(|e| StageError::failed(STAGE, e.to_string()))?;
+    let s = Setting::parse(setting).map_err(|e| StageError::bug(STAGE, e.to_string()))?;
     let rows: Vec<DocRow> = instances
         .iter()
         .map(|row| {

@@ -78,7 +78,7 @@ impl Row for SummaryRow {
 }
 
 fn polars_err(e: PolarsError) -> StageError {
-    StageError::failed(STAGE, format!("polars: {e}"))
+    StageError::infra(STAGE, format!("polars: {e}"))
 }
 
 fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<f64>, StageError> {
@@ -128,7 +128,7 @@ pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError>
         let (label, entry) = (&input.label, &input.entry);
         let path = entry.table_path(ScoreRow::TABLE);
         let file = std::fs::File::open(&path)
-            .map_err(|e| StageError::failed(STAGE, format!("{}: {e}", path.display())))?;
+            .map_err(|e| StageError::infra(STAGE, format!("{}: {e}", path.display())))?;
         let df = ParquetReader::new(file).finish().map_err(polars_err)?;
         let agg = df
             .clone()

@@ -1,6 +1,6 @@
 //! `otb cache stats` / `otb cache export`: what the LLM call cache holds.
 
-use crate::InputError;
+use crate::Failure;
 use pipeline::{col, ColType::*, Column, Row};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -59,13 +59,13 @@ pub fn cache_dir(store: &Path) -> PathBuf {
     store.join("cache").join("llm")
 }
 
-fn rows(store: &Path) -> Result<Vec<CallRow>, InputError> {
+fn rows(store: &Path) -> Result<Vec<CallRow>, Failure> {
     let dir = cache_dir(store);
     if !dir.exists() {
         return Ok(Vec::new());
     }
     let entries = llm::read_entries(&dir)
-        .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?;
+        .map_err(|e| Failure::infra(format!("call cache {}: {e}", dir.display())))?;
     Ok(entries
         .into_iter()
         .map(|r| CallRow {
@@ -92,7 +92,7 @@ fn rows(store: &Path) -> Result<Vec<CallRow>, InputError> {
 type Totals = (u64, i64, i64, i64, i64);
 
 /// Calls and tokens per (stage, model).
-pub fn stats_text(store: &Path) -> Result<String, InputError> {
+pub fn stats_text(store: &Path) -> Result<String, Failure> {
     let rows = rows(store)?;
     let mut by: BTreeMap<(String, String), Totals> = BTreeMap::new();
     for r in &rows {
@@ -122,17 +122,17 @@ pub fn stats_text(store: &Path) -> Result<String, InputError> {
     Ok(out)
 }
 
-pub fn export(store: &Path, to: &Path) -> Result<usize, InputError> {
+pub fn export(store: &Path, to: &Path) -> Result<usize, Failure> {
     // Never write into the store: it holds only what the store itself wrote.
     if pipeline::store::is_inside(to, store) {
-        return Err(InputError(format!(
+        return Err(Failure::user(format!(
             "{}: is inside the store {}; export the cache to a path outside it",
             to.display(),
             store.display()
         )));
     }
     let rows = rows(store)?;
-    pipeline::table::write_rows(&rows, to).map_err(|e| InputError(e.to_string()))?;
+    pipeline::table::write_rows(&rows, to).map_err(|e| Failure::user(e.to_string()))?;
     Ok(rows.len())
 }
 
@@ -151,18 +151,18 @@ pub struct ImportReport {
 /// `otb cache import FILE.parquet`: seed this store's call cache from a file written
 /// by `otb cache export`, so a published run replays without a model. Every row's
 /// request is hashed again and must equal its key.
-pub fn import(store: &Path, from: &Path) -> Result<ImportReport, InputError> {
+pub fn import(store: &Path, from: &Path) -> Result<ImportReport, Failure> {
     if !from.is_file() {
-        return Err(InputError(format!(
+        return Err(Failure::user(format!(
             "{}: no such file (expected a file written by `otb cache export`)",
             from.display()
         )));
     }
     let rows: Vec<CallRow> = pipeline::table::read_rows(from)
-        .map_err(|e| InputError(format!("{}: not a call-cache export ({e})", from.display())))?;
+        .map_err(|e| Failure::user(format!("{}: not a call-cache export ({e})", from.display())))?;
     let dir = cache_dir(store);
     let cache = llm::CallCache::open(&dir)
-        .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?;
+        .map_err(|e| Failure::infra(format!("call cache {}: {e}", dir.display())))?;
     let mut report = ImportReport::default();
     for r in rows {
         let Ok(req) = serde_json::from_str::<llm::ChatRequest>(&r.request) else {
@@ -198,7 +198,7 @@ pub fn import(store: &Path, from: &Path) -> Result<ImportReport, InputError> {
         };
         cache
             .put(&r.key, &req, &resp, r.stage.as_deref(), &r.backend)
-            .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?;
+            .map_err(|e| Failure::infra(format!("call cache {}: {e}", dir.display())))?;
         report.added += 1;
     }
     Ok(report)

@@ -1,7 +1,7 @@
 //! Sentence embedders (DRAFT's rules, Table 6): the trait, a bag-of-words one for
 //! scripted tests, and the embedders by name.
 
-use crate::InputError;
+use crate::Failure;
 use std::path::Path;
 
 /// Sentence embeddings (DRAFT's diversity and convergence rules, Table 6).
@@ -44,17 +44,19 @@ impl Embed for BagOfWords {
 
 /// The embedder an experiment names (`minilm` or `bag-of-words`); MiniLM vectors are
 /// cached per text under `cache_dir`.
-pub fn make_embedder(name: &str, cache_dir: &Path) -> Result<Box<dyn Embed>, InputError> {
+pub fn make_embedder(name: &str, cache_dir: &Path) -> Result<Box<dyn Embed>, Failure> {
     match name {
         "bag-of-words" => Ok(Box::new(BagOfWords)),
         "minilm" => {
+            // The model files come from a pinned wheel and the vectors' cache is the
+            // store's: neither failing is the user's input.
             let model = textsim::Embedder::load_default()
-                .map_err(|e| InputError(format!("embedder minilm: {e}")))?;
+                .map_err(|e| Failure::infra(format!("embedder minilm: {e}")))?;
             let cached = textsim::CachedEmbedder::new(model, cache_dir.join("minilm.bin"))
-                .map_err(|e| InputError(format!("embedder minilm: {e}")))?;
+                .map_err(|e| Failure::infra(format!("embedder minilm: {e}")))?;
             Ok(Box::new(MiniLm(cached)))
         }
-        other => Err(InputError(format!(
+        other => Err(Failure::user(format!(
             "unknown embedder `{other}` (valid: minilm, bag-of-words)"
         ))),
     }

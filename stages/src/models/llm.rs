@@ -13,7 +13,7 @@ use super::{
     ModelKind, ModelSpec, MultiTurn,
 };
 use crate::rows::CallRecord;
-use crate::InputError;
+use crate::Failure;
 use llm::{
     Backend, CachedClient, CallCache, ChatRequest, ChatResponse, LlmError, Message, Sampling,
     ToolChoice, ToolDef,
@@ -55,26 +55,26 @@ impl Shared {
         out
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, SharedInner>, InputError> {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, SharedInner>, Failure> {
         self.inner
             .lock()
-            .map_err(|_| InputError("model registry poisoned".into()))
+            .map_err(|_| Failure::bug("model registry poisoned"))
     }
 
-    fn cache(&self, dir: &Path) -> Result<Arc<CallCache>, InputError> {
+    fn cache(&self, dir: &Path) -> Result<Arc<CallCache>, Failure> {
         let mut s = self.lock()?;
         if let Some(c) = s.caches.get(dir) {
             return Ok(c.clone());
         }
         let c = Arc::new(
             CallCache::open(dir)
-                .map_err(|e| InputError(format!("call cache {}: {e}", dir.display())))?,
+                .map_err(|e| Failure::infra(format!("call cache {}: {e}", dir.display())))?,
         );
         s.caches.insert(dir.to_path_buf(), c.clone());
         Ok(c)
     }
 
-    fn backend(&self, spec: &ModelSpec, cache: &Arc<CallCache>) -> Result<BackendRef, InputError> {
+    fn backend(&self, spec: &ModelSpec, cache: &Arc<CallCache>) -> Result<BackendRef, Failure> {
         let key = spec.to_string();
         let mut s = self.lock()?;
         if let Some(b) = s.backends.get(&key) {
@@ -115,37 +115,58 @@ pub struct LlmModel {
 fn backend_for(
     spec: &ModelSpec,
     cache: &Arc<CallCache>,
-) -> Result<(Arc<dyn Backend>, String), InputError> {
-    let fail = |e: LlmError| InputError(format!("model `{spec}`: {e}"));
+) -> Result<(Arc<dyn Backend>, String), Failure> {
+    // Configuring an endpoint fails only on what the user set (the base URL, the
+    // API key variables).
+    let fail = |e: LlmError| Failure::user(format!("model `{spec}`: {e}"));
     let m = spec.name.clone();
     match spec.kind {
         ModelKind::OpenAi => Ok((Arc::new(llm::OpenAiBackend::from_env().map_err(fail)?), m)),
         ModelKind::Replay => Ok((Arc::new(llm::Replay::new(cache.clone(), "replay")), m)),
         ModelKind::Embedded => embedded(&spec.to_string(), &m),
-        ModelKind::Scripted => Err(InputError(format!(
+        ModelKind::Scripted => Err(Failure::bug(format!(
             "model `{spec}`: not a model-backed spec"
         ))),
     }
 }
 
 #[cfg(feature = "embedded")]
-fn embedded(spec: &str, name: &str) -> Result<(Arc<dyn Backend>, String), InputError> {
-    let path = match std::env::var("OTB_EMBEDDED_MODEL")
+fn embedded(spec: &str, name: &str) -> Result<(Arc<dyn Backend>, String), Failure> {
+    let user_file = std::env::var("OTB_EMBEDDED_MODEL")
         .ok()
-        .filter(|p| !p.trim().is_empty())
-    {
+        .filter(|p| !p.trim().is_empty());
+    let path = match &user_file {
         Some(p) => std::path::PathBuf::from(p),
-        None => llm::fetch_model(name, &llm::models::default_cache_dir())
-            .map_err(|e| InputError(format!("model `{spec}`: {e}")))?,
+        None => llm::fetch_model(name, &llm::models::default_cache_dir()).map_err(|e| {
+            let class = match e {
+                llm::models::ModelError::Unknown { .. }
+                | llm::models::ModelError::OverrideMissing(_) => crate::error::ErrorClass::User,
+                llm::models::ModelError::Io { .. } | llm::models::ModelError::Fetch(_) => {
+                    crate::error::ErrorClass::Infrastructure
+                }
+            };
+            Failure {
+                class,
+                message: format!("model `{spec}`: {e}"),
+            }
+        })?,
     };
-    let backend = llm::EmbeddedBackend::load(llm::EmbeddedConfig::new(path))
-        .map_err(|e| InputError(format!("model `{spec}`: {e}")))?;
+    // A file the user named that does not load is theirs to fix; the verified
+    // file this program fetched failing to load is not.
+    let backend = llm::EmbeddedBackend::load(llm::EmbeddedConfig::new(path)).map_err(|e| {
+        let f = if user_file.is_some() {
+            Failure::user(e.to_string())
+        } else {
+            Failure::infra(e.to_string())
+        };
+        f.context(format!("model `{spec}`"))
+    })?;
     Ok((Arc::new(backend), name.to_string()))
 }
 
 #[cfg(not(feature = "embedded"))]
-fn embedded(spec: &str, _name: &str) -> Result<(Arc<dyn Backend>, String), InputError> {
-    Err(InputError(format!(
+fn embedded(spec: &str, _name: &str) -> Result<(Arc<dyn Backend>, String), Failure> {
+    Err(Failure::user(format!(
         "model `{spec}`: this otb was built without the embedded model (feature `embedded`); set OTB_LLM_BASE_URL and use openai:<model>"
     )))
 }
@@ -156,13 +177,13 @@ impl LlmModel {
         spec: &ModelSpec,
         cache_dir: &Path,
         stage: &str,
-    ) -> Result<LlmModel, InputError> {
+    ) -> Result<LlmModel, Failure> {
         let cache = shared.cache(cache_dir)?;
         let (backend, model) = shared.backend(spec, &cache)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
-            .map_err(|e| InputError(format!("starting the async runtime: {e}")))?;
+            .map_err(|e| Failure::infra(format!("starting the async runtime: {e}")))?;
         Ok(LlmModel {
             client: CachedClient::new(backend, cache).for_stage(stage),
             sampling: sampling_for(&model),
@@ -469,7 +490,7 @@ impl Editor for LlmEditor {
 }
 
 impl LlmAgent {
-    pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, InputError> {
+    pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, Failure> {
         Ok(LlmAgent(LlmModel::open(
             shared, spec, cache_dir, "explore",
         )?))
@@ -483,7 +504,7 @@ impl LlmAgent {
         spec: &ModelSpec,
         cache_dir: &Path,
         s: &super::TurnSampling,
-    ) -> Result<Self, InputError> {
+    ) -> Result<Self, Failure> {
         let mut m = LlmModel::open(shared, spec, cache_dir, "explore")?;
         m.sampling = with_overrides(m.sampling, s);
         Ok(LlmAgent(m))
@@ -513,7 +534,7 @@ fn with_overrides(base: Sampling, s: &super::TurnSampling) -> Sampling {
 }
 
 impl LlmEditor {
-    pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, InputError> {
+    pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, Failure> {
         Ok(LlmEditor(LlmModel::open(
             shared,
             spec,
@@ -530,7 +551,7 @@ pub fn serve_blocking(
     spec: &ModelSpec,
     addr: std::net::SocketAddr,
     cache_dir: &Path,
-) -> Result<(), InputError> {
+) -> Result<(), Failure> {
     if !addr.ip().is_loopback() {
         eprintln!("otb: warning: serving on non-loopback address {addr}");
     }
@@ -538,16 +559,18 @@ pub fn serve_blocking(
     // so a run can use the same store while this serves.
     let cache = Arc::new(
         CallCache::open_per_write(cache_dir)
-            .map_err(|e| InputError(format!("call cache {}: {e}", cache_dir.display())))?,
+            .map_err(|e| Failure::infra(format!("call cache {}: {e}", cache_dir.display())))?,
     );
     let (backend, model) = backend_for(spec, &cache)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| InputError(format!("starting the async runtime: {e}")))?;
+        .map_err(|e| Failure::infra(format!("starting the async runtime: {e}")))?;
     eprintln!("otb: serving {model} ({spec}) at http://{addr}/v1/chat/completions");
+    // The one error that ends serving is the address (in use, not allowed): the
+    // user's to change.
     rt.block_on(llm::serve(backend, addr))
-        .map_err(|e| InputError(e.to_string()))
+        .map_err(|e| Failure::user(e.to_string()))
 }
 
 #[cfg(test)]

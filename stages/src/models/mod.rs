@@ -19,7 +19,7 @@ pub mod llm;
 pub mod scripted;
 
 use crate::rows::CallRecord;
-use crate::InputError;
+use crate::{Failure, InputError};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
@@ -248,7 +248,7 @@ pub fn infrastructure_error<'a>(
 ) -> Option<pipeline::StageError> {
     let infra: Vec<&CallFailure> = failures.into_iter().filter(|f| f.infrastructure).collect();
     let first = infra.first()?;
-    Some(pipeline::StageError::failed(
+    Some(pipeline::StageError::infra(
         stage,
         format!(
             "{} model call(s) failed for a reason outside the model's answer (first: {}: {}); \
@@ -524,17 +524,17 @@ impl Models {
         &self.cache_dir
     }
 
-    pub fn agent(&self, spec: &ModelSpec) -> Result<Arc<dyn MultiTurn>, InputError> {
+    pub fn agent(&self, spec: &ModelSpec) -> Result<Arc<dyn MultiTurn>, Failure> {
         let mut map = self
             .agents
             .lock()
-            .map_err(|_| InputError("model registry poisoned".into()))?;
+            .map_err(|_| Failure::bug("model registry poisoned"))?;
         if let Some(a) = map.get(spec) {
             return Ok(a.clone());
         }
         let a: Arc<dyn MultiTurn> = match spec.kind {
             ModelKind::Scripted => Arc::from(scripted::agent(&spec.name).ok_or_else(|| {
-                InputError(format!(
+                Failure::user(format!(
                     "scripted agent `{spec}` is not available here (it belongs to an environment this experiment does not use)"
                 ))
             })?),
@@ -550,7 +550,7 @@ impl Models {
         &self,
         spec: &ModelSpec,
         sampling: &TurnSampling,
-    ) -> Result<Arc<dyn MultiTurn>, InputError> {
+    ) -> Result<Arc<dyn MultiTurn>, Failure> {
         if sampling.is_default() || spec.kind == ModelKind::Scripted {
             return self.agent(spec);
         }
@@ -561,7 +561,7 @@ impl Models {
         let mut map = self
             .sampled
             .lock()
-            .map_err(|_| InputError("model registry poisoned".into()))?;
+            .map_err(|_| Failure::bug("model registry poisoned"))?;
         if let Some(a) = map.get(&key) {
             return Ok(a.clone());
         }
@@ -575,17 +575,17 @@ impl Models {
         Ok(a)
     }
 
-    pub fn editor(&self, spec: &ModelSpec) -> Result<Arc<dyn Editor>, InputError> {
+    pub fn editor(&self, spec: &ModelSpec) -> Result<Arc<dyn Editor>, Failure> {
         let mut map = self
             .editors
             .lock()
-            .map_err(|_| InputError("model registry poisoned".into()))?;
+            .map_err(|_| Failure::bug("model registry poisoned"))?;
         if let Some(e) = map.get(spec) {
             return Ok(e.clone());
         }
         let e: Arc<dyn Editor> = match spec.kind {
             ModelKind::Scripted => Arc::from(scripted::editor(&spec.name).ok_or_else(|| {
-                InputError(format!(
+                Failure::user(format!(
                     "unknown scripted editor `{spec}` (valid: scripted:errors, scripted:silent)"
                 ))
             })?),
@@ -596,11 +596,11 @@ impl Models {
     }
 
     /// The sentence embedder named `name` (`minilm`, `bag-of-words`).
-    pub fn embedder(&self, name: &str) -> Result<Arc<dyn embed::Embed>, InputError> {
+    pub fn embedder(&self, name: &str) -> Result<Arc<dyn embed::Embed>, Failure> {
         let mut map = self
             .embedders
             .lock()
-            .map_err(|_| InputError("model registry poisoned".into()))?;
+            .map_err(|_| Failure::bug("model registry poisoned"))?;
         if let Some(e) = map.get(name) {
             return Ok(e.clone());
         }

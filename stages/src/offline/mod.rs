@@ -16,7 +16,9 @@
 use crate::baselines;
 use crate::baselines::budget::Baselines;
 use crate::batch_reflect::render_tool;
-use crate::env::{run_jobs, Chain, Cx, DriveError, Job, Label, Method, OfflineEnv, Split, SHARED};
+use crate::env::{
+    run_jobs, At, Cx, DriveError, Job, Method, Naming, OfflineEnv, Shown, Split, Step, SHARED,
+};
 use crate::models::{Editor, ModelSpec};
 use crate::rows::{DocRow, EditRow, InstanceRow};
 use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
@@ -143,7 +145,7 @@ fn shared_tools(docs: &[DocRow]) -> Result<(DocRow, Vec<Value>), StageError> {
         .iter()
         .find(|d| d.instance_id == SHARED)
         .cloned()
-        .ok_or_else(|| StageError::failed(REFLECT_STAGE, "no shared documentation row"))?;
+        .ok_or_else(|| StageError::bug(REFLECT_STAGE, "no shared documentation row"))?;
     let tools = d.tools.as_array().cloned().unwrap_or_default();
     Ok((d, tools))
 }
@@ -229,7 +231,7 @@ pub fn batch_reflect(
         return Err(e);
     }
     if replies.len() != prompts.len() {
-        return Err(StageError::failed(
+        return Err(StageError::bug(
             REFLECT_STAGE,
             "editor returned fewer replies than asked",
         ));
@@ -311,7 +313,7 @@ pub fn consensus_merge(
     let reply = editor
         .complete_all(std::slice::from_ref(&prompt), p.seed, &|| {})
         .pop()
-        .ok_or_else(|| StageError::failed(MERGE_STAGE, "editor returned no reply"))?;
+        .ok_or_else(|| StageError::bug(MERGE_STAGE, "editor returned no reply"))?;
     if let Some(e) = crate::models::infrastructure_error(MERGE_STAGE, reply.error.as_ref()) {
         return Err(e);
     }
@@ -378,157 +380,154 @@ pub fn consensus_merge(
     Ok(())
 }
 
-/// One offline ToolObserver curve's settings.
+/// One offline ToolObserver curve's protocol (its cell -- tool set, agent, editor --
+/// is an [`At`]).
 pub struct OfflineCurve<'a> {
-    /// The tool set / setting (node names and labels).
-    pub setting: &'a str,
-    pub method: &'a str,
-    pub editor: &'a ModelSpec,
     pub batch_template: &'a str,
     pub merge_template: &'a str,
     /// K: every round rewrites all tools.
     pub rounds: u32,
     /// Trajectories per batch-reflect request (10 in the paper).
     pub batch_size: usize,
-    /// Node-name suffix after the chain's (` e=<editor>`).
-    pub etag: &'a str,
+    /// How the agent samples on each split.
+    pub sampling: &'a crate::models::SplitSampling,
 }
 
-/// Rounds 1..K from `docs0`, then the final docs on the test split: returns the
-/// test trajectories and scores, or `None` when a node is blocked (status mode).
+impl OfflineCurve<'_> {
+    fn sampling(&self, split: Split) -> &crate::models::TurnSampling {
+        match split {
+            Split::Train => &self.sampling.explore,
+            Split::Test => &self.sampling.test,
+        }
+    }
+}
+
+/// Rounds 1..K of the curve at `at` (its method and editor set) from `docs0`, then
+/// the final docs on the test split: returns the test trajectories and scores, or
+/// `None` when a node is blocked (status mode).
 pub fn toolobserver(
     env: &dyn OfflineEnv,
     cx: &mut Cx<'_, '_>,
-    chain: &Chain,
+    at: &At,
     curve: &OfflineCurve<'_>,
     docs0: &Entry,
 ) -> Result<Option<(Entry, Entry)>, DriveError> {
     let c = curve;
-    let label = |round: i64| Label {
-        setting: c.setting.to_string(),
-        method: c.method.to_string(),
-        agent: chain.agent.to_string(),
-        editor: c.editor.to_string(),
-        round,
-    };
-    let sfx = format!("{}{}", chain.sfx, c.etag);
+    let editor = at
+        .editor
+        .as_ref()
+        .ok_or_else(|| StageError::bug(REFLECT_STAGE, "a curve needs an editor"))?;
     let mut docs = docs0.clone();
     for round in 1..=c.rounds as i64 {
-        let tag = format!("{} {} train r{}{sfx}", c.setting, c.method, round - 1);
-        let Some(traj) = env.explore(cx, chain, Split::Train, &tag, &label(round - 1), &docs)?
-        else {
-            plan_curve(env, cx, chain, curve);
+        let train = at.play(Some(Split::Train), round - 1);
+        let Some(traj) = env.explore(cx, &train, c.sampling(Split::Train), &docs)? else {
+            plan_curve(env, cx, at, curve);
             return Ok(None);
         };
         let serialized = env.serialize(&traj)?;
         let docs_rows: Vec<DocRow> = docs.read()?;
         let params = ReflectParams {
             mode: "offline",
-            editor: c.editor,
+            editor,
             template: c.batch_template,
             notes: env.editor_notes(),
             batch_size: c.batch_size,
             round,
-            seed: chain.seed,
+            seed: at.seed,
         };
-        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(REFLECT_STAGE, e))?;
-        let node = format!("batch-reflect[{} r{round}{sfx}]", c.setting);
+        let edit = at.at(Step::Edit, round);
         let models = cx.models;
-        let analyses = cx.session.stage(
-            &node,
+        let analyses = cx.stage(
+            &edit,
             REFLECT_STAGE,
             REFLECT_VERSION,
-            key,
+            &params,
             &[("docs", Some(&docs)), ("trajectories", Some(&traj))],
             |ctx| {
-                let ed = models
-                    .editor(c.editor)
-                    .map_err(|e| StageError::failed(REFLECT_STAGE, e.0))?;
+                let ed = models.editor(editor)?;
                 batch_reflect(ctx, ed.as_ref(), &params, &docs_rows, &serialized)
             },
         )?;
         let Some(analyses) = analyses else {
-            plan_curve(env, cx, chain, curve);
+            plan_curve(env, cx, at, curve);
             return Ok(None);
         };
-        cx.out.push(&node, REFLECT_STAGE, &label(round), &analyses);
         let analysis_rows: Vec<AnalysisRow> = analyses.read()?;
         let merge = MergeParams {
-            editor: c.editor,
+            editor,
             template: c.merge_template,
             notes: env.editor_notes(),
             round,
-            seed: chain.seed,
+            seed: at.seed,
         };
-        let key = serde_json::to_value(&merge).map_err(|e| StageError::bug(MERGE_STAGE, e))?;
-        let node = format!("consensus-merge[{} r{round}{sfx}]", c.setting);
-        let merged = cx.session.stage(
-            &node,
+        let merged = cx.stage(
+            &edit,
             MERGE_STAGE,
             MERGE_VERSION,
-            key,
+            &merge,
             &[("docs", Some(&docs)), ("analyses", Some(&analyses))],
             |ctx| {
-                let ed = models
-                    .editor(c.editor)
-                    .map_err(|e| StageError::failed(MERGE_STAGE, e.0))?;
+                let ed = models.editor(editor)?;
                 consensus_merge(ctx, ed.as_ref(), &merge, &docs_rows, &analysis_rows)
             },
         )?;
         let Some(merged) = merged else {
-            plan_curve(env, cx, chain, curve);
+            plan_curve(env, cx, at, curve);
             return Ok(None);
         };
-        cx.out.push(&node, MERGE_STAGE, &label(round), &merged);
         docs = merged;
     }
-    let final_round = c.rounds as i64;
-    let tag = format!("{} {} test{sfx}", c.setting, c.method);
-    let Some(traj) = env.explore(cx, chain, Split::Test, &tag, &label(final_round), &docs)? else {
+    let test = at.play(Some(Split::Test), c.rounds as i64);
+    let Some(traj) = env.explore(cx, &test, c.sampling(Split::Test), &docs)? else {
         return Ok(None);
     };
-    let Some(scores) = env.evaluate(cx, &tag, &label(final_round), &docs, &traj)? else {
+    let Some(scores) = env.evaluate(cx, &test, &docs, &traj)? else {
         return Ok(None);
     };
     Ok(Some((traj, scores)))
 }
 
-/// Status mode: list the nodes of the curve that are not listed yet (they wait for an
-/// earlier round) as planned: every round runs, so `otb status` can count them all.
-fn plan_curve(env: &dyn OfflineEnv, cx: &mut Cx<'_, '_>, chain: &Chain, c: &OfflineCurve<'_>) {
-    let sfx = format!("{}{}", chain.sfx, c.etag);
+/// Status mode: list the nodes of the curve at `at` that are not listed yet (they
+/// wait for an earlier round) as planned: every round runs, so `otb status` can count
+/// them all.
+fn plan_curve(env: &dyn OfflineEnv, cx: &mut Cx<'_, '_>, at: &At, c: &OfflineCurve<'_>) {
     let (explore, evaluate) = env.round_stages();
     for round in 1..=i64::from(c.rounds) {
         let after = format!("round {}", round - 1);
-        let tag = format!("{} {} train r{}{sfx}", c.setting, c.method, round - 1);
+        let train = at.play(Some(Split::Train), round - 1);
         for kind in env.train_stages() {
-            cx.session.plan(&format!("{kind}[{tag}]"), kind, &after);
+            cx.session.plan(&train.node(kind), kind, &after);
         }
-        let node = format!("batch-reflect[{} r{round}{sfx}]", c.setting);
-        cx.session.plan(&node, REFLECT_STAGE, &after);
-        let node = format!("consensus-merge[{} r{round}{sfx}]", c.setting);
-        cx.session.plan(&node, MERGE_STAGE, &after);
+        let edit = at.at(Step::Edit, round);
+        cx.session
+            .plan(&edit.node(REFLECT_STAGE), REFLECT_STAGE, &after);
+        cx.session
+            .plan(&edit.node(MERGE_STAGE), MERGE_STAGE, &after);
     }
     let after = format!("round {}", c.rounds);
-    let tag = format!("{} {} test{sfx}", c.setting, c.method);
+    let test = at.play(Some(Split::Test), i64::from(c.rounds));
     for kind in std::iter::once(explore).chain(evaluate) {
-        cx.session.plan(&format!("{kind}[{tag}]"), kind, &after);
+        cx.session.plan(&test.node(kind), kind, &after);
     }
 }
 
-/// Stage `<stage>[<setting> <docs>]`: an offline environment's shared documentation
-/// row (`docs` = `gold` or `opaque`), recorded as the Gold / Base method's docs.
+/// Stage `<stage>[<setting> gold|opaque]`: an offline environment's shared
+/// documentation row, recorded as the Gold / Base method's docs (`at`: the tool set
+/// and the method, `gold` or `base`).
 pub fn docs_stage(
     cx: &mut Cx<'_, '_>,
     stage: &'static str,
-    setting: &str,
-    docs: &str,
+    at: &At,
     tools: Vec<Value>,
 ) -> Result<Option<Entry>, DriveError> {
-    let node = format!("{stage}[{setting} {docs}]");
+    let docs = if at.method == "gold" {
+        "gold"
+    } else {
+        "opaque"
+    };
     let row = DocRow {
         instance_id: SHARED.into(),
-        setting: setting.into(),
+        setting: at.setting.clone(),
         round: 0,
         tools: Value::Array(tools),
         name_mapping: Value::Null,
@@ -536,26 +535,17 @@ pub fn docs_stage(
         frozen: false,
         demos: Value::Null,
     };
-    let e = cx.session.stage(
-        &node,
+    cx.stage(
+        at,
         stage,
         1,
-        json!({"tool_set": setting, "docs": docs, "tools": row.tools}),
+        &json!({"tool_set": at.setting, "docs": docs, "tools": row.tools}),
         &[],
         |ctx| {
             ctx.write(std::slice::from_ref(&row))?;
             Ok(())
         },
-    )?;
-    if let Some(e) = &e {
-        let label = Label {
-            setting: setting.into(),
-            method: if docs == "gold" { "gold" } else { "base" }.into(),
-            ..Label::default()
-        };
-        cx.out.push(&node, stage, &label, e);
-    }
-    Ok(e)
+    )
 }
 
 /// The offline editor's prompt templates (batch analysis, consensus merge): the
@@ -599,7 +589,8 @@ pub struct GridSpec<'a> {
 
 /// What an offline grid runs for one tool set: the shared spec and this set's docs.
 struct Grid<'a> {
-    setting: &'a str,
+    /// The tool set's cell (naming, setting, which coordinates are shown).
+    cell: At,
     gold: Option<Entry>,
     opaque: Option<Entry>,
     spec: &'a GridSpec<'a>,
@@ -616,10 +607,19 @@ pub fn drive_tool_set(
     gold: Vec<Value>,
     opaque: Vec<Value>,
 ) -> Result<(), DriveError> {
+    let cell = At {
+        seed: spec.seed,
+        shown: Shown {
+            seed: false,
+            agent: spec.agents.len() > 1,
+            editor: spec.editors.len() > 1,
+        },
+        ..At::new(Naming::Offline, setting, "base")
+    };
     let grid = Grid {
-        setting,
-        gold: docs_stage(cx, stage, setting, "gold", gold)?,
-        opaque: docs_stage(cx, stage, setting, "opaque", opaque)?,
+        gold: docs_stage(cx, stage, &cell.with_method("gold"), gold)?,
+        opaque: docs_stage(cx, stage, &cell, opaque)?,
+        cell,
         spec,
     };
     drive_grid(env, cx, &grid)
@@ -640,70 +640,45 @@ fn drive_grid(
         agents, editors, ..
     } = *g.spec;
     let has = |m: &str| g.spec.methods.iter().any(|x| x.as_str() == m);
-    let etag = |editor: &ModelSpec| {
-        if editors.len() > 1 {
-            format!(" e={}", editor.tag())
-        } else {
-            String::new()
-        }
-    };
+    let test_sampling = &g.spec.protocol.sampling.test;
     for agent in agents {
-        let sfx = if agents.len() > 1 {
-            format!(" a={}", agent.tag())
-        } else {
-            String::new()
-        };
-        let chain = &Chain {
-            seed: g.spec.seed,
-            agent: agent.clone(),
-            sfx: sfx.clone(),
-            sampling: g.spec.protocol.sampling.clone(),
+        let chain = At {
+            agent: Some(agent.clone()),
+            ..g.cell.clone()
         };
         let mut jobs: Vec<Job<'_>> = Vec::new();
         for (method, docs) in [("gold", &g.gold), ("base", &g.opaque)] {
             let (true, Some(docs)) = (has(method), docs) else {
                 continue;
             };
-            let tag = format!("{} {method} test{sfx}", g.setting);
-            let l = Label {
-                setting: g.setting.into(),
-                method: method.into(),
-                agent: agent.to_string(),
-                editor: String::new(),
-                round: 0,
-            };
+            let at = chain.with_method(method).play(Some(Split::Test), 0);
             jobs.push(Box::new(move |cx| {
-                if let Some(t) = env.explore(cx, chain, Split::Test, &tag, &l, docs)? {
-                    env.evaluate(cx, &tag, &l, docs, &t)?;
+                if let Some(t) = env.explore(cx, &at, test_sampling, docs)? {
+                    env.evaluate(cx, &at, docs, &t)?;
                 }
                 Ok(())
             }));
         }
         if let (true, Some(docs0)) = (has("toolobserver"), &g.opaque) {
             for editor in editors {
-                let etag = etag(editor);
+                let at = chain.with_method("toolobserver").with_editor(editor);
                 jobs.push(Box::new(move |cx| {
                     let curve = OfflineCurve {
-                        setting: g.setting,
-                        method: "toolobserver",
-                        editor,
                         batch_template: g.spec.protocol.templates.batch,
                         merge_template: g.spec.protocol.templates.merge,
                         rounds: g.spec.rounds,
                         batch_size: g.spec.batch_size,
-                        etag: &etag,
+                        sampling: &g.spec.protocol.sampling,
                     };
-                    toolobserver(env, cx, chain, &curve, docs0).map(|_| ())
+                    toolobserver(env, cx, &at, &curve, docs0).map(|_| ())
                 }));
             }
         }
         if let Some(docs0) = &g.opaque {
             for &method in g.spec.methods.iter().filter(|m| m.is_baseline()) {
                 for editor in editors {
-                    let etag = etag(editor);
-                    jobs.push(Box::new(move |cx| {
-                        baseline(env, cx, chain, g, method, editor, &etag, docs0)
-                    }));
+                    let at = chain.with_method(method.as_str()).with_editor(editor);
+                    jobs.push(Box::new(move |cx| baseline(env, cx, g, method, &at, docs0)));
                 }
             }
         }
@@ -713,29 +688,26 @@ fn drive_grid(
 }
 
 /// One baseline's docs for a tool set (the shared documentation row is the method's
-/// one "instance"), then the test split with them. EasyTool and DRAFT do not depend
-/// on the agent: their docs are computed once per editor.
-#[allow(clippy::too_many_arguments)]
+/// one "instance") at the cell `at` (its agent and editor set), then the test split
+/// with them. EasyTool and DRAFT do not depend on the agent: their docs are computed
+/// once per editor.
 fn baseline(
     env: &dyn OfflineEnv,
     cx: &mut Cx<'_, '_>,
-    chain: &Chain,
     g: &Grid<'_>,
     method: Method,
-    editor: &ModelSpec,
-    etag: &str,
+    at: &At,
     docs0: &Entry,
 ) -> Result<(), DriveError> {
-    let sfx = if method == Method::Play2Prompt {
-        chain.sfx.as_str()
-    } else {
-        ""
+    let (stage, _) = baselines::stage_of(method);
+    let (Some(agent), Some(editor)) = (&at.agent, &at.editor) else {
+        return Err(StageError::bug(stage, "a baseline needs an agent and an editor").into());
     };
-    let node = format!("{}[{}{sfx}{etag}]", method.as_str(), g.setting);
+    let node = at.node(stage);
     let docs_rows: Vec<DocRow> = docs0.read()?;
     let shared = InstanceRow {
         instance_id: SHARED.into(),
-        category: g.setting.into(),
+        category: at.setting.clone(),
         idx: 0,
         question: String::new(),
         functions: Value::Array(Vec::new()),
@@ -752,9 +724,9 @@ fn baseline(
             method,
             g.spec.baselines,
             editor,
-            &chain.agent,
+            agent,
             env.agent_system(),
-            chain.seed,
+            at.seed,
             &runner_params,
         ),
         budgets: g.spec.baselines,
@@ -765,18 +737,10 @@ fn baseline(
     let Some(docs) = baselines::stage(cx, &run, &|| env.tool_runner())? else {
         return Ok(());
     };
-    let label = Label {
-        setting: g.setting.into(),
-        method: method.as_str().into(),
-        agent: chain.agent.to_string(),
-        editor: editor.to_string(),
-        round: 0,
-    };
-    cx.out
-        .push(&node, baselines::stage_of(method).0, &label, &docs);
-    let tag = format!("{} {} test{}{etag}", g.setting, method.as_str(), chain.sfx);
-    if let Some(t) = env.explore(cx, chain, Split::Test, &tag, &label, &docs)? {
-        env.evaluate(cx, &tag, &label, &docs, &t)?;
+    cx.out.push(&node, stage, &at.label(), &docs);
+    let test = at.play(Some(Split::Test), 0);
+    if let Some(t) = env.explore(cx, &test, &g.spec.protocol.sampling.test, &docs)? {
+        env.evaluate(cx, &test, &docs, &t)?;
     }
     Ok(())
 }

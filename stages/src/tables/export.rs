@@ -14,7 +14,7 @@ use polars::prelude::*;
 use std::path::{Path, PathBuf};
 
 fn fail(e: impl std::fmt::Display) -> StageError {
-    StageError::failed("export", e.to_string())
+    StageError::infra("export", e.to_string())
 }
 
 /// Every table an experiment's stages write, environment by environment (the order

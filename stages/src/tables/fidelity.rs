@@ -165,7 +165,7 @@ fn final_docs(out: &[Output]) -> BTreeMap<(String, String, String, String), &Out
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::failed("table6", e.to_string()))?;
+        .map_err(|e| StageError::infra("table6", e.to_string()))?;
     let mut notes = Vec::new();
     let Some(data) = out
         .outputs
@@ -196,13 +196,13 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
     }
     let embed_dir = store.root().join("cache").join("embed");
     let embed = make_embedder(&exp.baselines.draft.embedder, &embed_dir)
-        .map_err(|e| StageError::failed("table6", e.0))?;
+        .map_err(|e| StageError::from(e).in_stage("table6"))?;
     let mut rows = Vec::new();
     for ((setting, method, agent, editor), o) in finals {
         let docs: Vec<DocRow> = o.entry.read()?;
         let p = pairs(&docs, &instances);
         let (semantic, lexical) =
-            score_pairs(&p, embed.as_ref()).map_err(|e| StageError::failed("table6", e))?;
+            score_pairs(&p, embed.as_ref()).map_err(|e| StageError::infra("table6", e))?;
         rows.push(FidelityRow {
             setting,
             method,

@@ -547,7 +547,7 @@ pub fn write_table<R: pipeline::Row>(
     rows: &[R],
 ) -> Result<Vec<std::path::PathBuf>, pipeline::StageError> {
     let fail = |p: &std::path::Path, e: std::io::Error| {
-        pipeline::StageError::failed(name, format!("{}: {e}", p.display()))
+        pipeline::StageError::infra(name, format!("{}: {e}", p.display()))
     };
     std::fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
     let md = dir.join(format!("{name}.md"));

@@ -133,7 +133,7 @@ fn released_cells(
     expected: Option<&Path>,
 ) -> Result<(Vec<CellRow>, usize), StageError> {
     let fail =
-        |e: datasets::bfcl::released::ReleasedError| StageError::failed("table2", e.to_string());
+        |e: datasets::bfcl::released::ReleasedError| StageError::infra("table2", e.to_string());
     let rows = score_tree(root, exec, expected).map_err(fail)?;
     let disagreements = rows
         .iter()
@@ -218,7 +218,7 @@ fn released_cells(
 /// exist; cells that are not finished are listed in `pending`.
 fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
     let (out, reports) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::failed("table2", e.to_string()))?;
+        .map_err(|e| StageError::infra("table2", e.to_string()))?;
     let mut notes = Vec::new();
     let pending_nodes = reports
         .iter()

@@ -139,7 +139,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
         .collect();
     let mut notes = Vec::new();
     let (out, reports) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::failed("table3", e.to_string()))?;
+        .map_err(|e| StageError::infra("table3", e.to_string()))?;
     let mut found = 0;
     for o in out.by_stage(crate::chess::ELO_STAGE) {
         let elo: Vec<EloRow> = o.entry.read()?;

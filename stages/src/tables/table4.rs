@@ -107,7 +107,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
         .collect();
     let mut notes = Vec::new();
     let (out, reports) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::failed("table4", e.to_string()))?;
+        .map_err(|e| StageError::infra("table4", e.to_string()))?;
     let mut judges = std::collections::BTreeSet::new();
     for o in out.by_stage(crate::search::EVALUATE_STAGE) {
         let r: Vec<SearchScoreRow> = o.entry.read()?;

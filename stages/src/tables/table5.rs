@@ -73,7 +73,7 @@ pub struct RoundExtra {
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::failed("table5", e.to_string()))?;
+        .map_err(|e| StageError::infra("table5", e.to_string()))?;
     let mut notes = Vec::new();
     let k = exp.bfcl.as_ref().map_or(0, |b| b.rounds) as i64;
     // (setting, agent, editor, method) -> instance -> (rounds, frozen)
@@ -292,7 +292,7 @@ impl crate::tables::report::TableReport for Table5 {
     /// `table5.csv`, `table5.parquet`, `rounds.csv` (the curve) and `rounds.png`.
     fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, StageError> {
         let fail =
-            |p: &Path, e: String| StageError::failed("table5", format!("{}: {e}", p.display()));
+            |p: &Path, e: String| StageError::infra("table5", format!("{}: {e}", p.display()));
         std::fs::create_dir_all(dir).map_err(|e| fail(dir, e.to_string()))?;
         let csv = dir.join("table5.csv");
         std::fs::write(&csv, self.render(true)).map_err(|e| fail(&csv, e.to_string()))?;

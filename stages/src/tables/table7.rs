@@ -74,7 +74,7 @@ pub fn cells(rows: &[SummaryRow]) -> Vec<EditorCell> {
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table7, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::failed("table7", e.to_string()))?;
+        .map_err(|e| StageError::infra("table7", e.to_string()))?;
     let rows: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
         Some(s) => s.entry.read()?,
         None => Vec::new(),

@@ -214,7 +214,7 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
 
 pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::failed("tokens", e.to_string()))?;
+        .map_err(|e| StageError::infra("tokens", e.to_string()))?;
     let rows = compute(&out.outputs)?;
     let mut notes = Vec::new();
     if rows.is_empty() {

@@ -1,0 +1,403 @@
+//! Where a node sits in an experiment's grid: [`At`], one value per cell, with the
+//! node's name ([`At::node`]) and its output's [`Label`] ([`At::label`]).
+//!
+//! A grid cell is (environment, setting or tool set, method, agent, editor, round,
+//! split, seed, and which step of the method). Every stage call of a drive is made
+//! at one, so a node name is written in exactly one place: the naming rules below,
+//! which are the store's (slots are recorded by node name, and `summarize`'s key
+//! holds its inputs' labels): changing them would make users' stores stale.
+//!
+//! Node names are `<stage>[<tag>]`; the tag is built from the cell:
+//!
+//! | step | online (BFCL) | offline (chess, search) |
+//! |---|---|---|
+//! | [`Step::Source`], gold / base | `names` (`opacify`) | `names gold`, `names opaque` |
+//! | [`Step::Source`], a baseline | `names{s}{a}{e}` (`{a}` for Play2Prompt only) | `names{a}{e}` (idem) |
+//! | [`Step::Play`], gold / base | `names r0{s}{a}` | `names base test{a}` |
+//! | [`Step::Play`], ToolObserver | `names r2{s}{a}{e}{ guard}` | `names toolobserver train r1{a}{e}`, `... test{a}{e}` |
+//! | [`Step::Play`], a baseline | `names easytool r0{s}{a}{e}` | `names easytool test{a}{e}` |
+//! | [`Step::Edit`] | `names r2{s}{a}{e}{ guard}` | `names r2{a}{e}` |
+//!
+//! `{s}` = ` s<seed>` when the grid has several seeds, `{a}` = ` a=<agent>` when it
+//! has several agents, `{e}` = ` e=<editor>` when it has several editors (each only
+//! where the cell has one).
+
+use crate::models::ModelSpec;
+
+/// The two splits of an offline environment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Split {
+    Train,
+    Test,
+}
+
+impl Split {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Test => "test",
+        }
+    }
+}
+
+/// Where an output sits in the grid (setting x method x agent x editor x round), as
+/// tables and exports read it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Label {
+    pub setting: String,
+    pub method: String,
+    pub agent: String,
+    pub editor: String,
+    pub round: i64,
+}
+
+/// How an environment's ToolObserver runs, which decides its node names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Naming {
+    /// Tools per instance, rounds until frozen (BFCL).
+    #[default]
+    Online,
+    /// Tools shared, a training and a test split (chess, search).
+    Offline,
+}
+
+/// Which step of a method a node is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Step {
+    /// The method's starting documentation: opacified / gold docs, or a baseline's.
+    #[default]
+    Source,
+    /// The agent plays with the docs of `round` (explore, evaluate, judge, Elo);
+    /// offline environments say on which split.
+    Play { split: Option<Split> },
+    /// The editor's step that makes the docs of `round` (batch-reflect, merge).
+    Edit,
+}
+
+/// Which coordinates tell a grid's chains apart in node names (only those the grid
+/// has several of are shown).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shown {
+    pub seed: bool,
+    pub agent: bool,
+    pub editor: bool,
+}
+
+/// One cell of an experiment's grid.
+#[derive(Clone, Debug, Default)]
+pub struct At {
+    pub naming: Naming,
+    /// The documentation setting (BFCL) or tool set (chess, search).
+    pub setting: String,
+    /// The method as tables name it (`gold`, `base`, `toolobserver`,
+    /// `toolobserver-guard`, `easytool`, `play2prompt`, `draft`).
+    pub method: String,
+    /// The chain's agent (none for agent-free nodes such as `opacify`).
+    pub agent: Option<ModelSpec>,
+    /// The editor (ToolObserver and the baselines).
+    pub editor: Option<ModelSpec>,
+    /// The documentation round: the one a node plays with, or the one it makes.
+    pub round: i64,
+    pub step: Step,
+    pub seed: u64,
+    pub shown: Shown,
+}
+
+impl At {
+    /// A cell of `setting` in a grid named by `naming`.
+    pub fn new(naming: Naming, setting: &str, method: &str) -> At {
+        At {
+            naming,
+            setting: setting.to_string(),
+            method: method.to_string(),
+            ..At::default()
+        }
+    }
+
+    pub fn with_method(&self, method: &str) -> At {
+        At {
+            method: method.to_string(),
+            ..self.clone()
+        }
+    }
+
+    pub fn with_editor(&self, editor: &ModelSpec) -> At {
+        At {
+            editor: Some(editor.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// The cell's `step` at documentation round `round`.
+    pub fn at(&self, step: Step, round: i64) -> At {
+        At {
+            step,
+            round,
+            ..self.clone()
+        }
+    }
+
+    /// The play step of round `round` on `split`.
+    pub fn play(&self, split: Option<Split>, round: i64) -> At {
+        self.at(Step::Play { split }, round)
+    }
+
+    /// The offline environments' split of a play step.
+    pub fn split(&self) -> Option<Split> {
+        match self.step {
+            Step::Play { split } => split,
+            _ => None,
+        }
+    }
+
+    fn is_baseline(&self) -> bool {
+        matches!(self.method.as_str(), "easytool" | "play2prompt" | "draft")
+    }
+
+    fn is_toolobserver(&self) -> bool {
+        self.method.starts_with("toolobserver")
+    }
+
+    /// ` s<seed>` where seeds are shown (online grids only).
+    fn s(&self) -> String {
+        if self.shown.seed {
+            format!(" s{}", self.seed)
+        } else {
+            String::new()
+        }
+    }
+
+    fn a(&self) -> String {
+        match &self.agent {
+            Some(a) if self.shown.agent => format!(" a={}", a.tag()),
+            _ => String::new(),
+        }
+    }
+
+    fn e(&self) -> String {
+        match &self.editor {
+            Some(e) if self.shown.editor => format!(" e={}", e.tag()),
+            _ => String::new(),
+        }
+    }
+
+    fn guard(&self) -> &'static str {
+        if self.method == "toolobserver-guard" {
+            " guard"
+        } else {
+            ""
+        }
+    }
+
+    /// The cell's part of a node name (see the module docs).
+    pub fn tag(&self) -> String {
+        let (set, s, a, e) = (&self.setting, self.s(), self.a(), self.e());
+        let m = &self.method;
+        // Baselines other than Play2Prompt make docs for every agent at once.
+        let source_a = if m == "play2prompt" {
+            a.clone()
+        } else {
+            String::new()
+        };
+        match (self.naming, self.step) {
+            (Naming::Online, Step::Source) if self.is_baseline() => {
+                format!("{set}{s}{source_a}{e}")
+            }
+            (Naming::Online, Step::Source) => set.clone(),
+            (Naming::Online, Step::Play { .. }) if self.is_baseline() => {
+                format!("{set} {m} r{}{s}{a}{e}", self.round)
+            }
+            (Naming::Online, Step::Play { .. } | Step::Edit) if self.is_toolobserver() => {
+                format!("{set} r{}{s}{a}{e}{}", self.round, self.guard())
+            }
+            (Naming::Online, Step::Play { .. } | Step::Edit) => {
+                format!("{set} r{}{s}{a}", self.round)
+            }
+            (Naming::Offline, Step::Source) if self.is_baseline() => format!("{set}{source_a}{e}"),
+            (Naming::Offline, Step::Source) => {
+                let docs = if m == "gold" { "gold" } else { "opaque" };
+                format!("{set} {docs}")
+            }
+            (Naming::Offline, Step::Play { split }) => match split {
+                Some(Split::Train) => format!("{set} {m} train r{}{a}{e}", self.round),
+                _ => format!("{set} {m} test{a}{e}"),
+            },
+            (Naming::Offline, Step::Edit) => format!("{set} r{}{a}{e}", self.round),
+        }
+    }
+
+    /// The name of this cell's node of stage `stage`: `<stage>[<tag>]`.
+    pub fn node(&self, stage: &str) -> String {
+        format!("{stage}[{}]", self.tag())
+    }
+
+    /// The label of this cell's outputs.
+    pub fn label(&self) -> Label {
+        Label {
+            setting: self.setting.clone(),
+            method: self.method.clone(),
+            agent: self
+                .agent
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            editor: self
+                .editor
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            round: self.round,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(s: &str) -> ModelSpec {
+        ModelSpec::parse(s).unwrap()
+    }
+
+    /// Names from stores written before this type existed (`otb status` of the
+    /// scripted grids with two seeds, two agents and two editors): users' stores
+    /// stay fresh only while these hold.
+    #[test]
+    fn online_names_are_the_stores() {
+        let shown = Shown {
+            seed: true,
+            agent: true,
+            editor: true,
+        };
+        let chain = At {
+            agent: Some(spec("scripted:empty")),
+            seed: 1,
+            shown,
+            ..At::new(Naming::Online, "names", "base")
+        };
+        let mut opacify = chain.clone();
+        opacify.agent = None;
+        assert_eq!(opacify.node("opacify"), "opacify[names]");
+        assert_eq!(
+            chain.play(None, 0).node("explore"),
+            "explore[names r0 s1 a=empty]"
+        );
+        let to = chain
+            .with_method("toolobserver-guard")
+            .with_editor(&spec("scripted:silent"));
+        assert_eq!(
+            to.at(Step::Edit, 1).node("batch-reflect"),
+            "batch-reflect[names r1 s1 a=empty e=silent guard]"
+        );
+        assert_eq!(
+            to.with_method("toolobserver")
+                .play(None, 2)
+                .node("evaluate"),
+            "evaluate[names r2 s1 a=empty e=silent]"
+        );
+        let et = chain
+            .with_method("easytool")
+            .with_editor(&spec("scripted:errors"));
+        assert_eq!(et.node("easytool"), "easytool[names s1 e=errors]");
+        assert_eq!(
+            et.play(None, 0).node("evaluate"),
+            "evaluate[names easytool r0 s1 a=empty e=errors]"
+        );
+        let p2p = et.with_method("play2prompt");
+        assert_eq!(
+            p2p.node("play2prompt"),
+            "play2prompt[names s1 a=empty e=errors]"
+        );
+        // One seed, agent and editor: nothing shown.
+        let plain = At {
+            shown: Shown::default(),
+            ..to.clone()
+        };
+        assert_eq!(
+            plain.at(Step::Edit, 3).node("batch-reflect"),
+            "batch-reflect[names r3 guard]"
+        );
+        assert_eq!(
+            plain.with_method("gold").play(None, 0).node("explore"),
+            "explore[names r0]"
+        );
+    }
+
+    #[test]
+    fn offline_names_are_the_stores() {
+        let shown = Shown {
+            seed: false,
+            agent: true,
+            editor: true,
+        };
+        let chain = At {
+            agent: Some(spec("scripted:random")),
+            shown,
+            ..At::new(Naming::Offline, "strength_gradient", "base")
+        };
+        let docs = At {
+            agent: None,
+            ..chain.clone()
+        };
+        assert_eq!(
+            docs.node("chess-docs"),
+            "chess-docs[strength_gradient opaque]"
+        );
+        assert_eq!(
+            docs.with_method("gold").node("chess-docs"),
+            "chess-docs[strength_gradient gold]"
+        );
+        assert_eq!(
+            chain.play(Some(Split::Test), 0).node("chess-explore"),
+            "chess-explore[strength_gradient base test a=random]"
+        );
+        let to = chain
+            .with_method("toolobserver")
+            .with_editor(&spec("scripted:silent"));
+        assert_eq!(
+            to.play(Some(Split::Train), 1).node("chess-explore"),
+            "chess-explore[strength_gradient toolobserver train r1 a=random e=silent]"
+        );
+        assert_eq!(
+            to.at(Step::Edit, 2).node("consensus-merge"),
+            "consensus-merge[strength_gradient r2 a=random e=silent]"
+        );
+        assert_eq!(
+            to.play(Some(Split::Test), 2).node("bootstrap-elo"),
+            "bootstrap-elo[strength_gradient toolobserver test a=random e=silent]"
+        );
+        let et = chain
+            .with_method("easytool")
+            .with_editor(&spec("scripted:errors"));
+        assert_eq!(et.node("easytool"), "easytool[strength_gradient e=errors]");
+        assert_eq!(
+            et.with_method("play2prompt").node("play2prompt"),
+            "play2prompt[strength_gradient a=random e=errors]"
+        );
+        assert_eq!(
+            et.play(Some(Split::Test), 0).node("chess-evaluate"),
+            "chess-evaluate[strength_gradient easytool test a=random e=errors]"
+        );
+    }
+
+    #[test]
+    fn labels_carry_the_cell() {
+        let at = At {
+            agent: Some(spec("scripted:schema")),
+            editor: Some(spec("scripted:errors")),
+            round: 2,
+            ..At::new(Naming::Online, "names", "toolobserver")
+        };
+        assert_eq!(
+            at.label(),
+            Label {
+                setting: "names".into(),
+                method: "toolobserver".into(),
+                agent: "scripted:schema".into(),
+                editor: "scripted:errors".into(),
+                round: 2,
+            }
+        );
+    }
+}

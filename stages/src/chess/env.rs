@@ -1,0 +1,369 @@
+//! Chess behind the environment seam: [`Chess`] as an [`OfflineEnv`] (exploration,
+//! the editor's view, evaluation with its Elo) and the baselines' tool play
+//! (`ChessRunner`).
+
+use super::elo::{bootstrap_elo, EloParams, ELO_STAGE};
+use super::evaluate::{check_calls, EvaluateParams, EVALUATE_STAGE};
+use super::explore::EXPLORE_STAGE;
+use super::rows::{BestToolRow, GameRow};
+use super::{Chess, VERSION};
+use crate::env::{At, Cx, DriveError, OfflineEnv, ToolOutput, ToolRunner};
+use crate::rows::DocRow;
+use datasets::chess::engine::BlockingPool;
+use datasets::chess::game::{self, Game};
+use datasets::chess::metrics;
+use datasets::chess::rules::Side;
+use datasets::chess::tools::{Docs, ToolSet};
+use pipeline::{Entry, StageError};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which docs a tool list shows (gold names or `function_i`).
+pub(super) fn docs_kind(tools: &ToolSet, list: &[Value]) -> Docs {
+    let first = list
+        .first()
+        .and_then(|t| t.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if tools.index_of(first, Docs::Gold).is_some() {
+        Docs::Gold
+    } else {
+        Docs::Opaque
+    }
+}
+
+/// Tool play for the baselines: call number n runs the tool on a training position
+/// drawn from the chess seed and n, plays its move and reports the move with the
+/// engine's evaluation before and after (from White's view).
+struct ChessRunner<'e, 'a> {
+    env: &'e Chess<'a>,
+    pool: &'e BlockingPool,
+    calls: AtomicU64,
+}
+
+impl ChessRunner<'_, '_> {
+    fn play(&self, name: &str) -> Result<String, String> {
+        let tools = &self.env.tools;
+        let i = tools
+            .index_of(name, Docs::Opaque)
+            .or_else(|| tools.index_of(name, Docs::Gold))
+            .ok_or_else(|| format!("there is no tool named {name}"))?;
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut draw = datasets::rng::SplitMix64::derived(self.env.c.seed, n);
+        let train = &self.env.train;
+        if train.is_empty() {
+            return Err("no training positions to play on".into());
+        }
+        let row = &train[(draw.next_u64() % train.len() as u64) as usize];
+        let mut g = Game::new(&row.fen, 2, Default::default()).map_err(|e| e.to_string())?;
+        let depth = game::EXPLORATION_EVAL_DEPTH;
+        let before = self
+            .pool
+            .evaluate(&g.fen(), depth)
+            .map_err(|e| e.to_string())?;
+        let side = g.turn();
+        // The phase only with `hints = true`: by default nothing names it.
+        let phase = self
+            .env
+            .c
+            .hints
+            .then(|| datasets::chess::rules::Phase::of(g.position()));
+        let mv = tools
+            .execute(i, g.position(), draw.next_u64(), self.pool)
+            .map_err(|e| e.to_string())?;
+        g.play_san(&mv.san, Some(name)).map_err(|e| e.to_string())?;
+        let after = self
+            .pool
+            .evaluate(&g.fen(), depth)
+            .map_err(|e| e.to_string())?;
+        Ok(tool_play_text(
+            &row.fen,
+            side,
+            phase,
+            &mv.san,
+            (before.white_cp, after.white_cp),
+            depth,
+        ))
+    }
+}
+
+/// What a baseline's tool play shows: the position, the move the tool played and the
+/// engine's evaluation before and after it (the game phase only with `hints`).
+fn tool_play_text(
+    fen: &str,
+    side: Side,
+    phase: Option<datasets::chess::rules::Phase>,
+    san: &str,
+    (before, after): (i32, i32),
+    depth: u32,
+) -> String {
+    let phase = phase.map_or_else(String::new, |p| {
+        format!(", {}", p.as_str().replace('_', " "))
+    });
+    format!(
+        "Position {fen} ({} to move{phase}): the tool played {san}. Engine evaluation \
+         (centipawns, White's view, depth {depth}): {before:+} before, {after:+} after.",
+        side.as_str()
+    )
+}
+
+impl ToolRunner for ChessRunner<'_, '_> {
+    fn run(&self, _real: &str, shown: &str, _args: &serde_json::Map<String, Value>) -> ToolOutput {
+        match self.play(shown) {
+            Ok(text) => ToolOutput { ok: true, text },
+            Err(e) => ToolOutput {
+                ok: false,
+                text: format!("Error: {e}"),
+            },
+        }
+    }
+}
+
+impl OfflineEnv for Chess<'_> {
+    fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
+        (EXPLORE_STAGE, vec![EVALUATE_STAGE, ELO_STAGE])
+    }
+
+    fn explore(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        at: &At,
+        sampling: &crate::models::TurnSampling,
+        docs: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        self.explore_node(cx, at, sampling, docs)
+    }
+
+    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
+        let games: Vec<GameRow> = trajectories.read()?;
+        Ok(games.into_iter().map(|g| g.editor_text).collect())
+    }
+
+    fn agent_system(&self) -> &str {
+        self.c.agent_system()
+    }
+
+    fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
+        Ok(Box::new(ChessRunner {
+            env: self,
+            pool: self.engines.get(EXPLORE_STAGE)?,
+            calls: AtomicU64::new(0),
+        }))
+    }
+
+    fn runner_key(&self) -> (Value, Vec<(&'static str, Entry)>) {
+        (
+            json!({
+                // The text no longer names the game phase (it did before); with
+                // `hints` it does.
+                "chess": if self.c.hints {
+                    "a tool on a sampled training position (its phase named), then the evaluation"
+                } else {
+                    "a tool on a sampled training position, then the evaluation (no phase named)"
+                },
+                "movetime_ms": self.c.movetime_ms,
+                "eval_depth": game::EXPLORATION_EVAL_DEPTH,
+                "seed": self.c.seed,
+            }),
+            vec![("positions", self.positions.clone())],
+        )
+    }
+
+    fn editor_notes(&self) -> &str {
+        &self.notes
+    }
+
+    fn evaluate(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        at: &At,
+        docs: &Entry,
+        trajectories: &Entry,
+    ) -> Result<Option<Entry>, DriveError> {
+        let games: Vec<GameRow> = trajectories.read()?;
+        let docs_rows: Vec<DocRow> = docs.read()?;
+        let tools_json = docs_rows
+            .first()
+            .and_then(|d| d.tools.as_array().cloned())
+            .unwrap_or_default();
+        let kind = docs_kind(&self.tools, &tools_json);
+        let c = self.c;
+        let params = EvaluateParams {
+            indexing: c.indexing,
+        };
+        let inputs = [("games", Some(trajectories)), ("docs", Some(docs))];
+        let tools = &self.tools;
+        let Some(checked) = cx.stage(at, EVALUATE_STAGE, VERSION, &params, &inputs, |ctx| {
+            check_calls(ctx, tools, kind, &params, &games)
+        })?
+        else {
+            return Ok(None);
+        };
+        let params = EloParams {
+            elo_start: c.elo_start,
+            opponent_ratings: &c.opponent_ratings,
+            k: metrics::ELO_K,
+            shuffles: metrics::BOOTSTRAP_SHUFFLES,
+            elo_games: c.elo_games,
+        };
+        let mut inputs = vec![("games", Some(trajectories)), ("checked", Some(&checked))];
+        if let Some(cal) = &self.calibration {
+            inputs.push(("calibration", Some(cal)));
+        }
+        let ratings = &self.ratings;
+        cx.stage(at, ELO_STAGE, VERSION, &params, &inputs, |ctx| {
+            let best: Vec<BestToolRow> = checked.read()?;
+            bootstrap_elo(ctx, &params, ratings, &games, best.first())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::explore::tests::params;
+    use super::super::tests::experiment;
+    use super::*;
+    use crate::env::Split;
+    use crate::models::ModelSpec;
+    use crate::offline;
+    use datasets::chess::game::EpisodeConfig;
+    use datasets::chess::rules::DrawRules;
+    use datasets::chess::tools::ToolFamily;
+
+    use crate::env::hidden_structure_words as forbidden_words;
+
+    #[test]
+    fn the_word_test_is_whole_words() {
+        assert_eq!(
+            forbidden_words("A partial game; the Opening, late_endgame and phases."),
+            ["opening", "endgame", "phases"]
+        );
+        assert!(forbidden_words("counterpart apart partially").is_empty());
+    }
+
+    /// Everything a chess run sends to a model by default -- the agent's system
+    /// prompt and turns, the opaque tools, the editor's notes, batch and merge
+    /// prompts with serialized trajectories, a baseline's tool-play text -- names no
+    /// game phase, topic, domain, collection or part, in both prompt sets. Only the
+    /// labelled `hints` switch does.
+    #[test]
+    fn what_a_chess_run_sends_names_no_hidden_structure() {
+        // A short trajectory: the exploration cut after 4 plies, evaluated.
+        let mut g = Game::new(
+            "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+            4,
+            DrawRules::default(),
+        )
+        .unwrap();
+        g.set_start_eval(20);
+        for (i, (m, tool)) in [
+            ("e4", Some("function_1")),
+            ("e5", None),
+            ("Nf3", Some("function_4")),
+            ("Nc6", None),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            g.play_san(m, tool).unwrap();
+            g.set_last_eval(10 * i as i32);
+        }
+        let record = game::settle(g.record(), &EpisodeConfig::exploration(Side::White, 10));
+        let trajectory = game::editor_text(&record, Side::White, game::EDITOR_PLIES);
+        let agent = ModelSpec {
+            kind: crate::models::ModelKind::Scripted,
+            name: "random".into(),
+        };
+        for paper in [false, true] {
+            let mut c = experiment("");
+            c.paper_prompts = paper;
+            let turn = c
+                .agent_turn()
+                .replace("{{fen}}", &g.fen())
+                .replace("{{side}}", Side::as_str(g.turn()))
+                .replace("{{history}}", &g.history_text());
+            let mut sent = vec![
+                c.agent_system().to_string(),
+                turn,
+                c.editor_notes(),
+                trajectory.clone(),
+                tool_play_text(
+                    "r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w - -",
+                    Side::White,
+                    None,
+                    "Rfd1",
+                    (-12, 8),
+                    game::EXPLORATION_EVAL_DEPTH,
+                ),
+            ];
+            for family in ToolFamily::ALL {
+                let tools = ToolSet::new(family).function_defs(Docs::Opaque);
+                sent.push(serde_json::to_string(&tools).unwrap());
+                let tools_text = tools
+                    .iter()
+                    .map(crate::batch_reflect::render_tool)
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                sent.push(
+                    offline::DEFAULT_BATCH
+                        .replace("{{notes}}", &c.editor_notes())
+                        .replace("{{tools}}", &tools_text)
+                        .replace("{{trajectories}}", &format!("Trajectory 1:\n{trajectory}")),
+                );
+                sent.push(
+                    offline::DEFAULT_MERGE
+                        .replace("{{notes}}", &c.editor_notes())
+                        .replace("{{tools}}", &tools_text)
+                        .replace("{{analyses}}", "Batch 1:\n(none)"),
+                );
+            }
+            // The games' agent prompt keys carry the chosen set.
+            let p = params(&agent, &c, Split::Test);
+            assert_eq!(p.system, c.agent_system());
+            for text in &sent {
+                assert!(
+                    forbidden_words(text).is_empty(),
+                    "paper_prompts = {paper}: {:?} in:\n{text}",
+                    forbidden_words(text)
+                );
+            }
+            // The spec's must-says are there.
+            let flat = |t: &str| {
+                t.to_lowercase()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let notes = flat(&c.editor_notes());
+            assert!(notes.contains("white's point of view"), "{notes}");
+            assert!(notes.contains("better for black"), "{notes}");
+            assert!(notes.contains("best continuation"), "{notes}");
+            assert!(notes.contains("already lost"), "{notes}");
+            // The exploration rule: try a tool not used recently.
+            let system = flat(c.agent_system());
+            assert!(
+                system.contains("not used") && system.contains("alike"),
+                "{system}"
+            );
+        }
+        // The hinting variant exists only behind its switch, and says so.
+        let hinted = experiment("hints = true");
+        assert!(!forbidden_words(&hinted.editor_notes()).is_empty());
+        assert!(hinted
+            .switches()
+            .iter()
+            .any(|s| s.starts_with("chess.hints = on")));
+        assert!(experiment("")
+            .switches()
+            .contains(&"chess.hints = off".to_string()));
+        let text = tool_play_text(
+            "8/8/8/8/8/8/8/K6k w - -",
+            Side::White,
+            Some(datasets::chess::rules::Phase::LateEndgame),
+            "Kb1",
+            (0, 0),
+            16,
+        );
+        assert!(text.contains("late endgame"), "{text}");
+    }
+}

