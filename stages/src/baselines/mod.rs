@@ -418,17 +418,22 @@ pub struct BaselineParams<'a> {
 }
 
 impl<'a> BaselineParams<'a> {
-    /// The params of `method` (a baseline) with these settings.
-    #[allow(clippy::too_many_arguments)]
+    /// The params of `method` (a baseline) at the grid cell `at` (its agent, editor
+    /// and seed) with these settings; a bug when the cell has no agent or editor.
     pub fn new(
         method: Method,
         budgets: &'a Baselines,
-        editor: &'a ModelSpec,
-        agent: &'a ModelSpec,
+        at: &'a crate::env::At,
         system_prompt: &'a str,
-        seed: u64,
         executor: &'a Value,
-    ) -> Self {
+    ) -> Result<Self, StageError> {
+        let (Some(agent), Some(editor)) = (&at.agent, &at.editor) else {
+            return Err(StageError::bug(
+                stage_of(method).0,
+                "a baseline needs an agent and an editor",
+            ));
+        };
+        let seed = at.seed;
         let (templates, budget): (&'a [&'static str], _) = match method {
             Method::Play2Prompt => (
                 play2prompt::TEMPLATES,
@@ -438,7 +443,7 @@ impl<'a> BaselineParams<'a> {
             _ => (&easytool::TEMPLATES, None),
         };
         let p2p = method == Method::Play2Prompt;
-        BaselineParams {
+        Ok(BaselineParams {
             templates,
             budget,
             agent: p2p.then_some(agent),
@@ -446,7 +451,7 @@ impl<'a> BaselineParams<'a> {
             editor,
             seed,
             executor: (method != Method::EasyTool).then_some(executor),
-        }
+        })
     }
 }
 

@@ -264,9 +264,6 @@ impl Bfcl<'_> {
         let exp = self.exp;
         let bl = &exp.baselines;
         let (stage, _) = baselines::stage_of(m);
-        let (Some(agent), Some(editor)) = (&at.agent, &at.editor) else {
-            return Err(StageError::bug(stage, "a baseline needs an agent and an editor").into());
-        };
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
         let node = at.node(stage);
@@ -291,12 +288,10 @@ impl Bfcl<'_> {
             params: baselines::BaselineParams::new(
                 m,
                 bl,
-                editor,
-                agent,
+                at,
                 &exp.agent_system_prompt,
-                at.seed,
                 &self.eval_params,
-            ),
+            )?,
             budgets: bl,
             inputs: &[("instances", Some(&self.data)), ("docs", Some(docs0))],
             instances: &self.instances,

@@ -149,19 +149,17 @@ impl Chess<'_> {
         }
     }
 
-    /// Play `jobs` with `agent` on `docs`, `concurrency` games at a time.
-    #[allow(clippy::too_many_arguments)]
+    /// Play the games `p` schedules with `agent` on `docs`, `concurrency` games at a
+    /// time.
     fn play(
         &self,
         ctx: &mut StageCtx<'_>,
         agent: &dyn MultiTurn,
-        model: &str,
-        round: i64,
-        split: Split,
+        p: &ExploreParams<'_>,
         (system, docs): (&str, &[Value]),
-        jobs: Vec<Job>,
-        seed: u64,
     ) -> Result<(), StageError> {
+        let (model, round, split, seed) = (&p.agent.to_string(), p.round, p.split, p.chain_seed);
+        let jobs = self.jobs(p);
         let pool = self.engines.get(EXPLORE_STAGE)?;
         let kind = docs_kind(&self.tools, docs);
         let turn_template = self.c.agent_turn();
@@ -352,16 +350,7 @@ impl Chess<'_> {
             &[("positions", Some(&self.positions)), ("docs", Some(docs))],
             |ctx| {
                 let agent = models.agent_sampled(p.agent, &p.sampling)?;
-                self.play(
-                    ctx,
-                    agent.as_ref(),
-                    &p.agent.to_string(),
-                    p.round,
-                    p.split,
-                    (&system, &tools),
-                    self.jobs(p),
-                    p.chain_seed,
-                )
+                self.play(ctx, agent.as_ref(), p, (&system, &tools))
             },
         )
     }

@@ -401,23 +401,35 @@ pub struct Episode {
     pub forced: bool,
 }
 
+/// How a multi-turn episode runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EpisodeRules {
+    /// Tool turns before the forced final answer.
+    pub max_turns: usize,
+    /// The first turn must call a tool.
+    pub first_call_required: bool,
+    /// ReAct: the agent is asked for one call per turn and only the first call of a
+    /// turn is executed and kept in the history; otherwise every call is.
+    pub one_call_per_turn: bool,
+}
+
 /// Run one multi-turn episode: the agent calls tools (`run_tool` executes one call
-/// and returns its text), results are fed back, at most `max_turns` turns, then a
-/// forced final answer. A failed model call ends the episode with its error.
-/// `one_call_per_turn` (ReAct): the agent is asked for one call per turn and only the
-/// first call of a turn is executed and kept in the history; otherwise every call is.
-#[allow(clippy::too_many_arguments)]
+/// and returns its text), results are fed back, at most `rules.max_turns` turns, then
+/// a forced final answer. A failed model call ends the episode with its error.
 pub fn run_episode(
     agent: &dyn MultiTurn,
     system: &str,
     question: &str,
     tools: &[Value],
-    max_turns: usize,
-    first_call_required: bool,
-    one_call_per_turn: bool,
+    rules: EpisodeRules,
     seed: u64,
     run_tool: &mut dyn FnMut(&CallRecord) -> String,
 ) -> Episode {
+    let EpisodeRules {
+        max_turns,
+        first_call_required,
+        one_call_per_turn,
+    } = rules;
     let mut ep = Episode::default();
     for turn in 0..=max_turns {
         let final_answer = turn == max_turns;
@@ -674,7 +686,12 @@ mod tests {
         impl MultiTurn for Counter {}
         let tools = vec![serde_json::json!({"name": "t"})];
         let mut ran = 0;
-        let ep = run_episode(&Counter, "", "q", &tools, 3, false, false, 0, &mut |c| {
+        let rules = |max_turns, one_call_per_turn| EpisodeRules {
+            max_turns,
+            first_call_required: false,
+            one_call_per_turn,
+        };
+        let ep = run_episode(&Counter, "", "q", &tools, rules(3, false), 0, &mut |c| {
             ran += 1;
             format!("r{}", c.args["n"])
         });
@@ -724,7 +741,12 @@ mod tests {
         ];
         let agent = TwoCalls(Mutex::new(Vec::new()));
         let mut ran = Vec::new();
-        let ep = run_episode(&agent, "", "q", &tools, 5, false, true, 0, &mut |c| {
+        let rules = |one_call_per_turn| EpisodeRules {
+            max_turns: 5,
+            first_call_required: false,
+            one_call_per_turn,
+        };
+        let ep = run_episode(&agent, "", "q", &tools, rules(true), 0, &mut |c| {
             ran.push(c.function.clone());
             "r".into()
         });
@@ -738,7 +760,7 @@ mod tests {
         // The switch restores every call of a turn, and nothing is asked of the agent.
         let agent = TwoCalls(Mutex::new(Vec::new()));
         let mut ran = Vec::new();
-        run_episode(&agent, "", "q", &tools, 5, false, false, 0, &mut |c| {
+        run_episode(&agent, "", "q", &tools, rules(false), 0, &mut |c| {
             ran.push(c.function.clone());
             "r".into()
         });

@@ -700,9 +700,6 @@ fn baseline(
     docs0: &Entry,
 ) -> Result<(), DriveError> {
     let (stage, _) = baselines::stage_of(method);
-    let (Some(agent), Some(editor)) = (&at.agent, &at.editor) else {
-        return Err(StageError::bug(stage, "a baseline needs an agent and an editor").into());
-    };
     let node = at.node(stage);
     let docs_rows: Vec<DocRow> = docs0.read()?;
     let shared = InstanceRow {
@@ -723,12 +720,10 @@ fn baseline(
         params: baselines::BaselineParams::new(
             method,
             g.spec.baselines,
-            editor,
-            agent,
+            at,
             env.agent_system(),
-            at.seed,
             &runner_params,
-        ),
+        )?,
         budgets: g.spec.baselines,
         inputs: &inputs,
         instances: std::slice::from_ref(&shared),

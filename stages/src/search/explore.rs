@@ -69,7 +69,6 @@ struct ExploreParams<'a> {
 }
 
 impl Search<'_> {
-    #[allow(clippy::too_many_arguments)]
     fn play(
         &self,
         ctx: &mut StageCtx<'_>,
@@ -133,9 +132,11 @@ impl Search<'_> {
                     system,
                     &q.question,
                     tools,
-                    p.max_turns,
-                    p.first_call_required,
-                    !p.parallel_tool_calls,
+                    crate::models::EpisodeRules {
+                        max_turns: p.max_turns,
+                        first_call_required: p.first_call_required,
+                        one_call_per_turn: !p.parallel_tool_calls,
+                    },
                     seed,
                     &mut run_tool,
                 );
