@@ -1,6 +1,10 @@
 //! `otb`: the command line of opaquetools. Argument parsing and dispatch only; the
 //! work lives in the `pipeline`, `stages`, `datasets` and `llm` crates.
 
+// The doc comments of `cli` are clap's help text (`<model>` is a placeholder there,
+// not HTML).
+#![allow(rustdoc::invalid_html_tags)]
+
 mod cli;
 
 use std::process::ExitCode;

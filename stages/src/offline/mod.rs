@@ -597,7 +597,8 @@ struct Grid<'a> {
 }
 
 /// One tool set of an offline experiment: its gold and opaque docs stages
-/// (`<stage>[<setting> gold|opaque]`), then [`drive_grid`] over them.
+/// (`<stage>[<setting> gold|opaque]`), then the grid over them: Gold, Base, +TO and
+/// the baselines for every agent and editor.
 pub fn drive_tool_set(
     env: &(dyn OfflineEnv + Sync),
     cx: &mut Cx<'_, '_>,

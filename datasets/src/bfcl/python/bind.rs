@@ -9,7 +9,7 @@ use super::value::PyValue;
 /// How a function is implemented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FnKind {
-    /// Pure computation, run by [`call_pure`].
+    /// Pure computation, run by `exec::call_pure`.
     Pure,
     /// Calls a web API (run by the REST backends).
     Rest,

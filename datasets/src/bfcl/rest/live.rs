@@ -5,7 +5,7 @@
 //! Each function sends the request the BFCL original sends (same endpoint, query
 //! parameters encoded as `requests` encodes them, same RapidAPI headers) and applies
 //! the original's response handling to the body, read with Python's `json.loads`
-//! ([`super::pyjson`]): which field is returned, the `"Failed to fetch data with
+//! (`python::json`): which field is returned, the `"Failed to fetch data with
 //! status code: N"` strings, the bare `except:` that returns the whole JSON answer,
 //! the exceptions that escape (`KeyError: 'Rated'`, `JSONDecodeError: Expecting value:
 //! ...`). Results have the types the simulated backend gives for the same shapes
