@@ -5,7 +5,7 @@ OTB := target/release/otb
 STORE ?= outputs/store
 SHARED ?= ../shared/data/otb
 
-.PHONY: setup build test lint fmt bench reproduce-table2 reproduce-table3 reproduce-table4 clean-store
+.PHONY: setup build lint test fmt bench reproduce-table2 reproduce-table3 reproduce-table4
 
 ## llama.cpp's x86 extensions for this machine's CPU (AVX-512, VNNI when present), as
 ## GGML_* variables that every cargo command in the repository reads.
@@ -22,12 +22,17 @@ setup:
 build: $(CPU_CONFIG)
 	$(CARGO) build --release
 
-## Formatting, lints and the whole test suite (what CI runs). Tests load several
-## embedded models at once, so each gets one llama.cpp thread (spinning threads that
-## compete for the cores slow everything down).
-test: $(CPU_CONFIG)
+## Formatting, lints (clippy and the crates' [lints], e.g. missing_docs) and the API
+## docs, all with warnings denied (broken doc links included).
+lint: $(CPU_CONFIG)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
+
+## The lints, then the whole test suite (what CI runs). Tests load several embedded
+## models at once, so each gets one llama.cpp thread (spinning threads that compete
+## for the cores slow everything down).
+test: lint
 	OTB_LLAMA_THREADS=$${OTB_LLAMA_THREADS:-1} $(CARGO) test --workspace
 
 fmt:
