@@ -38,7 +38,7 @@ fn chess_bad_input_is_one_line_and_exit_2() {
     assert!(!d.path().join("store").exists());
 
     if datasets::chess::engine::find_engine(None).is_err() {
-        eprintln!("skipping the positions-file case: no chess engine");
+        testkit::skip("engine", "no chess engine");
         return;
     }
     std::fs::write(d.path().join("train.jsonl"), "{\"fen\": 42}\n").unwrap();
@@ -79,7 +79,7 @@ fn chess_bad_input_is_one_line_and_exit_2() {
 #[test]
 fn killing_a_chess_run_loses_only_the_games_in_flight() {
     if datasets::chess::engine::find_engine(None).is_err() {
-        eprintln!("skipping: no chess engine");
+        testkit::skip("engine", "no chess engine");
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -160,7 +160,7 @@ fn killing_a_chess_run_loses_only_the_games_in_flight() {
 #[test]
 fn odd_fens_are_repaired_or_skipped_and_counted() {
     if datasets::chess::engine::find_engine(None).is_err() {
-        eprintln!("skipping: no chess engine");
+        testkit::skip("engine", "no chess engine");
         return;
     }
     let d = tempfile::tempdir().unwrap();

@@ -11,7 +11,10 @@ fn model_available() -> bool {
     match llm::fetch_model("smollm2-135m", &llm::models::default_cache_dir()) {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("skipping: the embedded test model is not available: {e}");
+            testkit::skip(
+                "model",
+                format_args!("the embedded test model is not available: {e}"),
+            );
             false
         }
     }
@@ -89,7 +92,10 @@ fn embedded_model_runs_each_baseline() {
         return;
     }
     if let Err(e) = textsim::Embedder::load_default() {
-        eprintln!("skipping: the MiniLM embedding model is not available: {e}");
+        testkit::skip(
+            "model",
+            format_args!("the MiniLM embedding model is not available: {e}"),
+        );
         return;
     }
     let s = Scratch::new(

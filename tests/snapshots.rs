@@ -1,5 +1,7 @@
-//! Snapshots of what a person reads: `otb status` before and after a run, Table 2 as
-//! CSV, and the one-line errors of bad input. Timings and temporary paths are
+//! Snapshots of what a person reads: `otb status` before and after a run, the BFCL
+//! tables (2, 5, 6, 7, tokens) as CSV, the export's SCHEMA.md, `otb cache stats`, and
+//! the one-line errors of bad input (Table 4 is snapshotted in `search_cli.rs`; chess
+//! tables hold engine moves, which a time budget makes nondeterministic). Timings and temporary paths are
 //! replaced by fixed tokens first. Update with `INSTA_UPDATE=always cargo test --test
 //! snapshots` and review the diff of `tests/snapshots/`.
 
@@ -176,4 +178,33 @@ fn table2_marks_a_chain_that_is_part_done_as_in_progress() {
         "{status}"
     );
     assert!(status.contains("  and up to "), "{status}");
+}
+
+/// The other renderers of a BFCL run, on a scripted grid of two agents and two
+/// editors: Table 5 (rounds to convergence), Table 6 (fidelity, bag-of-words
+/// embedder), Table 7 (editor ablation), the token table, the export's SCHEMA.md and
+/// `otb cache stats`.
+#[test]
+fn bfcl_renderers_of_a_scripted_grid() {
+    let s = Scratch::new(
+        "",
+        "agents = [\"scripted:schema\", \"scripted:empty\"]\neditors = [\"scripted:errors\", \"scripted:silent\"]\n[baselines.draft]\nembedder = \"bag-of-words\"",
+    );
+    s.run();
+    let exp = s.exp();
+    let exp = exp.to_str().unwrap();
+    for table in ["table5", "table6", "table7", "tokens"] {
+        let out = s.otb(&["table", table, "--format", "csv", "--experiment", exp]);
+        insta::assert_snapshot!(
+            format!("{table}_csv"),
+            normalise(&common::stdout_ok(&out), &s)
+        );
+    }
+    let to = s.dir.path().join("export");
+    let out = s.otb(&["export", exp, "--to", to.to_str().unwrap()]);
+    common::stdout_ok(&out);
+    let schema = std::fs::read_to_string(to.join("SCHEMA.md")).unwrap();
+    insta::assert_snapshot!("export_schema", normalise(&schema, &s));
+    let out = s.otb(&["cache", "stats"]);
+    insta::assert_snapshot!("cache_stats", normalise(&common::stdout_ok(&out), &s));
 }

@@ -10,7 +10,7 @@ fn pool(processes: usize) -> Option<BlockingPool> {
     match find_engine(None) {
         Ok(_) => {}
         Err(e) => {
-            eprintln!("SKIP: {e}");
+            testkit::skip("engine", format_args!("{e}"));
             return None;
         }
     }

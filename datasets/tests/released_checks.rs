@@ -19,7 +19,10 @@ fn release() -> Option<PathBuf> {
     if root.join("tool_observer").is_dir() {
         Some(root)
     } else {
-        eprintln!("SKIP: released BFCL runs not found at {}", root.display());
+        testkit::skip(
+            "shared",
+            format_args!("released BFCL runs not found at {}", root.display()),
+        );
         None
     }
 }

@@ -33,7 +33,10 @@ fn reference_dir() -> Option<PathBuf> {
     if alt.is_dir() {
         return Some(alt);
     }
-    println!("SKIP: reference data {} is absent", dir.display());
+    testkit::skip(
+        "shared",
+        format_args!("reference data {} is absent", dir.display()),
+    );
     None
 }
 

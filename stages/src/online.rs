@@ -37,9 +37,7 @@ pub fn toolobserver(
         rounds,
         guard,
     } = *curve;
-    let editor = at.editor.as_ref().ok_or_else(|| {
-        pipeline::StageError::bug(batch_reflect::STAGE, "a curve needs an editor")
-    })?;
+    let editor = at.editor_for(batch_reflect::STAGE)?;
     let (mut traj, mut scores) = r0;
     env.curve_start(cx.out, &at.play(None, 0), &scores);
     let mut docs = docs0.clone();

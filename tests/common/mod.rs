@@ -20,7 +20,7 @@ pub fn shared_bfcl() -> Option<PathBuf> {
     if p.is_dir() {
         Some(p)
     } else {
-        eprintln!("skipping: ../shared/data/otb/bfcl is absent");
+        testkit::skip("shared", "../shared/data/otb/bfcl is absent");
         None
     }
 }

@@ -81,7 +81,10 @@ fn embedder() -> Option<&'static Embedder> {
     E.get_or_init(|| match Embedder::load_default() {
         Ok(e) => Some(e),
         Err(e @ (TextSimError::FetchDisabled { .. } | TextSimError::Fetch(_))) => {
-            eprintln!("skipping: the MiniLM model is not available: {e}");
+            testkit::skip(
+                "model",
+                format_args!("the MiniLM model is not available: {e}"),
+            );
             None
         }
         Err(e) => panic!("loading the MiniLM model: {e}"),

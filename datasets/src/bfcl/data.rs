@@ -453,7 +453,10 @@ pub(crate) mod tests {
             }
         });
         if cached.is_none() {
-            eprintln!("skipping: bfcl-eval wheel unavailable (pip download failed)");
+            testkit::skip(
+                "wheels",
+                "bfcl-eval wheel unavailable (pip download failed)",
+            );
         }
         cached.clone()
     }

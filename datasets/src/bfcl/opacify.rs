@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn matches_reference_tool_configs() {
         let Some(shared) = shared_data_dir() else {
-            eprintln!("skipping: ../shared/data absent");
+            testkit::skip("shared", "../shared/data absent");
             return;
         };
         let Some(instances) = wheel_instances() else {

@@ -790,7 +790,7 @@ mod tests {
     #[test]
     fn released_gpt5_runs_reproduce_table2() {
         let Some(shared) = super::super::data::shared_data_dir() else {
-            eprintln!("skipping: ../shared/data absent");
+            testkit::skip("shared", "../shared/data absent");
             return;
         };
         let bfcl = shared.join("otb/bfcl");

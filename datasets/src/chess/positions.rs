@@ -784,9 +784,9 @@ mod tests {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/otb/chess");
         let files = [dir.join("train.jsonl"), dir.join("test.jsonl")];
         if !files.iter().all(|f| f.is_file()) {
-            eprintln!(
-                "skipping: the paper's positions are not in {}",
-                dir.display()
+            testkit::skip(
+                "shared",
+                format_args!("the paper's positions are not in {}", dir.display()),
             );
             return;
         }

@@ -427,12 +427,8 @@ impl<'a> BaselineParams<'a> {
         system_prompt: &'a str,
         executor: &'a Value,
     ) -> Result<Self, StageError> {
-        let (Some(agent), Some(editor)) = (&at.agent, &at.editor) else {
-            return Err(StageError::bug(
-                stage_of(method).0,
-                "a baseline needs an agent and an editor",
-            ));
-        };
+        let stage = stage_of(method).0;
+        let (agent, editor) = (at.agent_for(stage)?, at.editor_for(stage)?);
         let seed = at.seed;
         let (templates, budget): (&'a [&'static str], _) = match method {
             Method::Play2Prompt => (

@@ -89,10 +89,7 @@ impl OnlineEnv for Bfcl<'_> {
     ) -> Result<Option<(Entry, Entry)>, DriveError> {
         let exp = self.exp;
         let round = at.round;
-        let agent_spec = at
-            .agent
-            .as_ref()
-            .ok_or_else(|| StageError::bug(explore::STAGE, "a play step needs an agent"))?;
+        let agent_spec = at.agent_for(explore::STAGE)?;
         let docs_rows: Vec<DocRow> = docs.read()?;
         let prev_rows: Option<Vec<TrajectoryRow>> = prev.map(|e| e.read()).transpose()?;
         let mut inputs = vec![("instances", Some(&self.data)), ("docs", Some(docs))];

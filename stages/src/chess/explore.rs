@@ -316,11 +316,7 @@ impl Chess<'_> {
         sampling: &crate::models::TurnSampling,
         docs: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
-        let (Some(split), Some(agent)) = (at.split(), &at.agent) else {
-            return Err(
-                StageError::bug(EXPLORE_STAGE, "a play step needs a split and an agent").into(),
-            );
-        };
+        let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
         let docs_rows: Vec<DocRow> = docs.read()?;
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
         let c = self.c;

@@ -413,10 +413,7 @@ pub fn toolobserver(
     docs0: &Entry,
 ) -> Result<Option<(Entry, Entry)>, DriveError> {
     let c = curve;
-    let editor = at
-        .editor
-        .as_ref()
-        .ok_or_else(|| StageError::bug(REFLECT_STAGE, "a curve needs an editor"))?;
+    let editor = at.editor_for(REFLECT_STAGE)?;
     let mut docs = docs0.clone();
     for round in 1..=c.rounds as i64 {
         let train = at.play(Some(Split::Train), round - 1);

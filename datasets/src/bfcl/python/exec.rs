@@ -432,7 +432,7 @@ mod tests {
             "../../shared/data/otb/bfcl/tool_configs/executable_multiple_function_base_config.json",
         );
         let Ok(text) = std::fs::read_to_string(&path) else {
-            eprintln!("skipping: {} not present", path.display());
+            testkit::skip("shared", format_args!("{} not present", path.display()));
             return;
         };
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -1072,7 +1072,10 @@ mod tests {
             "executable_multiple_function_base_config.json",
         ] {
             let Some(v) = load(&dir.join(file)) else {
-                eprintln!("skipping: {} not present", dir.join(file).display());
+                testkit::skip(
+                    "shared",
+                    format_args!("{} not present", dir.join(file).display()),
+                );
                 return;
             };
             for t in items(get(&v, "tests")) {
@@ -1117,7 +1120,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../shared/data/otb/bfcl/released_runs");
         if !root.exists() {
-            eprintln!("skipping: {} not present", root.display());
+            testkit::skip("shared", format_args!("{} not present", root.display()));
             return;
         }
         let mut files = Vec::new();
