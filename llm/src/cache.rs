@@ -97,24 +97,46 @@ const PUT_LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Errors of the cache's own storage.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
+    /// A file operation on the cache failed (or its mutex was poisoned by a
+    /// panic).
     #[error("call cache {path}: {source}")]
     Io {
+        /// The cache directory or its log file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
+    /// Another process holds the writer lock past the wait (2 s to open,
+    /// 30 s for one append of a per-write cache).
     #[error("call cache {path} is in use by another process (lock {lock} is held); wait for it or use another cache directory")]
-    Locked { path: PathBuf, lock: PathBuf },
+    Locked {
+        /// The cache directory (when opening) or its log file (when
+        /// appending).
+        path: PathBuf,
+        /// The lock file, `calls.lock`.
+        lock: PathBuf,
+    },
+    /// A record that was indexed fails its checksum or does not parse as a
+    /// record when read back (e.g. the file changed after it was opened).
     #[error("call cache {path}: record at byte {offset} is unreadable: {reason}")]
     Corrupt {
+        /// The log file, `calls.jsonl`.
         path: PathBuf,
+        /// Byte offset of the record's line in the log.
         offset: u64,
+        /// Why it is unreadable (checksum mismatch, parse error, ...).
         reason: String,
     },
+    /// Refused write: the record's JSON nests deeper than the cache can
+    /// read back.
     #[error("call cache {path}: a record for this call would nest {depth} levels deep, more than the {max} the cache can read back; it is not stored")]
     TooDeep {
+        /// The log file, `calls.jsonl`.
         path: PathBuf,
+        /// Nesting depth of the record's JSON.
         depth: usize,
+        /// The limit, [`MAX_RECORD_DEPTH`].
         max: usize,
     },
 }
@@ -193,19 +215,32 @@ struct KeyOnly {
 /// One cached call as a flat row, for export (e.g. to Parquet by the CLI).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CacheRow {
+    /// The request's key ([`request_key`], sha256 hex).
     pub key: String,
+    /// The stage that made the call; `None` when the client had none.
     pub stage: Option<String>,
+    /// Name of the backend that answered (empty in records older than the
+    /// field).
     pub backend: String,
+    /// The requested model's name.
     pub model: String,
+    /// When the record was written, milliseconds since the Unix epoch.
     pub created_unix_ms: u64,
+    /// Wall time of the call, milliseconds.
     pub latency_ms: u64,
+    /// Input tokens.
     pub prompt_tokens: u64,
+    /// Output tokens.
     pub completion_tokens: u64,
+    /// Reasoning tokens (part of `completion_tokens` where reported).
     pub reasoning_tokens: u64,
+    /// Why generation stopped, as the backend reported it.
     pub finish_reason: Option<String>,
+    /// The reply's text; `None` when it only made tool calls.
     pub content: Option<String>,
-    /// Number of tool calls, and how many had arguments that are not JSON.
+    /// Number of tool calls.
     pub n_tool_calls: u32,
+    /// How many of the tool calls had arguments that are not JSON.
     pub n_malformed_arguments: u32,
     /// The tool calls as a JSON array.
     pub tool_calls_json: String,
@@ -275,6 +310,7 @@ pub struct DroppedLine {
     pub offset: u64,
     /// Its length in bytes, newline included when it has one.
     pub len: u64,
+    /// Why it is not used (checksum mismatch, not a record, torn, ...).
     pub reason: String,
 }
 
@@ -555,10 +591,12 @@ impl CallCache {
         self.index.lock().map(|i| i.len()).unwrap_or(0)
     }
 
+    /// True when no call is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// True when a record for `key` is indexed (no re-read of the log).
     pub fn contains(&self, key: &str) -> bool {
         self.index
             .lock()
@@ -886,9 +924,13 @@ pub struct CacheStats {
 /// (hits and fresh calls), i.e. what the stage consumed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
+    /// Requests answered from the cache.
     pub hits: u64,
+    /// Requests sent to the backend (failed ones included).
     pub misses: u64,
+    /// Backend calls that failed (counted in `misses` too).
     pub errors: u64,
+    /// Tokens of every response returned, hits included.
     pub usage: Usage,
 }
 
@@ -906,6 +948,8 @@ impl CacheStats {
         saturating_add(&self.completion, u.completion);
         saturating_add(&self.reasoning, u.reasoning);
     }
+    /// A copy of the counters (each loaded separately: not one atomic
+    /// snapshot while calls are in flight).
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             hits: self.hits.load(Ordering::Relaxed),
@@ -932,6 +976,7 @@ pub struct CachedClient {
 }
 
 impl CachedClient {
+    /// `backend` behind `cache`, with fresh stats and no stage label.
     pub fn new(backend: Arc<dyn Backend>, cache: Arc<CallCache>) -> Self {
         CachedClient {
             backend,
@@ -952,10 +997,13 @@ impl CachedClient {
         }
     }
 
+    /// This client's counters (shared with its clones, not with
+    /// [`CachedClient::for_stage`] ones).
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
     }
 
+    /// The call cache in front of the backend.
     pub fn cache(&self) -> &Arc<CallCache> {
         &self.cache
     }
@@ -1014,6 +1062,7 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// Answers from `cache`; `stage` is named in cache-miss errors.
     pub fn new(cache: Arc<CallCache>, stage: impl Into<String>) -> Self {
         Replay {
             cache,

@@ -81,6 +81,7 @@ pub const MAX_PARALLEL: u32 = 64;
 /// Settings of the embedded backend.
 #[derive(Debug, Clone)]
 pub struct EmbeddedConfig {
+    /// The GGUF model file.
     pub model_path: PathBuf,
     /// Context window in tokens (capped at the model's training context),
     /// shared by all requests in flight and the cached prefixes.
@@ -159,27 +160,30 @@ struct Job {
 pub struct EmbeddedMetrics {
     /// Requests answered (successfully).
     pub requests: u64,
-    /// Prompt tokens of those requests, and how many of them were already in
-    /// the KV cache (prefix reuse) and so not evaluated.
+    /// Prompt tokens of those requests.
     pub prompt_tokens: u64,
+    /// Of `prompt_tokens`, those already in the KV cache (prefix reuse) and
+    /// so not evaluated.
     pub reused_tokens: u64,
     /// Time in `llama_decode` evaluating the other prompt tokens.
     pub prompt_eval: Duration,
-    /// Tokens generated, and the time spent generating them: sampling,
-    /// grammar and the decode of each new token.
+    /// Tokens generated.
     pub generated_tokens: u64,
+    /// Time spent generating them: sampling, grammar and the decode of each
+    /// new token.
     pub generation: Duration,
     /// Part of `generation` spent in the grammar.
     pub grammar: Duration,
     /// Most requests decoded together in one generation step so far.
     pub max_batch: u32,
-    /// Worker steps (one prompt chunk and/or one generation round each) and the
-    /// requests in slots summed over them: `step_seqs / steps` is the batch
-    /// occupancy (mean requests in flight per decode step).
+    /// Worker steps (one prompt chunk and/or one generation round each).
     pub steps: u64,
+    /// Requests in slots summed over the steps: `step_seqs / steps` is the
+    /// batch occupancy (mean requests in flight per decode step).
     pub step_seqs: u64,
-    /// Generation rounds and the requests decoded summed over them.
+    /// Generation rounds.
     pub gen_rounds: u64,
+    /// Requests decoded summed over the generation rounds.
     pub gen_seqs: u64,
     /// Time the worker waited with no request at all.
     pub idle: Duration,

@@ -145,13 +145,17 @@ impl std::fmt::Display for ErrorKind {
 #[derive(Debug, Clone, Error, PartialEq, Eq, Serialize, Deserialize)]
 #[error("{kind} after {attempts} attempt(s): {message}")]
 pub struct LlmError {
+    /// What kind of failure; decides retrying and whether it is the answer.
     pub kind: ErrorKind,
+    /// What happened, for a person (a status, an excerpt of the body, a path).
     pub message: String,
     /// How many times the call was attempted (0 when it never reached a model).
     pub attempts: u32,
 }
 
 impl LlmError {
+    /// An error of `kind` with `message`, attempted 0 times (set the count
+    /// with [`LlmError::with_attempts`]).
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         LlmError {
             kind,

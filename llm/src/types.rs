@@ -61,9 +61,13 @@ pub fn json_depth(text: &[u8]) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// Instructions that frame the conversation.
     System,
+    /// The user's (here: the harness's) turn.
     User,
+    /// The model's turn: text and/or tool calls.
     Assistant,
+    /// The result of one tool call, sent back to the model.
     Tool,
 }
 
@@ -83,13 +87,19 @@ impl Role {
 /// carry the id of the call they answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// Who wrote it.
     pub role: Role,
+    /// The text; `None` for an assistant turn that only made tool calls
+    /// (sent as JSON `null`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The calls an assistant turn made (empty for every other role).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// On a tool message: the [`ToolCall::id`] it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Optional participant name, sent as the wire's `name` field when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
@@ -104,12 +114,15 @@ impl Message {
             name: None,
         }
     }
+    /// A system message with text `content`.
     pub fn system(content: impl Into<String>) -> Self {
         Self::text(Role::System, content)
     }
+    /// A user message with text `content`.
     pub fn user(content: impl Into<String>) -> Self {
         Self::text(Role::User, content)
     }
+    /// An assistant message with text `content` and no tool calls.
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::text(Role::Assistant, content)
     }
@@ -139,9 +152,12 @@ impl Message {
 /// means "no parameter information" (the opaque settings without a schema).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDef {
+    /// The name the model calls it by.
     pub name: String,
+    /// The tool's documentation as the model sees it; `None` sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// JSON schema of the arguments; `None` sends none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
 }
@@ -150,9 +166,12 @@ pub struct ToolDef {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
+    /// The model decides whether to call a tool (the default).
     #[default]
     Auto,
+    /// The model must call at least one tool.
     Required,
+    /// The model must not call a tool.
     None,
     /// Force a call of this tool.
     Named(String),
@@ -163,18 +182,25 @@ pub enum ToolChoice {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Sampling {
+    /// Classic sampling parameters; `None` leaves each to the provider.
     Standard {
+        /// Sampling temperature; the embedded backend samples greedily at
+        /// `<= 0` or `None`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         temperature: Option<f64>,
+        /// Nucleus sampling mass, in (0, 1].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         top_p: Option<f64>,
+        /// Most output tokens per reply.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_tokens: Option<u32>,
     },
+    /// Parameters of a reasoning model; `None` leaves each to the provider.
     Reasoning {
         /// e.g. `"low"`, `"medium"`, `"high"` (kept as text: providers add values).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_effort: Option<String>,
+        /// Most output tokens per reply, reasoning tokens included.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_completion_tokens: Option<u32>,
     },
@@ -214,14 +240,20 @@ impl Sampling {
 /// key; transport settings (URL, key, timeout, retries) live in the backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
+    /// The model's name as the backend knows it.
     pub model: String,
+    /// The conversation so far, oldest first.
     pub messages: Vec<Message>,
+    /// Tools offered; empty offers none (and sends no `tool_choice`).
     #[serde(default)]
     pub tools: Vec<ToolDef>,
+    /// Whether and which tool must be called (sent only with tools).
     #[serde(default)]
     pub tool_choice: ToolChoice,
+    /// Temperature, token limit and the like.
     #[serde(default)]
     pub sampling: Sampling,
+    /// Sampling seed for providers that honour one; `None` sends none.
     #[serde(default)]
     pub seed: Option<u64>,
     /// Distinguishes repeated samples of the same request (0, 1, 2...).
@@ -256,9 +288,14 @@ impl ChatRequest {
 /// flagged, so a stage can score it as a malformed call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// The call's id, echoed by the tool message that answers it.
     pub id: String,
+    /// The called tool's name, as the model wrote it.
     pub name: String,
+    /// The arguments exactly as the model wrote them (meant to be JSON).
     pub arguments_raw: String,
+    /// `arguments_raw` parsed (empty text is `{}`); `None` when it is not
+    /// JSON.
     #[serde(default)]
     pub arguments: Option<Value>,
 }
@@ -296,7 +333,9 @@ pub fn parse_arguments(raw: &str) -> Option<Value> {
 /// Token usage of one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Input (prompt) tokens.
     pub prompt: u64,
+    /// Output tokens.
     pub completion: u64,
     /// Reasoning tokens (a part of `completion` for providers that report it).
     pub reasoning: u64,
@@ -315,14 +354,19 @@ impl std::ops::AddAssign for Usage {
 /// The model's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponse {
+    /// The reply's text; `None` when the model only made tool calls.
     pub content: Option<String>,
+    /// The tool calls the model made, in its order.
     #[serde(default)]
     pub tool_calls: Vec<ToolCall>,
+    /// Tokens the call used (zeros when the backend reports none).
     #[serde(default)]
     pub usage: Usage,
     /// Wall time of the call that produced this response (not of a cache hit).
     #[serde(default)]
     pub latency_ms: u64,
+    /// Why generation stopped, as the backend reports it (`"stop"`,
+    /// `"length"`, `"tool_calls"`, ...).
     #[serde(default)]
     pub finish_reason: Option<String>,
 }

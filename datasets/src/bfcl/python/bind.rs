@@ -20,9 +20,13 @@ pub enum FnKind {
 /// A Python default value of a parameter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum DefaultValue {
+    /// `None`.
     None,
+    /// `True` / `False`.
     Bool(bool),
+    /// An int literal.
     Int(i64),
+    /// A str literal.
     Str(&'static str),
 }
 
@@ -41,6 +45,7 @@ impl DefaultValue {
 /// One positional-or-keyword parameter.
 #[derive(Debug, Clone, Copy)]
 pub struct Param {
+    /// The parameter's name, as a keyword argument spells it.
     pub name: &'static str,
     /// `None` for a required parameter.
     pub default: Option<DefaultValue>,
@@ -51,7 +56,10 @@ pub struct Param {
 pub struct Signature {
     /// The real (BFCL) function name.
     pub name: &'static str,
+    /// The parameters in declaration order (all positional-or-keyword; no
+    /// `*args` / `**kwargs`).
     pub params: &'static [Param],
+    /// How the function is implemented.
     pub kind: FnKind,
 }
 
@@ -73,6 +81,8 @@ pub(crate) const fn opt(name: &'static str, default: DefaultValue) -> Param {
 /// defaults filled in.
 #[derive(Debug, Clone)]
 pub struct BoundArgs {
+    /// `(parameter name, value)` for every parameter of the signature, in
+    /// signature order.
     pub values: Vec<(&'static str, PyValue)>,
 }
 

@@ -34,10 +34,12 @@ pub struct ParseError {
 /// arguments and the keyword arguments, each in source order.
 #[derive(Debug, Clone, Default)]
 pub struct PyCall {
+    /// The called name as written, dots included (`math.factorial`).
     pub name: String,
     /// Positional arguments (empty once they are bound to parameter names, see
     /// [`super::exec::parse_call`]).
     pub args: Vec<PyValue>,
+    /// Keyword arguments as `(name, value)`, in source order, no name twice.
     pub kwargs: Vec<(String, PyValue)>,
 }
 

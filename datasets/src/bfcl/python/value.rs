@@ -20,13 +20,22 @@ use super::exception::PyException;
 /// A Python value. Dicts keep insertion order (Python 3.7+ semantics).
 #[derive(Debug, Clone)]
 pub enum PyValue {
+    /// `None`.
     None,
+    /// `True` / `False`; a number in arithmetic and `==` (`True == 1`).
     Bool(bool),
+    /// An int of any size.
     Int(BigInt),
+    /// A float (IEEE-754 double).
     Float(f64),
+    /// A str.
     Str(String),
+    /// A list; never equal to a tuple with the same items.
     List(Vec<PyValue>),
+    /// A tuple.
     Tuple(Vec<PyValue>),
+    /// A dict as `(key, value)` pairs in insertion order; `==` ignores the
+    /// order.
     Dict(Vec<(PyValue, PyValue)>),
 }
 
@@ -583,12 +592,20 @@ pub fn py_lt(a: &PyValue, b: &PyValue) -> Result<bool, PyException> {
 /// A Python binary arithmetic operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinOp {
+    /// `+`: numbers, or concatenation of two strs, lists or tuples.
     Add,
+    /// `-`.
     Sub,
+    /// `*`: numbers, or repetition of a str, list or tuple by an int.
     Mul,
+    /// `/`: true division, always a float.
     Div,
+    /// `//`: floor division.
     FloorDiv,
+    /// `%` on numbers: modulo with the sign of the divisor (Python's, not
+    /// Rust's `%`); `str %` formatting is not supported.
     Mod,
+    /// `**`.
     Pow,
 }
 
@@ -610,7 +627,9 @@ impl BinOp {
 /// A Python unary operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnaryOp {
+    /// `-x`.
     Neg,
+    /// `+x` (turns a bool into an int).
     Pos,
 }
 

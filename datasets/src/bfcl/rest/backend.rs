@@ -69,12 +69,16 @@ pub trait RestBackend: Send + Sync {
 /// Why a recorded responses file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum RestError {
+    /// The file could not be read.
     #[error("cannot read recorded API responses {}: {source}", path.display())]
     Io {
+        /// The recorded responses file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not valid JSON (e.g. truncated).
     #[error(
         "recorded API responses {} are truncated or not valid JSON \
          (line {line}, column {column}): {source}",
@@ -83,12 +87,21 @@ pub enum RestError {
         column = source.column()
     )]
     Json {
+        /// The recorded responses file.
         path: PathBuf,
+        /// The parser's error, with its line and column.
         #[source]
         source: serde_json::Error,
     },
+    /// The JSON is not an object of md5 -> `{"output": ..., "error": ...}`
+    /// entries.
     #[error("recorded API responses {}: {detail}", path.display())]
-    Format { path: PathBuf, detail: String },
+    Format {
+        /// The recorded responses file.
+        path: PathBuf,
+        /// Which part does not have the expected shape.
+        detail: String,
+    },
 }
 
 pub(super) type PyResult = Result<PyValue, PyException>;

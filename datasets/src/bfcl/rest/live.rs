@@ -81,12 +81,20 @@ pub enum LiveError {
          RAPID_API_KEY, OMDB_API_KEY and EXCHANGERATE_API_KEY)",
         .missing.join(", ")
     )]
-    MissingKeys { missing: Vec<&'static str> },
+    /// Some API key variables are unset or empty.
+    MissingKeys {
+        /// The missing variables, in [`KEY_VARS`] order.
+        missing: Vec<&'static str>,
+    },
+    /// The base URL override is not a usable `http[s]://host[:port][/prefix]`.
     #[error("invalid live API base URL {url:?}{origin}: {reason}")]
     BaseUrl {
+        /// The URL as given.
         url: String,
         /// Where the URL came from, e.g. `" (OTB_LIVE_BASE_URL)"`; empty when given in code.
         origin: &'static str,
+        /// What is wrong with it (the URL parser's error, a wrong scheme, a
+        /// query, credentials, ...).
         reason: String,
     },
 }
@@ -95,9 +103,14 @@ pub enum LiveError {
 /// `RAPID_API_KEY`, `OMDB_API_KEY`, `EXCHANGERATE_API_KEY`).
 #[derive(Clone, Default)]
 pub struct LiveKeys {
+    /// `GEOCODE_API_KEY`: geocode.maps.co (city coordinates).
     pub geocode: Option<String>,
+    /// `RAPID_API_KEY`: the RapidAPI hosts (Urban Dictionary, COVID-19
+    /// statistics, Amazon products, Yahoo Finance, time zones).
     pub rapid_api: Option<String>,
+    /// `OMDB_API_KEY`: omdbapi.com (movie facts).
     pub omdb: Option<String>,
+    /// `EXCHANGERATE_API_KEY`: exchangerate-api.com (currency conversion).
     pub exchangerate: Option<String>,
 }
 
