@@ -4,28 +4,19 @@
 //!
 //! Run with `cargo run --release -p pipeline --example bench_store [N] [ROWS]`.
 
-use pipeline::{col, Access, ColType, Column, Digest, Mode, Row, Session, Store};
+use pipeline::{Access, Digest, Mode, Row, Session, Store};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, Row)]
+#[row(table = "rows", doc = "bench row")]
 struct R {
+    #[row(doc = "id")]
     id: String,
+    #[row(doc = "x")]
     x: f64,
+    #[row(doc = "args")]
     args: serde_json::Value,
-}
-
-impl Row for R {
-    const TABLE: &'static str = "rows";
-    const DOC: &'static str = "bench row";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("id", ColType::Str, "id"),
-            col("x", ColType::F64, "x"),
-            col("args", ColType::Json, "args"),
-        ];
-        C
-    }
 }
 
 fn rows(stage: usize, n: usize) -> Vec<R> {

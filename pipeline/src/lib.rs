@@ -65,6 +65,9 @@
 //! * Verification hashes every table on lookup, so a cached rerun costs one read of
 //!   the stored bytes (measured by `make bench`).
 
+// `#[derive(Row)]` names `::pipeline::...`, which must resolve here too.
+extern crate self as pipeline;
+
 pub mod digest;
 pub mod engine;
 pub mod error;
@@ -81,5 +84,7 @@ pub use error::{Classify, ErrorClass, StageError, StageErrorKind, StoreError, St
 pub use gc::{GcReport, KeepSet};
 pub use journal::Journal;
 pub use key::{Change, KeyComponents};
+/// `#[derive(Row)]`: see the `row_derive` crate for its attributes.
+pub use row_derive::Row;
 pub use store::{Access, Entry, Lookup, Manifest, Staging, Store, Usage};
 pub use table::{col, ColType, Column, Row, TableMeta};

@@ -1,7 +1,7 @@
 //! Typed rows <-> Parquet. Only this module knows the on-disk column layout.
 //!
-//! Stages work with plain Rust structs (`#[derive(Serialize, Deserialize)]`) that
-//! implement [`Row`], which names the table and declares its columns. Scalars map to
+//! Stages work with plain Rust structs (`#[derive(Serialize, Deserialize, Row)]`):
+//! [`Row`] names the table and declares its columns, one per field. Scalars map to
 //! Parquet columns of the same type; anything structured (tool arguments, execution
 //! outputs) goes in a [`ColType::Json`] column as JSON text (key order preserved), so analysis tools
 //! (polars, pandas, duckdb) can read every table without this crate.
@@ -58,7 +58,7 @@ impl ColType {
 }
 
 /// One column of a table: name, type and a line of documentation for `otb export`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Column {
     pub name: &'static str,
     pub ty: ColType,
@@ -71,6 +71,11 @@ pub const fn col(name: &'static str, ty: ColType, doc: &'static str) -> Column {
 }
 
 /// A typed row of a stored table. Every column is nullable (`Option` fields map to null).
+///
+/// Implemented with `#[derive(Row)]` (`pipeline::Row`, from the `row-derive` crate):
+/// `#[row(table = "...", doc = "...")]` on the struct and `#[row(doc = "...")]` on every
+/// field, one column per field in field order, the column type inferred from the field's
+/// type or given as `#[row(ty = Json)]`.
 pub trait Row: Serialize + DeserializeOwned {
     /// The table's file stem, e.g. `scores` -> `scores.parquet`.
     const TABLE: &'static str;
@@ -323,30 +328,70 @@ fn fill_column(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Row;
     use serde::Deserialize;
 
-    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[derive(Debug, PartialEq, Serialize, Deserialize, Row)]
+    #[row(table = "demo", doc = "a test row")]
     struct Demo {
+        #[row(doc = "id")]
         id: String,
+        #[row(doc = "count")]
         n: i64,
+        #[row(doc = "value")]
         x: Option<f64>,
+        #[row(doc = "flag")]
         ok: bool,
+        #[row(doc = "arguments")]
         args: serde_json::Value,
     }
 
-    impl Row for Demo {
-        const TABLE: &'static str = "demo";
-        const DOC: &'static str = "a test row";
-        fn columns() -> &'static [Column] {
-            const C: &[Column] = &[
+    #[test]
+    fn derived_columns_are_the_fields_in_order_with_their_types_and_docs() {
+        assert_eq!(Demo::TABLE, "demo");
+        assert_eq!(Demo::DOC, "a test row");
+        assert_eq!(
+            Demo::columns(),
+            [
                 col("id", ColType::Str, "id"),
                 col("n", ColType::I64, "count"),
                 col("x", ColType::F64, "value"),
                 col("ok", ColType::Bool, "flag"),
                 col("args", ColType::Json, "arguments"),
-            ];
-            C
-        }
+            ]
+        );
+    }
+
+    /// What inference would not pick (`ty`), and a serde rename.
+    #[derive(Serialize, Deserialize, Row)]
+    #[row(table = "other", doc = "a row with explicit types")]
+    struct Other {
+        #[row(doc = "a digest as text", ty = Str)]
+        digest: Digest,
+        #[serde(rename = "when")]
+        #[row(doc = "renamed")]
+        at: Option<u32>,
+    }
+
+    #[test]
+    fn explicit_types_and_renames_are_honoured_and_stored() {
+        assert_eq!(
+            Other::columns(),
+            [
+                col("digest", ColType::Str, "a digest as text"),
+                col("when", ColType::I64, "renamed"),
+            ]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.parquet");
+        let row = Other {
+            digest: Digest::of_bytes(b"x"),
+            at: Some(7),
+        };
+        write_rows(&[row], &p).unwrap();
+        let back: Vec<Other> = read_rows(&p).unwrap();
+        assert_eq!(back[0].digest, Digest::of_bytes(b"x"));
+        assert_eq!(back[0].at, Some(7));
     }
 
     fn rows() -> Vec<Demo> {

@@ -1,101 +1,61 @@
-//! The tables stages exchange. Each struct is one row; `columns()` is the documented
-//! schema that `otb export` writes beside the data.
+//! The tables stages exchange. Each struct is one row; its `#[derive(Row)]`
+//! attributes are the documented schema that `otb export` writes beside the data.
 
-use pipeline::{col, ColType::*, Column, Row};
+use pipeline::{Column, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One BFCL instance with its original documentation and ground truth.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "instances",
+    doc = "one BFCL-Opaque instance (question, original docs, ground truth)"
+)]
 pub struct InstanceRow {
+    #[row(doc = "BFCL id, e.g. exec_simple_0")]
     pub instance_id: String,
+    #[row(doc = "exec_simple or exec_multiple")]
     pub category: String,
+    #[row(doc = "position within the category")]
     pub idx: i64,
+    #[row(doc = "the user's request")]
     pub question: String,
+    #[row(doc = "original function docs (BFCL JSON schema dialect)")]
     pub functions: Value,
+    #[row(doc = "ground-truth calls as Python call strings")]
     pub ground_truth: Value,
+    #[row(doc = "per ground-truth call: exact_match / real_time_match / structural_match")]
     pub execution_result_type: Value,
 }
 
-impl Row for InstanceRow {
-    const TABLE: &'static str = "instances";
-    const DOC: &'static str = "one BFCL-Opaque instance (question, original docs, ground truth)";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "BFCL id, e.g. exec_simple_0"),
-            col("category", Str, "exec_simple or exec_multiple"),
-            col("idx", I64, "position within the category"),
-            col("question", Str, "the user's request"),
-            col(
-                "functions",
-                Json,
-                "original function docs (BFCL JSON schema dialect)",
-            ),
-            col(
-                "ground_truth",
-                Json,
-                "ground-truth calls as Python call strings",
-            ),
-            col(
-                "execution_result_type",
-                Json,
-                "per ground-truth call: exact_match / real_time_match / structural_match",
-            ),
-        ];
-        C
-    }
-}
-
 /// The documentation an agent sees for one instance at one round.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "docs",
+    doc = "the tool documentation shown to the agent, per instance and round"
+)]
 pub struct DocRow {
+    #[row(doc = "BFCL id")]
     pub instance_id: String,
+    #[row(doc = "gold, names, names+desc or names+params")]
     pub setting: String,
+    #[row(doc = "0 = opacified docs; k = after k reflection rounds")]
     pub round: i64,
+    #[row(doc = "tool definitions as JSON schema (name, description, parameters?)")]
     pub tools: Value,
+    #[row(doc = "[[real name, shown name], ...] (grading only; never shown to models)")]
     pub name_mapping: Value,
     /// The descriptions changed in this round (always true at round 0).
+    #[row(doc = "documentation changed in this round")]
     pub changed: bool,
     /// No further rewrites (ToolObserver convergence).
+    #[row(doc = "instance converged: no more rewrites")]
     pub frozen: bool,
     /// Demonstrations shown to the agent with these docs (Play2Prompt):
     /// `[{"query": .., "function": .., "arguments": {..}}]`, or `null`.
     #[serde(default)]
+    #[row(doc = "demonstrations put in the agent prompt (Play2Prompt), or null")]
     pub demos: Value,
-}
-
-impl Row for DocRow {
-    const TABLE: &'static str = "docs";
-    const DOC: &'static str = "the tool documentation shown to the agent, per instance and round";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "BFCL id"),
-            col("setting", Str, "gold, names, names+desc or names+params"),
-            col(
-                "round",
-                I64,
-                "0 = opacified docs; k = after k reflection rounds",
-            ),
-            col(
-                "tools",
-                Json,
-                "tool definitions as JSON schema (name, description, parameters?)",
-            ),
-            col(
-                "name_mapping",
-                Json,
-                "[[real name, shown name], ...] (grading only; never shown to models)",
-            ),
-            col("changed", Bool, "documentation changed in this round"),
-            col("frozen", Bool, "instance converged: no more rewrites"),
-            col(
-                "demos",
-                Json,
-                "demonstrations put in the agent prompt (Play2Prompt), or null",
-            ),
-        ];
-        C
-    }
 }
 
 /// One tool call the agent emitted.
@@ -110,236 +70,164 @@ pub struct CallRecord {
 }
 
 /// One agent turn on one instance.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "trajectories",
+    doc = "one agent turn per instance and round, with its tool calls and token usage"
+)]
 pub struct TrajectoryRow {
+    #[row(doc = "BFCL id")]
     pub instance_id: String,
+    #[row(doc = "ToolObserver round (0 = base docs)")]
     pub round: i64,
+    #[row(doc = "agent model spec")]
     pub model: String,
+    #[row(doc = "[{function, args, raw?}] tool calls of the first assistant message")]
     pub calls: Vec<CallRecord>,
+    #[row(doc = "assistant text, if any")]
     pub content: Option<String>,
     /// Set when the model call failed after retries (rate_limit, transient, malformed,
     /// refusal, ...): the instance is then an error row, not a model mistake.
+    #[row(doc = "null, or the class of a failed model call")]
     pub error_kind: Option<String>,
+    #[row(doc = "error message of a failed model call")]
     pub error: Option<String>,
+    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
+    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
+    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
+    #[row(doc = "wall time of the call")]
     pub latency_ms: i64,
     /// Copied from the previous round because this instance's docs did not change.
+    #[row(doc = "copied from the previous round (docs unchanged)")]
     pub reused: bool,
 }
 
-impl Row for TrajectoryRow {
-    const TABLE: &'static str = "trajectories";
-    const DOC: &'static str =
-        "one agent turn per instance and round, with its tool calls and token usage";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "BFCL id"),
-            col("round", I64, "ToolObserver round (0 = base docs)"),
-            col("model", Str, "agent model spec"),
-            col(
-                "calls",
-                Json,
-                "[{function, args, raw?}] tool calls of the first assistant message",
-            ),
-            col("content", Str, "assistant text, if any"),
-            col(
-                "error_kind",
-                Str,
-                "null, or the class of a failed model call",
-            ),
-            col("error", Str, "error message of a failed model call"),
-            col("prompt_tokens", I64, "prompt tokens"),
-            col("completion_tokens", I64, "completion tokens"),
-            col("reasoning_tokens", I64, "reasoning tokens"),
-            col("latency_ms", I64, "wall time of the call"),
-            col(
-                "reused",
-                Bool,
-                "copied from the previous round (docs unchanged)",
-            ),
-        ];
-        C
-    }
-}
-
 /// The grade of one instance.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "scores",
+    doc = "E/P/A verdict per instance and round, with the execution outputs"
+)]
 pub struct ScoreRow {
+    #[row(doc = "BFCL id")]
     pub instance_id: String,
+    #[row(doc = "exec_simple or exec_multiple")]
     pub category: String,
+    #[row(doc = "ToolObserver round")]
     pub round: i64,
+    #[row(doc = "execution accuracy verdict")]
     pub e: bool,
+    #[row(doc = "why E failed (or ok)")]
     pub e_reason: String,
+    #[row(doc = "parameter accuracy")]
     pub p: f64,
+    #[row(doc = "AST accuracy, reference behaviour")]
     pub a: f64,
+    #[row(doc = "AST accuracy with the hallucination check against the tools shown")]
     pub a_corrected: f64,
     /// Per model call: `{"ok": <python value as JSON>, "repr": "..."}` or `{"error": "..."}`.
+    #[row(doc = "per call: {ok, repr} or {error}")]
     pub outputs: Value,
     /// Outcome line the editor is shown (SUCCESS / ERROR / Model output ...).
+    #[row(doc = "the outcome text shown to the editor")]
     pub outcome: String,
+    #[row(doc = "null, or the class of the failed model call")]
     pub error_kind: Option<String>,
-}
-
-impl Row for ScoreRow {
-    const TABLE: &'static str = "scores";
-    const DOC: &'static str = "E/P/A verdict per instance and round, with the execution outputs";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "BFCL id"),
-            col("category", Str, "exec_simple or exec_multiple"),
-            col("round", I64, "ToolObserver round"),
-            col("e", Bool, "execution accuracy verdict"),
-            col("e_reason", Str, "why E failed (or ok)"),
-            col("p", F64, "parameter accuracy"),
-            col("a", F64, "AST accuracy, reference behaviour"),
-            col(
-                "a_corrected",
-                F64,
-                "AST accuracy with the hallucination check against the tools shown",
-            ),
-            col("outputs", Json, "per call: {ok, repr} or {error}"),
-            col("outcome", Str, "the outcome text shown to the editor"),
-            col(
-                "error_kind",
-                Str,
-                "null, or the class of the failed model call",
-            ),
-        ];
-        C
-    }
 }
 
 /// What the editor did for one instance in one reflection round.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "edits",
+    doc = "one editor request per instance and reflection round"
+)]
 pub struct EditRow {
+    #[row(doc = "BFCL id")]
     pub instance_id: String,
+    #[row(doc = "reflection round (1..K)")]
     pub round: i64,
+    #[row(doc = "editor model spec")]
     pub model: String,
+    #[row(doc = "a request was sent (false: frozen or skipped)")]
     pub sent: bool,
+    #[row(doc = "the editor's reply text")]
     pub reply: Option<String>,
+    #[row(doc = "tool names whose description changed")]
     pub updated: Vec<String>,
+    #[row(doc = "blocks that needed the lenient parsing rules")]
     pub lenient_parses: i64,
+    #[row(doc = "null, or the class of a failed editor call")]
     pub error_kind: Option<String>,
+    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
+    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
+    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
-}
-
-impl Row for EditRow {
-    const TABLE: &'static str = "edits";
-    const DOC: &'static str = "one editor request per instance and reflection round";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "BFCL id"),
-            col("round", I64, "reflection round (1..K)"),
-            col("model", Str, "editor model spec"),
-            col(
-                "sent",
-                Bool,
-                "a request was sent (false: frozen or skipped)",
-            ),
-            col("reply", Str, "the editor's reply text"),
-            col("updated", Json, "tool names whose description changed"),
-            col(
-                "lenient_parses",
-                I64,
-                "blocks that needed the lenient parsing rules",
-            ),
-            col(
-                "error_kind",
-                Str,
-                "null, or the class of a failed editor call",
-            ),
-            col("prompt_tokens", I64, "prompt tokens"),
-            col("completion_tokens", I64, "completion tokens"),
-            col("reasoning_tokens", I64, "reasoning tokens"),
-        ];
-        C
-    }
 }
 
 /// One model call a documentation method (EasyTool, Play2Prompt, DRAFT) made while
 /// producing its docs: the per-call rows that `otb table tokens` sums.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "doc_calls",
+    doc = "one model call of a documentation method (baselines), with its token usage"
+)]
 pub struct DocCallRow {
+    #[row(doc = "BFCL id")]
     pub instance_id: String,
     /// The shown tool name the call was about (empty for tool-set-level calls).
+    #[row(doc = "shown tool name (empty: whole tool set)")]
     pub tool: String,
+    #[row(doc = "easytool, play2prompt or draft")]
     pub method: String,
     /// The step of the method (`condense`, `play`, `critique`, `explorer`, ...).
+    #[row(doc = "step of the method that made the call")]
     pub step: String,
     /// `exploration` (discovering tool behaviour) or `editing` (writing docs).
+    #[row(doc = "exploration or editing")]
     pub phase: String,
     /// `editor` or `agent` (the task model, e.g. Play2Prompt's validation runs).
+    #[row(doc = "editor or agent (task model)")]
     pub role: String,
+    #[row(doc = "model spec")]
     pub model: String,
+    #[row(doc = "null, or the class of a failed model call")]
     pub error_kind: Option<String>,
+    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
+    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
+    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
-}
-
-impl Row for DocCallRow {
-    const TABLE: &'static str = "doc_calls";
-    const DOC: &'static str =
-        "one model call of a documentation method (baselines), with its token usage";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "BFCL id"),
-            col("tool", Str, "shown tool name (empty: whole tool set)"),
-            col("method", Str, "easytool, play2prompt or draft"),
-            col("step", Str, "step of the method that made the call"),
-            col("phase", Str, "exploration or editing"),
-            col("role", Str, "editor or agent (task model)"),
-            col("model", Str, "model spec"),
-            col(
-                "error_kind",
-                Str,
-                "null, or the class of a failed model call",
-            ),
-            col("prompt_tokens", I64, "prompt tokens"),
-            col("completion_tokens", I64, "completion tokens"),
-            col("reasoning_tokens", I64, "reasoning tokens"),
-        ];
-        C
-    }
 }
 
 /// One tool execution a documentation method made (Play2Prompt tool play, DRAFT
 /// exploration): what was called and what came back.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "tool_runs",
+    doc = "one tool execution made by a documentation method"
+)]
 pub struct ToolRunRow {
+    #[row(doc = "BFCL id")]
     pub instance_id: String,
+    #[row(doc = "shown tool name")]
     pub tool: String,
+    #[row(doc = "play2prompt or draft")]
     pub method: String,
+    #[row(doc = "step of the method")]
     pub step: String,
+    #[row(doc = "the arguments as JSON")]
     pub arguments: Value,
+    #[row(doc = "the call returned without an exception")]
     pub ok: bool,
     /// Python `repr` of the result, or the error text.
+    #[row(doc = "Python repr of the result, or the error text")]
     pub output: String,
-}
-
-impl Row for ToolRunRow {
-    const TABLE: &'static str = "tool_runs";
-    const DOC: &'static str = "one tool execution made by a documentation method";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "BFCL id"),
-            col("tool", Str, "shown tool name"),
-            col("method", Str, "play2prompt or draft"),
-            col("step", Str, "step of the method"),
-            col("arguments", Json, "the arguments as JSON"),
-            col("ok", Bool, "the call returned without an exception"),
-            col(
-                "output",
-                Str,
-                "Python repr of the result, or the error text",
-            ),
-        ];
-        C
-    }
 }
 
 /// `[[real name, shown name], ...]` of a docs row (pairs that are not two strings are

@@ -4,7 +4,7 @@
 //! mentions "B"; the editor learns that from what it is shown. It runs through the
 //! online loop, the offline loop (batch-reflect + consensus-merge) and a table.
 
-use pipeline::{col, ColType::*, Column, Entry, Mode, Row, Session, StageError, Store};
+use pipeline::{Entry, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stages::env::{
@@ -20,48 +20,30 @@ use stages::tables::report::TableReport;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(table = "toy_trajectories", doc = "one toy episode")]
 struct ToyTrajectory {
+    #[row(doc = "question")]
     instance_id: String,
+    #[row(doc = "round")]
     round: i64,
+    #[row(doc = "tool called")]
     tool: Option<String>,
+    #[row(doc = "tool output")]
     answer: Option<String>,
+    #[row(doc = "failed agent call")]
     error_kind: Option<String>,
 }
 
-impl Row for ToyTrajectory {
-    const TABLE: &'static str = "toy_trajectories";
-    const DOC: &'static str = "one toy episode";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "question"),
-            col("round", I64, "round"),
-            col("tool", Str, "tool called"),
-            col("answer", Str, "tool output"),
-            col("error_kind", Str, "failed agent call"),
-        ];
-        C
-    }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(table = "toy_scores", doc = "one toy verdict")]
 struct ToyScore {
+    #[row(doc = "question")]
     instance_id: String,
+    #[row(doc = "round")]
     round: i64,
+    #[row(doc = "tool_b was called")]
     solved: bool,
-}
-
-impl Row for ToyScore {
-    const TABLE: &'static str = "toy_scores";
-    const DOC: &'static str = "one toy verdict";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("instance_id", Str, "question"),
-            col("round", I64, "round"),
-            col("solved", Bool, "tool_b was called"),
-        ];
-        C
-    }
 }
 
 fn tools(a: &str, b: &str) -> Value {

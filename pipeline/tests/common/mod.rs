@@ -3,27 +3,18 @@
 
 #![allow(dead_code)]
 
-use pipeline::{col, ColType, Column, Entry, Mode, Row, Session, StageError, Store};
+use pipeline::{Entry, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Row)]
+#[row(table = "nums", doc = "one toy value")]
 pub struct Num {
+    #[row(doc = "row id")]
     pub id: String,
+    #[row(doc = "value")]
     pub x: i64,
-}
-
-impl Row for Num {
-    const TABLE: &'static str = "nums";
-    const DOC: &'static str = "one toy value";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("id", ColType::Str, "row id"),
-            col("x", ColType::I64, "value"),
-        ];
-        C
-    }
 }
 
 pub fn nums(xs: &[i64]) -> Vec<Num> {

@@ -4,7 +4,7 @@
 
 use crate::rows::ScoreRow;
 use datasets::stats::bootstrap_mean_ci;
-use pipeline::{col as column, ColType::*, Column, Entry, Row, StageCtx, StageError};
+use pipeline::{Entry, Row, StageCtx, StageError};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -15,66 +15,48 @@ pub const VERSION: u32 = 3;
 /// Bootstrap settings (part of the key).
 pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "summary",
+    doc = "E/P/A per setting and round with bootstrap 95% intervals"
+)]
 pub struct SummaryRow {
+    #[row(doc = "setting/round label")]
     pub label: String,
+    #[row(doc = "documentation setting")]
     pub setting: String,
+    #[row(doc = "gold, base, toolobserver, easytool, play2prompt or draft")]
     pub method: String,
+    #[row(doc = "agent model spec")]
     pub agent: String,
+    #[row(doc = "editor model spec (empty: none)")]
     pub editor: String,
+    #[row(doc = "ToolObserver round (0 = base docs)")]
     pub round: i64,
+    #[row(doc = "instances")]
     pub n: i64,
+    #[row(doc = "execution accuracy")]
     pub e: f64,
+    #[row(doc = "parameter accuracy")]
     pub p: f64,
+    #[row(doc = "AST accuracy (reference behaviour)")]
     pub a: f64,
+    #[row(doc = "AST accuracy with the hallucination check")]
     pub a_corrected: f64,
+    #[row(doc = "E, bootstrap 2.5th percentile")]
     pub e_lo: f64,
+    #[row(doc = "E, bootstrap 97.5th percentile")]
     pub e_hi: f64,
+    #[row(doc = "P, 2.5th percentile")]
     pub p_lo: f64,
+    #[row(doc = "P, 97.5th percentile")]
     pub p_hi: f64,
+    #[row(doc = "A, 2.5th percentile")]
     pub a_lo: f64,
+    #[row(doc = "A, 97.5th percentile")]
     pub a_hi: f64,
+    #[row(doc = "instances whose model call failed (error rows)")]
     pub errors: i64,
-}
-
-impl Row for SummaryRow {
-    const TABLE: &'static str = "summary";
-    const DOC: &'static str = "E/P/A per setting and round with bootstrap 95% intervals";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            column("label", Str, "setting/round label"),
-            column("setting", Str, "documentation setting"),
-            column(
-                "method",
-                Str,
-                "gold, base, toolobserver, easytool, play2prompt or draft",
-            ),
-            column("agent", Str, "agent model spec"),
-            column("editor", Str, "editor model spec (empty: none)"),
-            column("round", I64, "ToolObserver round (0 = base docs)"),
-            column("n", I64, "instances"),
-            column("e", F64, "execution accuracy"),
-            column("p", F64, "parameter accuracy"),
-            column("a", F64, "AST accuracy (reference behaviour)"),
-            column(
-                "a_corrected",
-                F64,
-                "AST accuracy with the hallucination check",
-            ),
-            column("e_lo", F64, "E, bootstrap 2.5th percentile"),
-            column("e_hi", F64, "E, bootstrap 97.5th percentile"),
-            column("p_lo", F64, "P, 2.5th percentile"),
-            column("p_hi", F64, "P, 97.5th percentile"),
-            column("a_lo", F64, "A, 2.5th percentile"),
-            column("a_hi", F64, "A, 97.5th percentile"),
-            column(
-                "errors",
-                I64,
-                "instances whose model call failed (error rows)",
-            ),
-        ];
-        C
-    }
 }
 
 fn polars_err(e: PolarsError) -> StageError {

@@ -1,58 +1,48 @@
 //! `otb cache stats` / `otb cache export`: what the LLM call cache holds.
 
 use crate::Failure;
-use pipeline::{col, ColType::*, Column, Row};
+use pipeline::Row;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One cached model call, as exported to Parquet.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, Row)]
+#[row(
+    table = "llm_calls",
+    doc = "one completed model call from the call cache"
+)]
 pub struct CallRow {
+    #[row(doc = "sha256 of the canonical request")]
     pub key: String,
+    #[row(doc = "stage that made the call")]
     pub stage: Option<String>,
+    #[row(doc = "openai, embedded, ...")]
     pub backend: String,
+    #[row(doc = "model name")]
     pub model: String,
+    #[row(doc = "when the call completed")]
     pub created_unix_ms: i64,
+    #[row(doc = "wall time of the call")]
     pub latency_ms: i64,
+    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
+    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
+    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
+    #[row(doc = "finish reason")]
     pub finish_reason: Option<String>,
+    #[row(doc = "assistant text")]
     pub content: Option<String>,
+    #[row(doc = "tool calls in the reply")]
     pub n_tool_calls: i64,
+    #[row(doc = "tool calls whose arguments were not JSON")]
     pub n_malformed_arguments: i64,
+    #[row(doc = "tool calls as a JSON array")]
     pub tool_calls: String,
+    #[row(doc = "the full request as JSON")]
     pub request: String,
-}
-
-impl Row for CallRow {
-    const TABLE: &'static str = "llm_calls";
-    const DOC: &'static str = "one completed model call from the call cache";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("key", Str, "sha256 of the canonical request"),
-            col("stage", Str, "stage that made the call"),
-            col("backend", Str, "openai, embedded, ..."),
-            col("model", Str, "model name"),
-            col("created_unix_ms", I64, "when the call completed"),
-            col("latency_ms", I64, "wall time of the call"),
-            col("prompt_tokens", I64, "prompt tokens"),
-            col("completion_tokens", I64, "completion tokens"),
-            col("reasoning_tokens", I64, "reasoning tokens"),
-            col("finish_reason", Str, "finish reason"),
-            col("content", Str, "assistant text"),
-            col("n_tool_calls", I64, "tool calls in the reply"),
-            col(
-                "n_malformed_arguments",
-                I64,
-                "tool calls whose arguments were not JSON",
-            ),
-            col("tool_calls", Str, "tool calls as a JSON array"),
-            col("request", Str, "the full request as JSON"),
-        ];
-        C
-    }
 }
 
 pub fn cache_dir(store: &Path) -> PathBuf {

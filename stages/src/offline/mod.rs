@@ -21,7 +21,7 @@ use crate::env::{
 };
 use crate::models::{Editor, ModelSpec};
 use crate::rows::{DocRow, EditRow, InstanceRow};
-use pipeline::{col, ColType::*, Column, Entry, Row, StageCtx, StageError, Usage};
+use pipeline::{Entry, Row, StageCtx, StageError, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -43,69 +43,53 @@ pub const DEFAULT_BATCH: &str = include_str!("../../../prompts/editor_batch.txt"
 pub const DEFAULT_MERGE: &str = include_str!("../../../prompts/editor_merge.txt");
 
 /// One mini-batch's analysis: which trajectories it saw and what it proposed.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "analyses",
+    doc = "one offline batch-reflect request: a mini-batch of trajectories"
+)]
 pub struct AnalysisRow {
+    #[row(doc = "reflection round (1..K)")]
     pub round: i64,
+    #[row(doc = "mini-batch number within the round")]
     pub batch: i64,
     /// Indices (in exploration order) of the trajectories in this batch.
+    #[row(doc = "indices of the batch's trajectories")]
     pub trajectories: Vec<i64>,
+    #[row(doc = "editor model spec")]
     pub model: String,
+    #[row(doc = "the editor's analysis")]
     pub reply: Option<String>,
     /// `{tool name: proposed description}` parsed from the reply.
+    #[row(doc = "{tool: proposed description}")]
     pub proposals: Value,
+    #[row(doc = "null, or the class of a failed editor call")]
     pub error_kind: Option<String>,
+    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
+    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
+    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
 }
 
-impl Row for AnalysisRow {
-    const TABLE: &'static str = "analyses";
-    const DOC: &'static str = "one offline batch-reflect request: a mini-batch of trajectories";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("round", I64, "reflection round (1..K)"),
-            col("batch", I64, "mini-batch number within the round"),
-            col("trajectories", Json, "indices of the batch's trajectories"),
-            col("model", Str, "editor model spec"),
-            col("reply", Str, "the editor's analysis"),
-            col("proposals", Json, "{tool: proposed description}"),
-            col(
-                "error_kind",
-                Str,
-                "null, or the class of a failed editor call",
-            ),
-            col("prompt_tokens", I64, "prompt tokens"),
-            col("completion_tokens", I64, "completion tokens"),
-            col("reasoning_tokens", I64, "reasoning tokens"),
-        ];
-        C
-    }
-}
-
 /// Where a tool's merged description came from.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "merge",
+    doc = "one tool's description after consensus-merge, and its source"
+)]
 pub struct MergeRow {
+    #[row(doc = "reflection round (1..K)")]
     pub round: i64,
+    #[row(doc = "tool name")]
     pub tool: String,
     /// `merge` (the merge reply), `majority` (the merge omitted the tool: most
     /// frequent batch proposal) or `unchanged` (no proposal at all).
+    #[row(doc = "merge, majority or unchanged")]
     pub source: String,
+    #[row(doc = "the description the next round uses")]
     pub description: String,
-}
-
-impl Row for MergeRow {
-    const TABLE: &'static str = "merge";
-    const DOC: &'static str = "one tool's description after consensus-merge, and its source";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("round", I64, "reflection round (1..K)"),
-            col("tool", Str, "tool name"),
-            col("source", Str, "merge, majority or unchanged"),
-            col("description", Str, "the description the next round uses"),
-        ];
-        C
-    }
 }
 
 /// The most frequent proposal (whitespace-normalised; ties go to the earliest).

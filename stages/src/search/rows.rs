@@ -1,216 +1,143 @@
 //! The search environment's stored rows.
 
 use datasets::search::questions::DocRef;
-use pipeline::{col, ColType::*, Column, Row};
+use pipeline::Row;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One question of a split.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "search_questions",
+    doc = "one search question of the train or test split"
+)]
 pub struct QuestionRow {
+    #[row(doc = "train or test")]
     pub split: String,
+    #[row(doc = "identifier")]
     pub question_id: String,
     /// `substitute (...)` or the BrowseComp-Plus label: where the question comes from.
+    #[row(doc = "data source (substitute corpus or BrowseComp-Plus)")]
     pub source: String,
+    #[row(doc = "the question")]
     pub question: String,
+    #[row(doc = "gold answer")]
     pub answer: String,
+    #[row(doc = "other accepted answers")]
     pub aliases: Vec<String>,
+    #[row(doc = "evidence documents, the answer's first")]
     pub evidence_docids: Vec<String>,
+    #[row(doc = "1 or 2 (generated); 0 unknown")]
     pub hops: i64,
+    #[row(doc = "domain of the answer's document")]
     pub domain: String,
     /// BrowseComp-Plus: the documents supporting the answer (`[{docid, url}]`).
+    #[row(doc = "BrowseComp-Plus evidence documents [{docid, url}] (empty otherwise)")]
     pub evidence_docs: Vec<DocRef>,
     /// BrowseComp-Plus: the documents containing the answer (`[{docid, url}]`).
+    #[row(doc = "BrowseComp-Plus documents containing the answer [{docid, url}]")]
     pub gold_docs: Vec<DocRef>,
 }
 
-impl Row for QuestionRow {
-    const TABLE: &'static str = "search_questions";
-    const DOC: &'static str = "one search question of the train or test split";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("split", Str, "train or test"),
-            col("question_id", Str, "identifier"),
-            col(
-                "source",
-                Str,
-                "data source (substitute corpus or BrowseComp-Plus)",
-            ),
-            col("question", Str, "the question"),
-            col("answer", Str, "gold answer"),
-            col("aliases", Json, "other accepted answers"),
-            col(
-                "evidence_docids",
-                Json,
-                "evidence documents, the answer's first",
-            ),
-            col("hops", I64, "1 or 2 (generated); 0 unknown"),
-            col("domain", Str, "domain of the answer's document"),
-            col(
-                "evidence_docs",
-                Json,
-                "BrowseComp-Plus evidence documents [{docid, url}] (empty otherwise)",
-            ),
-            col(
-                "gold_docs",
-                Json,
-                "BrowseComp-Plus documents containing the answer [{docid, url}]",
-            ),
-        ];
-        C
-    }
-}
-
 /// One multi-turn episode.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "search_episodes",
+    doc = "one multi-turn search episode (a question)"
+)]
 pub struct EpisodeRow {
+    #[row(doc = "question")]
     pub question_id: String,
+    #[row(doc = "train or test")]
     pub split: String,
+    #[row(doc = "documentation round the agent used")]
     pub round: i64,
+    #[row(doc = "agent model spec")]
     pub model: String,
     /// `[{"calls": [...], "content": ..., "results": [...]}]`.
+    #[row(doc = "per turn: calls, content, tool results")]
     pub steps: Value,
+    #[row(doc = "final answer text")]
     pub answer: Option<String>,
+    #[row(doc = "the turn budget ran out and the answer was forced")]
     pub forced: bool,
+    #[row(doc = "judged correct (normalised exact match with answer or alias)")]
     pub correct: bool,
+    #[row(doc = "best token F1 against the answer and aliases")]
     pub f1: f64,
+    #[row(doc = "tool calls made")]
     pub tool_calls: i64,
+    #[row(doc = "the episode as the editor reads it")]
     pub editor_text: String,
+    #[row(doc = "class of a failed model call, or null")]
     pub error_kind: Option<String>,
+    #[row(doc = "agent prompt tokens")]
     pub prompt_tokens: i64,
+    #[row(doc = "agent completion tokens")]
     pub completion_tokens: i64,
+    #[row(doc = "agent reasoning tokens")]
     pub reasoning_tokens: i64,
 }
 
-impl Row for EpisodeRow {
-    const TABLE: &'static str = "search_episodes";
-    const DOC: &'static str = "one multi-turn search episode (a question)";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("question_id", Str, "question"),
-            col("split", Str, "train or test"),
-            col("round", I64, "documentation round the agent used"),
-            col("model", Str, "agent model spec"),
-            col("steps", Json, "per turn: calls, content, tool results"),
-            col("answer", Str, "final answer text"),
-            col(
-                "forced",
-                Bool,
-                "the turn budget ran out and the answer was forced",
-            ),
-            col(
-                "correct",
-                Bool,
-                "judged correct (normalised exact match with answer or alias)",
-            ),
-            col("f1", F64, "best token F1 against the answer and aliases"),
-            col("tool_calls", I64, "tool calls made"),
-            col("editor_text", Str, "the episode as the editor reads it"),
-            col("error_kind", Str, "class of a failed model call, or null"),
-            col("prompt_tokens", I64, "agent prompt tokens"),
-            col("completion_tokens", I64, "agent completion tokens"),
-            col("reasoning_tokens", I64, "agent reasoning tokens"),
-        ];
-        C
-    }
-}
-
 /// Accuracy of one set of test episodes.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "search_scores",
+    doc = "judged accuracy (bootstrap 95% interval) and tool calls per question"
+)]
 pub struct SearchScoreRow {
+    #[row(doc = "test questions")]
     pub questions: i64,
     /// Judged accuracy: the LLM judge's when one is configured, else exact match.
+    #[row(doc = "share judged correct (by the LLM judge when configured)")]
     pub accuracy: f64,
     /// Normalised exact match against the answer and its aliases.
+    #[row(doc = "share correct by normalised exact match")]
     pub exact_accuracy: f64,
     /// What judged `accuracy`: `exact match` or the judge's model spec.
+    #[row(doc = "`exact match` or the judge's model spec")]
     pub judge: String,
+    #[row(doc = "bootstrap 2.5th percentile (1000 resamples, seed 0)")]
     pub ci95_lo: f64,
+    #[row(doc = "bootstrap 97.5th percentile")]
     pub ci95_hi: f64,
+    #[row(doc = "mean token F1")]
     pub mean_f1: f64,
+    #[row(doc = "mean tool calls per question")]
     pub tool_calls_per_question: f64,
+    #[row(doc = "data source")]
     pub source: String,
 }
 
-impl Row for SearchScoreRow {
-    const TABLE: &'static str = "search_scores";
-    const DOC: &'static str =
-        "judged accuracy (bootstrap 95% interval) and tool calls per question";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("questions", I64, "test questions"),
-            col(
-                "accuracy",
-                F64,
-                "share judged correct (by the LLM judge when configured)",
-            ),
-            col(
-                "exact_accuracy",
-                F64,
-                "share correct by normalised exact match",
-            ),
-            col("judge", Str, "`exact match` or the judge's model spec"),
-            col(
-                "ci95_lo",
-                F64,
-                "bootstrap 2.5th percentile (1000 resamples, seed 0)",
-            ),
-            col("ci95_hi", F64, "bootstrap 97.5th percentile"),
-            col("mean_f1", F64, "mean token F1"),
-            col(
-                "tool_calls_per_question",
-                F64,
-                "mean tool calls per question",
-            ),
-            col("source", Str, "data source"),
-        ];
-        C
-    }
-}
-
 /// One LLM judge verdict on a test episode's final answer.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "search_judgements",
+    doc = "one LLM judge verdict on an episode's final answer"
+)]
 pub struct JudgeRow {
+    #[row(doc = "question")]
     pub question_id: String,
     /// `train` (what the editor is told) or `test` (what accuracy counts).
+    #[row(doc = "train or test")]
     pub split: String,
+    #[row(doc = "judge model spec")]
     pub model: String,
     /// `None`: the call failed or the reply had no `correct: yes|no` line.
+    #[row(doc = "judged correct (null: no verdict)")]
     pub verdict: Option<bool>,
+    #[row(doc = "the judge's reply")]
     pub reply: Option<String>,
+    #[row(doc = "failed call class, or `no_verdict` for a reply without one")]
     pub error_kind: Option<String>,
+    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
+    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
     /// A training episode as the editor reads it, with this verdict as its outcome
     /// (no verdict reads as incorrect); `None` for test episodes.
+    #[row(doc = "train: the episode as the editor reads it, judged by this verdict")]
     pub editor_text: Option<String>,
-}
-
-impl Row for JudgeRow {
-    const TABLE: &'static str = "search_judgements";
-    const DOC: &'static str = "one LLM judge verdict on an episode's final answer";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("question_id", Str, "question"),
-            col("split", Str, "train or test"),
-            col("model", Str, "judge model spec"),
-            col("verdict", Bool, "judged correct (null: no verdict)"),
-            col("reply", Str, "the judge's reply"),
-            col(
-                "error_kind",
-                Str,
-                "failed call class, or `no_verdict` for a reply without one",
-            ),
-            col("prompt_tokens", I64, "prompt tokens"),
-            col("completion_tokens", I64, "completion tokens"),
-            col(
-                "editor_text",
-                Str,
-                "train: the episode as the editor reads it, judged by this verdict",
-            ),
-        ];
-        C
-    }
 }
 
 /// The search tables `otb export` writes (questions are per experiment: unlabelled).

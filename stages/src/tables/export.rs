@@ -148,3 +148,51 @@ pub fn export_experiment(
     }
     Ok(export(&run, dest)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::{fidelity, table2, table3, table4, table5, table7, tokens};
+
+    /// The schema text (SCHEMA.md's format) of every row type the crate stores: the
+    /// exported tables in SCHEMA.md's order, then the rendered tables' rows and
+    /// `otb cache export`'s calls.
+    fn every_schema() -> String {
+        let mut all = tables();
+        all.extend([
+            Exported::of::<table2::CellRow>(false),
+            Exported::of::<table3::Table3Row>(false),
+            Exported::of::<table4::Table4Row>(false),
+            Exported::of::<table5::RoundsRow>(false),
+            Exported::of::<fidelity::FidelityRow>(false),
+            Exported::of::<table7::EditorCell>(false),
+            Exported::of::<tokens::TokenRow>(false),
+            Exported::of::<crate::models::cache_views::CallRow>(false),
+        ]);
+        let mut out = String::new();
+        for t in &all {
+            t.schema(&mut out);
+        }
+        out
+    }
+
+    /// Every table's name, row doc and columns (name, type, doc, order) are pinned:
+    /// they are the Parquet schemas of users' stores and the text of SCHEMA.md, so a
+    /// change here is a change of the stored format. After an intended change, write
+    /// the new text with `OTB_BLESS=1` and review the diff.
+    #[test]
+    fn row_schemas_are_pinned() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/tables/row_schemas.md");
+        let now = every_schema();
+        if std::env::var_os("OTB_BLESS").is_some() {
+            std::fs::write(path, &now).unwrap();
+        }
+        let pinned = std::fs::read_to_string(path).unwrap();
+        let first = now.lines().zip(pinned.lines()).position(|(a, b)| a != b);
+        assert!(
+            now == pinned,
+            "row schemas differ from {path} (first at line {:?}; OTB_BLESS=1 rewrites it)",
+            first.map(|i| i + 1)
+        );
+    }
+}

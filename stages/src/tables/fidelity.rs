@@ -12,52 +12,33 @@ use crate::driver::Output;
 use crate::experiment::Experiment;
 use crate::models::embed::make_embedder;
 use crate::rows::{DocRow, InstanceRow};
-use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// One method's fidelity for one documentation setting and model pair.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "table6",
+    doc = "fidelity of final descriptions to gold (embedding cosine, ROUGE-1 F1)"
+)]
 pub struct FidelityRow {
+    #[row(doc = "documentation setting")]
     pub setting: String,
+    #[row(doc = "toolobserver, easytool, play2prompt or draft")]
     pub method: String,
+    #[row(doc = "agent model (Play2Prompt's task model; ToolObserver's explorer)")]
     pub agent: String,
+    #[row(doc = "editor model")]
     pub editor: String,
     /// Tools compared (those with a gold description).
+    #[row(doc = "tools compared")]
     pub tools: i64,
+    #[row(doc = "mean cosine of sentence embeddings, final vs gold")]
     pub semantic: f64,
+    #[row(doc = "mean ROUGE-1 F1, final vs gold")]
     pub lexical: f64,
-}
-
-impl Row for FidelityRow {
-    const TABLE: &'static str = "table6";
-    const DOC: &'static str =
-        "fidelity of final descriptions to gold (embedding cosine, ROUGE-1 F1)";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("setting", Str, "documentation setting"),
-            col(
-                "method",
-                Str,
-                "toolobserver, easytool, play2prompt or draft",
-            ),
-            col(
-                "agent",
-                Str,
-                "agent model (Play2Prompt's task model; ToolObserver's explorer)",
-            ),
-            col("editor", Str, "editor model"),
-            col("tools", I64, "tools compared"),
-            col(
-                "semantic",
-                F64,
-                "mean cosine of sentence embeddings, final vs gold",
-            ),
-            col("lexical", F64, "mean ROUGE-1 F1, final vs gold"),
-        ];
-        C
-    }
 }
 
 /// (final description, gold description) pairs of one docs table.

@@ -8,7 +8,7 @@ use crate::experiment::Experiment;
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::opacify::Setting;
 use datasets::bfcl::released::score_tree;
-use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,40 +47,36 @@ pub const PAPER: &[(&str, &str, &str, f64, f64, f64, u32)] = &[
 ];
 
 /// One cell value from one source.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "table2",
+    doc = "one Table 2 cell (setting x model x method) from one source"
+)]
 pub struct CellRow {
+    #[row(doc = "names, names+desc or names+params")]
     pub setting: String,
+    #[row(doc = "agent model")]
     pub model: String,
+    #[row(doc = "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT")]
     pub method: String,
+    #[row(
+        doc = "paper (printed), released (authors' runs rescored here) or run (this project's run)"
+    )]
     pub source: String,
+    #[row(doc = "instances")]
     pub n: i64,
+    #[row(doc = "execution accuracy")]
     pub e: f64,
+    #[row(doc = "parameter accuracy")]
     pub p: f64,
+    #[row(doc = "AST accuracy")]
     pub a: f64,
+    #[row(doc = "E bootstrap 2.5th percentile (run only)")]
     pub e_lo: Option<f64>,
+    #[row(doc = "E bootstrap 97.5th percentile (run only)")]
     pub e_hi: Option<f64>,
+    #[row(doc = "model-call error rows (run only)")]
     pub errors: Option<i64>,
-}
-
-impl Row for CellRow {
-    const TABLE: &'static str = "table2";
-    const DOC: &'static str = "one Table 2 cell (setting x model x method) from one source";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("setting", Str, "names, names+desc or names+params"),
-            col("model", Str, "agent model"),
-            col("method", Str, "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT"),
-            col("source", Str, "paper (printed), released (authors' runs rescored here) or run (this project's run)"),
-            col("n", I64, "instances"),
-            col("e", F64, "execution accuracy"),
-            col("p", F64, "parameter accuracy"),
-            col("a", F64, "AST accuracy"),
-            col("e_lo", F64, "E bootstrap 2.5th percentile (run only)"),
-            col("e_hi", F64, "E bootstrap 97.5th percentile (run only)"),
-            col("errors", I64, "model-call error rows (run only)"),
-        ];
-        C
-    }
 }
 
 pub struct Table2 {

@@ -5,7 +5,7 @@
 use crate::chess::rows::EloRow;
 use crate::experiment::Experiment;
 use crate::tables::report::csv_row;
-use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 
 /// The paper's Table 3 (`targets.md`): tool set, model, method, best-tool %, Elo.
@@ -57,61 +57,39 @@ pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
 ];
 
 /// One cell of Table 3.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "table3",
+    doc = "one cell of Table 3 (chess): best-tool % and bootstrap Elo"
+)]
 pub struct Table3Row {
+    #[row(doc = "phase_specialists or strength_gradient")]
     pub tool_set: String,
+    #[row(doc = "agent model")]
     pub model: String,
+    #[row(doc = "gold, base, toolobserver, play2prompt, easytool")]
     pub method: String,
+    /// `paper` or `run`.
+    #[row(doc = "paper or run")]
+    pub source: String,
     /// Editor model spec of the run's +TO and baseline cells; empty for paper rows,
     /// Gold and Base.
+    #[row(doc = "editor model (run rows of +TO and the baselines)")]
     pub editor: String,
-    /// `paper` or `run`.
-    pub source: String,
+    #[row(doc = "share of tool calls that picked the optimal tool")]
     pub best_tool_pct: f64,
+    #[row(doc = "mean bootstrap streaming Elo (the paper's headline)")]
     pub elo_mean: f64,
+    #[row(doc = "median bootstrap Elo")]
     pub elo_median: Option<f64>,
+    #[row(doc = "2.5th percentile")]
     pub elo_ci95_lo: Option<f64>,
+    #[row(doc = "97.5th percentile")]
     pub elo_ci95_hi: Option<f64>,
+    #[row(doc = "test games")]
     pub games: Option<i64>,
+    #[row(doc = "agent tool calls")]
     pub tool_calls: Option<i64>,
-}
-
-impl Row for Table3Row {
-    const TABLE: &'static str = "table3";
-    const DOC: &'static str = "one cell of Table 3 (chess): best-tool % and bootstrap Elo";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("tool_set", Str, "phase_specialists or strength_gradient"),
-            col("model", Str, "agent model"),
-            col(
-                "method",
-                Str,
-                "gold, base, toolobserver, play2prompt, easytool",
-            ),
-            col("source", Str, "paper or run"),
-            col(
-                "editor",
-                Str,
-                "editor model (run rows of +TO and the baselines)",
-            ),
-            col(
-                "best_tool_pct",
-                F64,
-                "share of tool calls that picked the optimal tool",
-            ),
-            col(
-                "elo_mean",
-                F64,
-                "mean bootstrap streaming Elo (the paper's headline)",
-            ),
-            col("elo_median", F64, "median bootstrap Elo"),
-            col("elo_ci95_lo", F64, "2.5th percentile"),
-            col("elo_ci95_hi", F64, "97.5th percentile"),
-            col("games", I64, "test games"),
-            col("tool_calls", I64, "agent tool calls"),
-        ];
-        C
-    }
 }
 
 pub struct Table3 {

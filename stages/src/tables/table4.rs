@@ -6,7 +6,7 @@
 use crate::experiment::Experiment;
 use crate::search::SearchScoreRow;
 use crate::tables::report::csv_row;
-use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 
 /// The paper's Table 4 (`targets.md`): tool set, model, method, accuracy %, calls.
@@ -34,54 +34,35 @@ pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
 ];
 
 /// One cell of Table 4.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "table4",
+    doc = "one cell of Table 4 (search): judged accuracy and tool calls per question"
+)]
 pub struct Table4Row {
+    #[row(doc = "domains or domains+all")]
     pub tool_set: String,
+    #[row(doc = "agent model")]
     pub model: String,
+    #[row(doc = "gold, base, toolobserver, play2prompt, easytool")]
     pub method: String,
+    /// `paper (BrowseComp-Plus)` or this run's data source.
+    #[row(doc = "the paper (BrowseComp-Plus) or this run's data source")]
+    pub source: String,
     /// Editor model spec of the run's +TO and baseline cells; empty for paper rows,
     /// Gold and Base.
+    #[row(doc = "editor model (run rows of +TO and the baselines)")]
     pub editor: String,
-    /// `paper (BrowseComp-Plus)` or this run's data source.
-    pub source: String,
+    #[row(doc = "judged accuracy, %")]
     pub accuracy_pct: f64,
+    #[row(doc = "bootstrap 2.5th percentile, %")]
     pub ci95_lo_pct: Option<f64>,
+    #[row(doc = "bootstrap 97.5th percentile, %")]
     pub ci95_hi_pct: Option<f64>,
+    #[row(doc = "tool calls per question")]
     pub tool_calls: f64,
+    #[row(doc = "test questions")]
     pub questions: Option<i64>,
-}
-
-impl Row for Table4Row {
-    const TABLE: &'static str = "table4";
-    const DOC: &'static str =
-        "one cell of Table 4 (search): judged accuracy and tool calls per question";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("tool_set", Str, "domains or domains+all"),
-            col("model", Str, "agent model"),
-            col(
-                "method",
-                Str,
-                "gold, base, toolobserver, play2prompt, easytool",
-            ),
-            col(
-                "source",
-                Str,
-                "the paper (BrowseComp-Plus) or this run's data source",
-            ),
-            col(
-                "editor",
-                Str,
-                "editor model (run rows of +TO and the baselines)",
-            ),
-            col("accuracy_pct", F64, "judged accuracy, %"),
-            col("ci95_lo_pct", F64, "bootstrap 2.5th percentile, %"),
-            col("ci95_hi_pct", F64, "bootstrap 97.5th percentile, %"),
-            col("tool_calls", F64, "tool calls per question"),
-            col("questions", I64, "test questions"),
-        ];
-        C
-    }
 }
 
 pub struct Table4 {

@@ -12,44 +12,34 @@ use crate::experiment::Experiment;
 use crate::rows::DocRow;
 use crate::tables::report::{csv_row, md_row};
 use crate::tables::table2::SETTINGS;
-use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "table5",
+    doc = "mean reflection rounds to convergence per setting and agent model"
+)]
 pub struct RoundsRow {
+    #[row(doc = "documentation setting")]
     pub setting: String,
+    #[row(doc = "agent model")]
     pub model: String,
+    #[row(doc = "editor model")]
     pub editor: String,
+    #[row(doc = "instances")]
     pub instances: i64,
+    #[row(doc = "mean reflection rounds until the docs stopped changing")]
     pub mean_rounds: f64,
+    #[row(doc = "instances frozen before the round limit")]
     pub converged: i64,
+    #[row(doc = "K")]
     pub round_limit: i64,
     /// `toolobserver`, or `toolobserver-guard` (successes not sent to the editor).
+    #[row(doc = "toolobserver or toolobserver-guard")]
     pub method: String,
-}
-
-impl Row for RoundsRow {
-    const TABLE: &'static str = "table5";
-    const DOC: &'static str = "mean reflection rounds to convergence per setting and agent model";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("setting", Str, "documentation setting"),
-            col("model", Str, "agent model"),
-            col("editor", Str, "editor model"),
-            col("instances", I64, "instances"),
-            col(
-                "mean_rounds",
-                F64,
-                "mean reflection rounds until the docs stopped changing",
-            ),
-            col("converged", I64, "instances frozen before the round limit"),
-            col("round_limit", I64, "K"),
-            col("method", Str, "toolobserver or toolobserver-guard"),
-        ];
-        C
-    }
 }
 
 pub struct Table5 {

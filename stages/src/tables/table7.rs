@@ -5,36 +5,26 @@
 
 use crate::bfcl::summarize::SummaryRow;
 use crate::experiment::Experiment;
-use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "table7",
+    doc = "ToolObserver's final E for one agent x editor pair"
+)]
 pub struct EditorCell {
+    #[row(doc = "agent model")]
     pub agent: String,
+    #[row(doc = "editor model")]
     pub editor: String,
+    #[row(doc = "instances (summed over settings)")]
     pub n: i64,
+    #[row(doc = "execution accuracy at the last round, instance-weighted")]
     pub e: f64,
+    #[row(doc = "settings that have results")]
     pub settings: i64,
-}
-
-impl Row for EditorCell {
-    const TABLE: &'static str = "table7";
-    const DOC: &'static str = "ToolObserver's final E for one agent x editor pair";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("agent", Str, "agent model"),
-            col("editor", Str, "editor model"),
-            col("n", I64, "instances (summed over settings)"),
-            col(
-                "e",
-                F64,
-                "execution accuracy at the last round, instance-weighted",
-            ),
-            col("settings", I64, "settings that have results"),
-        ];
-        C
-    }
 }
 
 pub struct Table7 {

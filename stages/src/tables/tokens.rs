@@ -16,53 +16,39 @@
 use crate::driver::Output;
 use crate::experiment::Experiment;
 use crate::rows::{DocCallRow, EditRow, TrajectoryRow};
-use pipeline::{col, ColType::*, Column, Row, StageError, Store};
+use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "tokens",
+    doc = "tokens per method: exploration, editing, evaluation"
+)]
 pub struct TokenRow {
+    #[row(doc = "documentation setting")]
     pub setting: String,
+    #[row(doc = "gold, base, toolobserver, easytool, play2prompt, draft")]
     pub method: String,
+    #[row(doc = "agent model")]
     pub agent: String,
+    #[row(doc = "editor model (empty: none)")]
     pub editor: String,
+    #[row(doc = "model calls made")]
     pub calls: i64,
+    #[row(doc = "tokens spent observing tools")]
     pub exploration: i64,
+    #[row(doc = "tokens spent writing documentation")]
     pub editing: i64,
+    #[row(doc = "agent tokens on the final documentation")]
     pub evaluation: i64,
+    #[row(doc = "reasoning tokens (already inside the columns above)")]
     pub reasoning: i64,
+    #[row(doc = "exploration + editing")]
     pub docs: i64,
     /// `docs` / ToolObserver's `docs` (same setting, agent, editor); null without one.
+    #[row(doc = "docs / ToolObserver's docs")]
     pub ratio: Option<f64>,
-}
-
-impl Row for TokenRow {
-    const TABLE: &'static str = "tokens";
-    const DOC: &'static str = "tokens per method: exploration, editing, evaluation";
-    fn columns() -> &'static [Column] {
-        const C: &[Column] = &[
-            col("setting", Str, "documentation setting"),
-            col(
-                "method",
-                Str,
-                "gold, base, toolobserver, easytool, play2prompt, draft",
-            ),
-            col("agent", Str, "agent model"),
-            col("editor", Str, "editor model (empty: none)"),
-            col("calls", I64, "model calls made"),
-            col("exploration", I64, "tokens spent observing tools"),
-            col("editing", I64, "tokens spent writing documentation"),
-            col("evaluation", I64, "agent tokens on the final documentation"),
-            col(
-                "reasoning",
-                I64,
-                "reasoning tokens (already inside the columns above)",
-            ),
-            col("docs", I64, "exploration + editing"),
-            col("ratio", F64, "docs / ToolObserver's docs"),
-        ];
-        C
-    }
 }
 
 type Key = (String, String, String, String);
