@@ -296,19 +296,20 @@ pub trait OnlineEnv {
     }
 }
 
+/// What an offline environment's agent plays: the play step `at` (its agent, seed,
+/// round and split), how the agent samples on that split, and the shared docs.
+#[derive(Clone, Copy)]
+pub struct Play<'a> {
+    pub at: &'a At,
+    pub sampling: &'a crate::models::TurnSampling,
+    pub docs: &'a Entry,
+}
+
 /// An environment whose tools are shared by every instance: ToolObserver runs
 /// offline over a training split and is evaluated on a test split.
 pub trait OfflineEnv {
-    /// Trajectories of the agent with the shared `docs` at the play step `at` (its
-    /// agent, seed, round and split; the agent samples as `sampling` says for that
-    /// split); `None` when blocked (status mode).
-    fn explore(
-        &self,
-        cx: &mut Cx<'_, '_>,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs: &Entry,
-    ) -> Result<Option<Entry>, DriveError>;
+    /// The agent's trajectories in `play`; `None` when blocked (status mode).
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError>;
 
     /// The trajectories as the editor reads them, in order (each bounded).
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError>;
@@ -350,12 +351,11 @@ pub trait OfflineEnv {
         (serde_json::Value::Null, Vec::new())
     }
 
-    /// Grade test-split trajectories (the play step `at`); `None` when blocked.
+    /// Grade the test-split trajectories of `play`; `None` when blocked.
     fn evaluate(
         &self,
         cx: &mut Cx<'_, '_>,
-        at: &At,
-        docs: &Entry,
+        play: &Play<'_>,
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError>;
 }

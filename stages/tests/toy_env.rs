@@ -8,7 +8,7 @@ use pipeline::{Entry, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stages::env::{
-    At, Cx, DriveError, Example, Naming, OfflineEnv, OnlineEnv, RunOutput, Split, SHARED,
+    At, Cx, DriveError, Example, Naming, OfflineEnv, OnlineEnv, Play, RunOutput, Split, SHARED,
 };
 use stages::models::{
     Agent, AgentJob, AgentTurn, CallFailure, Editor, EditorReply, ModelSpec, Models, MultiTurn,
@@ -289,19 +289,14 @@ impl OfflineEnv for Toy {
         ("toy-explore", vec!["toy-evaluate"])
     }
 
-    fn explore(
-        &self,
-        cx: &mut Cx<'_, '_>,
-        at: &At,
-        _sampling: &stages::models::TurnSampling,
-        docs: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError> {
         // Train: the first 3 questions; test: the rest.
+        let at = play.at;
         let ids: Vec<String> = match at.split() {
             Some(Split::Train) => self.questions[..3].to_vec(),
             _ => self.questions[3..].to_vec(),
         };
-        self.explore_rows(cx, at, docs, &ids)
+        self.explore_rows(cx, at, play.docs, &ids)
     }
 
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
@@ -318,11 +313,10 @@ impl OfflineEnv for Toy {
     fn evaluate(
         &self,
         cx: &mut Cx<'_, '_>,
-        at: &At,
-        _docs: &Entry,
+        play: &Play<'_>,
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
-        self.score(cx, at, trajectories)
+        self.score(cx, play.at, trajectories)
     }
 }
 

@@ -7,7 +7,7 @@ use super::evaluate::{check_calls, EvaluateParams, EVALUATE_STAGE};
 use super::explore::EXPLORE_STAGE;
 use super::rows::{BestToolRow, GameRow};
 use super::{Chess, VERSION};
-use crate::env::{At, Cx, DriveError, OfflineEnv, ToolOutput, ToolRunner};
+use crate::env::{Cx, DriveError, OfflineEnv, Play, ToolOutput, ToolRunner};
 use crate::rows::DocRow;
 use datasets::chess::engine::BlockingPool;
 use datasets::chess::game::{self, Game};
@@ -124,14 +124,8 @@ impl OfflineEnv for Chess<'_> {
         (EXPLORE_STAGE, vec![EVALUATE_STAGE, ELO_STAGE])
     }
 
-    fn explore(
-        &self,
-        cx: &mut Cx<'_, '_>,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
-        self.explore_node(cx, at, sampling, docs)
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError> {
+        self.explore_node(cx, play)
     }
 
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
@@ -176,10 +170,10 @@ impl OfflineEnv for Chess<'_> {
     fn evaluate(
         &self,
         cx: &mut Cx<'_, '_>,
-        at: &At,
-        docs: &Entry,
+        play: &Play<'_>,
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
+        let Play { at, docs, .. } = *play;
         let games: Vec<GameRow> = trajectories.read()?;
         let docs_rows: Vec<DocRow> = docs.read()?;
         let tools_json = docs_rows

@@ -6,7 +6,7 @@ use super::env::docs_kind;
 use super::rows::{GameRow, PositionRow};
 use super::{fail, Chess, VERSION};
 use crate::baselines::shared_docs;
-use crate::env::{At, Cx, DriveError, Split};
+use crate::env::{Cx, DriveError, Play, Split};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, MultiTurn};
 use crate::rows::DocRow;
@@ -312,10 +312,9 @@ impl Chess<'_> {
     pub(super) fn explore_node(
         &self,
         cx: &mut Cx<'_, '_>,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs: &Entry,
+        play: &Play<'_>,
     ) -> Result<Option<Entry>, DriveError> {
+        let Play { at, sampling, docs } = *play;
         let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
         let docs_rows: Vec<DocRow> = docs.read()?;
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.

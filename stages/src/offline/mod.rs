@@ -17,7 +17,7 @@ use crate::baselines;
 use crate::baselines::budget::Baselines;
 use crate::batch_reflect::render_tool;
 use crate::env::{
-    run_jobs, At, Cx, DriveError, Job, Method, Naming, OfflineEnv, Shown, Split, Step, SHARED,
+    run_jobs, At, Cx, DriveError, Job, Method, Naming, OfflineEnv, Play, Shown, Split, Step, SHARED,
 };
 use crate::models::{Editor, ModelSpec};
 use crate::rows::{DocRow, EditRow, InstanceRow};
@@ -401,7 +401,12 @@ pub fn toolobserver(
     let mut docs = docs0.clone();
     for round in 1..=c.rounds as i64 {
         let train = at.play(Some(Split::Train), round - 1);
-        let Some(traj) = env.explore(cx, &train, c.sampling(Split::Train), &docs)? else {
+        let play = Play {
+            at: &train,
+            sampling: c.sampling(Split::Train),
+            docs: &docs,
+        };
+        let Some(traj) = env.explore(cx, &play)? else {
             plan_curve(env, cx, at, curve);
             return Ok(None);
         };
@@ -459,10 +464,15 @@ pub fn toolobserver(
         docs = merged;
     }
     let test = at.play(Some(Split::Test), c.rounds as i64);
-    let Some(traj) = env.explore(cx, &test, c.sampling(Split::Test), &docs)? else {
+    let play = Play {
+        at: &test,
+        sampling: c.sampling(Split::Test),
+        docs: &docs,
+    };
+    let Some(traj) = env.explore(cx, &play)? else {
         return Ok(None);
     };
-    let Some(scores) = env.evaluate(cx, &test, &docs, &traj)? else {
+    let Some(scores) = env.evaluate(cx, &play, &traj)? else {
         return Ok(None);
     };
     Ok(Some((traj, scores)))
@@ -635,8 +645,13 @@ fn drive_grid(
             };
             let at = chain.with_method(method).play(Some(Split::Test), 0);
             jobs.push(Box::new(move |cx| {
-                if let Some(t) = env.explore(cx, &at, test_sampling, docs)? {
-                    env.evaluate(cx, &at, docs, &t)?;
+                let play = Play {
+                    at: &at,
+                    sampling: test_sampling,
+                    docs,
+                };
+                if let Some(t) = env.explore(cx, &play)? {
+                    env.evaluate(cx, &play, &t)?;
                 }
                 Ok(())
             }));
@@ -716,8 +731,13 @@ fn baseline(
     };
     cx.out.push(&node, stage, &at.label(), &docs);
     let test = at.play(Some(Split::Test), 0);
-    if let Some(t) = env.explore(cx, &test, &g.spec.protocol.sampling.test, &docs)? {
-        env.evaluate(cx, &test, &docs, &t)?;
+    let play = Play {
+        at: &test,
+        sampling: &g.spec.protocol.sampling.test,
+        docs: &docs,
+    };
+    if let Some(t) = env.explore(cx, &play)? {
+        env.evaluate(cx, &play, &t)?;
     }
     Ok(())
 }

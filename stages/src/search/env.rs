@@ -5,7 +5,7 @@ use super::evaluate::score;
 use super::rows::{EpisodeRow, JudgeRow};
 use super::tools::{domains, empty_result, tool_set, SearchRunner};
 use super::{Search, EVALUATE_STAGE, EXPLORE_STAGE, JUDGE_STAGE, VERSION};
-use crate::env::{At, Cx, DriveError, OfflineEnv, Split, ToolRunner};
+use crate::env::{Cx, DriveError, OfflineEnv, Play, Split, ToolRunner};
 use datasets::search::{Opacity, SearchEnv};
 use pipeline::{Entry, Row, StageError};
 use serde_json::{json, Value};
@@ -24,14 +24,8 @@ impl OfflineEnv for Search<'_> {
         )
     }
 
-    fn explore(
-        &self,
-        cx: &mut Cx<'_, '_>,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
-        self.explore_node(cx, at, sampling, docs)
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError> {
+        self.explore_node(cx, play)
     }
 
     fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
@@ -91,10 +85,10 @@ impl OfflineEnv for Search<'_> {
     fn evaluate(
         &self,
         cx: &mut Cx<'_, '_>,
-        at: &At,
-        _docs: &Entry,
+        play: &Play<'_>,
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
+        let at = play.at;
         let eps: Vec<EpisodeRow> = trajectories.read()?;
         let source = self
             .test

@@ -6,7 +6,7 @@ use super::rows::{EpisodeRow, QuestionRow};
 use super::tools::{domains, tool_set};
 use super::Search;
 use crate::baselines::shared_docs;
-use crate::env::{At, Cx, DriveError, Split};
+use crate::env::{Cx, DriveError, Play, Split};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::rows::{CallRecord, DocRow};
@@ -245,10 +245,9 @@ impl Search<'_> {
     pub(super) fn explore_node(
         &self,
         cx: &mut Cx<'_, '_>,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs: &Entry,
+        play: &Play<'_>,
     ) -> Result<Option<Entry>, DriveError> {
+        let Play { at, sampling, docs } = *play;
         let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
         let docs_rows: Vec<DocRow> = docs.read()?;
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
