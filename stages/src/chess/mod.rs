@@ -28,6 +28,7 @@ use crate::rows::DocRow;
 use crate::InputError;
 use datasets::chess::engine::{BlockingPool, EngineConfig};
 use datasets::chess::game::{self, AgentChoice, EpisodeConfig, Game, Opponent};
+use datasets::chess::matches;
 use datasets::chess::metrics::{self, BestToolIndexing, EloGame};
 use datasets::chess::positions::{PositionSource, TorreConfig};
 use datasets::chess::rules::Side;
@@ -1259,7 +1260,7 @@ fn calibrate(
         let mut wdl = (0i64, 0i64, 0i64);
         for (k, &anchor) in anchors.iter().enumerate() {
             let opp = Strength::nominal(anchor, c.movetime_ms);
-            let m = strength::play_match(
+            let m = matches::play_match(
                 pool,
                 &player,
                 &opp,
@@ -1308,7 +1309,7 @@ fn calibrate(
         let set = ToolSet::with_movetime(family, c.movetime_ms);
         for (i, tool) in set.tools.iter().enumerate() {
             let s = set.clone();
-            let player: strength::Player = std::sync::Arc::new(move |pos| {
+            let player: matches::Player = std::sync::Arc::new(move |pos| {
                 s.strength_for(i, pos)
                     .unwrap_or_else(strength::Strength::random)
             });
@@ -1335,16 +1336,16 @@ fn calibrate(
 /// [`EloGame`] per game.
 fn rate(
     pool: &datasets::chess::engine::BlockingPool,
-    player: strength::Player,
+    player: matches::Player,
     anchors: &[u32],
     c: &CalibrateParams<'_>,
     salt: u64,
-) -> Result<(strength::Wdl, Vec<EloGame>), StageError> {
-    let mut wdl = strength::Wdl::default();
+) -> Result<(matches::Wdl, Vec<EloGame>), StageError> {
+    let mut wdl = matches::Wdl::default();
     let mut games = Vec::new();
     for (k, &anchor) in anchors.iter().enumerate() {
         let opp = Strength::nominal(anchor, c.movetime_ms);
-        let m = strength::play_match_as(
+        let m = matches::play_match_as(
             pool,
             player.clone(),
             &opp,
