@@ -68,6 +68,7 @@
 pub mod digest;
 pub mod engine;
 pub mod error;
+mod fsio;
 pub mod gc;
 pub mod journal;
 pub mod key;
