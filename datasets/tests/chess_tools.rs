@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use datasets::chess::engine::{find_engine, BlockingPool, EngineConfig};
 use datasets::chess::game::{editor_text, run_episode, AgentChoice, EpisodeConfig, Game};
+use datasets::chess::matches::play_match;
 use datasets::chess::rules::{self, EndReason, Side};
-use datasets::chess::strength::{play_match, Strength};
+use datasets::chess::strength::Strength;
 use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
 use serde_json::Value;
 

@@ -7,6 +7,8 @@
 
 use crate::digest::Digest;
 use crate::error::StoreError;
+use crate::fsio::write_atomic;
+use crate::layout;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +27,7 @@ impl Journal {
     /// The journal directory of `key` under a store root (created on first write).
     pub(crate) fn new(root: &Path, key: &Digest) -> Journal {
         Journal {
-            dir: root.join("cache").join("journal").join(&key.0),
+            dir: layout::journal_dir(root, &key.0),
         }
     }
 
@@ -48,7 +50,7 @@ impl Journal {
         let mut data = Digest::of_bytes(bytes).0.into_bytes();
         data.push(b'\n');
         data.extend_from_slice(bytes);
-        crate::store::write_atomic(&self.dir.join(file_name(id)), &data)
+        write_atomic(&self.dir.join(file_name(id)), &data)
     }
 
     /// Number of records on disk (complete or not).

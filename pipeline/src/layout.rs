@@ -5,7 +5,7 @@
 //! and is left alone.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Top-level names of the store's own files and directories (see the crate docs).
 pub const RESERVED: &[&str] = &["FORMAT", ".lock", "tmp", "slots", "quarantine", "cache"];
@@ -17,6 +17,12 @@ pub const PRE_FORMAT: &[&str] = &[".lock", "cache"];
 
 /// Marker a paused publish leaves in `tmp/` (see [`crate::store::FAULT_ENV`]).
 pub const PAUSED: &str = "PAUSED";
+
+/// The journal of the stage key `key` (64 hex characters) under a store root:
+/// `<root>/cache/journal/<key>/` (see [`crate::journal`]).
+pub fn journal_dir(root: &Path, key: &str) -> PathBuf {
+    root.join("cache").join("journal").join(key)
+}
 
 /// A stage name usable as a directory name: ASCII letters, digits, `-`, `_`, `.`,
 /// not starting with `.` or `-`, not a reserved name, at most 100 characters.

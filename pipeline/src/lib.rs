@@ -71,6 +71,7 @@ extern crate self as pipeline;
 pub mod digest;
 pub mod engine;
 pub mod error;
+mod fsio;
 pub mod gc;
 pub mod journal;
 pub mod key;

@@ -2,13 +2,15 @@
 
 use crate::digest::{canonical_json, Digest};
 use crate::error::{StoreError, StoreErrorKind};
+use crate::fsio::fsync_dir;
+/// Atomic file writes (temp file, fsync, rename, fsync the directory).
+pub use crate::fsio::write_atomic;
 use crate::key::KeyComponents;
 use crate::layout;
 use crate::table::{read_rows, write_rows, Row, TableMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -187,36 +189,6 @@ fn now_unix() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-fn fsync_dir(path: &Path) -> Result<(), StoreError> {
-    File::open(path)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| StoreError::io(path, e))
-}
-
-/// Write `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    // Unique per process and per call: two threads may write the same file at once.
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(
-        ".{}.tmp{}-{seq}",
-        path.file_name()
-            .map(|s| s.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let io = |e| StoreError::io(path, e);
-    let written = File::create(&tmp)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
-        .and_then(|()| fs::rename(&tmp, path));
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    fsync_dir(dir)
 }
 
 /// What is at a store root before anything is written there.
@@ -617,7 +589,7 @@ impl Store {
     /// a run is staging it now (or was killed while staging it), or its journal
     /// holds finished items.
     pub fn in_progress(&self, stage: &str, key: &Digest) -> bool {
-        if crate::journal::Journal::new(&self.root, key).dir().is_dir() {
+        if layout::journal_dir(&self.root, &key.0).is_dir() {
             return true;
         }
         let prefix = layout::staging_prefix(stage, key.short());

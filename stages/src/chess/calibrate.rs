@@ -4,6 +4,7 @@
 use super::rows::{CalibrationRow, ToolCalibrationRow};
 use super::{fail, Engines};
 use datasets::chess::game::Opponent;
+use datasets::chess::matches;
 use datasets::chess::metrics::{self, EloGame};
 use datasets::chess::strength::{self, Strength};
 use datasets::chess::tools::{ToolFamily, ToolSet};
@@ -50,7 +51,7 @@ pub(super) fn calibrate(
         let mut wdl = (0i64, 0i64, 0i64);
         for (k, &anchor) in anchors.iter().enumerate() {
             let opp = Strength::nominal(anchor, c.movetime_ms);
-            let m = strength::play_match(
+            let m = matches::play_match(
                 pool,
                 &player,
                 &opp,
@@ -99,7 +100,7 @@ pub(super) fn calibrate(
         let set = ToolSet::with_movetime(family, c.movetime_ms);
         for (i, tool) in set.tools.iter().enumerate() {
             let s = set.clone();
-            let player: strength::Player = std::sync::Arc::new(move |pos| {
+            let player: matches::Player = std::sync::Arc::new(move |pos| {
                 s.strength_for(i, pos)
                     .unwrap_or_else(strength::Strength::random)
             });
@@ -126,16 +127,16 @@ pub(super) fn calibrate(
 /// [`EloGame`] per game.
 fn rate(
     pool: &datasets::chess::engine::BlockingPool,
-    player: strength::Player,
+    player: matches::Player,
     anchors: &[u32],
     c: &CalibrateParams<'_>,
     salt: u64,
-) -> Result<(strength::Wdl, Vec<EloGame>), StageError> {
-    let mut wdl = strength::Wdl::default();
+) -> Result<(matches::Wdl, Vec<EloGame>), StageError> {
+    let mut wdl = matches::Wdl::default();
     let mut games = Vec::new();
     for (k, &anchor) in anchors.iter().enumerate() {
         let opp = Strength::nominal(anchor, c.movetime_ms);
-        let m = strength::play_match_as(
+        let m = matches::play_match_as(
             pool,
             player.clone(),
             &opp,

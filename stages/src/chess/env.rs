@@ -4,7 +4,7 @@
 
 use super::elo::{bootstrap_elo, EloParams, ELO_STAGE};
 use super::evaluate::{check_calls, EvaluateParams, EVALUATE_STAGE};
-use super::explore::EXPLORE_STAGE;
+use super::explore::{docs_kind, EXPLORE_STAGE};
 use super::rows::{BestToolRow, GameRow};
 use super::{Chess, VERSION};
 use crate::env::{Cx, DriveError, OfflineEnv, Play, ToolOutput, ToolRunner};
@@ -13,24 +13,10 @@ use datasets::chess::engine::BlockingPool;
 use datasets::chess::game::{self, Game};
 use datasets::chess::metrics;
 use datasets::chess::rules::Side;
-use datasets::chess::tools::{Docs, ToolSet};
+use datasets::chess::tools::Docs;
 use pipeline::{Entry, StageError};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Which docs a tool list shows (gold names or `function_i`).
-pub(super) fn docs_kind(tools: &ToolSet, list: &[Value]) -> Docs {
-    let first = list
-        .first()
-        .and_then(|t| t.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if tools.index_of(first, Docs::Gold).is_some() {
-        Docs::Gold
-    } else {
-        Docs::Opaque
-    }
-}
 
 /// Tool play for the baselines: call number n runs the tool on a training position
 /// drawn from the chess seed and n, plays its move and reports the move with the
@@ -291,7 +277,8 @@ mod tests {
                 ),
             ];
             for family in ToolFamily::ALL {
-                let tools = ToolSet::new(family).function_defs(Docs::Opaque);
+                let tools =
+                    datasets::chess::tools::ToolSet::new(family).function_defs(Docs::Opaque);
                 sent.push(serde_json::to_string(&tools).unwrap());
                 let tools_text = tools
                     .iter()

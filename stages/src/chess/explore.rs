@@ -2,7 +2,6 @@
 //! test games against each opponent), the agent asked once per agent ply; finished
 //! games are journaled so a killed run resumes.
 
-use super::env::docs_kind;
 use super::rows::{GameRow, PositionRow};
 use super::{fail, Chess, VERSION};
 use crate::baselines::shared_docs;
@@ -12,6 +11,7 @@ use crate::models::{infrastructure_error, AgentJob, CallFailure, CallUsage, Mult
 use crate::rows::DocRow;
 use datasets::chess::game::{self, AgentChoice, EpisodeConfig, Game, Opponent};
 use datasets::chess::rules::Side;
+use datasets::chess::tools::{Docs, ToolSet};
 use pipeline::{Entry, StageCtx, StageError, Usage};
 use serde::Serialize;
 use serde_json::Value;
@@ -52,6 +52,20 @@ pub(super) struct ExploreParams<'a> {
     /// model's default.
     #[serde(skip_serializing_if = "crate::models::TurnSampling::is_default")]
     sampling: crate::models::TurnSampling,
+}
+
+/// Which docs a tool list shows (gold names or `function_i`).
+pub(super) fn docs_kind(tools: &ToolSet, list: &[Value]) -> Docs {
+    let first = list
+        .first()
+        .and_then(|t| t.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if tools.index_of(first, Docs::Gold).is_some() {
+        Docs::Gold
+    } else {
+        Docs::Opaque
+    }
 }
 
 /// The agent's sampling on `split`: the chain's, with the paper's minimal reasoning

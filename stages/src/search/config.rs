@@ -2,8 +2,6 @@
 //! ([`SearchExperiment`]), the prompt sets it picks, and the input checks run before
 //! anything is written.
 
-use super::corpus::bad_file;
-use super::questions::load_real_questions;
 use crate::models::ModelSpec;
 use crate::InputError;
 use datasets::search::real::{CategoryMatch, OtherRule};
@@ -364,25 +362,11 @@ fn with_hints(base: &str, hints: Option<&str>) -> String {
     }
 }
 
-/// Check, before anything is written, that a user's BrowseComp-Plus files exist and
-/// that the queries decrypt with the canary (bad input, exit code 2, otherwise).
-pub fn check_source(s: &SearchExperiment) -> Result<(), InputError> {
-    let DataSource::BrowseCompPlus(f) = &s.source else {
-        return Ok(());
-    };
-    for p in [&f.corpus, &f.queries, &f.categories]
-        .into_iter()
-        .chain(f.train_ids.iter())
-        .chain(f.test_ids.iter())
-    {
-        if !p.is_file() {
-            return Err(InputError(format!("search: {} is not a file", p.display())));
-        }
-    }
-    datasets::search::real::CategoryMap::load(&f.categories)
-        .and_then(|c| c.check(f.category_match))
-        .map_err(bad_file(&f.categories))?;
-    load_real_questions(f, None, s.seed).map(|_| ())
+/// A user's file that did not load: bad input naming the file.
+pub(super) fn bad_file(
+    p: &std::path::Path,
+) -> impl Fn(datasets::search::SearchError) -> InputError + '_ {
+    move |e| InputError(format!("search {}: {e}", p.display()))
 }
 
 #[cfg(test)]

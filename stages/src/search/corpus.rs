@@ -1,7 +1,7 @@
 //! The corpus the search tools run over (the substitute, or a user's BrowseComp-Plus
 //! files) and its retrievers (BM25, dense), built once per drive on first use.
 
-use super::config::{DataSource, RealFiles, SearchExperiment};
+use super::config::{bad_file, DataSource, RealFiles, SearchExperiment};
 use crate::models::embed::Embed;
 use crate::once::BuildOnce;
 use crate::InputError;
@@ -120,11 +120,6 @@ impl Corpus {
             Ok((sub, index))
         })
     }
-}
-
-/// A user's file that did not load: bad input naming the file.
-pub(super) fn bad_file(p: &Path) -> impl Fn(datasets::search::SearchError) -> InputError + '_ {
-    move |e| InputError(format!("search {}: {e}", p.display()))
 }
 
 /// A BrowseComp-Plus corpus with its URL categories mapped to the tools' domains.

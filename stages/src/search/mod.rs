@@ -35,15 +35,14 @@ pub mod scripted;
 pub mod tools;
 
 pub use config::{
-    check_source, DataSource, RawSearch, RealFiles, ResultShape, SearchExperiment, AGENT_HINTS,
-    AGENT_SYSTEM, AGENT_SYSTEM_PAPER, EDITOR_HINTS, EDITOR_NOTES, EDITOR_NOTES_PAPER, METHODS,
-    TOOL_SETS,
+    DataSource, RawSearch, RealFiles, ResultShape, SearchExperiment, AGENT_HINTS, AGENT_SYSTEM,
+    AGENT_SYSTEM_PAPER, EDITOR_HINTS, EDITOR_NOTES, EDITOR_NOTES_PAPER, METHODS, TOOL_SETS,
 };
 pub use corpus::{Corpus, Encoder};
 pub use evaluate::{score, EVALUATE_STAGE, VERSION};
 pub use explore::{EXPLORE_STAGE, EXPLORE_VERSION};
 pub use judge::{JUDGE_STAGE, JUDGE_VERSION};
-pub use questions::{QUESTIONS_STAGE, QUESTIONS_VERSION};
+pub use questions::{check_source, QUESTIONS_STAGE, QUESTIONS_VERSION};
 pub use rows::{exported, EpisodeRow, JudgeRow, QuestionRow, SearchScoreRow};
 pub use scripted::Oracle;
 

@@ -1,8 +1,9 @@
 //! Stage `search-questions`: the train and test questions (generated from the
 //! substitute corpus, or a user's BrowseComp-Plus queries decrypted and split).
 
+use super::config::bad_file;
 use super::config::{DataSource, RealFiles, SearchExperiment};
-use super::corpus::{bad_file, file_digest, Corpus};
+use super::corpus::{file_digest, Corpus};
 use super::rows::QuestionRow;
 use crate::InputError;
 use datasets::search::questions::{self, GenConfig};
@@ -56,6 +57,27 @@ pub(super) fn build(
     }
     ctx.write(&rows)?;
     Ok(())
+}
+
+/// Check, before anything is written, that a user's BrowseComp-Plus files exist and
+/// that the queries decrypt with the canary (bad input, exit code 2, otherwise).
+pub fn check_source(s: &SearchExperiment) -> Result<(), InputError> {
+    let DataSource::BrowseCompPlus(f) = &s.source else {
+        return Ok(());
+    };
+    for p in [&f.corpus, &f.queries, &f.categories]
+        .into_iter()
+        .chain(f.train_ids.iter())
+        .chain(f.test_ids.iter())
+    {
+        if !p.is_file() {
+            return Err(InputError(format!("search: {} is not a file", p.display())));
+        }
+    }
+    datasets::search::real::CategoryMap::load(&f.categories)
+        .and_then(|c| c.check(f.category_match))
+        .map_err(bad_file(&f.categories))?;
+    load_real_questions(f, None, s.seed).map(|_| ())
 }
 
 /// BrowseComp-Plus questions (decrypted with the canary), split by the id files or
