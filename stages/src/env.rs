@@ -43,6 +43,18 @@ impl From<pipeline::StoreError> for DriveError {
     }
 }
 
+/// Inside a stage's code (an environment's helper that returns a `DriveError`):
+/// the same error, its class kept; the engine names the stage.
+impl From<DriveError> for StageError {
+    fn from(e: DriveError) -> StageError {
+        match e {
+            DriveError::Stage(e) => e,
+            DriveError::Input(e) => e.into(),
+            DriveError::Failure(e) => e.into(),
+        }
+    }
+}
+
 impl pipeline::Classify for DriveError {
     fn class(&self) -> pipeline::ErrorClass {
         match self {

@@ -44,8 +44,6 @@ pub fn toolobserver(
     let mut round = 0i64;
     while round < rounds as i64 {
         round += 1;
-        let docs_rows: Vec<DocRow> = docs.read()?;
-        let examples = env.examples(&docs_rows, &traj, &scores, guard)?;
         let edit = at.at(Step::Edit, round);
         let params = batch_reflect::ReflectParams {
             editor,
@@ -67,6 +65,9 @@ pub fn toolobserver(
                 ("scores", Some(&scores)),
             ],
             |ctx| {
+                // Read only when the round must be computed.
+                let docs_rows: Vec<DocRow> = docs.read()?;
+                let examples = env.examples(&docs_rows, &traj, &scores, guard)?;
                 let inputs = batch_reflect::RoundInputs {
                     docs: &docs_rows,
                     examples: &examples,

@@ -90,8 +90,8 @@ impl OnlineEnv for Bfcl<'_> {
         let exp = self.exp;
         let round = at.round;
         let agent_spec = at.agent_for(explore::STAGE)?;
-        let docs_rows: Vec<DocRow> = docs.read()?;
-        let prev_rows: Option<Vec<TrajectoryRow>> = prev.map(|e| e.read()).transpose()?;
+        // Inputs are read only by a node that must be computed (a fresh node, and
+        // every node in status mode, reads nothing but its manifest).
         let mut inputs = vec![("instances", Some(&self.data)), ("docs", Some(docs))];
         if let Some(p) = prev {
             inputs.push(("previous", Some(p)));
@@ -112,6 +112,8 @@ impl OnlineEnv for Bfcl<'_> {
             &params,
             &inputs,
             |ctx| {
+                let docs_rows: Vec<DocRow> = docs.read()?;
+                let prev_rows: Option<Vec<TrajectoryRow>> = prev.map(|e| e.read()).transpose()?;
                 let agent = models.agent(agent_spec)?;
                 explore::run(
                     ctx,
@@ -124,7 +126,6 @@ impl OnlineEnv for Bfcl<'_> {
             },
         )?;
         let Some(traj) = traj else { return Ok(None) };
-        let traj_rows: Vec<TrajectoryRow> = traj.read()?;
         let scores = cx.stage(
             at,
             evaluate::STAGE,
@@ -136,6 +137,8 @@ impl OnlineEnv for Bfcl<'_> {
                 ("trajectories", Some(&traj)),
             ],
             |ctx| {
+                let docs_rows: Vec<DocRow> = docs.read()?;
+                let traj_rows: Vec<TrajectoryRow> = traj.read()?;
                 evaluate::run(
                     ctx,
                     self.executor()?,

@@ -160,13 +160,15 @@ impl OfflineEnv for Chess<'_> {
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         let Play { at, docs, .. } = *play;
-        let games: Vec<GameRow> = trajectories.read()?;
-        let docs_rows: Vec<DocRow> = docs.read()?;
-        let tools_json = docs_rows
-            .first()
-            .and_then(|d| d.tools.as_array().cloned())
-            .unwrap_or_default();
-        let kind = docs_kind(&self.tools, &tools_json);
+        // The games are read once, and only by a stage that must be computed.
+        let cell: std::cell::OnceCell<Vec<GameRow>> = std::cell::OnceCell::new();
+        let games = || -> Result<&[GameRow], StageError> {
+            if cell.get().is_none() {
+                let rows: Vec<GameRow> = trajectories.read()?;
+                let _ = cell.set(rows);
+            }
+            Ok(cell.get().map(Vec::as_slice).unwrap_or_default())
+        };
         let c = self.c;
         let params = EvaluateParams {
             indexing: c.indexing,
@@ -174,7 +176,13 @@ impl OfflineEnv for Chess<'_> {
         let inputs = [("games", Some(trajectories)), ("docs", Some(docs))];
         let tools = &self.tools;
         let Some(checked) = cx.stage(at, EVALUATE_STAGE, VERSION, &params, &inputs, |ctx| {
-            check_calls(ctx, tools, kind, &params, &games)
+            let docs_rows: Vec<DocRow> = docs.read()?;
+            let tools_json = docs_rows
+                .first()
+                .and_then(|d| d.tools.as_array().cloned())
+                .unwrap_or_default();
+            let kind = docs_kind(tools, &tools_json);
+            check_calls(ctx, tools, kind, &params, games()?)
         })?
         else {
             return Ok(None);
@@ -193,7 +201,7 @@ impl OfflineEnv for Chess<'_> {
         let ratings = &self.ratings;
         cx.stage(at, ELO_STAGE, VERSION, &params, &inputs, |ctx| {
             let best: Vec<BestToolRow> = checked.read()?;
-            bootstrap_elo(ctx, &params, ratings, &games, best.first())
+            bootstrap_elo(ctx, &params, ratings, games()?, best.first())
         })
     }
 }

@@ -330,10 +330,7 @@ impl Chess<'_> {
     ) -> Result<Option<Entry>, DriveError> {
         let Play { at, sampling, docs } = *play;
         let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
-        let docs_rows: Vec<DocRow> = docs.read()?;
-        // A baseline's demonstrations (Play2Prompt) go into the system prompt.
         let c = self.c;
-        let (tools, system) = shared_docs(&docs_rows, c.agent_system());
         let params = ExploreParams {
             agent,
             system: c.agent_system(),
@@ -358,6 +355,10 @@ impl Chess<'_> {
             p,
             &[("positions", Some(&self.positions)), ("docs", Some(docs))],
             |ctx| {
+                // Read only when the games must be played. A baseline's
+                // demonstrations (Play2Prompt) go into the system prompt.
+                let docs_rows: Vec<DocRow> = docs.read()?;
+                let (tools, system) = shared_docs(&docs_rows, c.agent_system());
                 let agent = models.agent_sampled(p.agent, &p.sampling)?;
                 self.play(ctx, agent.as_ref(), p, (&system, &tools))
             },

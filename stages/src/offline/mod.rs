@@ -410,8 +410,6 @@ pub fn toolobserver(
             plan_curve(env, cx, at, curve);
             return Ok(None);
         };
-        let serialized = env.serialize(&traj)?;
-        let docs_rows: Vec<DocRow> = docs.read()?;
         let params = ReflectParams {
             mode: "offline",
             editor,
@@ -431,6 +429,8 @@ pub fn toolobserver(
             &[("docs", Some(&docs)), ("trajectories", Some(&traj))],
             |ctx| {
                 let ed = models.editor(editor)?;
+                let serialized = env.serialize(&traj)?;
+                let docs_rows: Vec<DocRow> = docs.read()?;
                 batch_reflect(ctx, ed.as_ref(), &params, &docs_rows, &serialized)
             },
         )?;
@@ -438,7 +438,6 @@ pub fn toolobserver(
             plan_curve(env, cx, at, curve);
             return Ok(None);
         };
-        let analysis_rows: Vec<AnalysisRow> = analyses.read()?;
         let merge = MergeParams {
             editor,
             template: c.merge_template,
@@ -454,6 +453,8 @@ pub fn toolobserver(
             &[("docs", Some(&docs)), ("analyses", Some(&analyses))],
             |ctx| {
                 let ed = models.editor(editor)?;
+                let docs_rows: Vec<DocRow> = docs.read()?;
+                let analysis_rows: Vec<AnalysisRow> = analyses.read()?;
                 consensus_merge(ctx, ed.as_ref(), &merge, &docs_rows, &analysis_rows)
             },
         )?;

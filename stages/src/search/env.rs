@@ -89,7 +89,6 @@ impl OfflineEnv for Search<'_> {
         trajectories: &Entry,
     ) -> Result<Option<Entry>, DriveError> {
         let at = play.at;
-        let eps: Vec<EpisodeRow> = trajectories.read()?;
         let source = self
             .test
             .first()
@@ -114,6 +113,7 @@ impl OfflineEnv for Search<'_> {
             &json!({"bootstrap": [1000, 0], "judge": judge}),
             &inputs,
             |ctx| {
+                let eps: Vec<EpisodeRow> = trajectories.read()?;
                 let by_q = match &verdicts {
                     Some(j) => Some(
                         j.read::<JudgeRow>()?
