@@ -18,6 +18,7 @@ use std::path::Path;
 pub struct Digest(pub String);
 
 impl Digest {
+    /// sha256 of `bytes`.
     pub fn of_bytes(bytes: &[u8]) -> Digest {
         Digest(hex::encode(Sha256::digest(bytes)))
     }

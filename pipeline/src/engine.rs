@@ -14,9 +14,13 @@ use crate::table::{Row, TableMeta};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Instant;
 
+/// Whether a [`Session`] computes what is missing or only looks keys up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// `otb run`: reuse fresh outputs, compute and publish the others.
     Run,
+    /// `otb status`: look keys up and say what would run and why; computes,
+    /// publishes, quarantines and records nothing.
     Status,
 }
 
@@ -28,25 +32,42 @@ pub enum NodeState {
     /// Computed in this session.
     Ran,
     /// Status mode: would be computed; the reasons say why.
-    WouldRun { reasons: Vec<String> },
+    WouldRun {
+        /// Why, one line each (e.g. a changed key component, "never run").
+        reasons: Vec<String>,
+    },
     /// Status mode: cannot be keyed yet because an upstream node would run first.
-    Blocked { on: String },
+    Blocked {
+        /// Which input is not computed yet.
+        on: String,
+    },
     /// Status mode: a node of a later round that is not reached yet and runs only if
     /// the loop has not stopped by then (`after` says what decides it).
-    Planned { after: String },
+    Planned {
+        /// What decides whether the node runs.
+        after: String,
+    },
 }
 
 /// One line of the run/status report.
 #[derive(Clone, Debug)]
 pub struct NodeReport {
+    /// The experiment node, e.g. `explore[names/gpt-5/r2]`.
     pub node: String,
+    /// The stage it runs, e.g. `explore`.
     pub stage: String,
+    /// The node's key; `None` when it could not be computed (blocked or planned).
     pub key: Option<Digest>,
+    /// Reused, ran, or (status mode) would run, blocked or planned.
     pub state: NodeState,
+    /// Rows over all output tables (0 when there is no output).
     pub rows: u64,
+    /// Wall-clock time of the run that computed the output, in milliseconds (0 when
+    /// not computed).
     pub wall_ms: u64,
     /// When the stage's result was committed (Unix seconds; 0 when not computed).
     pub finished_unix: u64,
+    /// Model-call accounting of the run that computed the output.
     pub usage: Usage,
 }
 
@@ -92,6 +113,7 @@ impl StageCtx<'_> {
         pb
     }
 
+    /// The experiment node being computed (also the progress bars' prefix).
     pub fn node(&self) -> &str {
         self.node
     }
@@ -133,6 +155,8 @@ pub struct Session<'s> {
 }
 
 impl<'s> Session<'s> {
+    /// A session over `store`; `quiet` hides progress bars and notes (status mode
+    /// never draws progress bars).
     pub fn new(store: &'s Store, mode: Mode, quiet: bool) -> Session<'s> {
         let multi = MultiProgress::new();
         if quiet || mode == Mode::Status {
@@ -147,6 +171,7 @@ impl<'s> Session<'s> {
         }
     }
 
+    /// Whether this session runs or only plans.
     pub fn mode(&self) -> Mode {
         self.mode
     }
@@ -190,10 +215,13 @@ impl<'s> Session<'s> {
         self.reports.extend(child.reports);
     }
 
+    /// The store it reads and publishes to.
     pub fn store(&self) -> &Store {
         self.store
     }
 
+    /// One report per node passed to [`Session::stage`] or [`Session::plan`], in
+    /// call order, with a forked session's reports where it was joined.
     pub fn reports(&self) -> &[NodeReport] {
         &self.reports
     }

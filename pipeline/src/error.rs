@@ -19,6 +19,7 @@ pub enum ErrorClass {
 
 /// An error that knows its [`ErrorClass`].
 pub trait Classify {
+    /// Whose failure this is.
     fn class(&self) -> ErrorClass;
 
     /// Bad input the user can fix (exit code 2).
@@ -31,30 +32,56 @@ pub trait Classify {
 #[derive(Debug, thiserror::Error)]
 #[error("{kind} ({})", path.display())]
 pub struct StoreError {
+    /// What went wrong.
     pub kind: StoreErrorKind,
+    /// The file or directory it concerns.
     pub path: PathBuf,
 }
 
+/// What went wrong in a [`StoreError`]; decides its [`ErrorClass`].
 #[derive(Debug, thiserror::Error)]
 pub enum StoreErrorKind {
+    /// A file system operation failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// The store's directory cannot be created, locked or written (a path below a
+    /// file, no permission, opened read-only); the text says why.
     #[error("store is not writable: {0}")]
     NotWritable(String),
+    /// A table could not be written or read back as its row type (bad name, schema
+    /// mismatch, unreadable Parquet, missing table).
     #[error("table error: {0}")]
     Table(String),
+    /// A manifest or slot record could not be written: it does not serialize, or the
+    /// stage name cannot name a directory. (An unreadable stored manifest is a
+    /// corrupt entry, not this error.)
     #[error("invalid manifest: {0}")]
     Manifest(String),
+    /// The directory is a store of another format (another otb version): nothing in
+    /// it was touched.
     #[error("store format {found} is not supported by this otb (expects {expected}); use another --store")]
-    Format { found: String, expected: String },
+    Format {
+        /// The format named by the store's `FORMAT` file.
+        found: String,
+        /// The format this build reads and writes.
+        expected: String,
+    },
     /// The directory exists, is not empty and carries no store `FORMAT` marker: it is
     /// not a store, and nothing in it was touched.
     #[error("not an otb store: the directory is not empty and has no FORMAT file saying `{expected}`; nothing was touched; pass --store with a new or empty directory, or an existing store")]
-    NotAStore { expected: String },
+    NotAStore {
+        /// The `FORMAT` text a store of this build carries.
+        expected: String,
+    },
     /// A stored entry failed verification and could not be moved aside, so it can
     /// neither be reused nor replaced.
     #[error("corrupt entry ({reason}) could not be moved to quarantine/: {error}; remove the directory by hand")]
-    StuckCorrupt { reason: String, error: String },
+    StuckCorrupt {
+        /// Why verification failed.
+        reason: String,
+        /// Why moving it to `quarantine/` failed.
+        error: String,
+    },
     /// `gc` was asked to collect with a keep set whose walks did not all reach every
     /// node: what the incomplete walks would still need is unknown.
     #[error("gc refused: {0}; nothing was removed")]
@@ -62,6 +89,7 @@ pub enum StoreErrorKind {
 }
 
 impl StoreError {
+    /// An error of `kind` concerning `path`.
     pub fn new(kind: StoreErrorKind, path: &Path) -> StoreError {
         StoreError {
             kind,
@@ -69,6 +97,7 @@ impl StoreError {
         }
     }
 
+    /// An I/O error `e` concerning `path`.
     pub fn io(path: &Path, e: std::io::Error) -> StoreError {
         StoreError::new(StoreErrorKind::Io(e), path)
     }
@@ -153,6 +182,7 @@ impl StageError {
         StageError::with_kind(StageErrorKind::Store, stage, err)
     }
 
+    /// What kind of failure it is (decides the exit code).
     pub fn kind(&self) -> StageErrorKind {
         self.kind
     }
@@ -162,6 +192,7 @@ impl StageError {
         &self.stage
     }
 
+    /// The text of the underlying error (without the stage name).
     pub fn message(&self) -> &str {
         &self.message
     }

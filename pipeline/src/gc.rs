@@ -25,6 +25,7 @@ pub struct KeepSet {
 }
 
 impl KeepSet {
+    /// An empty set with no walks recorded (a collection with it refuses).
     pub fn new() -> KeepSet {
         KeepSet::default()
     }
@@ -69,10 +70,12 @@ impl KeepSet {
         &self.incomplete
     }
 
+    /// Every key reached by a recorded walk.
     pub fn keys(&self) -> &BTreeSet<Digest> {
         &self.keys
     }
 
+    /// Whether a recorded walk reached `key`.
     pub fn contains(&self, key: &Digest) -> bool {
         self.keys.contains(key)
     }
@@ -106,6 +109,7 @@ pub struct GcReport {
 }
 
 impl GcReport {
+    /// Total size of the removed directories in bytes (saturating).
     pub fn removed_bytes(&self) -> u64 {
         self.removed
             .iter()

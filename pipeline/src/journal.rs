@@ -31,6 +31,7 @@ impl Journal {
         }
     }
 
+    /// The journal's directory (it may not exist yet).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -64,6 +65,7 @@ impl Journal {
             .unwrap_or(0)
     }
 
+    /// True when no record is on disk.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

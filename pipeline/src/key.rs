@@ -78,22 +78,36 @@ impl KeyComponents {
 /// One reason why a stage's key differs from its previous run.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
+    /// The stage name differs.
     Stage {
+        /// The previous run's stage name.
         old: String,
+        /// The current stage name.
         new: String,
     },
+    /// The stage's code version was bumped (or lowered).
     CodeVersion {
+        /// The previous run's code version.
         old: u32,
+        /// The current code version.
         new: u32,
     },
+    /// One parameter differs, was added or was removed.
     Param {
+        /// Where in the params, e.g. `params.model` (object keys joined by `.`).
         path: String,
+        /// The previous value; `None` when the parameter is new.
         old: Option<Value>,
+        /// The current value; `None` when the parameter was removed.
         new: Option<Value>,
     },
+    /// An input's upstream output digest differs, or the input was added or removed.
     Input {
+        /// The input's name.
         name: String,
+        /// The previous digest; `None` when the input is new.
         old: Option<Digest>,
+        /// The current digest; `None` when the input was removed.
         new: Option<Digest>,
     },
 }

@@ -27,11 +27,17 @@ pub const FAULT_ENV: &str = "OTB_FAULT_PAUSE";
 /// Token and call accounting of one stage run (sums of its model calls).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Model calls made, cached ones included.
     pub calls: u64,
+    /// Calls answered from the call cache (a subset of `calls`).
     pub cached_calls: u64,
+    /// Calls whose answer was a failure stored as a row (a subset of `calls`).
     pub errors: u64,
+    /// Prompt (input) tokens, as the model reported them.
     pub prompt_tokens: u64,
+    /// Completion (output) tokens, as the model reported them.
     pub completion_tokens: u64,
+    /// Reasoning tokens, as the model reported them.
     pub reasoning_tokens: u64,
 }
 
@@ -58,8 +64,11 @@ impl Usage {
 /// `manifest.json` of one published stage output. Written last.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// Version of this file's layout ([`MANIFEST_VERSION`]).
     pub manifest_version: u32,
+    /// The stage key: the digest of `components`; also the entry's directory name.
     pub key: Digest,
+    /// What the key was computed from.
     pub components: KeyComponents,
     /// Table name -> file, digest, rows, bytes.
     pub outputs: BTreeMap<String, TableMeta>,
@@ -67,8 +76,11 @@ pub struct Manifest {
     pub output_digest: Digest,
     /// The experiment node that produced it, e.g. `explore[names/gpt-5/r2]`.
     pub node: String,
+    /// Wall-clock time of the stage run, in milliseconds.
     pub wall_ms: u64,
+    /// Model-call accounting of the stage run.
     pub usage: Usage,
+    /// When the output was committed (Unix seconds).
     pub created_unix: u64,
 }
 
@@ -81,7 +93,9 @@ pub fn output_digest(outputs: &BTreeMap<String, TableMeta>) -> Digest {
 /// A verified, published stage output.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The entry's directory, `<store>/<stage>/<key>`.
     pub dir: PathBuf,
+    /// Its parsed `manifest.json`.
     pub manifest: Manifest,
 }
 
@@ -106,10 +120,12 @@ impl Entry {
         read_rows(&self.table_path(R::TABLE))
     }
 
+    /// The output digest, which downstream keys include.
     pub fn digest(&self) -> &Digest {
         &self.manifest.output_digest
     }
 
+    /// Rows over all of its tables.
     pub fn rows(&self) -> u64 {
         self.manifest.outputs.values().map(|t| t.rows).sum()
     }
@@ -118,11 +134,14 @@ impl Entry {
 /// Outcome of looking a key up.
 #[derive(Debug)]
 pub enum Lookup {
+    /// The entry exists and passed verification.
     Hit(Box<Entry>),
+    /// No entry has this key.
     Miss,
     /// The entry existed but failed verification; `reason` says why. In a writable
     /// store it has been moved aside to `quarantine/`.
     Corrupt {
+        /// What verification found wrong.
         reason: String,
     },
 }
@@ -131,8 +150,11 @@ pub enum Lookup {
 /// stale (which key component changed) without keeping every old key around.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SlotRecord {
+    /// The experiment node.
     pub node: String,
+    /// The key of its last run.
     pub key: Digest,
+    /// What that key was computed from (compared against the current components).
     pub components: KeyComponents,
 }
 
@@ -350,14 +372,18 @@ impl Store {
         Ok(left)
     }
 
+    /// The store's root directory.
     pub fn root(&self) -> &Path {
         &self.root
     }
 
+    /// How the store was opened.
     pub fn access(&self) -> Access {
         self.access
     }
 
+    /// Where the entry of `stage` with `key` lives, `<root>/<stage>/<key>` (whether or
+    /// not it exists).
     pub fn entry_dir(&self, stage: &str, key: &Digest) -> PathBuf {
         self.root.join(stage).join(&key.0)
     }
@@ -754,6 +780,8 @@ impl Staging {
         })
     }
 
+    /// The staging directory the tables are written into (deleted on drop unless
+    /// published).
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -28,9 +28,13 @@ use std::sync::Arc;
 /// The Parquet type of a column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColType {
+    /// UTF-8 text.
     Str,
+    /// 64-bit signed integer.
     I64,
+    /// 64-bit float.
     F64,
+    /// Boolean.
     Bool,
     /// Any serde value, stored as JSON text (object key order kept) in a UTF-8 column.
     Json,
@@ -46,6 +50,7 @@ impl ColType {
         }
     }
 
+    /// The type's name in schema docs and error messages, e.g. `int64`.
     pub fn name(self) -> &'static str {
         match self {
             ColType::Str => "string",
@@ -60,8 +65,11 @@ impl ColType {
 /// One column of a table: name, type and a line of documentation for `otb export`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Column {
+    /// Column name: the field's name as serde names it.
     pub name: &'static str,
+    /// Its Parquet type (every column is nullable).
     pub ty: ColType,
+    /// One line saying what the column holds.
     pub doc: &'static str,
 }
 
@@ -81,6 +89,7 @@ pub trait Row: Serialize + DeserializeOwned {
     const TABLE: &'static str;
     /// What one row is, for the exported schema docs.
     const DOC: &'static str;
+    /// The columns, one per field in field order.
     fn columns() -> &'static [Column];
 }
 
@@ -106,9 +115,13 @@ fn schema_of(columns: &[Column]) -> Arc<Schema> {
 /// Summary of one written table.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TableMeta {
+    /// File name inside the entry directory, e.g. `scores.parquet`.
     pub file: String,
+    /// sha256 of the file's bytes.
     pub digest: Digest,
+    /// Number of rows.
     pub rows: u64,
+    /// File size in bytes.
     pub bytes: u64,
 }
 
