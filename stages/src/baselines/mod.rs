@@ -469,7 +469,9 @@ pub struct BaselineStage<'a> {
     /// Input entries of the key besides the params (instances, docs, positions...).
     pub inputs: &'a [(&'a str, Option<&'a Entry>)],
     pub instances: &'a [InstanceRow],
-    pub docs: &'a [DocRow],
+    /// The documentation rows the method starts from, read only when the stage must
+    /// be computed.
+    pub docs: &'a dyn Fn() -> Result<Vec<DocRow>, StageError>,
 }
 
 /// Run (or reuse) a baseline stage: the documentation `method` produces from
@@ -515,14 +517,15 @@ pub fn stage<'r>(
                 seed: p.seed,
             };
             let n = s.budgets.concurrency;
+            let docs = (s.docs)()?;
             match s.method {
-                Method::Play2Prompt => run_stage(ctx, &tb, name, n, s.instances, s.docs, |w| {
+                Method::Play2Prompt => run_stage(ctx, &tb, name, n, s.instances, &docs, |w| {
                     play2prompt::produce(w, &s.budgets.play2prompt)
                 }),
-                Method::Draft => run_stage(ctx, &tb, name, n, s.instances, s.docs, |w| {
+                Method::Draft => run_stage(ctx, &tb, name, n, s.instances, &docs, |w| {
                     draft::produce(w, &s.budgets.draft)
                 }),
-                _ => run_stage(ctx, &tb, name, n, s.instances, s.docs, easytool::produce),
+                _ => run_stage(ctx, &tb, name, n, s.instances, &docs, easytool::produce),
             }
         })?;
     Ok(e)

@@ -267,21 +267,24 @@ impl Bfcl<'_> {
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
         let node = at.node(stage);
-        let mut docs_rows: Vec<DocRow> = docs0.read()?;
-        if m == Method::Play2Prompt
-            && bl.play2prompt.instances == "paper"
-            && matches!(at.setting.as_str(), "names" | "names+desc")
-        {
-            // The paper's +P2P cells on these two settings cover the 50 exec_multiple
-            // instances only (n = 50 in Table 2).
-            let multiple: std::collections::HashSet<&str> = self
-                .instances
-                .iter()
-                .filter(|i| i.category == "exec_multiple")
-                .map(|i| i.instance_id.as_str())
-                .collect();
-            docs_rows.retain(|d| multiple.contains(d.instance_id.as_str()));
-        }
+        let docs_rows = || -> Result<Vec<DocRow>, StageError> {
+            let mut docs_rows: Vec<DocRow> = docs0.read()?;
+            if m == Method::Play2Prompt
+                && bl.play2prompt.instances == "paper"
+                && matches!(at.setting.as_str(), "names" | "names+desc")
+            {
+                // The paper's +P2P cells on these two settings cover the 50
+                // exec_multiple instances only (n = 50 in Table 2).
+                let multiple: std::collections::HashSet<&str> = self
+                    .instances
+                    .iter()
+                    .filter(|i| i.category == "exec_multiple")
+                    .map(|i| i.instance_id.as_str())
+                    .collect();
+                docs_rows.retain(|d| multiple.contains(d.instance_id.as_str()));
+            }
+            Ok(docs_rows)
+        };
         let run = baselines::BaselineStage {
             method: m,
             node: &node,

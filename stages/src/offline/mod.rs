@@ -699,7 +699,7 @@ fn baseline(
 ) -> Result<(), DriveError> {
     let (stage, _) = baselines::stage_of(method);
     let node = at.node(stage);
-    let docs_rows: Vec<DocRow> = docs0.read()?;
+    let docs_rows = || -> Result<Vec<DocRow>, StageError> { Ok(docs0.read()?) };
     let shared = InstanceRow {
         instance_id: SHARED.into(),
         category: at.setting.clone(),
