@@ -113,26 +113,17 @@ pub fn locate(exp: &Experiment, store: &Store) -> Result<(RunOutput, Vec<NodeRep
 /// binary walks an error's causes and takes the first that has one). It lives here,
 /// above every module that defines one of them.
 pub fn class_of(e: &(dyn std::error::Error + 'static)) -> Option<ErrorClass> {
-    use pipeline::Classify;
-    if let Some(e) = e.downcast_ref::<crate::InputError>() {
-        return Some(e.class());
+    fn class_as<T: pipeline::Classify + std::error::Error + 'static>(
+        e: &(dyn std::error::Error + 'static),
+    ) -> Option<ErrorClass> {
+        e.downcast_ref::<T>().map(pipeline::Classify::class)
     }
-    if let Some(e) = e.downcast_ref::<crate::Failure>() {
-        return Some(e.class());
-    }
-    if let Some(e) = e.downcast_ref::<crate::experiment::ConfigError>() {
-        return Some(e.class());
-    }
-    if let Some(e) = e.downcast_ref::<crate::env::DriveError>() {
-        return Some(e.class());
-    }
-    if let Some(e) = e.downcast_ref::<pipeline::StageError>() {
-        return Some(e.class());
-    }
-    if let Some(e) = e.downcast_ref::<pipeline::StoreError>() {
-        return Some(e.class());
-    }
-    None
+    class_as::<crate::InputError>(e)
+        .or_else(|| class_as::<crate::Failure>(e))
+        .or_else(|| class_as::<crate::experiment::ConfigError>(e))
+        .or_else(|| class_as::<crate::env::DriveError>(e))
+        .or_else(|| class_as::<pipeline::StageError>(e))
+        .or_else(|| class_as::<pipeline::StoreError>(e))
 }
 
 #[cfg(test)]

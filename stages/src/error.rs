@@ -54,14 +54,6 @@ impl Failure {
             message: message.into(),
         }
     }
-
-    /// The same message, prefixed (`model `x`: ...`).
-    pub fn context(self, what: impl std::fmt::Display) -> Failure {
-        Failure {
-            class: self.class,
-            message: format!("{what}: {}", self.message),
-        }
-    }
 }
 
 impl Classify for Failure {

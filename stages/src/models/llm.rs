@@ -153,14 +153,15 @@ fn embedded(spec: &str, name: &str) -> Result<(Arc<dyn Backend>, String), Failur
     };
     // A file the user named that does not load is theirs to fix; the verified
     // file this program fetched failing to load is not.
-    let backend = llm::EmbeddedBackend::load(llm::EmbeddedConfig::new(path)).map_err(|e| {
-        let f = if user_file.is_some() {
-            Failure::user(e.to_string())
-        } else {
-            Failure::infra(e.to_string())
-        };
-        f.context(format!("model `{spec}`"))
-    })?;
+    let backend =
+        llm::EmbeddedBackend::load(llm::EmbeddedConfig::new(path)).map_err(|e| Failure {
+            class: if user_file.is_some() {
+                crate::error::ErrorClass::User
+            } else {
+                crate::error::ErrorClass::Infrastructure
+            },
+            message: format!("model `{spec}`: {e}"),
+        })?;
     Ok((Arc::new(backend), name.to_string()))
 }
 
