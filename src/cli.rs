@@ -36,6 +36,13 @@ enum Command {
     },
     /// Show each stage as fresh / would run / blocked, and why a stale one is stale.
     Status { experiment: PathBuf },
+    /// Print the experiment's plan: every node, its inputs, its key where known
+    /// and whether it is in the store (nothing runs, nothing is written).
+    Plan {
+        experiment: PathBuf,
+        #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
+        format: PlanFormat,
+    },
     /// Write the experiment's tables as flat Parquet files with a schema README.
     Export {
         experiment: PathBuf,
@@ -246,6 +253,7 @@ pub fn main() -> Result<ExitCode> {
     match cli.command {
         Command::Run { experiment, quiet } => run(&root, &experiment, quiet),
         Command::Status { experiment } => status(&root, &experiment),
+        Command::Plan { experiment, format } => plan(&root, &experiment, format),
         Command::Export { experiment, to } => export(&root, &experiment, &to),
         Command::Gc { keep, dry_run } => gc(&root, &keep, dry_run),
         Command::Serve { model, addr } => {
@@ -398,6 +406,33 @@ fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
     let mut session = Session::new(&store, Mode::Status, true);
     stages::driver::drive(&exp, &mut session)?;
     print!("{}", stages::tables::report::status_text(session.reports()));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How `otb plan` prints the plan.
+#[derive(Clone, Copy, ValueEnum)]
+enum PlanFormat {
+    /// A line per node.
+    Text,
+    /// JSON (`experiment`, `nodes` with `node`, `stage`, `key`, `state`, `why`, `inputs`).
+    Json,
+    /// A Graphviz digraph (`otb plan EXP --format dot | dot -Tsvg > plan.svg`).
+    Dot,
+}
+
+/// `otb plan`: the experiment's plan, read from the store (never written).
+fn plan(root: &Path, experiment: &Path, format: PlanFormat) -> Result<ExitCode> {
+    let exp = load(experiment)?;
+    let store = Store::open(root, Access::ReadOnly)?;
+    let plan = stages::plan::plan(&exp, &store)?;
+    print!(
+        "{}",
+        match format {
+            PlanFormat::Text => plan.text(),
+            PlanFormat::Json => plan.json(),
+            PlanFormat::Dot => plan.dot(),
+        }
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,4 +1,4 @@
-//! Snapshots of what a person reads: `otb status` before and after a run, the BFCL
+//! Snapshots of what a person reads: `otb status` before and after a run, `otb plan`, the BFCL
 //! tables (2, 5, 6, 7, tokens) as CSV, the export's SCHEMA.md, `otb cache stats`, and
 //! the one-line errors of bad input (Table 4 is snapshotted in `search_cli.rs`; chess
 //! tables hold engine moves, which a time budget makes nondeterministic). Timings and temporary paths are
@@ -43,6 +43,14 @@ fn status_before_and_after_a_run() {
     insta::assert_snapshot!("status_empty", normalise(&s.status(), &s));
     s.run();
     insta::assert_snapshot!("status_done", normalise(&s.status(), &s));
+}
+
+/// `otb plan` of the scripted BFCL grid before anything ran.
+#[test]
+fn plan_before_a_run() {
+    let s = Scratch::new("", MODELS);
+    let out = s.otb(&["plan", s.exp().to_str().unwrap()]);
+    insta::assert_snapshot!("plan_empty", normalise(&common::stdout_ok(&out), &s));
 }
 
 #[test]
@@ -177,7 +185,16 @@ fn table2_marks_a_chain_that_is_part_done_as_in_progress() {
         ),
         "{status}"
     );
-    assert!(status.contains("  and up to "), "{status}");
+    // What is listed still to run: round 2's editor round, and the summary waiting
+    // for the curve's last round.
+    assert!(
+        status.contains("estimated time for the 2 stages still to run"),
+        "{status}"
+    );
+    assert!(
+        status.contains("missing    ------------  summarize (waits: input `names r2/toolobserver` is not computed yet)"),
+        "{status}"
+    );
 }
 
 /// The other renderers of a BFCL run, on a scripted grid of two agents and two

@@ -178,15 +178,17 @@ async fn all_at_once(b: std::sync::Arc<EmbeddedBackend>, reqs: &[ChatRequest]) -
 /// give the same answer alone (one request at a time) and decoded in one
 /// batch with others, also when there are more requests than sequences and
 /// when the KV cache only has room for some of them (the rest wait; cached
-/// prefixes are evicted), up to a near-tie: with llama.cpp's AVX-512 kernels,
-/// SmolLM2 rambling to its token limit flipped one token after 60 equal
-/// characters. So at most one greedy answer per comparison may differ, and
-/// only after a common prefix of at least half of it (mixed-up sequences or
-/// KV cells would differ from the start). Seeded sampling turns rounding differences into
-/// different tokens now and then (llama.cpp multiplies a lone token's
-/// activations with other kernels than a batch's, see the `embedded` module
-/// docs), so for seeded requests the test asserts what holds: the same
-/// requests batched the same way give the same answers.
+/// prefixes are evicted), up to near-ties in answers that ramble to their
+/// token limit: llama.cpp multiplies a lone token's activations with other
+/// kernels than a batch's (see the `embedded` module docs), and SmolLM2's
+/// rambling flipped a token after 60 equal characters on an AVX-512 EPYC, and
+/// after 36 of 124 in two of three greedy answers on a 2-core AVX-512 Xeon. So
+/// an answer that stopped by itself must be equal, and one cut at its limit
+/// may differ only after a common prefix of at least a quarter of it (mixed-up
+/// sequences or KV cells would differ from the start). Seeded sampling turns
+/// rounding differences into different tokens now and then, so for seeded
+/// requests the test asserts what holds: the same requests batched the same
+/// way give the same answers.
 #[tokio::test]
 async fn batched_answers_equal_answers_alone() {
     let Some(path) = model() else { return };
@@ -217,20 +219,22 @@ async fn batched_answers_equal_answers_alone() {
         std::sync::Arc::new(EmbeddedBackend::load(cfg).unwrap())
     };
     let compare = |label: &str, got: &[String]| {
-        let mut differ = 0;
         for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
             eprintln!("{label} request {i}:\n  alone   {e}\n  batched {g}");
             if greedy[i] && g != e {
-                differ += 1;
+                let cut = e.ends_with("Some(\"length\")") && g.ends_with("Some(\"length\")");
+                assert!(
+                    cut,
+                    "{label}: greedy request {i} stopped by itself, and differs"
+                );
                 let common = g.chars().zip(e.chars()).take_while(|(a, b)| a == b).count();
                 let shorter = g.chars().count().min(e.chars().count());
                 assert!(
-                    2 * common >= shorter,
+                    4 * common >= shorter,
                     "{label}: greedy request {i} differs after {common} of {shorter} characters"
                 );
             }
         }
-        assert!(differ <= 1, "{label}: {differ} greedy answers differ");
     };
 
     // Four sequences, five requests: one waits for a slot.

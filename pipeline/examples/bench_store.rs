@@ -30,10 +30,10 @@ fn rows(stage: usize, n: usize) -> Vec<R> {
 }
 
 fn drive(s: &mut Session<'_>, n: usize, rows_per: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let mut prev = None;
+    let mut prev: Option<pipeline::Handle> = None;
     for i in 0..n {
-        let inputs: Vec<(&str, Option<&pipeline::Entry>)> = match &prev {
-            Some(e) => vec![("prev", Some(e))],
+        let inputs: Vec<(&str, &pipeline::Handle)> = match &prev {
+            Some(h) => vec![("prev", h)],
             None => vec![],
         };
         let e = s.stage(
@@ -47,7 +47,7 @@ fn drive(s: &mut Session<'_>, n: usize, rows_per: usize) -> Result<(), Box<dyn s
                 Ok(())
             },
         )?;
-        prev = e;
+        prev = Some(e);
     }
     Ok(())
 }

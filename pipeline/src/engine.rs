@@ -69,11 +69,71 @@ pub struct NodeReport {
     pub finished_unix: u64,
     /// Model-call accounting of the run that computed the output.
     pub usage: Usage,
+    /// The node's inputs: the name each is known by, and the upstream node.
+    pub inputs: Vec<(String, String)>,
 }
 
-/// An upstream table a stage reads: the name it is known by and the entry, or `None`
-/// when (in status mode) the upstream node has not been computed yet.
-pub type Input<'a> = (&'a str, Option<&'a Entry>);
+/// A node's output as a drive sees it: the node's name and its stored entry, or --
+/// only in status mode -- no entry yet (the node would run, or waits for an input of
+/// its own). A drive passes handles on as inputs whether they are computed or not, so
+/// that status mode walks the whole experiment: a node whose input is pending is
+/// listed as waiting for it ([`NodeState::Blocked`]).
+#[derive(Clone, Debug)]
+pub struct Handle {
+    node: String,
+    entry: Option<Entry>,
+}
+
+impl Handle {
+    /// The output of `node`, computed.
+    pub fn ready(node: &str, entry: Entry) -> Handle {
+        Handle {
+            node: node.to_string(),
+            entry: Some(entry),
+        }
+    }
+
+    /// The output of `node`, not computed yet (status mode).
+    pub fn pending(node: &str) -> Handle {
+        Handle {
+            node: node.to_string(),
+            entry: None,
+        }
+    }
+
+    /// The node whose output this is.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The stored entry, when the node is computed.
+    pub fn entry(&self) -> Option<&Entry> {
+        self.entry.as_ref()
+    }
+
+    /// The stored entry. A pending handle here is a bug: only a node that runs reads
+    /// its inputs, and a node runs only once every input is computed.
+    pub fn get(&self) -> Result<&Entry, StageError> {
+        self.entry.as_ref().ok_or_else(|| {
+            StageError::bug(
+                "drive",
+                format!(
+                    "the output of `{}` was read before it was computed",
+                    self.node
+                ),
+            )
+        })
+    }
+
+    /// The rows of the entry's table of `R` (see [`Handle::get`]).
+    pub fn read<R: Row>(&self) -> Result<Vec<R>, StageError> {
+        Ok(self.get()?.read()?)
+    }
+}
+
+/// An upstream table a stage reads: the name it is known by and the upstream node's
+/// [`Handle`].
+pub type Input<'a> = (&'a str, &'a Handle);
 
 /// The stage's view while it runs: its inputs, a place to write outputs, progress.
 pub struct StageCtx<'a> {
@@ -152,6 +212,7 @@ pub struct Session<'s> {
     quiet: bool,
     multi: MultiProgress,
     reports: Vec<NodeReport>,
+    after: Option<String>,
 }
 
 impl<'s> Session<'s> {
@@ -168,6 +229,7 @@ impl<'s> Session<'s> {
             quiet,
             multi,
             reports: Vec::new(),
+            after: None,
         }
     }
 
@@ -176,25 +238,11 @@ impl<'s> Session<'s> {
         self.mode
     }
 
-    /// Status mode: list `node` (of `stage`) as [`NodeState::Planned`] unless it is
-    /// listed already, so that the estimate of what is left can count it; nothing in
-    /// run mode.
-    pub fn plan(&mut self, node: &str, stage: &str, after: &str) {
-        if self.mode != Mode::Status || self.reports.iter().any(|r| r.node == node) {
-            return;
-        }
-        self.reports.push(NodeReport {
-            node: node.to_string(),
-            stage: stage.to_string(),
-            key: None,
-            state: NodeState::Planned {
-                after: after.to_string(),
-            },
-            rows: 0,
-            wall_ms: 0,
-            finished_unix: 0,
-            usage: Usage::default(),
-        });
+    /// Status mode: from now on (until called with `None`), a node that waits for an
+    /// input is listed as [`NodeState::Planned`] (`after` says what decides whether
+    /// it runs: a loop that may stop before it) instead of [`NodeState::Blocked`].
+    pub fn set_after(&mut self, after: Option<String>) {
+        self.after = after;
     }
 
     /// A session over the same store, mode and progress display, with no reports
@@ -207,6 +255,7 @@ impl<'s> Session<'s> {
             quiet: self.quiet,
             multi: self.multi.clone(),
             reports: Vec::new(),
+            after: self.after.clone(),
         }
     }
 
@@ -220,8 +269,8 @@ impl<'s> Session<'s> {
         self.store
     }
 
-    /// One report per node passed to [`Session::stage`] or [`Session::plan`], in
-    /// call order, with a forked session's reports where it was joined.
+    /// One report per node passed to [`Session::stage`], in call order, with a forked
+    /// session's reports where it was joined.
     pub fn reports(&self) -> &[NodeReport] {
         &self.reports
     }
@@ -239,9 +288,65 @@ impl<'s> Session<'s> {
         print_line(&self.multi, self.quiet, line);
     }
 
+    /// Status mode: list `node` (of `stage`) as waiting for its first input that is
+    /// not computed yet, without a key (its key needs what that input holds), and
+    /// return its pending handle. In a run every input is computed: a pending one is
+    /// a bug of the drive.
+    pub fn unkeyed(
+        &mut self,
+        node: &str,
+        stage: &str,
+        inputs: &[Input<'_>],
+    ) -> Result<Handle, StageError> {
+        let report = NodeReport {
+            node: node.to_string(),
+            stage: stage.to_string(),
+            key: None,
+            state: NodeState::Fresh,
+            rows: 0,
+            wall_ms: 0,
+            finished_unix: 0,
+            usage: Usage::default(),
+            inputs: inputs
+                .iter()
+                .map(|(n, h)| (n.to_string(), h.node().to_string()))
+                .collect(),
+        };
+        self.waiting(report, stage, inputs)
+    }
+
+    fn waiting(
+        &mut self,
+        mut report: NodeReport,
+        stage: &str,
+        inputs: &[Input<'_>],
+    ) -> Result<Handle, StageError> {
+        let (name, h) = inputs
+            .iter()
+            .find(|(_, h)| h.entry().is_none())
+            .ok_or_else(|| StageError::bug(stage, "a node waits for none of its inputs"))?;
+        if self.mode == Mode::Run {
+            return Err(StageError::bug(
+                stage,
+                format!("input `{name}` ({}) is not computed", h.node()),
+            ));
+        }
+        report.state = match &self.after {
+            Some(after) => NodeState::Planned {
+                after: after.clone(),
+            },
+            None => NodeState::Blocked {
+                on: format!("input `{name}` is not computed yet"),
+            },
+        };
+        let pending = Handle::pending(&report.node);
+        self.reports.push(report);
+        Ok(pending)
+    }
+
     /// Ensure the output of one node: reuse it if its key is in the store, otherwise
-    /// (run mode) compute it with `run` and publish it. Returns `None` only in status
-    /// mode, for a node that would run or is blocked.
+    /// (run mode) compute it with `run` and publish it. The handle is pending only in
+    /// status mode, for a node that would run or waits for an input.
     pub fn stage<F>(
         &mut self,
         node: &str,
@@ -250,10 +355,11 @@ impl<'s> Session<'s> {
         params: serde_json::Value,
         inputs: &[Input<'_>],
         run: F,
-    ) -> Result<Option<Entry>, StageError>
+    ) -> Result<Handle, StageError>
     where
         F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError>,
     {
+        let pending = Handle::pending(node);
         let mut report = NodeReport {
             node: node.to_string(),
             stage: stage.to_string(),
@@ -263,13 +369,13 @@ impl<'s> Session<'s> {
             wall_ms: 0,
             finished_unix: 0,
             usage: Usage::default(),
+            inputs: inputs
+                .iter()
+                .map(|(n, h)| (n.to_string(), h.node().to_string()))
+                .collect(),
         };
-        if let Some((name, _)) = inputs.iter().find(|(_, e)| e.is_none()) {
-            report.state = NodeState::Blocked {
-                on: format!("input `{name}` is not computed yet"),
-            };
-            self.reports.push(report);
-            return Ok(None);
+        if inputs.iter().any(|(_, h)| h.entry().is_none()) {
+            return self.waiting(report, stage, inputs);
         }
         let components = KeyComponents {
             stage: stage.to_string(),
@@ -277,7 +383,7 @@ impl<'s> Session<'s> {
             params,
             inputs: inputs
                 .iter()
-                .filter_map(|(n, e)| e.map(|e| (n.to_string(), e.digest().clone())))
+                .filter_map(|(n, h)| h.entry().map(|e| (n.to_string(), e.digest().clone())))
                 .collect(),
         };
         let key = components.key();
@@ -297,7 +403,7 @@ impl<'s> Session<'s> {
                 report.finished_unix = entry.manifest.created_unix;
                 report.usage = entry.manifest.usage.clone();
                 self.reports.push(report);
-                return Ok(Some(*entry));
+                return Ok(Handle::ready(node, *entry));
             }
             Lookup::Miss => None,
             Lookup::Corrupt { reason } => Some(reason),
@@ -329,7 +435,7 @@ impl<'s> Session<'s> {
             }
             report.state = NodeState::WouldRun { reasons };
             self.reports.push(report);
-            return Ok(None);
+            return Ok(pending);
         }
         if let Some(reason) = &corrupt {
             // Moved aside or an error: a corrupt entry is never reused.
@@ -374,6 +480,6 @@ impl<'s> Session<'s> {
             report.rows
         ));
         self.reports.push(report);
-        Ok(Some(entry))
+        Ok(Handle::ready(node, entry))
     }
 }

@@ -80,7 +80,7 @@ pub mod store;
 pub mod table;
 
 pub use digest::Digest;
-pub use engine::{Input, Mode, NodeReport, NodeState, Session, StageCtx};
+pub use engine::{Handle, Input, Mode, NodeReport, NodeState, Session, StageCtx};
 pub use error::{Classify, ErrorClass, StageError, StageErrorKind, StoreError, StoreErrorKind};
 pub use gc::{GcReport, KeepSet};
 pub use journal::Journal;

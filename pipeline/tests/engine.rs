@@ -226,7 +226,12 @@ fn concurrent_writers_of_one_key_end_with_one_valid_entry() {
         });
         let entries: Vec<_> = results
             .into_iter()
-            .map(|r| r.expect("both writers succeed").expect("run mode"))
+            .map(|r| {
+                r.expect("both writers succeed")
+                    .entry()
+                    .cloned()
+                    .expect("run mode")
+            })
             .collect();
         assert_eq!(entries[0].dir, entries[1].dir);
         assert_eq!(entries[0].digest(), entries[1].digest());
@@ -285,25 +290,42 @@ fn status_on_a_writable_store_does_not_quarantine() {
 }
 
 #[test]
-fn planned_nodes_are_listed_once_and_only_by_status() {
+fn status_lists_what_waits_and_what_a_loop_may_skip() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
-    let mut run = Session::new(&store, Mode::Run, true);
-    run.plan("later[r2]", "later", "round 1");
-    assert!(run.reports().is_empty(), "a run plans nothing");
+    let calls = Calls::default();
     let mut status = Session::new(&store, Mode::Status, true);
-    status.plan("later[r2]", "later", "round 1");
-    status.plan("later[r2]", "later", "round 1");
-    assert_eq!(status.reports().len(), 1);
-    let r = &status.reports()[0];
+    let a = up(&mut status, 1, &nums(&[1]), &calls).unwrap();
+    assert!(a.entry().is_none(), "not computed yet");
+    let b = down(&mut status, &a, &calls).unwrap();
+    assert_eq!(b.node(), "down");
+    status.set_after(Some("round 1".into()));
+    let _ = down(&mut status, &b, &calls).unwrap();
+    status.set_after(None);
+    let r = status.reports();
+    assert_eq!(r.len(), 3);
+    assert!(matches!(r[0].state, NodeState::WouldRun { .. }));
     assert_eq!(
-        (r.node.as_str(), r.stage.as_str(), r.key.as_ref()),
-        ("later[r2]", "later", None)
+        r[1].state,
+        NodeState::Blocked {
+            on: "input `nums` is not computed yet".into()
+        }
     );
+    assert_eq!(r[1].inputs, [("nums".to_string(), "up".to_string())]);
+    assert_eq!(r[1].key, None);
     assert_eq!(
-        r.state,
+        r[2].state,
         NodeState::Planned {
             after: "round 1".into()
         }
     );
+    assert_eq!(
+        (calls.up.get(), calls.down.get()),
+        (0, 0),
+        "status computes nothing"
+    );
+    // In a run, a pending input is a bug of the drive, never a silent skip.
+    let mut run = Session::new(&store, Mode::Run, true);
+    let e = down(&mut run, &pipeline::Handle::pending("up"), &calls).unwrap_err();
+    assert_eq!(pipeline::Classify::class(&e), pipeline::ErrorClass::Bug);
 }

@@ -21,7 +21,7 @@
 pub use crate::at::{At, Label, Naming, Shown, Split, Step};
 use crate::models::Models;
 use crate::rows::DocRow;
-use pipeline::{Entry, Session, StageError};
+use pipeline::{Entry, Handle, Session, StageError};
 
 /// The instance id of an offline environment's one shared documentation row.
 pub const SHARED: &str = "*";
@@ -85,9 +85,10 @@ pub struct Output {
 pub struct RunOutput {
     pub outputs: Vec<Output>,
     /// Every score output an environment's summary aggregates, in drive order, with
-    /// a label unique within the drive: renderers summarise these themselves when
-    /// the summary stage has not run yet (a run still going, or stopped).
-    pub curve: Vec<(String, Label, Entry)>,
+    /// a label unique within the drive (pending ones too, in status mode: the
+    /// summary waits for them): renderers summarise the computed ones themselves
+    /// when the summary stage has not run yet (a run still going, or stopped).
+    pub curve: Vec<(String, Label, Handle)>,
 }
 
 impl RunOutput {
@@ -95,9 +96,10 @@ impl RunOutput {
         self.outputs.iter().filter(move |o| o.stage == stage)
     }
 
-    /// Record an output; a node shared by several chains (opacify, agent-free
-    /// baselines) is recorded once.
-    pub fn push(&mut self, node: &str, stage: &'static str, label: &Label, e: &Entry) {
+    /// Record an output if it is computed; a node shared by several chains
+    /// (opacify, agent-free baselines) is recorded once.
+    pub fn push(&mut self, node: &str, stage: &'static str, label: &Label, h: &Handle) {
+        let Some(e) = h.entry() else { return };
         if self.outputs.iter().any(|o| {
             o.node == node && o.stage == stage && o.agent == label.agent && o.editor == label.editor
         }) {
@@ -127,7 +129,8 @@ impl RunOutput {
                 editor: o.editor,
                 round: o.round,
             };
-            self.push(&o.node, o.stage, &label, &o.entry);
+            let h = Handle::ready(&o.node, o.entry);
+            self.push(&o.node, o.stage, &label, &h);
         }
         self.curve.extend(other.curve);
     }
@@ -209,8 +212,8 @@ impl Cx<'_, '_> {
     /// The node of stage `stage` (code version `version`) at cell `at`, in one call:
     /// named `at.node(stage)`, keyed by `params` and the inputs' digests, reused or
     /// computed with `run` (see [`Session::stage`]), and its output recorded with the
-    /// cell's label. `None` only in status mode, for a node that would run or is
-    /// blocked.
+    /// cell's label. Pending only in status mode, for a node that would run or waits
+    /// for an input.
     pub fn stage<P, F>(
         &mut self,
         at: &At,
@@ -219,17 +222,26 @@ impl Cx<'_, '_> {
         params: &P,
         inputs: &[pipeline::Input<'_>],
         run: F,
-    ) -> Result<Option<Entry>, DriveError>
+    ) -> Result<Handle, DriveError>
     where
         P: serde::Serialize + ?Sized,
         F: FnOnce(&mut pipeline::StageCtx<'_>) -> Result<(), StageError>,
     {
         let node = at.node(stage);
-        let e = self.stage_named(&node, stage, version, params, inputs, run)?;
-        if let Some(e) = &e {
-            self.out.push(&node, stage, &at.label(), e);
-        }
-        Ok(e)
+        let h = self.stage_named(&node, stage, version, params, inputs, run)?;
+        self.out.push(&node, stage, &at.label(), &h);
+        Ok(h)
+    }
+
+    /// Status mode: the node of `stage` at `at` waits for an input whose content its
+    /// key needs (listed without a key); see [`Session::unkeyed`].
+    pub fn waiting(
+        &mut self,
+        at: &At,
+        stage: &'static str,
+        inputs: &[pipeline::Input<'_>],
+    ) -> Result<Handle, DriveError> {
+        Ok(self.session.unkeyed(&at.node(stage), stage, inputs)?)
     }
 
     /// [`Cx::stage`] for a node outside the grid (`bfcl-data`, `chess-positions`): its
@@ -242,13 +254,50 @@ impl Cx<'_, '_> {
         params: &P,
         inputs: &[pipeline::Input<'_>],
         run: F,
-    ) -> Result<Option<Entry>, DriveError>
+    ) -> Result<Handle, DriveError>
     where
         P: serde::Serialize + ?Sized,
         F: FnOnce(&mut pipeline::StageCtx<'_>) -> Result<(), StageError>,
     {
         let key = serde_json::to_value(params).map_err(|e| StageError::bug(stage, e))?;
         Ok(self.session.stage(node, stage, version, key, inputs, run)?)
+    }
+}
+
+/// An offline environment's instances (chess positions, search questions): its
+/// source stage's output, read once -- by the first stage that must be computed --
+/// and split into training and test.
+pub struct Splits<R> {
+    /// The source stage's output.
+    pub handle: Handle,
+    rows: crate::once::BuildOnce<[Vec<R>; 2]>,
+    is_train: fn(&R) -> bool,
+}
+
+impl<R: pipeline::Row> Splits<R> {
+    /// The rows of `handle`; `is_train` tells a training row.
+    pub fn new(handle: Handle, is_train: fn(&R) -> bool) -> Splits<R> {
+        Splits {
+            handle,
+            rows: Default::default(),
+            is_train,
+        }
+    }
+
+    /// The rows of `split`, in stored order.
+    pub fn get(&self, split: Split) -> Result<&[R], StageError> {
+        let [train, test] = self.rows.get_or_try_build(|| {
+            let (train, test) = self
+                .handle
+                .read::<R>()?
+                .into_iter()
+                .partition(|r| (self.is_train)(r));
+            Ok::<_, StageError>([train, test])
+        })?;
+        Ok(match split {
+            Split::Train => train,
+            Split::Test => test,
+        })
     }
 }
 
@@ -270,34 +319,29 @@ pub enum Example {
 /// An environment whose tools differ per instance: ToolObserver runs online.
 pub trait OnlineEnv {
     /// Agent turns on `docs` (one per instance), then grading, at the play step `at`:
-    /// `(trajectories, scores)`, or `None` when a node is blocked (status mode).
+    /// `(trajectories, scores)` (pending in status mode when not computed).
     /// `prev`: the previous round's trajectories, reused for instances whose docs did
     /// not change.
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
         at: &At,
-        docs: &Entry,
-        prev: Option<&Entry>,
-    ) -> Result<Option<(Entry, Entry)>, DriveError>;
-
-    /// The stage kinds [`OnlineEnv::explore_eval`] runs, in order; their nodes are
-    /// named by the play step's [`At::node`] (`otb status` lists rounds not reached
-    /// yet with them).
-    fn round_stages(&self) -> &'static [&'static str];
+        docs: &Handle,
+        prev: Option<&Handle>,
+    ) -> Result<(Handle, Handle), DriveError>;
 
     /// Round 0 of a ToolObserver curve (the play step `at`) is the Base chain's
     /// result: let the environment register it (e.g. in `out.curve`, for its summary
     /// table).
-    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Entry);
+    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Handle);
 
     /// What the editor sees for each row of `docs` (same order), given that round's
     /// trajectories and scores. `guard`: the success guard is on.
     fn examples(
         &self,
         docs: &[DocRow],
-        trajectories: &Entry,
-        scores: &Entry,
+        trajectories: &Handle,
+        scores: &Handle,
         guard: bool,
     ) -> Result<Vec<Example>, DriveError>;
 
@@ -314,29 +358,17 @@ pub trait OnlineEnv {
 pub struct Play<'a> {
     pub at: &'a At,
     pub sampling: &'a crate::models::TurnSampling,
-    pub docs: &'a Entry,
+    pub docs: &'a Handle,
 }
 
 /// An environment whose tools are shared by every instance: ToolObserver runs
 /// offline over a training split and is evaluated on a test split.
 pub trait OfflineEnv {
-    /// The agent's trajectories in `play`; `None` when blocked (status mode).
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError>;
+    /// The agent's trajectories in `play` (pending in status mode when not computed).
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError>;
 
     /// The trajectories as the editor reads them, in order (each bounded).
-    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError>;
-
-    /// The stage kind of [`OfflineEnv::explore`] and those of
-    /// [`OfflineEnv::evaluate`], in order; their nodes are named by the play step's
-    /// [`At::node`] (`otb status` lists rounds not reached yet with them).
-    fn round_stages(&self) -> (&'static str, Vec<&'static str>);
-
-    /// The stage kinds a training-split exploration runs, in order (named by the play
-    /// step's [`At::node`]); by default [`OfflineEnv::explore`]'s alone (search adds its
-    /// judge when one is configured: the editor reads the verdicts).
-    fn train_stages(&self) -> Vec<&'static str> {
-        vec![self.round_stages().0]
-    }
+    fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError>;
 
     /// What the editor must know to compare tools in this environment (e.g. for
     /// chess: which sign of the evaluation is good for whom). Goes into the prompts.
@@ -359,17 +391,18 @@ pub trait OfflineEnv {
 
     /// What [`OfflineEnv::tool_runner`] executes against, for a baseline stage's key:
     /// its parameters and the stage outputs it reads.
-    fn runner_key(&self) -> (serde_json::Value, Vec<(&'static str, Entry)>) {
+    fn runner_key(&self) -> (serde_json::Value, Vec<(&'static str, Handle)>) {
         (serde_json::Value::Null, Vec::new())
     }
 
-    /// Grade the test-split trajectories of `play`; `None` when blocked.
+    /// Grade the test-split trajectories of `play` (pending in status mode when not
+    /// computed).
     fn evaluate(
         &self,
         cx: &mut Cx<'_, '_>,
         play: &Play<'_>,
-        trajectories: &Entry,
-    ) -> Result<Option<Entry>, DriveError>;
+        trajectories: &Handle,
+    ) -> Result<Handle, DriveError>;
 }
 
 /// What executing one tool call gave: the Python `repr` of the result, or the error.

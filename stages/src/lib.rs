@@ -26,6 +26,7 @@ pub mod models;
 pub mod offline;
 pub mod once;
 pub mod online;
+pub mod plan;
 pub mod rows;
 pub mod search;
 pub mod tables;

@@ -8,7 +8,7 @@ use crate::at::{At, Step};
 use crate::batch_reflect;
 use crate::env::{Cx, DriveError, OnlineEnv};
 use crate::rows::DocRow;
-use pipeline::Entry;
+use pipeline::Handle;
 
 /// One ToolObserver curve's protocol (its cell -- setting, method, agent, editor --
 /// is an [`At`]).
@@ -23,14 +23,16 @@ pub struct Curve<'a> {
 
 /// Rounds 1..K of the curve at `at` (its method and editor set) after round 0 (`r0` =
 /// the Base chain's trajectories and scores on `docs0`). Stops when every instance
-/// is frozen, when K is reached, or when a node is blocked (status mode).
+/// is frozen or when K is reached. In status mode a round whose docs are not
+/// computed yet cannot say whether the curve goes on: the rounds after it are listed
+/// as planned (they run only if some instance is not frozen by then).
 pub fn toolobserver(
     env: &dyn OnlineEnv,
     cx: &mut Cx<'_, '_>,
     at: &At,
     curve: &Curve<'_>,
-    docs0: &Entry,
-    r0: (Entry, Entry),
+    docs0: &Handle,
+    r0: (Handle, Handle),
 ) -> Result<(), DriveError> {
     let Curve {
         template,
@@ -42,6 +44,7 @@ pub fn toolobserver(
     env.curve_start(cx.out, &at.play(None, 0), &scores);
     let mut docs = docs0.clone();
     let mut round = 0i64;
+    let mut planned = false;
     while round < rounds as i64 {
         round += 1;
         let edit = at.at(Step::Edit, round);
@@ -60,9 +63,9 @@ pub fn toolobserver(
             batch_reflect::VERSION,
             &params,
             &[
-                ("docs", Some(&docs)),
-                ("trajectories", Some(&traj)),
-                ("scores", Some(&scores)),
+                ("docs", &docs),
+                ("trajectories", &traj),
+                ("scores", &scores),
             ],
             |ctx| {
                 // Read only when the round must be computed.
@@ -76,50 +79,30 @@ pub fn toolobserver(
                 batch_reflect::run(ctx, ed.as_ref(), &params, &inputs)
             },
         )?;
-        let Some(reflect) = reflect else {
-            plan_rounds(env, cx, at, curve, round);
-            break;
-        };
-        let new_docs: Vec<DocRow> = reflect.read()?;
-        if new_docs.iter().all(|d| d.frozen) {
-            break; // every instance converged: round k would repeat round k-1
+        match reflect.entry() {
+            Some(e) => {
+                let new_docs: Vec<DocRow> = e.read()?;
+                if new_docs.iter().all(|d| d.frozen) {
+                    break; // every instance converged: round k would repeat round k-1
+                }
+            }
+            // Status mode: whether round k runs is decided by round k's docs.
+            None if cx.session.mode() == pipeline::Mode::Status && !planned => {
+                planned = true;
+                cx.session.set_after(Some(format!(
+                    "round {} (the curve ends early if every instance is frozen)",
+                    round - 1
+                )));
+            }
+            None => {}
         }
-        let Some((t, sc)) = env.explore_eval(cx, &at.play(None, round), &reflect, Some(&traj))?
-        else {
-            plan_rounds(env, cx, at, curve, round);
-            break;
-        };
+        let (t, sc) = env.explore_eval(cx, &at.play(None, round), &reflect, Some(&traj))?;
         docs = reflect;
         traj = t;
         scores = sc;
     }
-    Ok(())
-}
-
-/// Status mode: list the nodes of rounds `from..=K` of the curve at `at` that are
-/// not listed (they wait for an earlier round), as planned, so that `otb status` can
-/// say what the rest of the curve may take. The curve may end before K (every
-/// instance frozen).
-pub fn plan_rounds(
-    env: &dyn OnlineEnv,
-    cx: &mut Cx<'_, '_>,
-    at: &At,
-    curve: &Curve<'_>,
-    from: i64,
-) {
-    for round in from.max(1)..=i64::from(curve.rounds) {
-        let after = format!(
-            "round {} (the curve ends early if every instance is frozen)",
-            round - 1
-        );
-        cx.session.plan(
-            &at.at(Step::Edit, round).node(batch_reflect::STAGE),
-            batch_reflect::STAGE,
-            &after,
-        );
-        for kind in env.round_stages() {
-            cx.session
-                .plan(&at.play(None, round).node(kind), kind, &after);
-        }
+    if planned {
+        cx.session.set_after(None);
     }
+    Ok(())
 }

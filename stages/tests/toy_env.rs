@@ -4,7 +4,7 @@
 //! mentions "B"; the editor learns that from what it is shown. It runs through the
 //! online loop, the offline loop (batch-reflect + consensus-merge) and a table.
 
-use pipeline::{Entry, Mode, Row, Session, StageError, Store};
+use pipeline::{Handle, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stages::env::{
@@ -162,10 +162,9 @@ impl Toy {
         &self,
         cx: &mut Cx<'_, '_>,
         at: &At,
-        docs: &Entry,
+        docs: &Handle,
         ids: &[String],
-    ) -> Result<Option<Entry>, DriveError> {
-        let rows: Vec<DocRow> = docs.read()?;
+    ) -> Result<Handle, DriveError> {
         let models = cx.models;
         let agent_spec = at.agent.clone().expect("a play step has an agent");
         cx.stage(
@@ -173,8 +172,9 @@ impl Toy {
             "toy-explore",
             1,
             &json!({"agent": agent_spec, "ids": ids}),
-            &[("docs", Some(docs))],
+            &[("docs", docs)],
             |ctx| {
+                let rows: Vec<DocRow> = docs.read()?;
                 let agent = models.agent(&agent_spec)?;
                 let mut out = Vec::new();
                 for id in ids {
@@ -206,20 +206,15 @@ impl Toy {
         )
     }
 
-    fn score(
-        &self,
-        cx: &mut Cx<'_, '_>,
-        at: &At,
-        traj: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
-        let rows: Vec<ToyTrajectory> = traj.read()?;
+    fn score(&self, cx: &mut Cx<'_, '_>, at: &At, traj: &Handle) -> Result<Handle, DriveError> {
         cx.stage(
             at,
             "toy-evaluate",
             1,
             &json!({}),
-            &[("trajectories", Some(traj))],
+            &[("trajectories", traj)],
             |ctx| {
+                let rows: Vec<ToyTrajectory> = traj.read()?;
                 let out: Vec<ToyScore> = rows
                     .iter()
                     .map(|t| ToyScore {
@@ -236,33 +231,25 @@ impl Toy {
 }
 
 impl OnlineEnv for Toy {
-    fn round_stages(&self) -> &'static [&'static str] {
-        &["toy-explore", "toy-evaluate"]
-    }
-
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
         at: &At,
-        docs: &Entry,
-        _prev: Option<&Entry>,
-    ) -> Result<Option<(Entry, Entry)>, DriveError> {
-        let Some(t) = self.explore_rows(cx, at, docs, &self.questions)? else {
-            return Ok(None);
-        };
-        let Some(s) = self.score(cx, at, &t)? else {
-            return Ok(None);
-        };
-        Ok(Some((t, s)))
+        docs: &Handle,
+        _prev: Option<&Handle>,
+    ) -> Result<(Handle, Handle), DriveError> {
+        let t = self.explore_rows(cx, at, docs, &self.questions)?;
+        let s = self.score(cx, at, &t)?;
+        Ok((t, s))
     }
 
-    fn curve_start(&self, _out: &mut RunOutput, _at: &At, _scores: &Entry) {}
+    fn curve_start(&self, _out: &mut RunOutput, _at: &At, _scores: &Handle) {}
 
     fn examples(
         &self,
         docs: &[DocRow],
-        trajectories: &Entry,
-        _scores: &Entry,
+        trajectories: &Handle,
+        _scores: &Handle,
         _guard: bool,
     ) -> Result<Vec<Example>, DriveError> {
         let t: Vec<ToyTrajectory> = trajectories.read()?;
@@ -285,11 +272,7 @@ impl OnlineEnv for Toy {
 }
 
 impl OfflineEnv for Toy {
-    fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
-        ("toy-explore", vec!["toy-evaluate"])
-    }
-
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError> {
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
         // Train: the first 3 questions; test: the rest.
         let at = play.at;
         let ids: Vec<String> = match at.split() {
@@ -299,7 +282,7 @@ impl OfflineEnv for Toy {
         self.explore_rows(cx, at, play.docs, &ids)
     }
 
-    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
+    fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError> {
         let t: Vec<ToyTrajectory> = trajectories.read()?;
         Ok(t.iter()
             .map(|t| format!("{}: called {:?}", t.instance_id, t.tool))
@@ -314,8 +297,8 @@ impl OfflineEnv for Toy {
         &self,
         cx: &mut Cx<'_, '_>,
         play: &Play<'_>,
-        trajectories: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
+        trajectories: &Handle,
+    ) -> Result<Handle, DriveError> {
         self.score(cx, play.at, trajectories)
     }
 }
@@ -377,7 +360,7 @@ fn models(
 }
 
 /// The round-0 docs of the online loop (one row per question).
-fn seed_docs(s: &mut Session<'_>, ids: &[String], shared: bool) -> Entry {
+fn seed_docs(s: &mut Session<'_>, ids: &[String], shared: bool) -> Handle {
     let rows: Vec<DocRow> = if shared {
         vec![doc(SHARED)]
     } else {
@@ -394,7 +377,6 @@ fn seed_docs(s: &mut Session<'_>, ids: &[String], shared: bool) -> Entry {
             Ok(())
         },
     )
-    .unwrap()
     .unwrap()
 }
 
@@ -413,7 +395,6 @@ fn online_run(store: &Store, models: &Models, toy: &Toy, rounds: u32) -> (RunOut
     };
     let r0 = toy
         .explore_eval(&mut cx, &chain.play(None, 0), &docs0, None)
-        .unwrap()
         .unwrap();
     let curve = Curve {
         template: "{{tools}}\n{{example}}",
@@ -525,9 +506,7 @@ fn toy_environment_runs_the_offline_loop() {
             batch_size: 2,
             sampling: &sampling,
         };
-        offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0)
-            .unwrap()
-            .unwrap();
+        offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
         let ran = s.executed();
         (out, ran)
     };
@@ -591,10 +570,10 @@ fn toy_environment_runs_the_offline_loop() {
 }
 
 /// `otb status` before an offline curve has started: its first agent turns would run,
-/// and every later node of its K rounds and of the test split is counted as planned
-/// (offline curves run all K rounds), each once.
+/// and every later node of its K rounds and of the test split is listed, each once,
+/// waiting for the node before it (offline curves run all K rounds).
 #[test]
-fn status_plans_every_later_node_of_an_offline_curve() {
+fn status_lists_every_later_node_of_an_offline_curve() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
     let toy = Toy {
@@ -622,17 +601,28 @@ fn status_plans_every_later_node_of_an_offline_curve() {
         models: &m,
         out: &mut out,
     };
-    assert!(offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0)
-        .unwrap()
-        .is_none());
-    let nodes = |planned: bool| -> Vec<String> {
+    let (traj, scores) = offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
+    assert!(traj.entry().is_none() && scores.entry().is_none());
+    let nodes = |blocked: bool| -> Vec<String> {
         s.reports()
             .iter()
-            .filter(|r| matches!(r.state, pipeline::NodeState::Planned { .. }) == planned)
+            .filter(|r| matches!(r.state, pipeline::NodeState::Blocked { .. }) == blocked)
             .map(|r| r.node.clone())
             .collect()
     };
     assert_eq!(nodes(false), ["toy-explore[toy toolobserver train r0]"]);
+    // Each waits for the node before it: its edges are the curve's.
+    let inputs: Vec<Vec<(String, String)>> = s.reports().iter().map(|r| r.inputs.clone()).collect();
+    assert_eq!(
+        inputs[1],
+        [
+            ("docs".to_string(), "toy-docs".to_string()),
+            (
+                "trajectories".to_string(),
+                "toy-explore[toy toolobserver train r0]".to_string()
+            )
+        ]
+    );
     assert_eq!(
         nodes(true),
         [

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use pipeline::{Entry, Mode, Row, Session, StageError, Store};
+use pipeline::{Entry, Handle, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -39,12 +39,7 @@ pub struct Calls {
 
 /// The upstream node: param `v`, output `rows` (independent of `v`, so a changed `v`
 /// reruns it with a byte-identical output).
-pub fn up(
-    s: &mut Session<'_>,
-    v: i64,
-    rows: &[Num],
-    calls: &Calls,
-) -> Result<Option<Entry>, StageError> {
+pub fn up(s: &mut Session<'_>, v: i64, rows: &[Num], calls: &Calls) -> Result<Handle, StageError> {
     s.stage("up", UP, 1, serde_json::json!({ "v": v }), &[], |ctx| {
         calls.up.set(calls.up.get() + 1);
         ctx.write(rows)?;
@@ -53,11 +48,7 @@ pub fn up(
 }
 
 /// The downstream node: doubles every value of `input`.
-pub fn down(
-    s: &mut Session<'_>,
-    input: Option<&Entry>,
-    calls: &Calls,
-) -> Result<Option<Entry>, StageError> {
+pub fn down(s: &mut Session<'_>, input: &Handle, calls: &Calls) -> Result<Handle, StageError> {
     s.stage(
         "down",
         DOWN,
@@ -66,9 +57,7 @@ pub fn down(
         &[("nums", input)],
         |ctx| {
             calls.down.set(calls.down.get() + 1);
-            let rows: Vec<Num> = input
-                .ok_or_else(|| StageError::bug(DOWN, "ran without its input"))?
-                .read()?;
+            let rows: Vec<Num> = input.read()?;
             let doubled: Vec<Num> = rows.into_iter().map(|r| Num { x: 2 * r.x, ..r }).collect();
             ctx.write(&doubled)?;
             Ok(())
@@ -86,8 +75,8 @@ pub fn both(
 ) -> (Vec<pipeline::NodeReport>, Option<Entry>, Option<Entry>) {
     let mut s = Session::new(store, mode, true);
     let a = up(&mut s, v, rows, calls).expect("toy-up");
-    let b = down(&mut s, a.as_ref(), calls).expect("toy-down");
-    (s.reports().to_vec(), a, b)
+    let b = down(&mut s, &a, calls).expect("toy-down");
+    (s.reports().to_vec(), a.entry().cloned(), b.entry().cloned())
 }
 
 /// Run both nodes on `rows` (param 1) and return the upstream entry.

@@ -21,7 +21,7 @@ use crate::models::{AgentJob, AgentTurn, CallUsage, Editor, ModelSpec};
 use crate::rows::{DocCallRow, DocRow, InstanceRow, ToolRunRow};
 use budget::{Baselines, DraftBudget, Play2PromptBudget};
 use datasets::bfcl::pyvalue::PyValue;
-use pipeline::{Entry, StageCtx, StageError, Usage};
+use pipeline::{Handle, StageCtx, StageError, Usage};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -467,8 +467,9 @@ pub struct BaselineStage<'a> {
     pub params: BaselineParams<'a>,
     pub budgets: &'a Baselines,
     /// Input entries of the key besides the params (instances, docs, positions...).
-    pub inputs: &'a [(&'a str, Option<&'a Entry>)],
-    pub instances: &'a [InstanceRow],
+    pub inputs: &'a [(&'a str, &'a Handle)],
+    /// The instances the method works on, read only when the stage must be computed.
+    pub instances: &'a dyn Fn() -> Result<&'a [InstanceRow], StageError>,
     /// The documentation rows the method starts from, read only when the stage must
     /// be computed.
     pub docs: &'a dyn Fn() -> Result<Vec<DocRow>, StageError>,
@@ -481,7 +482,7 @@ pub fn stage<'r>(
     cx: &mut Cx<'_, '_>,
     s: &BaselineStage<'_>,
     runner: &dyn Fn() -> Result<Box<dyn ToolRunner + 'r>, StageError>,
-) -> Result<Option<Entry>, DriveError> {
+) -> Result<Handle, DriveError> {
     let (name, version) = stage_of(s.method);
     let models = cx.models;
     let key = serde_json::to_value(&s.params).map_err(|e| StageError::bug(name, e))?;
@@ -518,14 +519,15 @@ pub fn stage<'r>(
             };
             let n = s.budgets.concurrency;
             let docs = (s.docs)()?;
+            let instances = (s.instances)()?;
             match s.method {
-                Method::Play2Prompt => run_stage(ctx, &tb, name, n, s.instances, &docs, |w| {
+                Method::Play2Prompt => run_stage(ctx, &tb, name, n, instances, &docs, |w| {
                     play2prompt::produce(w, &s.budgets.play2prompt)
                 }),
-                Method::Draft => run_stage(ctx, &tb, name, n, s.instances, &docs, |w| {
+                Method::Draft => run_stage(ctx, &tb, name, n, instances, &docs, |w| {
                     draft::produce(w, &s.budgets.draft)
                 }),
-                _ => run_stage(ctx, &tb, name, n, s.instances, &docs, easytool::produce),
+                _ => run_stage(ctx, &tb, name, n, instances, &docs, easytool::produce),
             }
         })?;
     Ok(e)

@@ -13,7 +13,7 @@ use crate::online::{self, Curve};
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use crate::{bfcl, bfcl::data as bfcl_data, bfcl::evaluate, bfcl::explore, bfcl::opacify};
 use datasets::bfcl::executor::Executor;
-use pipeline::{Entry, StageError};
+use pipeline::{Handle, StageError};
 use serde_json::json;
 use std::collections::HashMap;
 
@@ -50,9 +50,9 @@ pub struct Bfcl<'a> {
     exp: &'a Experiment,
     b: &'a BfclExperiment,
     executor: BuildOnce<Executor>,
-    data: Entry,
-    instances: Vec<InstanceRow>,
-    questions: HashMap<String, String>,
+    data: Handle,
+    /// `bfcl-data`'s rows, read once, by the first stage that must be computed.
+    instances: BuildOnce<Vec<InstanceRow>>,
     eval_params: serde_json::Value,
 }
 
@@ -66,6 +66,12 @@ impl Bfcl<'_> {
         }
     }
 
+    fn instances(&self) -> Result<&[InstanceRow], StageError> {
+        self.instances
+            .get_or_try_build(|| self.data.read())
+            .map(Vec::as_slice)
+    }
+
     fn executor(&self) -> Result<&Executor, StageError> {
         let b = self.b;
         self.executor.get_or_try_build(|| {
@@ -76,25 +82,21 @@ impl Bfcl<'_> {
 }
 
 impl OnlineEnv for Bfcl<'_> {
-    fn round_stages(&self) -> &'static [&'static str] {
-        &[explore::STAGE, evaluate::STAGE]
-    }
-
     fn explore_eval(
         &self,
         cx: &mut Cx<'_, '_>,
         at: &At,
-        docs: &Entry,
-        prev: Option<&Entry>,
-    ) -> Result<Option<(Entry, Entry)>, DriveError> {
+        docs: &Handle,
+        prev: Option<&Handle>,
+    ) -> Result<(Handle, Handle), DriveError> {
         let exp = self.exp;
         let round = at.round;
         let agent_spec = at.agent_for(explore::STAGE)?;
         // Inputs are read only by a node that must be computed (a fresh node, and
         // every node in status mode, reads nothing but its manifest).
-        let mut inputs = vec![("instances", Some(&self.data)), ("docs", Some(docs))];
+        let mut inputs = vec![("instances", &self.data), ("docs", docs)];
         if let Some(p) = prev {
-            inputs.push(("previous", Some(p)));
+            inputs.push(("previous", p));
         }
         let params = explore::ExploreParams {
             agent: agent_spec,
@@ -104,7 +106,6 @@ impl OnlineEnv for Bfcl<'_> {
             round,
         };
         let models = cx.models;
-        let instances = &self.instances;
         let traj = cx.stage(
             at,
             explore::STAGE,
@@ -119,22 +120,21 @@ impl OnlineEnv for Bfcl<'_> {
                     ctx,
                     agent.as_ref(),
                     &params,
-                    instances,
+                    self.instances()?,
                     &docs_rows,
                     prev_rows.as_deref(),
                 )
             },
         )?;
-        let Some(traj) = traj else { return Ok(None) };
         let scores = cx.stage(
             at,
             evaluate::STAGE,
             evaluate::VERSION,
             &self.eval_params,
             &[
-                ("instances", Some(&self.data)),
-                ("docs", Some(docs)),
-                ("trajectories", Some(&traj)),
+                ("instances", &self.data),
+                ("docs", docs),
+                ("trajectories", &traj),
             ],
             |ctx| {
                 let docs_rows: Vec<DocRow> = docs.read()?;
@@ -143,17 +143,14 @@ impl OnlineEnv for Bfcl<'_> {
                     ctx,
                     self.executor()?,
                     round,
-                    &self.instances,
+                    self.instances()?,
                     &docs_rows,
                     &traj_rows,
                 )
             },
         )?;
-        let Some(scores) = scores else {
-            return Ok(None);
-        };
         self.curve_start(cx.out, at, &scores);
-        Ok(Some((traj, scores)))
+        Ok((traj, scores))
     }
 
     fn example_params(&self) -> serde_json::Value {
@@ -166,7 +163,7 @@ impl OnlineEnv for Bfcl<'_> {
 
     /// Every `evaluate` output goes to `out.curve`, in drive order: the `summarize`
     /// stage's inputs.
-    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Entry) {
+    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Handle) {
         out.curve.push((
             format!("{}/{}", at.tag(), at.method),
             at.label(),
@@ -177,10 +174,15 @@ impl OnlineEnv for Bfcl<'_> {
     fn examples(
         &self,
         docs: &[DocRow],
-        trajectories: &Entry,
-        scores: &Entry,
+        trajectories: &Handle,
+        scores: &Handle,
         guard: bool,
     ) -> Result<Vec<Example>, DriveError> {
+        let questions: HashMap<&str, &str> = self
+            .instances()?
+            .iter()
+            .map(|i| (i.instance_id.as_str(), i.question.as_str()))
+            .collect();
         let traj_rows: Vec<TrajectoryRow> = trajectories.read()?;
         let score_rows: Vec<ScoreRow> = scores.read()?;
         let traj: HashMap<&str, &TrajectoryRow> = traj_rows
@@ -195,7 +197,7 @@ impl OnlineEnv for Bfcl<'_> {
             .iter()
             .map(|d| {
                 let id = d.instance_id.as_str();
-                let question = self.questions.get(id).map(String::as_str).unwrap_or("");
+                let question = questions.get(id).copied().unwrap_or("");
                 example_for(
                     d,
                     traj.get(id).copied(),
@@ -259,7 +261,7 @@ impl Bfcl<'_> {
         cx: &mut Cx<'_, '_>,
         at: &At,
         m: Method,
-        docs0: &Entry,
+        docs0: &Handle,
     ) -> Result<(), DriveError> {
         let exp = self.exp;
         let bl = &exp.baselines;
@@ -276,7 +278,7 @@ impl Bfcl<'_> {
                 // The paper's +P2P cells on these two settings cover the 50
                 // exec_multiple instances only (n = 50 in Table 2).
                 let multiple: std::collections::HashSet<&str> = self
-                    .instances
+                    .instances()?
                     .iter()
                     .filter(|i| i.category == "exec_multiple")
                     .map(|i| i.instance_id.as_str())
@@ -296,14 +298,13 @@ impl Bfcl<'_> {
                 &self.eval_params,
             )?,
             budgets: bl,
-            inputs: &[("instances", Some(&self.data)), ("docs", Some(docs0))],
-            instances: &self.instances,
+            inputs: &[("instances", &self.data), ("docs", docs0)],
+            instances: &|| self.instances(),
             docs: &docs_rows,
         };
         let docs = baselines::stage(cx, &run, &|| {
             Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + '_>)
         })?;
-        let Some(docs) = docs else { return Ok(()) };
         cx.out.push(&node, stage, &at.label(), &docs);
         self.explore_eval(cx, &at.play(None, 0), &docs, None)?;
         Ok(())
@@ -333,10 +334,9 @@ impl Bfcl<'_> {
             opacify::STAGE,
             opacify::VERSION,
             &OpacifyParams { setting },
-            &[("instances", Some(&self.data))],
-            |ctx| opacify::run(ctx, setting, &self.instances),
+            &[("instances", &self.data)],
+            |ctx| opacify::run(ctx, setting, self.instances()?),
         )?;
-        let Some(docs0) = docs0 else { return Ok(()) };
         if setting == "gold" {
             self.explore_eval(cx, &base.with_method("gold").play(None, 0), &docs0, None)?;
             return Ok(());
@@ -360,11 +360,7 @@ impl Bfcl<'_> {
                             "toolobserver"
                         };
                         let at = base.with_method(method).with_editor(editor);
-                        let Some(r0) = r0.clone() else {
-                            // Status mode before round 0: every round is still ahead.
-                            online::plan_rounds(self, cx, &at, &self.curve(guard), 1);
-                            continue;
-                        };
+                        let r0 = r0.clone();
                         jobs.push(Box::new(move |cx| {
                             online::toolobserver(self, cx, &at, &self.curve(guard), docs0, r0)
                         }));
@@ -418,16 +414,8 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         &[],
         |ctx| bfcl_data::run(ctx, &b.data, b.subset, &cache),
     )?;
-    let Some(data) = data else {
-        return Ok(());
-    };
     cx.out
         .push("bfcl-data", bfcl_data::STAGE, &Default::default(), &data);
-    let instances: Vec<InstanceRow> = data.read()?;
-    let questions: HashMap<String, String> = instances
-        .iter()
-        .map(|i| (i.instance_id.clone(), i.question.clone()))
-        .collect();
     let eval_params = serde_json::to_value(ExecutorKey {
         backend: &b.backend,
         // The frozen responses' digest is part of every executing stage's key: a file
@@ -451,8 +439,7 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         b,
         executor: BuildOnce::default(),
         data,
-        instances,
-        questions,
+        instances: BuildOnce::default(),
         eval_params,
     };
     let has = |m: &str| b.methods.iter().any(|x| x.as_str() == m);
@@ -488,9 +475,9 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
     }
     let summary = SummaryInput::from_curve(&cx.out.curve[curve_from..]);
     if !summary.is_empty() {
-        let inputs: Vec<(&str, Option<&Entry>)> = summary
+        let inputs: Vec<(&str, &Handle)> = summary
             .iter()
-            .map(|i| (i.label.as_str(), Some(&i.entry)))
+            .map(|i| (i.label.as_str(), &i.entry))
             .collect();
         let labels: Vec<&str> = summary.iter().map(|i| i.label.as_str()).collect();
         let out = cx.stage_named(
@@ -504,10 +491,8 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
             &inputs,
             |ctx| summarize::run(ctx, &summary),
         )?;
-        if let Some(out) = out {
-            cx.out
-                .push("summarize", summarize::STAGE, &Default::default(), &out);
-        }
+        cx.out
+            .push("summarize", summarize::STAGE, &Default::default(), &out);
     }
     Ok(())
 }

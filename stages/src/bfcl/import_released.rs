@@ -367,7 +367,7 @@ pub fn evaluate_node(label: &str) -> String {
 }
 
 /// Stage every run version (import, then evaluate on the import's tables). In status
-/// mode a node that would run is skipped with its dependents.
+/// mode an import that would run is listed with its evaluation waiting for it.
 pub fn import(plan: &Plan, s: &mut Session<'_>) -> Result<Vec<Imported>, DriveError> {
     let mut out = Vec::with_capacity(plan.runs.len());
     for p in &plan.runs {
@@ -384,14 +384,13 @@ pub fn import(plan: &Plan, s: &mut Session<'_>) -> Result<Vec<Imported>, DriveEr
                 Ok(())
             },
         )?;
-        let Some(imported) = imported else { continue };
         let round = i64::from(p.run.version);
         let scores = s.stage(
             &evaluate_node(&p.label),
             evaluate::STAGE,
             evaluate::VERSION,
             plan.eval_params.clone(),
-            &[("released", Some(&imported))],
+            &[("released", &imported)],
             |ctx| {
                 // Read back from the store: stages exchange data only as stored tables.
                 let instances: Vec<InstanceRow> = imported.read()?;
@@ -400,7 +399,9 @@ pub fn import(plan: &Plan, s: &mut Session<'_>) -> Result<Vec<Imported>, DriveEr
                 evaluate::run(ctx, &plan.executor, round, &instances, &docs, &trajectories)
             },
         )?;
-        let Some(scores) = scores else { continue };
+        let Some(scores) = scores.entry() else {
+            continue;
+        };
         let rows: Vec<ScoreRow> = scores.read()?;
         let n = rows.len();
         let mean = |f: &dyn Fn(&ScoreRow) -> f64| {
@@ -419,8 +420,8 @@ pub fn import(plan: &Plan, s: &mut Session<'_>) -> Result<Vec<Imported>, DriveEr
             p: mean(&|r| r.p),
             a: mean(&|r| r.a),
             n,
-            import: imported,
-            scores,
+            import: imported.get()?.clone(),
+            scores: scores.clone(),
         });
     }
     Ok(out)

@@ -4,7 +4,7 @@
 
 use crate::rows::ScoreRow;
 use datasets::stats::bootstrap_mean_ci;
-use pipeline::{Entry, Row, StageCtx, StageError};
+use pipeline::{Handle, Row, StageCtx, StageError};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -82,12 +82,13 @@ pub struct SummaryInput {
     pub agent: String,
     pub editor: String,
     pub round: i64,
-    pub entry: Entry,
+    /// Pending in status mode when not computed yet.
+    pub entry: Handle,
 }
 
 impl SummaryInput {
     /// The summary's inputs from a drive's `RunOutput::curve` entries.
-    pub fn from_curve(curve: &[(String, crate::env::Label, Entry)]) -> Vec<SummaryInput> {
+    pub fn from_curve(curve: &[(String, crate::env::Label, Handle)]) -> Vec<SummaryInput> {
         curve
             .iter()
             .map(|(tag, l, e)| SummaryInput {
@@ -107,7 +108,7 @@ impl SummaryInput {
 pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError> {
     let mut out = Vec::new();
     for input in inputs {
-        let (label, entry) = (&input.label, &input.entry);
+        let (label, entry) = (&input.label, input.entry.get()?);
         let path = entry.table_path(ScoreRow::TABLE);
         let file = std::fs::File::open(&path)
             .map_err(|e| StageError::infra(STAGE, format!("{}: {e}", path.display())))?;

@@ -7,14 +7,14 @@ use super::evaluate::{check_calls, EvaluateParams, EVALUATE_STAGE};
 use super::explore::{docs_kind, EXPLORE_STAGE};
 use super::rows::{BestToolRow, GameRow};
 use super::{Chess, VERSION};
-use crate::env::{Cx, DriveError, OfflineEnv, Play, ToolOutput, ToolRunner};
+use crate::env::{Cx, DriveError, OfflineEnv, Play, Split, ToolOutput, ToolRunner};
 use crate::rows::DocRow;
 use datasets::chess::engine::BlockingPool;
 use datasets::chess::game::{self, Game};
 use datasets::chess::metrics;
 use datasets::chess::rules::Side;
 use datasets::chess::tools::Docs;
-use pipeline::{Entry, StageError};
+use pipeline::{Handle, StageError};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,7 +36,10 @@ impl ChessRunner<'_, '_> {
             .ok_or_else(|| format!("there is no tool named {name}"))?;
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         let mut draw = datasets::rng::SplitMix64::derived(self.env.c.seed, n);
-        let train = &self.env.train;
+        let train = self
+            .env
+            .positions(Split::Train)
+            .map_err(|e| e.to_string())?;
         if train.is_empty() {
             return Err("no training positions to play on".into());
         }
@@ -106,15 +109,11 @@ impl ToolRunner for ChessRunner<'_, '_> {
 }
 
 impl OfflineEnv for Chess<'_> {
-    fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
-        (EXPLORE_STAGE, vec![EVALUATE_STAGE, ELO_STAGE])
-    }
-
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError> {
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
         self.explore_node(cx, play)
     }
 
-    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
+    fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError> {
         let games: Vec<GameRow> = trajectories.read()?;
         Ok(games.into_iter().map(|g| g.editor_text).collect())
     }
@@ -131,7 +130,7 @@ impl OfflineEnv for Chess<'_> {
         }))
     }
 
-    fn runner_key(&self) -> (Value, Vec<(&'static str, Entry)>) {
+    fn runner_key(&self) -> (Value, Vec<(&'static str, Handle)>) {
         (
             json!({
                 // The text no longer names the game phase (it did before); with
@@ -145,7 +144,7 @@ impl OfflineEnv for Chess<'_> {
                 "eval_depth": game::EXPLORATION_EVAL_DEPTH,
                 "seed": self.c.seed,
             }),
-            vec![("positions", self.positions.clone())],
+            vec![("positions", self.positions.handle.clone())],
         )
     }
 
@@ -157,8 +156,8 @@ impl OfflineEnv for Chess<'_> {
         &self,
         cx: &mut Cx<'_, '_>,
         play: &Play<'_>,
-        trajectories: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
+        trajectories: &Handle,
+    ) -> Result<Handle, DriveError> {
         let Play { at, docs, .. } = *play;
         // The games are read once, and only by a stage that must be computed.
         let cell: std::cell::OnceCell<Vec<GameRow>> = std::cell::OnceCell::new();
@@ -173,9 +172,9 @@ impl OfflineEnv for Chess<'_> {
         let params = EvaluateParams {
             indexing: c.indexing,
         };
-        let inputs = [("games", Some(trajectories)), ("docs", Some(docs))];
+        let inputs = [("games", trajectories), ("docs", docs)];
         let tools = &self.tools;
-        let Some(checked) = cx.stage(at, EVALUATE_STAGE, VERSION, &params, &inputs, |ctx| {
+        let checked = cx.stage(at, EVALUATE_STAGE, VERSION, &params, &inputs, |ctx| {
             let docs_rows: Vec<DocRow> = docs.read()?;
             let tools_json = docs_rows
                 .first()
@@ -183,10 +182,7 @@ impl OfflineEnv for Chess<'_> {
                 .unwrap_or_default();
             let kind = docs_kind(tools, &tools_json);
             check_calls(ctx, tools, kind, &params, games()?)
-        })?
-        else {
-            return Ok(None);
-        };
+        })?;
         let params = EloParams {
             elo_start: c.elo_start,
             opponent_ratings: &c.opponent_ratings,
@@ -194,14 +190,13 @@ impl OfflineEnv for Chess<'_> {
             shuffles: metrics::BOOTSTRAP_SHUFFLES,
             elo_games: c.elo_games,
         };
-        let mut inputs = vec![("games", Some(trajectories)), ("checked", Some(&checked))];
+        let mut inputs = vec![("games", trajectories), ("checked", &checked)];
         if let Some(cal) = &self.calibration {
-            inputs.push(("calibration", Some(cal)));
+            inputs.push(("calibration", cal));
         }
-        let ratings = &self.ratings;
         cx.stage(at, ELO_STAGE, VERSION, &params, &inputs, |ctx| {
             let best: Vec<BestToolRow> = checked.read()?;
-            bootstrap_elo(ctx, &params, ratings, games()?, best.first())
+            bootstrap_elo(ctx, &params, self.ratings()?, games()?, best.first())
         })
     }
 }

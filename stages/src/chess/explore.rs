@@ -12,7 +12,7 @@ use crate::rows::DocRow;
 use datasets::chess::game::{self, AgentChoice, EpisodeConfig, Game, Opponent};
 use datasets::chess::rules::Side;
 use datasets::chess::tools::{Docs, ToolSet};
-use pipeline::{Entry, StageCtx, StageError, Usage};
+use pipeline::{Handle, StageCtx, StageError, Usage};
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Mutex;
@@ -156,11 +156,8 @@ fn resumed_usage(row: &GameRow) -> Usage {
 }
 
 impl Chess<'_> {
-    fn jobs(&self, p: &ExploreParams<'_>) -> Vec<Job> {
-        match p.split {
-            Split::Train => schedule(&self.train, p),
-            Split::Test => schedule(&self.test, p),
-        }
+    fn jobs(&self, p: &ExploreParams<'_>) -> Result<Vec<Job>, StageError> {
+        Ok(schedule(self.positions(p.split)?, p))
     }
 
     /// Play the games `p` schedules with `agent` on `docs`, `concurrency` games at a
@@ -173,7 +170,7 @@ impl Chess<'_> {
         (system, docs): (&str, &[Value]),
     ) -> Result<(), StageError> {
         let (model, round, split, seed) = (&p.agent.to_string(), p.round, p.split, p.chain_seed);
-        let jobs = self.jobs(p);
+        let jobs = self.jobs(p)?;
         let pool = self.engines.get(EXPLORE_STAGE)?;
         let kind = docs_kind(&self.tools, docs);
         let turn_template = self.c.agent_turn();
@@ -327,7 +324,7 @@ impl Chess<'_> {
         &self,
         cx: &mut Cx<'_, '_>,
         play: &Play<'_>,
-    ) -> Result<Option<Entry>, DriveError> {
+    ) -> Result<Handle, DriveError> {
         let Play { at, sampling, docs } = *play;
         let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
         let c = self.c;
@@ -353,7 +350,7 @@ impl Chess<'_> {
             EXPLORE_STAGE,
             VERSION,
             p,
-            &[("positions", Some(&self.positions)), ("docs", Some(docs))],
+            &[("positions", &self.positions.handle), ("docs", docs)],
             |ctx| {
                 // Read only when the games must be played. A baseline's
                 // demonstrations (Play2Prompt) go into the system prompt.

@@ -45,6 +45,7 @@ pub use oracle::Oracle;
 pub use positions::{POSITIONS_STAGE, POSITIONS_VERSION};
 
 use crate::env::{Cx, DriveError};
+use crate::env::{Split, Splits};
 use crate::models::ModelSpec;
 use crate::offline;
 use crate::once::BuildOnce;
@@ -53,7 +54,7 @@ use config::{learns, no_training_positions};
 use datasets::chess::engine::{BlockingPool, EngineConfig};
 use datasets::chess::positions::TorreConfig;
 use datasets::chess::tools::{Docs, ToolSet};
-use pipeline::{Entry, StageError};
+use pipeline::{Handle, StageError};
 use rows::{CalibrationRow, PositionRow};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -99,15 +100,47 @@ impl Engines {
 pub struct Chess<'a> {
     c: &'a ChessExperiment,
     tools: ToolSet,
-    positions: Entry,
-    train: Vec<PositionRow>,
-    test: Vec<PositionRow>,
+    /// The positions (`chess-positions`), read by the first stage that needs them.
+    positions: &'a Splits<PositionRow>,
     engines: &'a Engines,
-    /// Opponent nominal Elo -> the rating the Elo update uses.
-    ratings: BTreeMap<u32, f64>,
-    calibration: Option<Entry>,
+    /// The `calibrate` stage's output, when the opponents' ratings are measured.
+    calibration: Option<Handle>,
+    /// Opponent nominal Elo -> the rating the Elo update uses, built on first use.
+    ratings: BuildOnce<BTreeMap<u32, f64>>,
     /// What the editor is told (`ChessExperiment::editor_notes`).
     notes: String,
+}
+
+impl Chess<'_> {
+    /// The training or test positions; an experiment that learns needs training
+    /// positions.
+    fn positions(&self, split: Split) -> Result<&[PositionRow], StageError> {
+        let rows = self.positions.get(split)?;
+        if split == Split::Train && rows.is_empty() && learns(self.c) {
+            return Err(no_training_positions().into());
+        }
+        Ok(rows)
+    }
+
+    /// The opponents' ratings: nominal, or measured by `calibrate` where it has them.
+    fn ratings(&self) -> Result<&BTreeMap<u32, f64>, StageError> {
+        self.ratings.get_or_try_build(|| {
+            let mut ratings: BTreeMap<u32, f64> = self
+                .c
+                .opponents
+                .iter()
+                .map(|o| (o.nominal_rating(), f64::from(o.nominal_rating())))
+                .collect();
+            if let Some(cal) = &self.calibration {
+                for r in cal.read::<CalibrationRow>()? {
+                    if let Some(m) = r.measured_elo {
+                        ratings.insert(r.nominal_elo as u32, m);
+                    }
+                }
+            }
+            Ok(ratings)
+        })
+    }
 }
 
 /// Expand the `[chess]` table into stage calls.
@@ -151,19 +184,9 @@ pub fn drive(
         &[],
         |ctx| positions::positions(ctx, c, &engines, &cache),
     )?;
-    let Some(pos) = pos else { return Ok(()) };
     cx.out
         .push(POSITIONS_STAGE, POSITIONS_STAGE, &Default::default(), &pos);
-    let rows: Vec<PositionRow> = pos.read()?;
-    let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
-    if learns(c) && train.is_empty() {
-        return Err(no_training_positions().into());
-    }
-    let mut ratings: BTreeMap<u32, f64> = c
-        .opponents
-        .iter()
-        .map(|o| (o.nominal_rating(), f64::from(o.nominal_rating())))
-        .collect();
+    let positions = Splits::new(pos, |r: &PositionRow| r.split == "train");
     let mut calibration = None;
     if c.opponent_ratings == "measured" {
         let cal_params = CalibrateParams {
@@ -186,14 +209,8 @@ pub fn drive(
             &[],
             |ctx| calibrate::calibrate(ctx, &cal_params, &engines),
         )?;
-        let Some(cal) = cal else { return Ok(()) };
         cx.out
             .push(CALIBRATE_STAGE, CALIBRATE_STAGE, &Default::default(), &cal);
-        for r in cal.read::<CalibrationRow>()? {
-            if let Some(m) = r.measured_elo {
-                ratings.insert(r.nominal_elo as u32, m);
-            }
-        }
         calibration = Some(cal);
     }
     // The tool sets are independent chains: they run concurrently.
@@ -207,8 +224,7 @@ pub fn drive(
         batch_size: c.batch_size,
         baselines,
     };
-    let (pos, train, test, engines) = (&pos, &train, &test, &engines);
-    let (ratings, calibration) = (&ratings, &calibration);
+    let (positions, engines, calibration) = (&positions, &engines, &calibration);
     let jobs: Vec<crate::env::Job<'_>> = c
         .tool_sets
         .iter()
@@ -218,12 +234,10 @@ pub fn drive(
                 let env = Chess {
                     c,
                     tools: tools.clone(),
-                    positions: pos.clone(),
-                    train: train.clone(),
-                    test: test.clone(),
+                    positions,
                     engines,
-                    ratings: ratings.clone(),
                     calibration: calibration.clone(),
+                    ratings: BuildOnce::default(),
                     notes: c.editor_notes(),
                 };
                 offline::drive_tool_set(

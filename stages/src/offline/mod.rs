@@ -21,7 +21,7 @@ use crate::env::{
 };
 use crate::models::{Editor, ModelSpec};
 use crate::rows::{DocRow, EditRow, InstanceRow};
-use pipeline::{Entry, Row, StageCtx, StageError, Usage};
+use pipeline::{Handle, Row, StageCtx, StageError, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -394,8 +394,8 @@ pub fn toolobserver(
     cx: &mut Cx<'_, '_>,
     at: &At,
     curve: &OfflineCurve<'_>,
-    docs0: &Entry,
-) -> Result<Option<(Entry, Entry)>, DriveError> {
+    docs0: &Handle,
+) -> Result<(Handle, Handle), DriveError> {
     let c = curve;
     let editor = at.editor_for(REFLECT_STAGE)?;
     let mut docs = docs0.clone();
@@ -406,10 +406,7 @@ pub fn toolobserver(
             sampling: c.sampling(Split::Train),
             docs: &docs,
         };
-        let Some(traj) = env.explore(cx, &play)? else {
-            plan_curve(env, cx, at, curve);
-            return Ok(None);
-        };
+        let traj = env.explore(cx, &play)?;
         let params = ReflectParams {
             mode: "offline",
             editor,
@@ -426,7 +423,7 @@ pub fn toolobserver(
             REFLECT_STAGE,
             REFLECT_VERSION,
             &params,
-            &[("docs", Some(&docs)), ("trajectories", Some(&traj))],
+            &[("docs", &docs), ("trajectories", &traj)],
             |ctx| {
                 let ed = models.editor(editor)?;
                 let serialized = env.serialize(&traj)?;
@@ -434,10 +431,6 @@ pub fn toolobserver(
                 batch_reflect(ctx, ed.as_ref(), &params, &docs_rows, &serialized)
             },
         )?;
-        let Some(analyses) = analyses else {
-            plan_curve(env, cx, at, curve);
-            return Ok(None);
-        };
         let merge = MergeParams {
             editor,
             template: c.merge_template,
@@ -450,7 +443,7 @@ pub fn toolobserver(
             MERGE_STAGE,
             MERGE_VERSION,
             &merge,
-            &[("docs", Some(&docs)), ("analyses", Some(&analyses))],
+            &[("docs", &docs), ("analyses", &analyses)],
             |ctx| {
                 let ed = models.editor(editor)?;
                 let docs_rows: Vec<DocRow> = docs.read()?;
@@ -458,10 +451,6 @@ pub fn toolobserver(
                 consensus_merge(ctx, ed.as_ref(), &merge, &docs_rows, &analysis_rows)
             },
         )?;
-        let Some(merged) = merged else {
-            plan_curve(env, cx, at, curve);
-            return Ok(None);
-        };
         docs = merged;
     }
     let test = at.play(Some(Split::Test), c.rounds as i64);
@@ -470,37 +459,9 @@ pub fn toolobserver(
         sampling: c.sampling(Split::Test),
         docs: &docs,
     };
-    let Some(traj) = env.explore(cx, &play)? else {
-        return Ok(None);
-    };
-    let Some(scores) = env.evaluate(cx, &play, &traj)? else {
-        return Ok(None);
-    };
-    Ok(Some((traj, scores)))
-}
-
-/// Status mode: list the nodes of the curve at `at` that are not listed yet (they
-/// wait for an earlier round) as planned: every round runs, so `otb status` can count
-/// them all.
-fn plan_curve(env: &dyn OfflineEnv, cx: &mut Cx<'_, '_>, at: &At, c: &OfflineCurve<'_>) {
-    let (explore, evaluate) = env.round_stages();
-    for round in 1..=i64::from(c.rounds) {
-        let after = format!("round {}", round - 1);
-        let train = at.play(Some(Split::Train), round - 1);
-        for kind in env.train_stages() {
-            cx.session.plan(&train.node(kind), kind, &after);
-        }
-        let edit = at.at(Step::Edit, round);
-        cx.session
-            .plan(&edit.node(REFLECT_STAGE), REFLECT_STAGE, &after);
-        cx.session
-            .plan(&edit.node(MERGE_STAGE), MERGE_STAGE, &after);
-    }
-    let after = format!("round {}", c.rounds);
-    let test = at.play(Some(Split::Test), i64::from(c.rounds));
-    for kind in std::iter::once(explore).chain(evaluate) {
-        cx.session.plan(&test.node(kind), kind, &after);
-    }
+    let traj = env.explore(cx, &play)?;
+    let scores = env.evaluate(cx, &play, &traj)?;
+    Ok((traj, scores))
 }
 
 /// Stage `<stage>[<setting> gold|opaque]`: an offline environment's shared
@@ -511,7 +472,7 @@ pub fn docs_stage(
     stage: &'static str,
     at: &At,
     tools: Vec<Value>,
-) -> Result<Option<Entry>, DriveError> {
+) -> Result<Handle, DriveError> {
     let docs = if at.method == "gold" {
         "gold"
     } else {
@@ -583,8 +544,8 @@ pub struct GridSpec<'a> {
 struct Grid<'a> {
     /// The tool set's cell (naming, setting, which coordinates are shown).
     cell: At,
-    gold: Option<Entry>,
-    opaque: Option<Entry>,
+    gold: Handle,
+    opaque: Handle,
     spec: &'a GridSpec<'a>,
 }
 
@@ -641,9 +602,9 @@ fn drive_grid(
         };
         let mut jobs: Vec<Job<'_>> = Vec::new();
         for (method, docs) in [("gold", &g.gold), ("base", &g.opaque)] {
-            let (true, Some(docs)) = (has(method), docs) else {
+            if !has(method) {
                 continue;
-            };
+            }
             let at = chain.with_method(method).play(Some(Split::Test), 0);
             jobs.push(Box::new(move |cx| {
                 let play = Play {
@@ -651,13 +612,13 @@ fn drive_grid(
                     sampling: test_sampling,
                     docs,
                 };
-                if let Some(t) = env.explore(cx, &play)? {
-                    env.evaluate(cx, &play, &t)?;
-                }
+                let t = env.explore(cx, &play)?;
+                env.evaluate(cx, &play, &t)?;
                 Ok(())
             }));
         }
-        if let (true, Some(docs0)) = (has("toolobserver"), &g.opaque) {
+        if has("toolobserver") {
+            let docs0 = &g.opaque;
             for editor in editors {
                 let at = chain.with_method("toolobserver").with_editor(editor);
                 jobs.push(Box::new(move |cx| {
@@ -672,12 +633,11 @@ fn drive_grid(
                 }));
             }
         }
-        if let Some(docs0) = &g.opaque {
-            for &method in g.spec.methods.iter().filter(|m| m.is_baseline()) {
-                for editor in editors {
-                    let at = chain.with_method(method.as_str()).with_editor(editor);
-                    jobs.push(Box::new(move |cx| baseline(env, cx, g, method, &at, docs0)));
-                }
+        let docs0 = &g.opaque;
+        for &method in g.spec.methods.iter().filter(|m| m.is_baseline()) {
+            for editor in editors {
+                let at = chain.with_method(method.as_str()).with_editor(editor);
+                jobs.push(Box::new(move |cx| baseline(env, cx, g, method, &at, docs0)));
             }
         }
         run_jobs(cx, jobs)?;
@@ -695,11 +655,11 @@ fn baseline(
     g: &Grid<'_>,
     method: Method,
     at: &At,
-    docs0: &Entry,
+    docs0: &Handle,
 ) -> Result<(), DriveError> {
     let (stage, _) = baselines::stage_of(method);
     let node = at.node(stage);
-    let docs_rows = || -> Result<Vec<DocRow>, StageError> { Ok(docs0.read()?) };
+    let docs_rows = || -> Result<Vec<DocRow>, StageError> { docs0.read() };
     let shared = InstanceRow {
         instance_id: SHARED.into(),
         category: at.setting.clone(),
@@ -710,8 +670,8 @@ fn baseline(
         execution_result_type: Value::Array(Vec::new()),
     };
     let (runner_params, runner_inputs) = env.runner_key();
-    let mut inputs: Vec<(&str, Option<&Entry>)> = vec![("docs", Some(docs0))];
-    inputs.extend(runner_inputs.iter().map(|(k, e)| (*k, Some(e))));
+    let mut inputs: Vec<(&str, &Handle)> = vec![("docs", docs0)];
+    inputs.extend(runner_inputs.iter().map(|(k, h)| (*k, h)));
     let run = baselines::BaselineStage {
         method,
         node: &node,
@@ -724,12 +684,10 @@ fn baseline(
         )?,
         budgets: g.spec.baselines,
         inputs: &inputs,
-        instances: std::slice::from_ref(&shared),
+        instances: &|| Ok(std::slice::from_ref(&shared)),
         docs: &docs_rows,
     };
-    let Some(docs) = baselines::stage(cx, &run, &|| env.tool_runner())? else {
-        return Ok(());
-    };
+    let docs = baselines::stage(cx, &run, &|| env.tool_runner())?;
     cx.out.push(&node, stage, &at.label(), &docs);
     let test = at.play(Some(Split::Test), 0);
     let play = Play {
@@ -737,9 +695,8 @@ fn baseline(
         sampling: &g.spec.protocol.sampling.test,
         docs: &docs,
     };
-    if let Some(t) = env.explore(cx, &play)? {
-        env.evaluate(cx, &play, &t)?;
-    }
+    let t = env.explore(cx, &play)?;
+    env.evaluate(cx, &play, &t)?;
     Ok(())
 }
 

@@ -4,32 +4,24 @@
 use super::evaluate::score;
 use super::rows::{EpisodeRow, JudgeRow};
 use super::tools::{domains, empty_result, tool_set, SearchRunner};
-use super::{Search, EVALUATE_STAGE, EXPLORE_STAGE, JUDGE_STAGE, VERSION};
+use super::{Search, EVALUATE_STAGE, EXPLORE_STAGE, VERSION};
 use crate::env::{Cx, DriveError, OfflineEnv, Play, Split, ToolRunner};
 use datasets::search::{Opacity, SearchEnv};
-use pipeline::{Entry, Row, StageError};
+use pipeline::{Handle, Row, StageError};
 use serde_json::{json, Value};
 
 impl OfflineEnv for Search<'_> {
-    fn train_stages(&self) -> Vec<&'static str> {
-        let judge = self.s.judge.is_some().then_some(JUDGE_STAGE);
-        std::iter::once(EXPLORE_STAGE).chain(judge).collect()
-    }
-
-    fn round_stages(&self) -> (&'static str, Vec<&'static str>) {
-        let judge = self.s.judge.is_some().then_some(JUDGE_STAGE);
-        (
-            EXPLORE_STAGE,
-            judge.into_iter().chain([EVALUATE_STAGE]).collect(),
-        )
-    }
-
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Option<Entry>, DriveError> {
+    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
         self.explore_node(cx, play)
     }
 
-    fn serialize(&self, trajectories: &Entry) -> Result<Vec<String>, DriveError> {
-        if trajectories.manifest.outputs.contains_key(JudgeRow::TABLE) {
+    fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError> {
+        if trajectories
+            .get()?
+            .manifest
+            .outputs
+            .contains_key(JudgeRow::TABLE)
+        {
             let rows: Vec<JudgeRow> = trajectories.read()?;
             return Ok(rows
                 .into_iter()
@@ -64,7 +56,7 @@ impl OfflineEnv for Search<'_> {
         ))))
     }
 
-    fn runner_key(&self) -> (Value, Vec<(&'static str, Entry)>) {
+    fn runner_key(&self) -> (Value, Vec<(&'static str, Handle)>) {
         (
             json!({
                 "search": self.s.retriever,
@@ -86,24 +78,16 @@ impl OfflineEnv for Search<'_> {
         &self,
         cx: &mut Cx<'_, '_>,
         play: &Play<'_>,
-        trajectories: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
+        trajectories: &Handle,
+    ) -> Result<Handle, DriveError> {
         let at = play.at;
-        let source = self
-            .test
-            .first()
-            .map(|q| q.source.clone())
-            .unwrap_or_default();
-        let mut verdicts = None;
-        if self.s.judge.is_some() {
-            let Some(judged) = self.judge(cx, at, Split::Test, trajectories)? else {
-                return Ok(None);
-            };
-            verdicts = Some(judged);
-        }
-        let mut inputs = vec![("episodes", Some(trajectories))];
+        let verdicts = match &self.s.judge {
+            Some(judge) => Some(self.judge(cx, at, judge, Split::Test, trajectories)?),
+            None => None,
+        };
+        let mut inputs = vec![("episodes", trajectories)];
         if let Some(j) = &verdicts {
-            inputs.push(("judgements", Some(j)));
+            inputs.push(("judgements", j));
         }
         let judge = self.s.judge.as_ref().map(ToString::to_string);
         cx.stage(
@@ -114,6 +98,12 @@ impl OfflineEnv for Search<'_> {
             &inputs,
             |ctx| {
                 let eps: Vec<EpisodeRow> = trajectories.read()?;
+                let source = self
+                    .questions
+                    .get(Split::Test)?
+                    .first()
+                    .map(|q| q.source.clone())
+                    .unwrap_or_default();
                 let by_q = match &verdicts {
                     Some(j) => Some(
                         j.read::<JudgeRow>()?

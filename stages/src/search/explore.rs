@@ -6,7 +6,7 @@ use super::rows::{EpisodeRow, QuestionRow};
 use super::tools::{domains, tool_set};
 use super::Search;
 use crate::baselines::shared_docs;
-use crate::env::{Cx, DriveError, Play, Split};
+use crate::env::{At, Cx, DriveError, Play, Split};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, run_episode, CallFailure, MultiTurn};
 use crate::rows::{CallRecord, DocRow};
@@ -15,7 +15,7 @@ use datasets::search::trajectory::{
     serialize_for_editor, EditorView, SearchCall, SearchTrajectory,
 };
 use datasets::search::{Opacity, SearchEnv};
-use pipeline::{Entry, StageCtx, StageError, Usage};
+use pipeline::{Handle, StageCtx, StageError, Usage};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Mutex;
@@ -102,10 +102,7 @@ impl Search<'_> {
                 p.hints,
             ),
         );
-        let qs = match split {
-            Split::Train => &self.train,
-            Split::Test => &self.test,
-        };
+        let qs = self.questions.get(split)?;
         let view = EditorView {
             show_queries: p.show_queries,
             ..EditorView::default()
@@ -246,9 +243,16 @@ impl Search<'_> {
         &self,
         cx: &mut Cx<'_, '_>,
         play: &Play<'_>,
-    ) -> Result<Option<Entry>, DriveError> {
+    ) -> Result<Handle, DriveError> {
         let Play { at, sampling, docs } = *play;
         let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
+        let inputs = [("questions", &self.questions.handle), ("docs", docs)];
+        if docs.entry().is_none() {
+            // Status mode: the key holds whether the docs name the gold tools, which
+            // only the docs can tell.
+            let h = cx.waiting(at, EXPLORE_STAGE, &inputs)?;
+            return self.judged(cx, at, split, h);
+        }
         let docs_rows: Vec<DocRow> = docs.read()?;
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
         let (tools, system) = shared_docs(&docs_rows, &self.system);
@@ -278,25 +282,27 @@ impl Search<'_> {
         };
         let models = cx.models;
         let p = &params;
-        let e = cx.stage(
-            at,
-            EXPLORE_STAGE,
-            EXPLORE_VERSION,
-            p,
-            &[("questions", Some(&self.questions)), ("docs", Some(docs))],
-            |ctx| {
-                let agent = models.agent_sampled(p.agent, &p.sampling)?;
-                self.play(ctx, agent.as_ref(), p, (&system, &tools))
-            },
-        )?;
-        let Some(e) = e else { return Ok(None) };
-        // With a judge, the editor is told the judge's verdicts: the training
-        // episodes are judged and the judgement (each row with the episode as the
-        // editor reads it) is what the reflect stage gets. Without one, the episodes.
-        if split == Split::Train && self.s.judge.is_some() {
-            return self.judge(cx, at, split, &e);
+        let e = cx.stage(at, EXPLORE_STAGE, EXPLORE_VERSION, p, &inputs, |ctx| {
+            let agent = models.agent_sampled(p.agent, &p.sampling)?;
+            self.play(ctx, agent.as_ref(), p, (&system, &tools))
+        })?;
+        self.judged(cx, at, split, e)
+    }
+
+    /// With a judge, the editor is told the judge's verdicts: the training episodes
+    /// are judged and the judgement (each row with the episode as the editor reads
+    /// it) is what the reflect stage gets. Without one, the episodes.
+    fn judged(
+        &self,
+        cx: &mut Cx<'_, '_>,
+        at: &At,
+        split: Split,
+        episodes: Handle,
+    ) -> Result<Handle, DriveError> {
+        match (&self.s.judge, split) {
+            (Some(judge), Split::Train) => self.judge(cx, at, judge, split, &episodes),
+            _ => Ok(episodes),
         }
-        Ok(Some(e))
     }
 
     /// Whether `tools` (the docs an episode plays) name the gold tools, in order.

@@ -9,7 +9,7 @@ use crate::env::{At, Cx, DriveError, Split};
 use crate::models::ModelSpec;
 use crate::models::{infrastructure_error, CallFailure};
 use datasets::search::trajectory::EditorView;
-use pipeline::{Entry, StageCtx, StageError, Usage};
+use pipeline::{Handle, StageCtx, StageError, Usage};
 use serde::Serialize;
 
 pub const JUDGE_STAGE: &str = "search-judge";
@@ -122,12 +122,10 @@ impl Search<'_> {
         &self,
         cx: &mut Cx<'_, '_>,
         at: &At,
+        judge: &ModelSpec,
         split: Split,
-        trajectories: &Entry,
-    ) -> Result<Option<Entry>, DriveError> {
-        let Some(judge) = &self.s.judge else {
-            return Ok(None);
-        };
+        trajectories: &Handle,
+    ) -> Result<Handle, DriveError> {
         let params = JudgeParams {
             judge,
             template: datasets::search::judge::JUDGE_TEMPLATE,
@@ -136,22 +134,19 @@ impl Search<'_> {
             }),
         };
         let models = cx.models;
-        let questions = match split {
-            Split::Train => &self.train,
-            Split::Test => &self.test,
-        };
         cx.stage(
             at,
             JUDGE_STAGE,
             JUDGE_VERSION,
             &params,
             &[
-                ("episodes", Some(trajectories)),
-                ("questions", Some(&self.questions)),
+                ("episodes", trajectories),
+                ("questions", &self.questions.handle),
             ],
             |ctx| {
                 let eps: Vec<EpisodeRow> = trajectories.read()?;
                 let ed = models.editor(params.judge)?;
+                let questions = self.questions.get(split)?;
                 judge_episodes(ctx, ed.as_ref(), &params, &eps, questions)
             },
         )

@@ -46,12 +46,11 @@ pub use questions::{check_source, QUESTIONS_STAGE, QUESTIONS_VERSION};
 pub use rows::{exported, EpisodeRow, JudgeRow, QuestionRow, SearchScoreRow};
 pub use scripted::Oracle;
 
-use crate::env::{Cx, DriveError};
+use crate::env::{Cx, DriveError, Splits};
 use crate::models::ModelSpec;
 use crate::offline;
 use corpus::corpus_key;
 use datasets::search::Opacity;
-use pipeline::Entry;
 use questions::source_key;
 use serde_json::Value;
 use tools::{doc_tools, domains, tool_set};
@@ -65,9 +64,8 @@ struct Search<'a> {
     /// The editor notes ([`SearchExperiment::editor_notes`]).
     notes: String,
     set: String,
-    questions: Entry,
-    train: Vec<QuestionRow>,
-    test: Vec<QuestionRow>,
+    /// The questions (`search-questions`), read by the first stage that needs them.
+    questions: &'a Splits<QuestionRow>,
     corpus: &'a Corpus,
     /// [`corpus_key`]: what the tools search.
     corpus_id: &'a Value,
@@ -97,20 +95,23 @@ pub fn drive(
         &[],
         |ctx| questions::build(ctx, s, &corpus),
     )?;
-    let Some(qs) = qs else { return Ok(()) };
     cx.out
         .push(QUESTIONS_STAGE, QUESTIONS_STAGE, &Default::default(), &qs);
-    let rows: Vec<QuestionRow> = qs.read()?;
-    for (name, wrong) in [("search-oracle", false), ("search-wrong", true)] {
-        cx.models.register_agent(
-            ModelSpec {
-                kind: crate::models::ModelKind::Scripted,
-                name: name.into(),
-            },
-            std::sync::Arc::new(Oracle::new(wrong, &rows, &s.source)),
-        );
+    if qs.entry().is_some() {
+        // (Status mode plays no agent: before the questions exist there is nothing
+        // for the scripted agents to know.)
+        let rows: Vec<QuestionRow> = qs.read()?;
+        for (name, wrong) in [("search-oracle", false), ("search-wrong", true)] {
+            cx.models.register_agent(
+                ModelSpec {
+                    kind: crate::models::ModelKind::Scripted,
+                    name: name.into(),
+                },
+                std::sync::Arc::new(Oracle::new(wrong, &rows, &s.source)),
+            );
+        }
     }
-    let (train, test): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.split == "train");
+    let questions = Splits::new(qs, |r: &QuestionRow| r.split == "train");
     // The tool sets are independent chains: they run concurrently.
     let spec = &offline::GridSpec {
         protocol,
@@ -122,7 +123,7 @@ pub fn drive(
         batch_size: s.batch_size,
         baselines,
     };
-    let (qs, train, test, corpus, corpus_id) = (&qs, &train, &test, &corpus, &corpus_id);
+    let (questions, corpus, corpus_id) = (&questions, &corpus, &corpus_id);
     let jobs: Vec<crate::env::Job<'_>> = s
         .tool_sets
         .iter()
@@ -133,9 +134,7 @@ pub fn drive(
                     system: s.agent_system(),
                     notes: s.editor_notes(),
                     set: set.clone(),
-                    questions: qs.clone(),
-                    train: train.clone(),
-                    test: test.clone(),
+                    questions,
                     corpus,
                     corpus_id,
                 };

@@ -48,7 +48,7 @@ pub fn status_text(reports: &[NodeReport]) -> String {
         let n: usize = later.values().sum();
         let kinds: Vec<String> = later.iter().map(|(k, n)| format!("{n} {k}")).collect();
         out.push_str(&format!(
-            "not shown: up to {n} stages of later rounds ({}), listed once the round before them exists; online ToolObserver ends a curve early when every instance is frozen\n",
+            "not shown: up to {n} stages of later rounds ({}), which run only if their online ToolObserver curve goes on (it ends early when every instance is frozen; `otb plan` lists them)\n",
             kinds.join(", ")
         ));
     }
@@ -371,6 +371,7 @@ mod tests {
             wall_ms,
             finished_unix: 0,
             usage: Default::default(),
+            inputs: Vec::new(),
         }
     }
 

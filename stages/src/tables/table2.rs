@@ -222,7 +222,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
         .count();
     let rows: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
         Some(summary) => summary.entry.read()?,
-        None if out.curve.is_empty() => {
+        None if out.curve.iter().all(|(.., h)| h.entry().is_none()) => {
             notes.push(format!(
                 "{}: no results in the store yet (run `otb run {}`)",
                 exp.name,
@@ -235,7 +235,8 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
             });
         }
         None => {
-            let inputs = SummaryInput::from_curve(&out.curve);
+            let mut inputs = SummaryInput::from_curve(&out.curve);
+            inputs.retain(|i| i.entry.entry().is_some());
             crate::bfcl::summarize::summarize(&inputs)?
         }
     };
