@@ -257,7 +257,7 @@ pub fn main() -> Result<ExitCode> {
         Command::Export { experiment, to } => export(&root, &experiment, &to),
         Command::Gc { keep, dry_run } => gc(&root, &keep, dry_run),
         Command::Serve { model, addr } => {
-            let spec = stages::models::ModelSpec::parse_for(&model, stages::models::Role::Serve)?;
+            let spec = stages::models::parse_for(&model, stages::models::Role::Serve)?;
             stages::models::llm::serve_blocking(
                 &spec,
                 addr,

@@ -1096,7 +1096,7 @@ impl Backend for Replay {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::types::{Message, Sampling, ToolChoice};
 

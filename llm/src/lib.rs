@@ -12,6 +12,8 @@
 //!
 //! [`CachedClient`] puts the crash-safe [`CallCache`] in front of any backend,
 //! and [`serve()`] exposes a backend as a local OpenAI-compatible endpoint.
+//! [`ModelSpec`] is the one grammar models are named by (`kind:name`), and
+//! [`open_backend`] opens the backend a spec names.
 //!
 //! Architecture invariant: only this crate knows the OpenAI wire format
 //! ([`wire`]) and talks to a model.
@@ -27,6 +29,7 @@ pub mod openai;
 pub mod prompt;
 pub mod retry;
 pub mod serve;
+pub mod spec;
 pub mod types;
 pub mod wire;
 
@@ -42,6 +45,7 @@ pub use models::{fetch_model, ModelError};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::RetryPolicy;
 pub use serve::{serve, serve_with, ServeConfig};
+pub use spec::{open_backend, Fault, ModelKind, ModelSpec, OpenError, SpecError};
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,
     MAX_JSON_DEPTH, MAX_REPLY_BYTES,

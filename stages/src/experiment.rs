@@ -327,7 +327,7 @@ fn check_model(
     spec: &str,
     as_role: Role,
 ) -> Result<ModelSpec, ConfigError> {
-    ModelSpec::parse_for(spec, as_role)
+    crate::models::parse_for(spec, as_role)
         .map_err(|e| cfg_err(path, format!("models.{role}: {}", e.0)))
 }
 

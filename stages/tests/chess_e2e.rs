@@ -368,6 +368,7 @@ impl stages::models::Editor for RecordingEditor {
             ),
             usage: Default::default(),
             error: None,
+            cut: false,
         }
     }
 }

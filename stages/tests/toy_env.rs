@@ -148,6 +148,8 @@ impl Editor for Teacher {
         };
         EditorReply {
             text: Some(text),
+            // `BATCH CUT`: the reply stopped at its token limit.
+            cut: prompt.starts_with("BATCH CUT"),
             ..Default::default()
         }
     }
@@ -567,6 +569,60 @@ fn toy_environment_runs_the_offline_loop() {
     assert_eq!(ran, 0);
     assert_eq!(agent3.calls.load(Ordering::SeqCst), 0);
     assert!(editor3.prompts.lock().unwrap().is_empty());
+}
+
+/// An editor reply cut at its token limit: the description it was writing last
+/// (`tool_b`'s) is incomplete, so it is not proposed, and the row says why.
+#[test]
+fn a_cut_reply_loses_its_last_description() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+    let toy = Toy {
+        questions: (1..=6).map(|i| format!("q{i}")).collect(),
+    };
+    let (m, _, _) = models(dir.path(), &[], false);
+    let mut s = Session::new(&store, Mode::Run, true);
+    let docs0 = seed_docs(&mut s, &[], true);
+    let mut out = RunOutput::default();
+    let at = At {
+        agent: Some(spec("scripted:toy")),
+        editor: Some(spec("scripted:teacher")),
+        ..At::new(Naming::Offline, "toy", "toolobserver")
+    };
+    let mut cx = Cx {
+        session: &mut s,
+        models: &m,
+        out: &mut out,
+    };
+    let sampling = Default::default();
+    let curve = OfflineCurve {
+        batch_template: "BATCH CUT {{notes}}\n{{tools}}\n{{trajectories}}",
+        merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
+        rounds: 1,
+        batch_size: 2,
+        sampling: &sampling,
+    };
+    offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
+    let analyses: Vec<AnalysisRow> = out
+        .by_stage("batch-reflect")
+        .next()
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
+    for a in &analyses {
+        assert_eq!(a.proposals, json!({"tool_a": "Answers A."}));
+        assert_eq!(a.error_kind.as_deref(), Some(offline::CUT_REPLY));
+    }
+    let merge: Vec<MergeRow> = out
+        .by_stage("consensus-merge")
+        .next()
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
+    assert_eq!(merge[1].tool, "tool_b");
+    assert_eq!(merge[1].source, "unchanged");
 }
 
 /// `otb status` before an offline curve has started: its first agent turns would run,

@@ -564,6 +564,7 @@ pub(crate) mod testing {
                     ..Default::default()
                 },
                 error: None,
+                cut: false,
             }
         }
     }

@@ -10,7 +10,7 @@
 
 use super::{
     Agent, AgentJob, AgentTurn, CallFailure, CallUsage, Conversation, Editor, EditorReply,
-    ModelKind, ModelSpec, MultiTurn,
+    ModelSpec, MultiTurn,
 };
 use crate::rows::CallRecord;
 use crate::Failure;
@@ -116,60 +116,14 @@ fn backend_for(
     spec: &ModelSpec,
     cache: &Arc<CallCache>,
 ) -> Result<(Arc<dyn Backend>, String), Failure> {
-    // Configuring an endpoint fails only on what the user set (the base URL, the
-    // API key variables).
-    let fail = |e: LlmError| Failure::user(format!("model `{spec}`: {e}"));
-    let m = spec.name.clone();
-    match spec.kind {
-        ModelKind::OpenAi => Ok((Arc::new(llm::OpenAiBackend::from_env().map_err(fail)?), m)),
-        ModelKind::Replay => Ok((Arc::new(llm::Replay::new(cache.clone(), "replay")), m)),
-        ModelKind::Embedded => embedded(&spec.to_string(), &m),
-        ModelKind::Scripted => Err(Failure::bug(format!(
-            "model `{spec}`: not a model-backed spec"
-        ))),
-    }
-}
-
-#[cfg(feature = "embedded")]
-fn embedded(spec: &str, name: &str) -> Result<(Arc<dyn Backend>, String), Failure> {
-    let user_file = std::env::var("OTB_EMBEDDED_MODEL")
-        .ok()
-        .filter(|p| !p.trim().is_empty());
-    let path = match &user_file {
-        Some(p) => std::path::PathBuf::from(p),
-        None => llm::fetch_model(name, &llm::models::default_cache_dir()).map_err(|e| {
-            let class = match e {
-                llm::models::ModelError::Unknown { .. }
-                | llm::models::ModelError::OverrideMissing(_) => crate::error::ErrorClass::User,
-                llm::models::ModelError::Io { .. } | llm::models::ModelError::Fetch(_) => {
-                    crate::error::ErrorClass::Infrastructure
-                }
-            };
-            Failure {
-                class,
-                message: format!("model `{spec}`: {e}"),
-            }
-        })?,
-    };
-    // A file the user named that does not load is theirs to fix; the verified
-    // file this program fetched failing to load is not.
-    let backend =
-        llm::EmbeddedBackend::load(llm::EmbeddedConfig::new(path)).map_err(|e| Failure {
-            class: if user_file.is_some() {
-                crate::error::ErrorClass::User
-            } else {
-                crate::error::ErrorClass::Infrastructure
-            },
-            message: format!("model `{spec}`: {e}"),
-        })?;
-    Ok((Arc::new(backend), name.to_string()))
-}
-
-#[cfg(not(feature = "embedded"))]
-fn embedded(spec: &str, _name: &str) -> Result<(Arc<dyn Backend>, String), Failure> {
-    Err(Failure::user(format!(
-        "model `{spec}`: this otb was built without the embedded model (feature `embedded`); set OTB_LLM_BASE_URL and use openai:<model>"
-    )))
+    llm::open_backend(spec, cache).map_err(|e| Failure {
+        class: match e.fault {
+            llm::Fault::User => crate::error::ErrorClass::User,
+            llm::Fault::Infrastructure => crate::error::ErrorClass::Infrastructure,
+            llm::Fault::Bug => crate::error::ErrorClass::Bug,
+        },
+        message: e.message,
+    })
 }
 
 impl LlmModel {
@@ -450,6 +404,7 @@ fn reply_of(r: Result<ChatResponse, LlmError>) -> EditorReply {
             text: Some(resp.content.clone().unwrap_or_default()),
             usage: usage_of(&resp),
             error: None,
+            cut: resp.finish_reason.as_deref() == Some("length"),
         },
         Err(e) => EditorReply {
             error: Some(failure(&e)),
@@ -543,6 +498,32 @@ impl LlmEditor {
             "batch-reflect",
         )?))
     }
+
+    /// With `room` (`Some(n)`), a standard model may write up to `n` tokens per reply
+    /// instead of its default 512; a reasoning model keeps its own budget.
+    pub fn with_room(mut self, room: Option<u32>) -> Self {
+        self.0.sampling = with_room(self.0.sampling, room);
+        self
+    }
+}
+
+/// `sampling` with room for `room` tokens per reply (see [`LlmEditor::with_room`]).
+fn with_room(sampling: Sampling, room: Option<u32>) -> Sampling {
+    match (sampling, room) {
+        (
+            Sampling::Standard {
+                temperature,
+                top_p,
+                max_tokens,
+            },
+            Some(n),
+        ) => Sampling::Standard {
+            temperature,
+            top_p,
+            max_tokens: Some(max_tokens.map_or(n, |m| m.max(n))),
+        },
+        (s, _) => s,
+    }
 }
 
 /// `otb serve`: expose a model spec (`embedded:<name>`, `openai:<model>`,
@@ -611,6 +592,23 @@ mod tests {
         );
     }
     use serde_json::json;
+
+    #[test]
+    fn room_raises_a_standard_models_limit_only() {
+        assert_eq!(
+            with_room(sampling_for("qwen2.5-coder-1.5b"), Some(4096)),
+            Sampling::Standard {
+                temperature: Some(0.0),
+                top_p: None,
+                max_tokens: Some(4096)
+            }
+        );
+        assert_eq!(
+            with_room(sampling_for("gpt-5"), Some(4096)),
+            sampling_for("gpt-5")
+        );
+        assert_eq!(with_room(sampling_for("qwen"), None), sampling_for("qwen"));
+    }
 
     #[test]
     fn the_first_turn_can_require_a_tool_call() {

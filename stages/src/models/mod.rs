@@ -22,43 +22,10 @@ use crate::rows::CallRecord;
 use crate::{Failure, InputError};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Which family a model spec names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ModelKind {
-    Scripted,
-    Embedded,
-    OpenAi,
-    Replay,
-}
-
-impl ModelKind {
-    const ALL: [(ModelKind, &'static str); 4] = [
-        (ModelKind::Scripted, "scripted"),
-        (ModelKind::Embedded, "embedded"),
-        (ModelKind::OpenAi, "openai"),
-        (ModelKind::Replay, "replay"),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(k, _)| *k == self)
-            .map(|(_, s)| *s)
-            .unwrap_or("")
-    }
-}
-
-/// A model spec (`kind:name`), parsed once: the only place that knows the grammar.
-/// It serialises as the string it was written as, so stage keys are unchanged.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ModelSpec {
-    pub kind: ModelKind,
-    pub name: String,
-}
+pub use ::llm::{ModelKind, ModelSpec};
 
 /// What a model is used as; scripted names differ per role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,82 +38,42 @@ pub enum Role {
     Unused,
 }
 
-impl ModelSpec {
-    pub const GRAMMAR: &'static str =
-        "expected `scripted:<name>`, `embedded:<name>`, `openai:<model>` or `replay:<model>`";
-
-    /// Parse the grammar only (no file or model is looked at).
-    pub fn parse(spec: &str) -> Result<ModelSpec, InputError> {
-        let bad = || InputError(format!("model `{spec}`: {}", Self::GRAMMAR));
-        let (kind, name) = spec.split_once(':').ok_or_else(bad)?;
-        let kind = ModelKind::ALL
-            .iter()
-            .find(|(_, s)| *s == kind)
-            .map(|(k, _)| *k)
-            .ok_or_else(bad)?;
-        if name.trim().is_empty() || name.trim() != name {
-            return Err(bad());
-        }
-        Ok(ModelSpec {
-            kind,
-            name: name.to_string(),
-        })
-    }
-
-    /// Parse and check that the spec can be used in `role`: scripted names exist for
-    /// the role, embedded names are known models. Loads nothing.
-    pub fn parse_for(spec: &str, role: Role) -> Result<ModelSpec, InputError> {
-        let m = ModelSpec::parse(spec)?;
-        match m.kind {
-            ModelKind::Scripted if role == Role::Unused => {}
-            ModelKind::Scripted => {
-                let valid = match role {
-                    Role::Agent => scripted::AGENTS,
-                    Role::Editor => scripted::EDITORS,
-                    Role::Serve | Role::Unused => &[],
+/// Parse `spec` ([`ModelSpec::parse`]: the grammar) and check that it can be used in
+/// `role`: scripted names exist for the role, embedded names are known models. Loads
+/// nothing.
+pub fn parse_for(spec: &str, role: Role) -> Result<ModelSpec, InputError> {
+    let m = ModelSpec::parse(spec).map_err(|e| InputError(e.0))?;
+    match m.kind {
+        ModelKind::Scripted if role == Role::Unused => {}
+        ModelKind::Scripted => {
+            let valid = match role {
+                Role::Agent => scripted::AGENTS,
+                Role::Editor => scripted::EDITORS,
+                Role::Serve | Role::Unused => &[],
+            };
+            if !valid.contains(&m.name.as_str()) {
+                let list = valid
+                    .iter()
+                    .map(|n| format!("scripted:{n}"))
+                    .collect::<Vec<_>>();
+                let what = match role {
+                    Role::Agent => "agent",
+                    Role::Editor => "editor",
+                    Role::Serve | Role::Unused => "served model",
                 };
-                if !valid.contains(&m.name.as_str()) {
-                    let list = valid
-                        .iter()
-                        .map(|n| format!("scripted:{n}"))
-                        .collect::<Vec<_>>();
-                    let what = match role {
-                        Role::Agent => "agent",
-                        Role::Editor => "editor",
-                        Role::Serve | Role::Unused => "served model",
-                    };
-                    return Err(InputError(if list.is_empty() {
-                        format!("model `{m}`: scripted models cannot be served")
-                    } else {
-                        format!("unknown scripted {what} `{m}` (valid: {})", list.join(", "))
-                    }));
-                }
+                return Err(InputError(if list.is_empty() {
+                    format!("model `{m}`: scripted models cannot be served")
+                } else {
+                    format!("unknown scripted {what} `{m}` (valid: {})", list.join(", "))
+                }));
             }
-            ModelKind::Embedded => {
-                ::llm::models::spec(&m.name)
-                    .map_err(|e| InputError(format!("model `{m}`: {e}")))?;
-            }
-            ModelKind::OpenAi | ModelKind::Replay => {}
         }
-        Ok(m)
+        ModelKind::Embedded => {
+            ::llm::models::spec(&m.name).map_err(|e| InputError(format!("model `{m}`: {e}")))?;
+        }
+        ModelKind::OpenAi | ModelKind::Replay => {}
     }
-
-    /// A short, node-name friendly tag (`openai:gpt-5` -> `gpt-5`).
-    pub fn tag(&self) -> &str {
-        &self.name
-    }
-}
-
-impl fmt::Display for ModelSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.kind.as_str(), self.name)
-    }
-}
-
-impl serde::Serialize for ModelSpec {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
+    Ok(m)
 }
 
 /// How an agent's turns sample, from an experiment's `[models]` fields. A field left
@@ -296,12 +223,19 @@ pub trait Agent: Send + Sync {
     }
 }
 
+/// An opened editor's spec and the reply room it was opened with
+/// ([`Models::editor_with_room`]).
+type EditorKey = (ModelSpec, Option<u32>);
+
 /// The editor's reply to one prompt.
 #[derive(Clone, Debug, Default)]
 pub struct EditorReply {
     pub text: Option<String>,
     pub usage: CallUsage,
     pub error: Option<CallFailure>,
+    /// The reply stopped at its token limit (finish reason `length`): its end is
+    /// missing, so what it was writing last is incomplete.
+    pub cut: bool,
 }
 
 /// Rewrites documentation: prompt text in, reply text out.
@@ -478,7 +412,10 @@ pub struct Models {
     agents: Mutex<HashMap<ModelSpec, Arc<dyn MultiTurn>>>,
     /// Model-backed agents with a sampling other than the model's default.
     sampled: Mutex<HashMap<(ModelSpec, String), Arc<dyn MultiTurn>>>,
-    editors: Mutex<HashMap<ModelSpec, Arc<dyn Editor>>>,
+    /// Editors opened so far, by spec and the room their replies were given.
+    editors: Mutex<HashMap<EditorKey, Arc<dyn Editor>>>,
+    /// Editors given by [`Models::with_editor`]: whatever room is asked for.
+    given_editors: Mutex<HashMap<ModelSpec, Arc<dyn Editor>>>,
     embedders: Mutex<HashMap<String, Arc<dyn embed::Embed>>>,
 }
 
@@ -506,6 +443,7 @@ impl Models {
             agents: Mutex::new(HashMap::new()),
             sampled: Mutex::new(HashMap::new()),
             editors: Mutex::new(HashMap::new()),
+            given_editors: Mutex::new(HashMap::new()),
             embedders: Mutex::new(HashMap::new()),
         }
     }
@@ -526,7 +464,7 @@ impl Models {
 
     /// Use `editor` wherever `spec` is named (tests, embedding applications).
     pub fn with_editor(self, spec: ModelSpec, editor: Arc<dyn Editor>) -> Models {
-        if let Ok(mut m) = self.editors.lock() {
+        if let Ok(mut m) = self.given_editors.lock() {
             m.insert(spec, editor);
         }
         self
@@ -588,11 +526,38 @@ impl Models {
     }
 
     pub fn editor(&self, spec: &ModelSpec) -> Result<Arc<dyn Editor>, Failure> {
+        self.editor_limited(spec, None)
+    }
+
+    /// The editor `spec` with room for `max_tokens` tokens per reply where its model
+    /// has the model's default limit (a standard model's 512; a reasoning model keeps
+    /// its larger budget): for replies that rewrite every tool of a tool set at once.
+    pub fn editor_with_room(
+        &self,
+        spec: &ModelSpec,
+        max_tokens: u32,
+    ) -> Result<Arc<dyn Editor>, Failure> {
+        self.editor_limited(spec, Some(max_tokens))
+    }
+
+    fn editor_limited(
+        &self,
+        spec: &ModelSpec,
+        room: Option<u32>,
+    ) -> Result<Arc<dyn Editor>, Failure> {
+        if let Some(e) = self
+            .given_editors
+            .lock()
+            .map_err(|_| Failure::bug("model registry poisoned"))?
+            .get(spec)
+        {
+            return Ok(e.clone());
+        }
         let mut map = self
             .editors
             .lock()
             .map_err(|_| Failure::bug("model registry poisoned"))?;
-        if let Some(e) = map.get(spec) {
+        if let Some(e) = map.get(&(spec.clone(), room)) {
             return Ok(e.clone());
         }
         let e: Arc<dyn Editor> = match spec.kind {
@@ -601,9 +566,9 @@ impl Models {
                     "unknown scripted editor `{spec}` (valid: scripted:errors, scripted:silent)"
                 ))
             })?),
-            _ => Arc::new(llm::LlmEditor::open(&self.llm, spec, &self.cache_dir)?),
+            _ => Arc::new(llm::LlmEditor::open(&self.llm, spec, &self.cache_dir)?.with_room(room)),
         };
-        map.insert(spec.clone(), e.clone());
+        map.insert((spec.clone(), room), e.clone());
         Ok(e)
     }
 
@@ -647,15 +612,15 @@ mod tests {
 
     #[test]
     fn scripted_names_are_checked_per_role() {
-        assert!(ModelSpec::parse_for("scripted:schema", Role::Agent).is_ok());
-        let e = ModelSpec::parse_for("scripted:schema", Role::Editor)
+        assert!(parse_for("scripted:schema", Role::Agent).is_ok());
+        let e = parse_for("scripted:schema", Role::Editor)
             .unwrap_err()
             .0;
         assert_eq!(
             e,
             "unknown scripted editor `scripted:schema` (valid: scripted:errors, scripted:silent, scripted:observer, scripted:judge)"
         );
-        assert!(ModelSpec::parse_for("embedded:no-such-model", Role::Agent).is_err());
+        assert!(parse_for("embedded:no-such-model", Role::Agent).is_err());
     }
 
     #[test]

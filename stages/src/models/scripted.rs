@@ -79,6 +79,7 @@ fn scripted_editor_reply(prompt: &str, text: String) -> EditorReply {
         },
         text: Some(text),
         error: None,
+        cut: false,
     }
 }
 

@@ -475,8 +475,9 @@ mod tests {
 
     /// Replies the embedded Qwen2.5-Coder-1.5B wrote as editor in `make
     /// reproduce-table4` and `make reproduce-table3` (2026-11-25): every description is the text of its field and
-    /// nothing after it; the first batch reply was cut by the token limit inside
-    /// `tool_5`'s description (what is there is kept).
+    /// nothing after it; the first batch reply was cut by the token limit (then 512)
+    /// inside `tool_5`'s description (the parser keeps what is there; the stages drop
+    /// a cut reply's last description: `EditorReply::cut`).
     #[test]
     fn replies_the_embedded_model_wrote() {
         let names: Vec<String> = (1..=10)

@@ -37,6 +37,17 @@ pub const MERGE_STAGE: &str = "consensus-merge";
 /// 2: as [`REFLECT_VERSION`].
 pub const MERGE_VERSION: u32 = 2;
 
+/// How many tokens an offline editor reply may take (a standard model's default is
+/// 512): a batch analysis or a merge rewrites every tool of the set (10 tools of a
+/// few sentences each, with the editor's reasoning around them), and a reply cut at
+/// 512 tokens described only 5 of 10 tools (`make reproduce-table4`, 2026-11-25). A
+/// reasoning model keeps its own, larger budget. Part of both stages' keys.
+pub const EDITOR_REPLY_TOKENS: u32 = 4096;
+
+/// The error kind of an editor row whose reply stopped at its token limit: the
+/// description it was writing last is incomplete and is not used.
+pub const CUT_REPLY: &str = "length";
+
 /// The batch analysis prompt shipped with the project (`prompts/editor_batch.txt`).
 pub const DEFAULT_BATCH: &str = include_str!("../../../prompts/editor_batch.txt");
 /// The consensus-merge prompt shipped with the project (`prompts/editor_merge.txt`).
@@ -156,6 +167,8 @@ fn edit_row(id: String, round: i64, model: &str) -> EditRow {
 pub struct ReflectParams<'a> {
     /// Always `offline` (the online form shares the stage name).
     pub mode: &'static str,
+    /// [`EDITOR_REPLY_TOKENS`].
+    pub max_tokens: u32,
     pub editor: &'a ModelSpec,
     pub template: &'a str,
     pub notes: &'a str,
@@ -168,6 +181,8 @@ pub struct ReflectParams<'a> {
 #[derive(Serialize)]
 pub struct MergeParams<'a> {
     pub editor: &'a ModelSpec,
+    /// [`EDITOR_REPLY_TOKENS`].
+    pub max_tokens: u32,
     pub template: &'a str,
     pub notes: &'a str,
     pub round: i64,
@@ -177,6 +192,16 @@ pub struct MergeParams<'a> {
 /// Stage `batch-reflect` (offline): trajectories split in order into mini-batches of
 /// `batch_size`; one editor request per batch, sent concurrently. Every trajectory
 /// is in exactly one batch.
+/// The error kind an editor row records: the failed call's class, or [`CUT_REPLY`]
+/// for a reply that stopped at its token limit.
+fn error_kind(r: &crate::models::EditorReply) -> Option<String> {
+    match (&r.error, r.cut) {
+        (Some(f), _) => Some(f.kind.clone()),
+        (None, true) => Some(CUT_REPLY.to_string()),
+        (None, false) => None,
+    }
+}
+
 pub fn batch_reflect(
     ctx: &mut StageCtx<'_>,
     editor: &dyn Editor,
@@ -227,11 +252,15 @@ pub fn batch_reflect(
         r.usage.record(&mut usage, r.error.is_some());
         let mut proposals = Map::new();
         let names = tool_names(&tools);
-        let parsed = r
+        let mut parsed = r
             .text
             .as_deref()
             .map(|t| blocks::parse(t, "Updated description", &names))
             .unwrap_or_default();
+        if r.cut {
+            // What the reply was writing when it was cut is incomplete.
+            parsed.descriptions.pop();
+        }
         for (name, desc) in parsed.descriptions {
             if names.contains(&name.as_str()) {
                 proposals.insert(name, Value::String(desc));
@@ -241,7 +270,7 @@ pub fn batch_reflect(
         e.reply = r.text.clone();
         e.updated = proposals.keys().cloned().collect();
         e.lenient_parses = (parsed.cut + parsed.repeated) as i64;
-        e.error_kind = r.error.as_ref().map(|f| f.kind.clone());
+        e.error_kind = error_kind(r);
         e.prompt_tokens = r.usage.prompt_tokens as i64;
         e.completion_tokens = r.usage.completion_tokens as i64;
         e.reasoning_tokens = r.usage.reasoning_tokens as i64;
@@ -305,11 +334,16 @@ pub fn consensus_merge(
     reply.usage.record(&mut usage, reply.error.is_some());
     let names: Vec<String> = tool_names(&tools).into_iter().map(str::to_string).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let parsed = reply
+    let mut parsed = reply
         .text
         .as_deref()
         .map(|t| blocks::parse(t, "Final description", &names))
         .unwrap_or_default();
+    if reply.cut {
+        // The last description was being written when the reply was cut: that tool
+        // takes the batches' majority instead.
+        parsed.descriptions.pop();
+    }
     let merged = &parsed.descriptions;
     let mut merge_rows = Vec::with_capacity(tools.len());
     let mut edit = edit_row("merge".into(), p.round, &p.editor.to_string());
@@ -350,7 +384,7 @@ pub fn consensus_merge(
     }
     edit.reply = reply.text.clone();
     edit.lenient_parses = (parsed.cut + parsed.repeated) as i64;
-    edit.error_kind = reply.error.as_ref().map(|f| f.kind.clone());
+    edit.error_kind = error_kind(&reply);
     edit.prompt_tokens = reply.usage.prompt_tokens as i64;
     edit.completion_tokens = reply.usage.completion_tokens as i64;
     edit.reasoning_tokens = reply.usage.reasoning_tokens as i64;
@@ -409,6 +443,7 @@ pub fn toolobserver(
         let traj = env.explore(cx, &play)?;
         let params = ReflectParams {
             mode: "offline",
+            max_tokens: EDITOR_REPLY_TOKENS,
             editor,
             template: c.batch_template,
             notes: env.editor_notes(),
@@ -425,7 +460,7 @@ pub fn toolobserver(
             &params,
             &[("docs", &docs), ("trajectories", &traj)],
             |ctx| {
-                let ed = models.editor(editor)?;
+                let ed = models.editor_with_room(editor, params.max_tokens)?;
                 let serialized = env.serialize(&traj)?;
                 let docs_rows: Vec<DocRow> = docs.read()?;
                 batch_reflect(ctx, ed.as_ref(), &params, &docs_rows, &serialized)
@@ -433,6 +468,7 @@ pub fn toolobserver(
         )?;
         let merge = MergeParams {
             editor,
+            max_tokens: EDITOR_REPLY_TOKENS,
             template: c.merge_template,
             notes: env.editor_notes(),
             round,
@@ -445,7 +481,7 @@ pub fn toolobserver(
             &merge,
             &[("docs", &docs), ("analyses", &analyses)],
             |ctx| {
-                let ed = models.editor(editor)?;
+                let ed = models.editor_with_room(editor, merge.max_tokens)?;
                 let docs_rows: Vec<DocRow> = docs.read()?;
                 let analysis_rows: Vec<AnalysisRow> = analyses.read()?;
                 consensus_merge(ctx, ed.as_ref(), &merge, &docs_rows, &analysis_rows)

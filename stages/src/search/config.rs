@@ -267,7 +267,7 @@ impl SearchExperiment {
             judge: raw
                 .judge
                 .as_deref()
-                .map(|j| ModelSpec::parse_for(j, crate::models::Role::Editor))
+                .map(|j| crate::models::parse_for(j, crate::models::Role::Editor))
                 .transpose()
                 .map_err(|e| format!("search.judge: {}", e.0))?,
         };

@@ -1,0 +1,223 @@
+//! Model specs: the one grammar every model is named by (`kind:name`), and opening
+//! the backend a model-backed spec names.
+//!
+//! - `embedded:<name>`: a GGUF model run in-process ([`crate::models`] lists the
+//!   names; `OTB_EMBEDDED_MODEL` may name a file instead);
+//! - `openai:<model>`: an OpenAI-compatible endpoint (`OTB_LLM_BASE_URL`, ...);
+//! - `replay:<model>`: answers only from the call cache;
+//! - `scripted:<name>`: a deterministic program of the caller's (tests, oracles);
+//!   not a backend this crate opens.
+
+use crate::{Backend, CallCache, LlmError};
+use std::fmt;
+use std::sync::Arc;
+
+/// Which family a model spec names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ModelKind {
+    /// `scripted:<name>`: a program of the caller's, never a backend of this crate.
+    Scripted,
+    /// `embedded:<name>`: a model run in-process.
+    Embedded,
+    /// `openai:<model>`: an OpenAI-compatible endpoint.
+    OpenAi,
+    /// `replay:<model>`: the call cache only.
+    Replay,
+}
+
+impl ModelKind {
+    const ALL: [(ModelKind, &'static str); 4] = [
+        (ModelKind::Scripted, "scripted"),
+        (ModelKind::Embedded, "embedded"),
+        (ModelKind::OpenAi, "openai"),
+        (ModelKind::Replay, "replay"),
+    ];
+
+    /// The kind as written before the colon.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(k, _)| *k == self)
+            .map(|(_, s)| *s)
+            .unwrap_or("")
+    }
+}
+
+/// A model spec (`kind:name`), parsed once. It serialises as the string it was
+/// written as, so the keys that hold it do not depend on this type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelSpec {
+    /// The family.
+    pub kind: ModelKind,
+    /// The name after the colon.
+    pub name: String,
+}
+
+/// A spec that does not follow the grammar (the message names it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SpecError(pub String);
+
+impl ModelSpec {
+    /// What a spec looks like, for error messages.
+    pub const GRAMMAR: &'static str =
+        "expected `scripted:<name>`, `embedded:<name>`, `openai:<model>` or `replay:<model>`";
+
+    /// Parse the grammar only (no file or model is looked at).
+    pub fn parse(spec: &str) -> Result<ModelSpec, SpecError> {
+        let bad = || SpecError(format!("model `{spec}`: {}", Self::GRAMMAR));
+        let (kind, name) = spec.split_once(':').ok_or_else(bad)?;
+        let kind = ModelKind::ALL
+            .iter()
+            .find(|(_, s)| *s == kind)
+            .map(|(k, _)| *k)
+            .ok_or_else(bad)?;
+        if name.trim().is_empty() || name.trim() != name {
+            return Err(bad());
+        }
+        Ok(ModelSpec {
+            kind,
+            name: name.to_string(),
+        })
+    }
+
+    /// A short, node-name friendly tag (`openai:gpt-5` -> `gpt-5`).
+    pub fn tag(&self) -> &str {
+        &self.name
+    }
+}
+
+impl fmt::Display for ModelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind.as_str(), self.name)
+    }
+}
+
+impl serde::Serialize for ModelSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Whose failure opening a backend was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The user's to fix: an endpoint variable, an unknown model name, a model file
+    /// they named that does not load.
+    User,
+    /// The machine's or the network's: a download failed, a file this crate fetched
+    /// and verified does not load.
+    Infrastructure,
+    /// The caller's mistake: a scripted spec has no backend here.
+    Bug,
+}
+
+/// Opening a backend failed: whose fault, and a one-line message naming the spec.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct OpenError {
+    /// Whose failure it is.
+    pub fault: Fault,
+    /// The line to show.
+    pub message: String,
+}
+
+/// The backend `spec` names and the model name to send with each request. A
+/// `replay:` backend answers from `cache`; `embedded:` loads the model (fetching
+/// its pinned file on first use unless `OTB_EMBEDDED_MODEL` names one).
+pub fn open_backend(
+    spec: &ModelSpec,
+    cache: &Arc<CallCache>,
+) -> Result<(Arc<dyn Backend>, String), OpenError> {
+    // Configuring an endpoint fails only on what the user set (the base URL, the
+    // API key variables).
+    let user = |e: LlmError| OpenError {
+        fault: Fault::User,
+        message: format!("model `{spec}`: {e}"),
+    };
+    let m = spec.name.clone();
+    match spec.kind {
+        ModelKind::OpenAi => Ok((Arc::new(crate::OpenAiBackend::from_env().map_err(user)?), m)),
+        ModelKind::Replay => Ok((Arc::new(crate::Replay::new(cache.clone(), "replay")), m)),
+        ModelKind::Embedded => embedded(spec, &m),
+        ModelKind::Scripted => Err(OpenError {
+            fault: Fault::Bug,
+            message: format!("model `{spec}`: not a model-backed spec"),
+        }),
+    }
+}
+
+#[cfg(feature = "embedded")]
+fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), OpenError> {
+    let user_file = std::env::var("OTB_EMBEDDED_MODEL")
+        .ok()
+        .filter(|p| !p.trim().is_empty());
+    let path = match &user_file {
+        Some(p) => std::path::PathBuf::from(p),
+        None => crate::fetch_model(name, &crate::models::default_cache_dir()).map_err(|e| {
+            let fault = match e {
+                crate::ModelError::Unknown { .. } | crate::ModelError::OverrideMissing(_) => {
+                    Fault::User
+                }
+                crate::ModelError::Io { .. } | crate::ModelError::Fetch(_) => {
+                    Fault::Infrastructure
+                }
+            };
+            OpenError {
+                fault,
+                message: format!("model `{spec}`: {e}"),
+            }
+        })?,
+    };
+    // A file the user named that does not load is theirs to fix; the verified
+    // file this crate fetched failing to load is not.
+    let backend = crate::EmbeddedBackend::load(crate::EmbeddedConfig::new(path)).map_err(|e| {
+        OpenError {
+            fault: if user_file.is_some() {
+                Fault::User
+            } else {
+                Fault::Infrastructure
+            },
+            message: format!("model `{spec}`: {e}"),
+        }
+    })?;
+    Ok((Arc::new(backend), name.to_string()))
+}
+
+#[cfg(not(feature = "embedded"))]
+fn embedded(spec: &ModelSpec, _name: &str) -> Result<(Arc<dyn Backend>, String), OpenError> {
+    Err(OpenError {
+        fault: Fault::User,
+        message: format!(
+            "model `{spec}`: this otb was built without the embedded model (feature `embedded`); set OTB_LLM_BASE_URL and use openai:<model>"
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grammar_round_trips_and_refuses_the_rest() {
+        let s = ModelSpec::parse("openai:gpt-5").unwrap();
+        assert_eq!((s.kind, s.tag()), (ModelKind::OpenAi, "gpt-5"));
+        assert_eq!(s.to_string(), "openai:gpt-5");
+        assert_eq!(serde_json::to_value(&s).unwrap(), "openai:gpt-5");
+        for bad in ["gpt-5", "cloud:x", "embedded:", "openai: x", "scripted:x "] {
+            let e = ModelSpec::parse(bad).unwrap_err();
+            assert!(e.0.contains(ModelSpec::GRAMMAR), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_scripted_spec_has_no_backend() {
+        let dir = crate::cache::tests::tempdir("spec");
+        let cache = Arc::new(CallCache::open(&dir).unwrap());
+        let spec = ModelSpec::parse("scripted:x").unwrap();
+        let e = open_backend(&spec, &cache).err().unwrap();
+        assert_eq!(e.fault, Fault::Bug);
+        let spec = ModelSpec::parse("replay:m").unwrap();
+        assert_eq!(open_backend(&spec, &cache).unwrap().1, "m");
+    }
+}
