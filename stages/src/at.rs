@@ -28,11 +28,14 @@ use crate::models::ModelSpec;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Split {
+    /// The training split: the agent explores and the editor learns from it.
     Train,
+    /// The test split: the final documentation is evaluated on it.
     Test,
 }
 
 impl Split {
+    /// The split's name as stored in rows and node names: `train` or `test`.
     pub fn as_str(self) -> &'static str {
         match self {
             Split::Train => "train",
@@ -45,10 +48,15 @@ impl Split {
 /// tables and exports read it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Label {
+    /// The documentation setting (BFCL) or tool set (chess, search).
     pub setting: String,
+    /// The method (`gold`, `base`, `toolobserver`, `easytool`, ...).
     pub method: String,
+    /// Agent model spec (empty for agent-free nodes).
     pub agent: String,
+    /// Editor model spec (empty where no editor is involved).
     pub editor: String,
+    /// The documentation round.
     pub round: i64,
 }
 
@@ -70,7 +78,10 @@ pub enum Step {
     Source,
     /// The agent plays with the docs of `round` (explore, evaluate, judge, Elo);
     /// offline environments say on which split.
-    Play { split: Option<Split> },
+    Play {
+        /// The split played on (offline environments), or `None` (online).
+        split: Option<Split>,
+    },
     /// The editor's step that makes the docs of `round` (batch-reflect, merge).
     Edit,
 }
@@ -79,14 +90,18 @@ pub enum Step {
 /// has several of are shown).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Shown {
+    /// Several seeds: node names show ` s<seed>`.
     pub seed: bool,
+    /// Several agents: node names show ` a=<agent>`.
     pub agent: bool,
+    /// Several editors: node names show ` e=<editor>`.
     pub editor: bool,
 }
 
 /// One cell of an experiment's grid.
 #[derive(Clone, Debug, Default)]
 pub struct At {
+    /// Online or offline naming rules (the environment's kind).
     pub naming: Naming,
     /// The documentation setting (BFCL) or tool set (chess, search).
     pub setting: String,
@@ -99,8 +114,11 @@ pub struct At {
     pub editor: Option<ModelSpec>,
     /// The documentation round: the one a node plays with, or the one it makes.
     pub round: i64,
+    /// Which step of the method the node is.
     pub step: Step,
+    /// The chain's seed (shown in node names as ` s<seed>`).
     pub seed: u64,
+    /// Which coordinates the node name shows.
     pub shown: Shown,
 }
 
@@ -115,6 +133,7 @@ impl At {
         }
     }
 
+    /// The same cell with method `method`.
     pub fn with_method(&self, method: &str) -> At {
         At {
             method: method.to_string(),
@@ -122,6 +141,7 @@ impl At {
         }
     }
 
+    /// The same cell with editor `editor`.
     pub fn with_editor(&self, editor: &ModelSpec) -> At {
         At {
             editor: Some(editor.clone()),

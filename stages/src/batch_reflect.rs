@@ -11,6 +11,7 @@ use crate::rows::{DocRow, EditRow};
 use pipeline::{StageCtx, StageError, Usage};
 use serde_json::Value;
 
+/// The stage name (shared with the offline form; the key's `mode` tells them apart).
 pub const STAGE: &str = "batch-reflect";
 /// 2: an instance whose agent call failed is not frozen (it was, as if it had
 /// converged).
@@ -73,7 +74,9 @@ pub fn render_call(function: &str, args: &Value, raw: Option<&str>) -> String {
 /// needed the lenient rules (markdown bold, headings, bullets, lower case, backticks).
 #[derive(Debug, Default, PartialEq)]
 pub struct ParsedReply {
+    /// The `(tool name, new description)` blocks, in reply order.
     pub blocks: Vec<(String, String)>,
+    /// How many of them needed the lenient rules.
     pub lenient: usize,
 }
 
@@ -92,6 +95,9 @@ fn header<'a>(line: &'a str, key: &str) -> Option<(&'a str, bool)> {
     Some((rest.trim_start_matches(['*', '_']), true))
 }
 
+/// Parses an editor reply's `FUNCTION:` / `DESCRIPTION:` blocks; a description runs
+/// until the next `FUNCTION:` header, and blocks with an empty name or description
+/// are dropped.
 pub fn parse_reply(text: &str) -> ParsedReply {
     let mut out = ParsedReply::default();
     let mut name: Option<(String, bool)> = None;
@@ -136,9 +142,13 @@ pub fn parse_reply(text: &str) -> ParsedReply {
 /// and used by the run.
 #[derive(serde::Serialize)]
 pub struct ReflectParams<'a> {
+    /// The editor model spec.
     pub editor: &'a crate::models::ModelSpec,
+    /// The editor prompt template (`{{tools}}` and `{{example}}` are filled in).
     pub template: &'a str,
+    /// The reflection round whose docs this request makes.
     pub round: i64,
+    /// Seed of the editor requests.
     pub seed: u64,
     /// The success guard (examples judged correct are not sent; uses gold labels).
     pub skip_success: bool,
@@ -151,10 +161,16 @@ pub struct ReflectParams<'a> {
 /// The editor's inputs for one round, besides the editor itself: the docs and, per
 /// docs row (same order), what the editor is shown.
 pub struct RoundInputs<'a> {
+    /// The previous round's documentation rows, one per instance.
     pub docs: &'a [DocRow],
+    /// What the editor is shown for each docs row, or why the row is not sent.
     pub examples: &'a [Example],
 }
 
+/// Runs one online reflection round: one editor request per docs row with an
+/// example to show, then writes the round's docs (descriptions rewritten from the
+/// reply's blocks; a row that did not change and did not fail is frozen) and one
+/// [`EditRow`] per docs row.
 pub fn run(
     ctx: &mut StageCtx<'_>,
     editor: &dyn Editor,

@@ -29,11 +29,14 @@ impl Classify for InputError {
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct Failure {
+    /// Who fixes it (user, infrastructure or bug).
     pub class: ErrorClass,
+    /// What went wrong, as shown to the user.
     pub message: String,
 }
 
 impl Failure {
+    /// A failure the user fixes ([`ErrorClass::User`]).
     pub fn user(message: impl Into<String>) -> Failure {
         Failure {
             class: ErrorClass::User,
@@ -41,6 +44,7 @@ impl Failure {
         }
     }
 
+    /// A failure of something outside the program ([`ErrorClass::Infrastructure`]).
     pub fn infra(message: impl Into<String>) -> Failure {
         Failure {
             class: ErrorClass::Infrastructure,
@@ -48,6 +52,7 @@ impl Failure {
         }
     }
 
+    /// A broken invariant of this program ([`ErrorClass::Bug`]).
     pub fn bug(message: impl Into<String>) -> Failure {
         Failure {
             class: ErrorClass::Bug,

@@ -73,7 +73,10 @@ impl Default for DraftBudget {
 /// Settings shared by the baseline methods.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Baselines {
+    /// Instances worked on at the same time.
     pub concurrency: usize,
+    /// Play2Prompt's search budget.
     pub play2prompt: Play2PromptBudget,
+    /// DRAFT's exploration rules.
     pub draft: DraftBudget,
 }

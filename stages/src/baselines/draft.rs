@@ -20,6 +20,7 @@ use super::{
 use crate::batch_reflect::{render_call, render_tool};
 use serde_json::Value;
 
+/// The stage name.
 pub const STAGE: &str = "draft";
 /// 2: explorer, analyzer and rewriter see their histories (the DRAFT paper's inputs).
 pub const VERSION: u32 = 2;
@@ -46,9 +47,13 @@ fn history_text(history: &[(String, String, String)]) -> String {
         .join("\n")
 }
 
+/// The explorer's prompt: a new query and call for the tool.
 pub const EXPLORER: &str = include_str!("../../../prompts/draft_explorer.txt");
+/// The analyzer's prompt: the call's output compared with the description.
 pub const ANALYZER: &str = include_str!("../../../prompts/draft_analyzer.txt");
+/// The rewriter's prompt: the new description and the next episode's direction.
 pub const REWRITER: &str = include_str!("../../../prompts/draft_rewriter.txt");
+/// Every template, in a fixed order (hashed into the stage key).
 pub const TEMPLATES: &[&str] = &[EXPLORER, ANALYZER, REWRITER];
 
 const FIRST_DIRECTION: &str = "start with the most typical use of the tool";
@@ -56,8 +61,11 @@ const FIRST_DIRECTION: &str = "start with the most typical use of the tool";
 /// What happened to one tool (for tests and logs).
 #[derive(Debug, Default, PartialEq)]
 pub struct ToolLog {
+    /// Episodes run for the tool.
     pub episodes: u32,
+    /// Explorer queries rejected as too close to an earlier one.
     pub rejected: u32,
+    /// The descriptions converged before the episode limit.
     pub converged: bool,
 }
 

@@ -15,10 +15,15 @@ use super::{
 use crate::batch_reflect::render_tool;
 use serde_json::{Map, Value};
 
+/// The stage name.
 pub const STAGE: &str = "easytool";
+/// The stage version.
 pub const VERSION: u32 = 1;
+/// The condense pass's prompt: each tool's purpose in a short statement.
 pub const CONDENSE: &str = include_str!("../../../prompts/easytool_condense.txt");
+/// The guidelines pass's prompt: per tool a usage scenario and example parameters.
 pub const GUIDELINES: &str = include_str!("../../../prompts/easytool_guidelines.txt");
+/// Both templates, in pass order (hashed into the stage key).
 pub const TEMPLATES: [&str; 2] = [CONDENSE, GUIDELINES];
 
 /// One editor pass over the whole tool set; its reply's JSON object (keyed by tool

@@ -73,22 +73,33 @@ pub fn args_equal(a: &Value, b: &Value) -> bool {
 
 /// The models, executor and embedder a baseline works with.
 pub struct Toolbox<'a> {
+    /// The editor model that writes the documentation.
     pub editor: &'a dyn Editor,
+    /// The editor's model spec, as recorded in `doc_calls`.
     pub editor_model: &'a str,
     /// The task model (Play2Prompt's validation runs).
     pub agent: Option<&'a dyn Agent>,
+    /// The task model's spec, as recorded in `doc_calls` (empty without one).
     pub agent_model: &'a str,
+    /// The task model's system prompt.
     pub agent_system: &'a str,
+    /// Executes the method's tool calls.
     pub runner: &'a dyn ToolRunner,
+    /// The sentence embedder (DRAFT).
     pub embed: Option<&'a dyn Embed>,
+    /// Seed of the model calls (a retried editor prompt adds its attempt number).
     pub seed: u64,
 }
 
 /// One instance's work: records every model call and tool execution.
 pub struct Work<'a> {
+    /// The models, executor and embedder of the stage.
     pub tb: &'a Toolbox<'a>,
+    /// The method's name (`easytool`, `play2prompt` or `draft`), as recorded in the rows.
     pub method: &'static str,
+    /// The instance worked on.
     pub instance: &'a InstanceRow,
+    /// The instance's starting documentation.
     pub docs: &'a DocRow,
     calls: Vec<DocCallRow>,
     runs: Vec<ToolRunRow>,
@@ -100,7 +111,9 @@ pub struct Work<'a> {
 /// `exploration` or `editing` (see [`DocCallRow::phase`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Phase {
+    /// Discovering tool behaviour.
     Exploration,
+    /// Writing documentation.
     Editing,
 }
 
@@ -114,6 +127,7 @@ impl Phase {
 }
 
 impl<'a> Work<'a> {
+    /// A fresh record of `method`'s work on `instance`, starting from `docs`.
     pub fn new(
         tb: &'a Toolbox<'a>,
         method: &'static str,
@@ -279,6 +293,7 @@ pub fn tools_of(d: &DocRow) -> Vec<Value> {
     d.tools.as_array().cloned().unwrap_or_default()
 }
 
+/// A tool definition's name; empty when absent or not a string.
 pub fn tool_name(t: &Value) -> &str {
     t.get("name").and_then(Value::as_str).unwrap_or("")
 }
@@ -292,6 +307,7 @@ pub fn str_field(m: &Map<String, Value>, k: &str) -> String {
         .to_string()
 }
 
+/// A tool definition's description; empty when absent or not a string.
 pub fn tool_description(t: &Value) -> &str {
     t.get("description").and_then(Value::as_str).unwrap_or("")
 }
@@ -319,7 +335,9 @@ pub fn with_description(tools: &[Value], name: &str, desc: &str) -> Vec<Value> {
 
 /// What a method produced for one instance.
 pub struct Produced {
+    /// The instance's new tool definitions.
     pub tools: Vec<Value>,
+    /// Demonstrations for the agent prompt (Play2Prompt), or `null`.
     pub demos: Value,
 }
 
@@ -392,7 +410,9 @@ where
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 pub enum Budget<'a> {
+    /// Play2Prompt's search budget.
     Play2Prompt(&'a Play2PromptBudget),
+    /// DRAFT's exploration rules.
     Draft(&'a DraftBudget),
 }
 
@@ -402,14 +422,18 @@ pub enum Budget<'a> {
 pub struct BaselineParams<'a> {
     /// The method's prompt templates.
     pub templates: &'a [&'static str],
+    /// The method's budget (Play2Prompt and DRAFT).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget<'a>>,
     /// The task model (Play2Prompt validates candidate descriptions with it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<&'a ModelSpec>,
+    /// The task model's system prompt (Play2Prompt).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<&'a str>,
+    /// The editor model.
     pub editor: &'a ModelSpec,
+    /// Seed of the method's model calls.
     pub seed: u64,
     /// What executes the method's tool calls (the environment's key for it); absent
     /// for methods that execute nothing.
@@ -462,9 +486,13 @@ pub fn stage_of(method: Method) -> (&'static str, u32) {
 
 /// One baseline stage of any environment: what it runs on and how it is keyed.
 pub struct BaselineStage<'a> {
+    /// The baseline method.
     pub method: Method,
+    /// The node's name in the experiment.
     pub node: &'a str,
+    /// The stage's parameters (its key).
     pub params: BaselineParams<'a>,
+    /// The baselines' settings: concurrency, and the budgets the method runs with.
     pub budgets: &'a Baselines,
     /// Input entries of the key besides the params (instances, docs, positions...).
     pub inputs: &'a [(&'a str, &'a Handle)],

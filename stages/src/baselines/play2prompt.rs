@@ -28,15 +28,24 @@ use super::{
 use crate::batch_reflect::{render_call, render_tool};
 use serde_json::{json, Map, Value};
 
+/// The stage name.
 pub const STAGE: &str = "play2prompt";
+/// The stage version.
 pub const VERSION: u32 = 1;
 
+/// Tool play: propose a call from the docs and the earlier attempts.
 pub const PLAY: &str = include_str!("../../../prompts/p2p_play.txt");
+/// Critique of a played call's output.
 pub const CRITIQUE: &str = include_str!("../../../prompts/p2p_critique.txt");
+/// A user query written backwards from a working call and its output.
 pub const QUERY: &str = include_str!("../../../prompts/p2p_query.txt");
+/// Judges an example query (score 1-3, with feedback).
 pub const JUDGE: &str = include_str!("../../../prompts/p2p_judge.txt");
+/// Refines an example query from the judge's feedback.
 pub const REFINE: &str = include_str!("../../../prompts/p2p_refine.txt");
+/// Critique of a candidate description from the task model's failures.
 pub const DOC_CRITIQUE: &str = include_str!("../../../prompts/p2p_doc_critique.txt");
+/// Rewrites a candidate description from its critique.
 pub const REWRITE: &str = include_str!("../../../prompts/p2p_rewrite.txt");
 
 /// Every template, in a fixed order (hashed into the stage key).
@@ -45,10 +54,15 @@ pub const TEMPLATES: &[&str] = &[PLAY, CRITIQUE, QUERY, JUDGE, REFINE, DOC_CRITI
 /// A judged example: a user query answered by a call that executed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Example {
+    /// The user query.
     pub query: String,
+    /// The answer the query expects, as the editor wrote it (may be empty).
     pub answer: String,
+    /// The arguments of the call that executed.
     pub args: Map<String, Value>,
+    /// The call's output.
     pub output: String,
+    /// The judge's score (1-3).
     pub score: u32,
 }
 

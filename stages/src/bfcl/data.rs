@@ -8,7 +8,9 @@ use pipeline::{StageCtx, StageError};
 use serde_json::{json, Value};
 use std::path::Path;
 
+/// The stage name.
 pub const STAGE: &str = "bfcl-data";
+/// The stage version.
 pub const VERSION: u32 = 1;
 
 /// Where the instances come from, as the key sees it: the wheel's pin, or the file
@@ -16,12 +18,18 @@ pub const VERSION: u32 = 1;
 #[derive(serde::Serialize)]
 #[serde(untagged)]
 pub enum SourceKey {
+    /// The pinned `bfcl-eval` wheel.
     Wheel {
+        /// The wheel's file name.
         wheel: &'static str,
+        /// The wheel's pinned SHA-256.
         sha256: &'static str,
     },
+    /// A local JSON-lines file.
     File {
+        /// The file's path.
         file: String,
+        /// The file's SHA-256.
         sha256: String,
     },
 }
@@ -30,7 +38,9 @@ pub enum SourceKey {
 /// source itself and `subset`).
 #[derive(serde::Serialize)]
 pub struct DataParams {
+    /// The source's identity.
     pub source: SourceKey,
+    /// At most this many instances per category (`None`: all).
     pub subset: Option<usize>,
 }
 
@@ -53,6 +63,7 @@ pub fn params(source: &DataSource, subset: Option<usize>) -> Result<DataParams, 
     Ok(DataParams { source, subset })
 }
 
+/// Every instance of `source` (the wheel is fetched into `cache` when missing).
 pub fn load(source: &DataSource, cache: &Path) -> Result<Vec<Instance>, StageError> {
     let fail = |e: data::DataError| StageError::infra(STAGE, e.to_string());
     match source {
@@ -66,6 +77,8 @@ pub fn load(source: &DataSource, cache: &Path) -> Result<Vec<Instance>, StageErr
     }
 }
 
+/// The instance rows, category by category, the first `subset` of each (all when
+/// `None`).
 pub fn to_rows(instances: &[Instance], subset: Option<usize>) -> Vec<InstanceRow> {
     let mut rows = Vec::new();
     for cat in Category::ALL {
@@ -85,6 +98,8 @@ pub fn to_rows(instances: &[Instance], subset: Option<usize>) -> Vec<InstanceRow
     rows
 }
 
+/// Runs `bfcl-data`: loads `source` and writes its instance rows (`subset` per
+/// category).
 pub fn run(
     ctx: &mut StageCtx<'_>,
     source: &DataSource,

@@ -14,7 +14,9 @@ use pipeline::{StageCtx, StageError};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
+/// The stage name.
 pub const STAGE: &str = "evaluate";
+/// The stage version.
 pub const VERSION: u32 = 1;
 
 /// A recorded call as the grader's input type.
@@ -151,6 +153,8 @@ pub fn grade_one(
     row
 }
 
+/// Runs `evaluate` for round `round`: one score row per docs row, its trajectory's
+/// calls executed with `exec` and graded against the ground truth.
 pub fn run(
     ctx: &mut StageCtx<'_>,
     exec: &Executor,

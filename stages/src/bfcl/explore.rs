@@ -10,6 +10,7 @@ use pipeline::{StageCtx, StageError, Usage};
 use serde_json::Value;
 use std::collections::HashMap;
 
+/// The stage name.
 pub const STAGE: &str = "explore";
 /// 2: a previous round's failed agent call is asked again, not reused.
 pub const VERSION: u32 = 2;
@@ -18,14 +19,21 @@ pub const VERSION: u32 = 2;
 /// and used by the run (so the key cannot miss what the run reads).
 #[derive(serde::Serialize)]
 pub struct ExploreParams<'a> {
+    /// The agent model.
     pub agent: &'a crate::models::ModelSpec,
+    /// The agent's system prompt (an instance's demonstrations are appended to it).
     pub system_prompt: &'a str,
+    /// Seed of the agent calls.
     pub seed: u64,
     /// Always `required`: the agent must call a tool.
     pub tool_choice: &'static str,
+    /// The documentation round explored.
     pub round: i64,
 }
 
+/// Runs `explore`: one trajectory row per docs row; an instance whose docs did not
+/// change copies its `previous` row (unless that call failed), the others are asked
+/// of `agent` concurrently.
 pub fn run(
     ctx: &mut StageCtx<'_>,
     agent: &dyn Agent,

@@ -50,25 +50,34 @@ use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The import stage's name.
 pub const STAGE: &str = "import-released";
+/// The import stage's version.
 pub const VERSION: u32 = 1;
 
 /// One run version, read and converted, ready to be staged.
 pub struct PreparedRun {
+    /// Where the run version lies in the release.
     pub run: RunRef,
     /// `<method>/<config>/<gen_hypers> v<N>`, the inside of the node ids.
     pub label: String,
     /// Key params of the import node.
     pub params: Value,
+    /// The instances, from the results file and the base configs.
     pub instances: Vec<InstanceRow>,
+    /// The tools the agent saw, per instance.
     pub docs: Vec<DocRow>,
+    /// One trajectory per results line.
     pub trajectories: Vec<TrajectoryRow>,
 }
 
 /// A validated import: every run version converted, plus the grading backend.
 pub struct Plan {
+    /// The release directory imported.
     pub root: PathBuf,
+    /// Every run version, in discovery order.
     pub runs: Vec<PreparedRun>,
+    /// The backend that grades the imported calls.
     pub executor: Executor,
     /// Key params of the evaluate nodes (the backend's identity).
     pub eval_params: Value,
@@ -77,16 +86,25 @@ pub struct Plan {
 /// What one run version produced in the store.
 #[derive(Debug, Clone)]
 pub struct Imported {
+    /// The run's method (`tool_observer`, `easytool` or `play2prompt`).
     pub method: String,
+    /// The run's tool configuration.
     pub config: String,
+    /// The run's generation hypers (the agent model and its settings).
     pub gen_hypers: String,
+    /// 0 for the base run, N for improvement iteration N.
     pub version: u32,
+    /// The import node's store entry.
     pub import: Entry,
+    /// The evaluate node's store entry.
     pub scores: Entry,
     /// Means over instances of the evaluate stage's rows.
     pub e: f64,
+    /// Mean parameter accuracy.
     pub p: f64,
+    /// Mean AST accuracy.
     pub a: f64,
+    /// Instances graded.
     pub n: usize,
 }
 

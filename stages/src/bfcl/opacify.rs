@@ -6,9 +6,13 @@ use datasets::bfcl::opacify::{opacify, Setting};
 use pipeline::{StageCtx, StageError};
 use serde_json::{json, Value};
 
+/// The stage name.
 pub const STAGE: &str = "opacify";
+/// The stage version.
 pub const VERSION: u32 = 1;
 
+/// Runs `opacify` for one setting: each instance's round-0 docs row (tools as the
+/// setting shows them, with the mapping from real to shown names).
 pub fn run(
     ctx: &mut StageCtx<'_>,
     setting: &str,

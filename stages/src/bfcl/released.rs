@@ -5,6 +5,8 @@ use datasets::bfcl::executor::Executor;
 use datasets::bfcl::released::{score_tree, ReleasedError, ScoreRow};
 use std::path::Path;
 
+/// Rescores every released run under `root` with `exec` (`expected`: the reference
+/// `tool_configs/` directory, see [`score_tree`]).
 pub fn score(
     root: &Path,
     exec: &Executor,

@@ -8,6 +8,7 @@ use pipeline::{Handle, Row, StageCtx, StageError};
 use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
+/// The stage name.
 pub const STAGE: &str = "summarize";
 /// 3: the interval is `datasets::stats::bootstrap_mean_ci` (unbiased draws,
 /// interpolated percentiles), shared with the other environments.
@@ -15,46 +16,66 @@ pub const VERSION: u32 = 3;
 /// Bootstrap settings (part of the key).
 pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 
+/// One aggregate of the summary: E, P and A of one score table (a setting, method,
+/// agent, editor and round), with bootstrap intervals.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(
     table = "summary",
     doc = "E/P/A per setting and round with bootstrap 95% intervals"
 )]
 pub struct SummaryRow {
+    /// Setting/round label.
     #[row(doc = "setting/round label")]
     pub label: String,
+    /// Documentation setting.
     #[row(doc = "documentation setting")]
     pub setting: String,
+    /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt` or `draft`.
     #[row(doc = "gold, base, toolobserver, easytool, play2prompt or draft")]
     pub method: String,
+    /// Agent model spec.
     #[row(doc = "agent model spec")]
     pub agent: String,
+    /// Editor model spec (empty: none).
     #[row(doc = "editor model spec (empty: none)")]
     pub editor: String,
+    /// ToolObserver round (0 = base docs).
     #[row(doc = "ToolObserver round (0 = base docs)")]
     pub round: i64,
+    /// Instances.
     #[row(doc = "instances")]
     pub n: i64,
+    /// Execution accuracy.
     #[row(doc = "execution accuracy")]
     pub e: f64,
+    /// Parameter accuracy.
     #[row(doc = "parameter accuracy")]
     pub p: f64,
+    /// AST accuracy (reference behaviour).
     #[row(doc = "AST accuracy (reference behaviour)")]
     pub a: f64,
+    /// AST accuracy with the hallucination check.
     #[row(doc = "AST accuracy with the hallucination check")]
     pub a_corrected: f64,
+    /// E, bootstrap 2.5th percentile.
     #[row(doc = "E, bootstrap 2.5th percentile")]
     pub e_lo: f64,
+    /// E, bootstrap 97.5th percentile.
     #[row(doc = "E, bootstrap 97.5th percentile")]
     pub e_hi: f64,
+    /// P, 2.5th percentile.
     #[row(doc = "P, 2.5th percentile")]
     pub p_lo: f64,
+    /// P, 97.5th percentile.
     #[row(doc = "P, 97.5th percentile")]
     pub p_hi: f64,
+    /// A, 2.5th percentile.
     #[row(doc = "A, 2.5th percentile")]
     pub a_lo: f64,
+    /// A, 97.5th percentile.
     #[row(doc = "A, 97.5th percentile")]
     pub a_hi: f64,
+    /// Instances whose model call failed (error rows).
     #[row(doc = "instances whose model call failed (error rows)")]
     pub errors: i64,
 }
@@ -77,10 +98,15 @@ fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<f64>, StageError> {
 pub struct SummaryInput {
     /// Unique within a drive (part of the stage key).
     pub label: String,
+    /// The documentation setting.
     pub setting: String,
+    /// The method.
     pub method: String,
+    /// Agent model spec.
     pub agent: String,
+    /// Editor model spec (empty: none).
     pub editor: String,
+    /// The documentation round.
     pub round: i64,
     /// Pending in status mode when not computed yet.
     pub entry: Handle,
@@ -166,6 +192,7 @@ pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError>
     Ok(out)
 }
 
+/// Runs `summarize`: one summary row per input score table.
 pub fn run(ctx: &mut StageCtx<'_>, inputs: &[SummaryInput]) -> Result<(), StageError> {
     let rows = summarize(inputs)?;
     ctx.write(&rows)?;

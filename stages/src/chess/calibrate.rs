@@ -12,6 +12,7 @@ use pipeline::{StageCtx, StageError};
 use serde::Serialize;
 use serde_json::json;
 
+/// The stage name.
 pub const CALIBRATE_STAGE: &str = "calibrate";
 
 /// `calibrate`'s params: the stage key and what the run reads.

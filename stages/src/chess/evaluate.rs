@@ -10,6 +10,7 @@ use pipeline::{StageCtx, StageError};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+/// The stage name.
 pub const EVALUATE_STAGE: &str = "chess-evaluate";
 
 /// `chess-evaluate`'s params: the stage key and what the run reads.

@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::Mutex;
 
+/// The stage name.
 pub const EXPLORE_STAGE: &str = "chess-explore";
 
 /// The paper explores chess at minimal reasoning effort (`chess.md`).

@@ -6,6 +6,7 @@ use datasets::chess::positions::{PositionSource, TorreConfig};
 use pipeline::{StageCtx, StageError};
 use std::path::Path;
 
+/// The stage name.
 pub const POSITIONS_STAGE: &str = "chess-positions";
 /// `chess-positions`: 2 = evaluation buckets closed below and open above (the
 /// authors' labels: equal is [-50, 50)); a user's file has contradicted castling

@@ -11,18 +11,25 @@ use serde_json::Value;
     doc = "one chess start position of the train or test split"
 )]
 pub struct PositionRow {
+    /// `train` or `test`.
     #[row(doc = "train or test")]
     pub split: String,
+    /// Position identifier.
     #[row(doc = "identifier")]
     pub position_id: String,
+    /// The position in FEN.
     #[row(doc = "FEN")]
     pub fen: String,
+    /// `opening`, `middlegame`, `endgame` or `late_endgame`.
     #[row(doc = "opening, middlegame, endgame, late_endgame")]
     pub phase: String,
+    /// Evaluation stratum.
     #[row(doc = "evaluation stratum")]
     pub evaluation: String,
+    /// Centipawns from White's view (null for a mate).
     #[row(doc = "centipawns from White's view (null for a mate)")]
     pub cp: Option<f64>,
+    /// Mate in moves, positive when White mates.
     #[row(doc = "mate in moves, positive when White mates")]
     pub mate: Option<f64>,
 }
@@ -34,16 +41,22 @@ pub struct PositionRow {
     doc = "one chess game: exploration trajectory or test game"
 )]
 pub struct GameRow {
+    /// Game identifier.
     #[row(doc = "identifier")]
     pub game_id: String,
+    /// `train` (exploration) or `test`.
     #[row(doc = "train (exploration) or test")]
     pub split: String,
+    /// Documentation round the agent used.
     #[row(doc = "documentation round the agent used")]
     pub round: i64,
+    /// Agent model spec.
     #[row(doc = "agent model spec")]
     pub model: String,
+    /// Start position (its `position_id`).
     #[row(doc = "start position")]
     pub position_id: String,
+    /// `white` or `black`.
     #[row(doc = "white or black")]
     pub agent_side: String,
     /// The opponent's nominal Elo.
@@ -52,15 +65,19 @@ pub struct GameRow {
     /// 1 / 0.5 / 0 for the agent; null when unfinished.
     #[row(doc = "1 / 0.5 / 0 for the agent")]
     pub score: Option<f64>,
+    /// `1-0`, `0-1`, `1/2-1/2` or `*`.
     #[row(doc = "1-0, 0-1, 1/2-1/2 or *")]
     pub result: String,
+    /// Why the game ended.
     #[row(doc = "why the game ended")]
     pub end_reason: String,
     /// Every ply (`datasets::chess::game::PlyRecord`).
     #[row(doc = "every ply: side, SAN, FENs, tool, evaluation")]
     pub plies: Value,
+    /// Engine evaluation of the start (White's view).
     #[row(doc = "engine evaluation of the start (White's view)")]
     pub start_eval: Option<i64>,
+    /// Engine evaluation at the end (White's view).
     #[row(doc = "engine evaluation at the end (White's view)")]
     pub final_eval: Option<i64>,
     /// The game as the editor reads it (bounded).
@@ -69,12 +86,16 @@ pub struct GameRow {
     /// Agent turns whose model call failed (answer-class: the game was lost).
     #[row(doc = "agent turns whose model call failed")]
     pub failed_calls: i64,
+    /// Class of the first failed call, or null.
     #[row(doc = "class of the first failed call, or null")]
     pub error_kind: Option<String>,
+    /// Agent prompt tokens.
     #[row(doc = "agent prompt tokens")]
     pub prompt_tokens: i64,
+    /// Agent completion tokens.
     #[row(doc = "agent completion tokens")]
     pub completion_tokens: i64,
+    /// Agent reasoning tokens.
     #[row(doc = "agent reasoning tokens")]
     pub reasoning_tokens: i64,
 }
@@ -86,16 +107,22 @@ pub struct GameRow {
     doc = "one agent tool call in a test game, checked against the optimal tool"
 )]
 pub struct CallCheckRow {
+    /// The game the call was made in (its `game_id`).
     #[row(doc = "game")]
     pub game_id: String,
+    /// Ply number.
     #[row(doc = "ply number")]
     pub ply: i64,
+    /// Phase of the position the tool was called in.
     #[row(doc = "phase of the position the tool was called in")]
     pub phase: String,
+    /// Tool called.
     #[row(doc = "tool called")]
     pub tool: String,
+    /// The optimal tool there.
     #[row(doc = "the optimal tool there")]
     pub optimal: String,
+    /// The call picked the optimal tool.
     #[row(doc = "the call picked the optimal tool")]
     pub is_optimal: bool,
 }
@@ -107,8 +134,10 @@ pub struct CallCheckRow {
     doc = "best-tool % of one set of test games, overall and per phase"
 )]
 pub struct BestToolRow {
+    /// Share of tool calls that picked the optimal tool.
     #[row(doc = "share of tool calls that picked the optimal tool")]
     pub best_tool_pct: f64,
+    /// Agent tool calls.
     #[row(doc = "agent tool calls")]
     pub tool_calls: i64,
     /// `{phase: percent}`.
@@ -123,32 +152,46 @@ pub struct BestToolRow {
     doc = "bootstrap streaming Elo and best-tool % of one set of test games"
 )]
 pub struct EloRow {
+    /// Test games rated.
     #[row(doc = "games")]
     pub games: i64,
+    /// Start rating of the streaming Elo.
     #[row(doc = "start rating")]
     pub start: f64,
+    /// Seeded shuffles (seeds 0..n).
     #[row(doc = "seeded shuffles (seeds 0..n)")]
     pub shuffles: i64,
+    /// Mean final rating (the paper's headline).
     #[row(doc = "mean final rating (the paper's headline)")]
     pub mean: f64,
+    /// Median final rating (the authors' code).
     #[row(doc = "median final rating (the authors' code)")]
     pub median: f64,
+    /// 5th percentile.
     #[row(doc = "5th percentile")]
     pub ci90_lo: f64,
+    /// 95th percentile.
     #[row(doc = "95th percentile")]
     pub ci90_hi: f64,
+    /// 2.5th percentile.
     #[row(doc = "2.5th percentile")]
     pub ci95_lo: f64,
+    /// 97.5th percentile.
     #[row(doc = "97.5th percentile")]
     pub ci95_hi: f64,
+    /// 0.5th percentile.
     #[row(doc = "0.5th percentile")]
     pub ci99_lo: f64,
+    /// 99.5th percentile.
     #[row(doc = "99.5th percentile")]
     pub ci99_hi: f64,
+    /// Rating at which expected = actual score.
     #[row(doc = "rating at which expected = actual score")]
     pub performance: Option<f64>,
+    /// Share of tool calls that picked the optimal tool.
     #[row(doc = "share of tool calls that picked the optimal tool")]
     pub best_tool_pct: f64,
+    /// Agent tool calls.
     #[row(doc = "agent tool calls")]
     pub tool_calls: i64,
     /// `{phase: percent}`.
@@ -163,19 +206,25 @@ pub struct EloRow {
     doc = "one engine strength's measured Elo against fixed anchors"
 )]
 pub struct CalibrationRow {
+    /// The strength's nominal Elo.
     #[row(doc = "the strength's nominal Elo")]
     pub nominal_elo: i64,
+    /// Games played.
     #[row(doc = "games played")]
     pub games: i64,
+    /// Wins.
     #[row(doc = "wins")]
     pub wins: i64,
+    /// Draws.
     #[row(doc = "draws")]
     pub draws: i64,
+    /// Losses.
     #[row(doc = "losses")]
     pub losses: i64,
     /// The anchors' Elos (the engine's own calibrated `UCI_Elo`).
     #[row(doc = "anchor opponents' Elos")]
     pub anchors: Value,
+    /// Performance rating against the anchors.
     #[row(doc = "performance rating against the anchors")]
     pub measured_elo: Option<f64>,
 }
@@ -188,21 +237,28 @@ pub struct CalibrationRow {
     doc = "one tool's measured Elo, playing every move of its side"
 )]
 pub struct ToolCalibrationRow {
+    /// `phase_specialists` or `strength_gradient`.
     #[row(doc = "phase_specialists or strength_gradient")]
     pub tool_set: String,
+    /// The tool's gold name.
     #[row(doc = "the tool's gold name")]
     pub tool: String,
+    /// Games played.
     #[row(doc = "games played")]
     pub games: i64,
+    /// Wins.
     #[row(doc = "wins")]
     pub wins: i64,
+    /// Draws.
     #[row(doc = "draws")]
     pub draws: i64,
+    /// Losses.
     #[row(doc = "losses")]
     pub losses: i64,
     /// The anchors' Elos (the engine's own calibrated `UCI_Elo`).
     #[row(doc = "anchor opponents' Elos")]
     pub anchors: Value,
+    /// Performance rating against the anchors.
     #[row(doc = "performance rating against the anchors")]
     pub measured_elo: Option<f64>,
 }

@@ -127,6 +127,9 @@ fn backend_for(
 }
 
 impl LlmModel {
+    /// Opens the model `spec` names with its default sampling, its calls cached in
+    /// `cache_dir` and recorded as made by stage `stage`; the backend and the cache are
+    /// shared through `shared`.
     pub fn open(
         shared: &Shared,
         spec: &ModelSpec,
@@ -221,6 +224,7 @@ fn tool_def(v: &Value) -> ToolDef {
     }
 }
 
+/// A model-backed [`Agent`]: tool calls through the model's chat API.
 pub struct LlmAgent(LlmModel);
 
 impl LlmAgent {
@@ -396,6 +400,7 @@ pub fn calls_in_text(text: &str, tools: &[ToolDef]) -> Option<Vec<CallRecord>> {
     (!calls.is_empty()).then_some(calls)
 }
 
+/// A model-backed [`Editor`]: one chat request per prompt, no tools.
 pub struct LlmEditor(LlmModel);
 
 fn reply_of(r: Result<ChatResponse, LlmError>) -> EditorReply {
@@ -446,6 +451,7 @@ impl Editor for LlmEditor {
 }
 
 impl LlmAgent {
+    /// The agent `spec` names, with the model's default sampling.
     pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, Failure> {
         Ok(LlmAgent(LlmModel::open(
             shared, spec, cache_dir, "explore",
@@ -490,6 +496,7 @@ fn with_overrides(base: Sampling, s: &super::TurnSampling) -> Sampling {
 }
 
 impl LlmEditor {
+    /// The editor `spec` names, with the model's default sampling.
     pub fn open(shared: &Shared, spec: &ModelSpec, cache_dir: &Path) -> Result<Self, Failure> {
         Ok(LlmEditor(LlmModel::open(
             shared,

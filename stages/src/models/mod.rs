@@ -30,7 +30,9 @@ pub use ::llm::{ModelKind, ModelSpec};
 /// What a model is used as; scripted names differ per role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// Uses tools (explores, plays, answers).
     Agent,
+    /// Rewrites documentation.
     Editor,
     /// `otb serve`: any model-backed spec.
     Serve,
@@ -84,13 +86,16 @@ pub fn parse_for(spec: &str, role: Role) -> Result<ModelSpec, InputError> {
 /// effort reaches `openai:` reasoning models only and every other backend ignores it.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct TurnSampling {
+    /// Sampling temperature (0 or below: greedy); `None`: the model's default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Reasoning effort of `openai:` reasoning models; `None`: the model's default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
 }
 
 impl TurnSampling {
+    /// Nothing set: every model samples as it does by default.
     pub fn is_default(&self) -> bool {
         *self == TurnSampling::default()
     }
@@ -120,17 +125,24 @@ impl TurnSampling {
 /// paper samples) and test play.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct SplitSampling {
+    /// Sampling of exploration turns (the training split).
     pub explore: TurnSampling,
+    /// Sampling of test play.
     pub test: TurnSampling,
 }
 
 /// Token usage and latency of one model call.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CallUsage {
+    /// Prompt tokens.
     pub prompt_tokens: u64,
+    /// Completion tokens.
     pub completion_tokens: u64,
+    /// Reasoning tokens (counted inside the completion tokens by OpenAI).
     pub reasoning_tokens: u64,
+    /// Wall time of the call, in milliseconds.
     pub latency_ms: u64,
+    /// The reply came from the call cache (counted as a cached call).
     pub cached: bool,
 }
 
@@ -157,7 +169,9 @@ impl CallUsage {
 /// A failed model call, classified.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CallFailure {
+    /// The failure's class (`rate_limit`, `transient`, `malformed`, `refusal`, ...).
     pub kind: String,
+    /// The error message.
     pub message: String,
     /// The failure is the infrastructure's (auth, network or rate limit after retries,
     /// local I/O), not the model's answer: the stage fails and publishes nothing, so a
@@ -191,23 +205,32 @@ pub fn infrastructure_error<'a>(
 /// The first assistant message of an agent turn.
 #[derive(Clone, Debug, Default)]
 pub struct AgentTurn {
+    /// The tool calls of the message.
     pub calls: Vec<CallRecord>,
+    /// The message's text, if any.
     pub content: Option<String>,
+    /// Token usage and latency of the call.
     pub usage: CallUsage,
+    /// Set when the model call failed.
     pub error: Option<CallFailure>,
 }
 
 /// One agent turn to take: system prompt, user question, the tools as shown.
 #[derive(Clone, Copy, Debug)]
 pub struct AgentJob<'a> {
+    /// The system prompt.
     pub system: &'a str,
+    /// The user's question.
     pub question: &'a str,
+    /// The tool definitions as shown to the agent.
     pub tools: &'a [Value],
+    /// Sampling seed of the call.
     pub seed: u64,
 }
 
 /// Uses tools: one turn per instance.
 pub trait Agent: Send + Sync {
+    /// Takes one turn: the first assistant message for `job`.
     fn act(&self, job: &AgentJob<'_>) -> AgentTurn;
 
     /// Take many turns; model-backed agents override this to run them concurrently.
@@ -230,8 +253,11 @@ type EditorKey = (ModelSpec, Option<u32>);
 /// The editor's reply to one prompt.
 #[derive(Clone, Debug, Default)]
 pub struct EditorReply {
+    /// The reply's text (`None` when the call failed).
     pub text: Option<String>,
+    /// Token usage and latency of the call.
     pub usage: CallUsage,
+    /// Set when the model call failed.
     pub error: Option<CallFailure>,
     /// The reply stopped at its token limit (finish reason `length`): its end is
     /// missing, so what it was writing last is incomplete.
@@ -240,6 +266,7 @@ pub struct EditorReply {
 
 /// Rewrites documentation: prompt text in, reply text out.
 pub trait Editor: Send + Sync {
+    /// Answers one prompt, sampling with `seed`.
     fn complete(&self, prompt: &str, seed: u64) -> EditorReply;
 
     /// Answer many prompts; model-backed editors override this to run them concurrently.
@@ -263,8 +290,11 @@ pub trait Editor: Send + Sync {
 /// for each, the text the tool returned.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Step {
+    /// The tool calls the agent made.
     pub calls: Vec<CallRecord>,
+    /// The text of the agent's message, if any.
     pub content: Option<String>,
+    /// Per call, the text the tool returned.
     pub results: Vec<String>,
 }
 
@@ -272,15 +302,20 @@ pub struct Step {
 /// results) and whether the agent must now answer without tools.
 #[derive(Clone, Copy, Debug)]
 pub struct Conversation<'a> {
+    /// The system prompt.
     pub system: &'a str,
+    /// The user's question.
     pub question: &'a str,
+    /// The tool definitions as shown to the agent.
     pub tools: &'a [Value],
+    /// The earlier steps of the episode, with their tool results.
     pub steps: &'a [Step],
     /// The turn budget is spent: the agent must give its final answer (no tools).
     pub final_answer: bool,
     /// This turn must call a tool (the first turn, when the environment asks for it:
     /// a small model otherwise tends to answer from memory without searching).
     pub require_tool: bool,
+    /// Sampling seed of the call.
     pub seed: u64,
     /// `Some(false)`: one tool call per turn is wanted (sent to endpoints as
     /// `parallel_tool_calls`); `None`: nothing said.
@@ -292,6 +327,7 @@ pub struct Conversation<'a> {
 /// the question, which is what scripted agents need; model-backed agents send the real
 /// message history (assistant tool calls, tool results).
 pub trait MultiTurn: Agent {
+    /// Takes the next turn of the conversation `conv`.
     fn converse(&self, conv: &Conversation<'_>) -> AgentTurn {
         let mut question = conv.question.to_string();
         for s in conv.steps {
@@ -323,13 +359,16 @@ pub trait MultiTurn: Agent {
 /// A finished multi-turn episode.
 #[derive(Clone, Debug, Default)]
 pub struct Episode {
+    /// The steps in which the agent called tools, with the tools' results.
     pub steps: Vec<Step>,
     /// The final answer's text (the last turn without a tool call).
     pub answer: Option<String>,
+    /// Token usage and latency, summed over the episode's calls.
     pub usage: CallUsage,
     /// Every model call of the episode, as a stage accounts for it (calls, cached
     /// calls, tokens, errors).
     pub accounting: pipeline::Usage,
+    /// The failure that ended the episode, if a model call failed.
     pub error: Option<CallFailure>,
     /// True when the turn budget ran out and the answer was forced.
     pub forced: bool,
@@ -435,6 +474,7 @@ impl Models {
         )
     }
 
+    /// Models whose calls are cached in `cache_dir` and embeddings in `embed_cache`.
     pub fn new(cache_dir: &Path, embed_cache: &Path) -> Models {
         Models {
             cache_dir: cache_dir.to_path_buf(),
@@ -470,10 +510,13 @@ impl Models {
         self
     }
 
+    /// The directory of the model call cache.
     pub fn cache_dir(&self) -> &Path {
         &self.cache_dir
     }
 
+    /// The agent `spec` names, opened on first use and shared afterwards (with the
+    /// model's default sampling).
     pub fn agent(&self, spec: &ModelSpec) -> Result<Arc<dyn MultiTurn>, Failure> {
         let mut map = self
             .agents
@@ -525,6 +568,7 @@ impl Models {
         Ok(a)
     }
 
+    /// The editor `spec` names, opened on first use and shared afterwards.
     pub fn editor(&self, spec: &ModelSpec) -> Result<Arc<dyn Editor>, Failure> {
         self.editor_limited(spec, None)
     }

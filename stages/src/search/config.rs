@@ -61,16 +61,24 @@ pub struct RawSearch {
 pub struct SearchExperiment {
     /// `domains` (9 domain tools + other) and/or `domains+all` (+ `search_all`).
     pub tool_sets: Vec<String>,
+    /// The methods to run (default: all of [`METHODS`]).
     pub methods: Vec<crate::env::Method>,
     /// At most this many questions per split (`None`: all of the split; the default
     /// with BrowseComp-Plus id files, which are the paper's 83 / 747).
     pub train_questions: Option<usize>,
+    /// At most this many test questions (`None`: all of the split).
     pub test_questions: Option<usize>,
+    /// Tool turns of an episode before the forced final answer.
     pub max_turns: usize,
+    /// ToolObserver reflection rounds K.
     pub rounds: u32,
+    /// Episodes per batch-reflect mini-batch.
     pub batch_size: usize,
+    /// The run's seed.
     pub seed: u64,
+    /// Episodes run at the same time.
     pub concurrency: usize,
+    /// The editor is shown each call's query (off in the reference implementation).
     pub show_queries: bool,
     /// `bm25` (tantivy) or `dense` (sentence embeddings, cosine).
     pub retriever: String,
@@ -105,7 +113,9 @@ pub struct SearchExperiment {
 /// How many results a search returns and how long their snippets are.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ResultShape {
+    /// Results per search.
     pub results: usize,
+    /// Words kept of each result's snippet.
     pub snippet_tokens: usize,
     /// Each result carries its document's URL (in keys only when on).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -116,7 +126,9 @@ pub struct ResultShape {
 /// files a user downloaded elsewhere.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DataSource {
+    /// The substitute corpus (topic-tagged Wikipedia summaries, generated questions).
     Substitute,
+    /// BrowseComp-Plus, from the user's downloaded files.
     BrowseCompPlus(RealFiles),
 }
 
@@ -125,12 +137,17 @@ pub enum DataSource {
 /// category map, and optionally the train / test query-id splits (`query_id<TAB>text`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RealFiles {
+    /// The corpus JSONL (`{docid, text, url}`).
     pub corpus: PathBuf,
+    /// The queries JSONL.
     pub queries: PathBuf,
+    /// The URL category map.
     pub categories: PathBuf,
     /// `None`: the query fields are plain text.
     pub canary: Option<String>,
+    /// The train query-id split (`query_id<TAB>text`), if given.
     pub train_ids: Option<PathBuf>,
+    /// The test query-id split (`query_id<TAB>text`), if given.
     pub test_ids: Option<PathBuf>,
     /// How URLs are matched against the category map (default: substring, as the
     /// reference searcher).
@@ -139,7 +156,9 @@ pub struct RealFiles {
     pub other: OtherRule,
 }
 
+/// The tool sets search can run.
 pub const TOOL_SETS: &[&str] = &["domains", "domains+all"];
+/// The methods search can run, in table order.
 pub const METHODS: &[&str] = &["gold", "base", "toolobserver", "play2prompt", "easytool"];
 
 impl SearchExperiment {

@@ -39,6 +39,8 @@ impl DenseEncoder for Encoder {
 pub(super) type Searcher = dyn Retriever + Sync;
 
 impl Corpus {
+    /// The corpus of `source`, nothing loaded yet: its data cached under `cache`,
+    /// sentence embeddings under `embed_cache`.
     pub fn new(source: &DataSource, cache: &Path, embed_cache: &Path) -> Corpus {
         Corpus {
             source: source.clone(),

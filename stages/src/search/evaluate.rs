@@ -3,7 +3,9 @@
 
 use super::rows::{EpisodeRow, SearchScoreRow};
 
+/// The stage name.
 pub const EVALUATE_STAGE: &str = "search-evaluate";
+/// The stage version.
 pub const VERSION: u32 = 1;
 
 /// Judged accuracy with a bootstrap 95% interval (1000 resamples of the questions,

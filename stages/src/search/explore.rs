@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Mutex;
 
+/// The stage name.
 pub const EXPLORE_STAGE: &str = "search-explore";
 /// The episodes' stage: 2 since an agent reply that writes its tool call as text
 /// (`models::llm::calls_in_text`) is that call, not the final answer; 3 since one call

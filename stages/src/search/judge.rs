@@ -12,6 +12,7 @@ use datasets::search::trajectory::EditorView;
 use pipeline::{Handle, StageCtx, StageError, Usage};
 use serde::Serialize;
 
+/// The stage name.
 pub const JUDGE_STAGE: &str = "search-judge";
 /// The judge's stage: 2 since its rows say their split and, for training episodes,
 /// carry the episode as the editor reads it with the judge's verdict.

@@ -12,6 +12,7 @@ use pipeline::{StageCtx, StageError};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
+/// The stage name.
 pub const QUESTIONS_STAGE: &str = "search-questions";
 /// The questions' stage: 2 since generated questions carry no word of their answer and
 /// name the answer's topic only with `collection_hint`, and BrowseComp-Plus rows are

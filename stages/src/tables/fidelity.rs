@@ -24,19 +24,25 @@ use std::collections::{BTreeMap, HashMap};
     doc = "fidelity of final descriptions to gold (embedding cosine, ROUGE-1 F1)"
 )]
 pub struct FidelityRow {
+    /// Documentation setting.
     #[row(doc = "documentation setting")]
     pub setting: String,
+    /// `toolobserver`, `easytool`, `play2prompt` or `draft`.
     #[row(doc = "toolobserver, easytool, play2prompt or draft")]
     pub method: String,
+    /// Agent model (Play2Prompt's task model; ToolObserver's explorer).
     #[row(doc = "agent model (Play2Prompt's task model; ToolObserver's explorer)")]
     pub agent: String,
+    /// Editor model.
     #[row(doc = "editor model")]
     pub editor: String,
     /// Tools compared (those with a gold description).
     #[row(doc = "tools compared")]
     pub tools: i64,
+    /// Mean cosine of sentence embeddings, final vs gold.
     #[row(doc = "mean cosine of sentence embeddings, final vs gold")]
     pub semantic: f64,
+    /// Mean ROUGE-1 F1, final vs gold.
     #[row(doc = "mean ROUGE-1 F1, final vs gold")]
     pub lexical: f64,
 }
@@ -114,8 +120,12 @@ pub fn score_pairs(pairs: &[(String, String)], embed: &dyn Embed) -> Result<(f64
     Ok((sem / n, lex / n))
 }
 
+/// Table 6 (fidelity): one row per setting, method, agent and editor, and the notes
+/// printed under it.
 pub struct Table6 {
+    /// The table's rows.
     pub rows: Vec<FidelityRow>,
+    /// Notes about the run (no results or no learned documentation yet).
     pub notes: Vec<String>,
 }
 
@@ -144,6 +154,8 @@ fn final_docs(out: &[Output]) -> BTreeMap<(String, String, String, String), &Out
     finals
 }
 
+/// Builds Table 6 from the experiment's outputs in `store`: each method's final docs
+/// scored against the gold descriptions (the embedder is the one of DRAFT's budget).
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::infra("table6", e.to_string()))?;

@@ -600,16 +600,20 @@ pub fn end_with_notes(mut out: String, notes: &[String]) -> String {
     out
 }
 
-/// A table that `otb table` prints (Markdown or CSV) and writes with `--out`.
 /// Where a cell of an environment table sits: its tool set, agent model, source
 /// (`paper`, `run`, ...), editor (empty where none is involved: paper rows, Gold,
 /// Base) and method.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GridKey {
+    /// Tool set (or documentation setting).
     pub tool_set: String,
+    /// Agent model.
     pub model: String,
+    /// Where the value comes from (`paper`, `run`, ...).
     pub source: String,
+    /// Editor model (empty where none is involved).
     pub editor: String,
+    /// Method.
     pub method: String,
 }
 
@@ -745,11 +749,15 @@ pub fn method_grid<R>(
     out
 }
 
+/// A table that `otb table` prints (Markdown or CSV) and writes with `--out`.
 pub trait TableReport {
+    /// The row type of the table's parquet file.
     type Row: pipeline::Row;
     /// File stem of the written files (`table2` -> `table2.md`, ...).
     const NAME: &'static str;
+    /// The table as text: Markdown, or CSV when `csv`.
     fn render(&self, csv: bool) -> String;
+    /// The rows written to `<NAME>.parquet`.
     fn rows(&self) -> &[Self::Row];
     /// `<NAME>.md`, `<NAME>.csv` and `<NAME>.parquet` in `dir`.
     fn write(

@@ -19,6 +19,7 @@ pub const SETTINGS: [(&str, &str); 3] = [
     ("names+desc", "Anon. Fn. + Real Desc"),
     ("names+params", "Anon. Fn. + Param Names"),
 ];
+/// The method columns, in table order.
 pub const METHODS: [&str; 7] = ["Gold", "Base", "+TO", "+TO guard", "+P2P", "+ET", "+DRAFT"];
 
 /// The paper's printed Table 2 (`targets.md`): setting, model, method, E, P, A, n.
@@ -53,34 +54,50 @@ pub const PAPER: &[(&str, &str, &str, f64, f64, f64, u32)] = &[
     doc = "one Table 2 cell (setting x model x method) from one source"
 )]
 pub struct CellRow {
+    /// `names`, `names+desc` or `names+params`.
     #[row(doc = "names, names+desc or names+params")]
     pub setting: String,
+    /// Agent model.
     #[row(doc = "agent model")]
     pub model: String,
+    /// Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT.
     #[row(doc = "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT")]
     pub method: String,
+    /// `paper` (printed), `released` (the authors' runs rescored here) or `run`
+    /// (this project's run).
     #[row(
         doc = "paper (printed), released (authors' runs rescored here) or run (this project's run)"
     )]
     pub source: String,
+    /// Instances.
     #[row(doc = "instances")]
     pub n: i64,
+    /// Execution accuracy.
     #[row(doc = "execution accuracy")]
     pub e: f64,
+    /// Parameter accuracy.
     #[row(doc = "parameter accuracy")]
     pub p: f64,
+    /// AST accuracy.
     #[row(doc = "AST accuracy")]
     pub a: f64,
+    /// E bootstrap 2.5th percentile (run only).
     #[row(doc = "E bootstrap 2.5th percentile (run only)")]
     pub e_lo: Option<f64>,
+    /// E bootstrap 97.5th percentile (run only).
     #[row(doc = "E bootstrap 97.5th percentile (run only)")]
     pub e_hi: Option<f64>,
+    /// Model-call error rows (run only).
     #[row(doc = "model-call error rows (run only)")]
     pub errors: Option<i64>,
 }
 
+/// Table 2: cells from every source, the notes printed under it, and this run's
+/// unfinished cells.
 pub struct Table2 {
+    /// Every cell value, from every source.
     pub cells: Vec<CellRow>,
+    /// Notes about the sources (rescoring disagreements, the run's progress).
     pub notes: Vec<String>,
     /// This run's cells that are not finished yet: shown as `in progress` or `not
     /// started` (a cell with a value whose chain is not finished, such as
@@ -91,7 +108,9 @@ pub struct Table2 {
 /// A cell of this run that is not finished.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Pending {
+    /// The documentation setting.
     pub setting: String,
+    /// The agent model spec.
     pub model: String,
     /// The column label (`+TO`, ...).
     pub method: String,
@@ -397,6 +416,9 @@ fn node_method(node: &str, stage: &str) -> &'static str {
     }
 }
 
+/// Builds Table 2: the paper's printed cells; with `released`, the authors' runs
+/// under that folder rescored with `exec` (`expected`: the reference tool configs,
+/// see [`score_tree`]); with `exp`, this experiment's cells from `store`.
 pub fn build(
     store: &Store,
     exp: Option<&Experiment>,

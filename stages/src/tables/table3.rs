@@ -63,10 +63,13 @@ pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
     doc = "one cell of Table 3 (chess): best-tool % and bootstrap Elo"
 )]
 pub struct Table3Row {
+    /// `phase_specialists` or `strength_gradient`.
     #[row(doc = "phase_specialists or strength_gradient")]
     pub tool_set: String,
+    /// Agent model.
     #[row(doc = "agent model")]
     pub model: String,
+    /// `gold`, `base`, `toolobserver`, `play2prompt` or `easytool`.
     #[row(doc = "gold, base, toolobserver, play2prompt, easytool")]
     pub method: String,
     /// `paper` or `run`.
@@ -76,27 +79,39 @@ pub struct Table3Row {
     /// Gold and Base.
     #[row(doc = "editor model (run rows of +TO and the baselines)")]
     pub editor: String,
+    /// Share of tool calls that picked the optimal tool.
     #[row(doc = "share of tool calls that picked the optimal tool")]
     pub best_tool_pct: f64,
+    /// Mean bootstrap streaming Elo (the paper's headline).
     #[row(doc = "mean bootstrap streaming Elo (the paper's headline)")]
     pub elo_mean: f64,
+    /// Median bootstrap Elo.
     #[row(doc = "median bootstrap Elo")]
     pub elo_median: Option<f64>,
+    /// 2.5th percentile.
     #[row(doc = "2.5th percentile")]
     pub elo_ci95_lo: Option<f64>,
+    /// 97.5th percentile.
     #[row(doc = "97.5th percentile")]
     pub elo_ci95_hi: Option<f64>,
+    /// Test games.
     #[row(doc = "test games")]
     pub games: Option<i64>,
+    /// Agent tool calls.
     #[row(doc = "agent tool calls")]
     pub tool_calls: Option<i64>,
 }
 
+/// Table 3 (chess): the paper's cells and this run's, and the notes printed under it.
 pub struct Table3 {
+    /// The paper's rows, then one row per Elo node of the run.
     pub rows: Vec<Table3Row>,
+    /// Notes about the run (its progress and protocol switches).
     pub notes: Vec<String>,
 }
 
+/// Builds Table 3: the paper's printed cells, then this experiment's Elo results
+/// from `store`.
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
     let mut rows: Vec<Table3Row> = PAPER
         .iter()

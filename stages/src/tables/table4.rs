@@ -40,10 +40,13 @@ pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
     doc = "one cell of Table 4 (search): judged accuracy and tool calls per question"
 )]
 pub struct Table4Row {
+    /// `domains` or `domains+all`.
     #[row(doc = "domains or domains+all")]
     pub tool_set: String,
+    /// Agent model.
     #[row(doc = "agent model")]
     pub model: String,
+    /// `gold`, `base`, `toolobserver`, `play2prompt` or `easytool`.
     #[row(doc = "gold, base, toolobserver, play2prompt, easytool")]
     pub method: String,
     /// `paper (BrowseComp-Plus)` or this run's data source.
@@ -53,23 +56,33 @@ pub struct Table4Row {
     /// Gold and Base.
     #[row(doc = "editor model (run rows of +TO and the baselines)")]
     pub editor: String,
+    /// Judged accuracy, %.
     #[row(doc = "judged accuracy, %")]
     pub accuracy_pct: f64,
+    /// Bootstrap 2.5th percentile, %.
     #[row(doc = "bootstrap 2.5th percentile, %")]
     pub ci95_lo_pct: Option<f64>,
+    /// Bootstrap 97.5th percentile, %.
     #[row(doc = "bootstrap 97.5th percentile, %")]
     pub ci95_hi_pct: Option<f64>,
+    /// Tool calls per question.
     #[row(doc = "tool calls per question")]
     pub tool_calls: f64,
+    /// Test questions.
     #[row(doc = "test questions")]
     pub questions: Option<i64>,
 }
 
+/// Table 4 (search): the paper's cells and this run's, and the notes printed under it.
 pub struct Table4 {
+    /// The paper's rows, then one row per evaluate node of the run.
     pub rows: Vec<Table4Row>,
+    /// Notes about the run (judges, progress, protocol switches, substitute corpus).
     pub notes: Vec<String>,
 }
 
+/// Builds Table 4: the paper's printed cells, then this experiment's judged results
+/// from `store`.
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
     let mut rows: Vec<Table4Row> = PAPER
         .iter()

@@ -17,24 +17,33 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// One row of Table 5: mean reflection rounds to convergence of one ToolObserver
+/// chain (setting, agent, editor, method).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(
     table = "table5",
     doc = "mean reflection rounds to convergence per setting and agent model"
 )]
 pub struct RoundsRow {
+    /// Documentation setting.
     #[row(doc = "documentation setting")]
     pub setting: String,
+    /// Agent model.
     #[row(doc = "agent model")]
     pub model: String,
+    /// Editor model.
     #[row(doc = "editor model")]
     pub editor: String,
+    /// Instances.
     #[row(doc = "instances")]
     pub instances: i64,
+    /// Mean reflection rounds until the docs stopped changing.
     #[row(doc = "mean reflection rounds until the docs stopped changing")]
     pub mean_rounds: f64,
+    /// Instances frozen before the round limit.
     #[row(doc = "instances frozen before the round limit")]
     pub converged: i64,
+    /// The round limit K of the experiment.
     #[row(doc = "K")]
     pub round_limit: i64,
     /// `toolobserver`, or `toolobserver-guard` (successes not sent to the editor).
@@ -42,13 +51,17 @@ pub struct RoundsRow {
     pub method: String,
 }
 
+/// Table 5 and the per-round curve (Figure 3), with the notes printed under them.
 pub struct Table5 {
+    /// One row per ToolObserver chain, settings in table order.
     pub rows: Vec<RoundsRow>,
+    /// The `summarize` rows of the ToolObserver chains: E/P/A per round.
     pub curve: Vec<SummaryRow>,
     /// Per curve row: instances frozen after that round's reflection, the editor's
     /// tokens in that round, and the agent's tokens in that round's exploration
     /// (turns reused from an earlier round count 0).
     pub round_extra: Vec<RoundExtra>,
+    /// Notes about the run (no ToolObserver rounds yet).
     pub notes: Vec<String>,
 }
 
@@ -56,11 +69,16 @@ pub struct Table5 {
 /// E/P/A, instances frozen, editor and agent tokens).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RoundExtra {
+    /// Instances frozen after the round's reflection.
     pub frozen: i64,
+    /// Editor prompt + completion tokens of the round.
     pub editor_tokens: i64,
+    /// Agent prompt + completion tokens of the round's exploration (reused turns
+    /// count 0).
     pub agent_tokens: i64,
 }
 
+/// Builds Table 5 and the curve from the experiment's outputs in `store`.
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::infra("table5", e.to_string()))?;

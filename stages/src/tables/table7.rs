@@ -9,28 +9,40 @@ use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// One cell of Table 7: ToolObserver's final E for one agent and editor.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(
     table = "table7",
     doc = "ToolObserver's final E for one agent x editor pair"
 )]
 pub struct EditorCell {
+    /// Agent model.
     #[row(doc = "agent model")]
     pub agent: String,
+    /// Editor model.
     #[row(doc = "editor model")]
     pub editor: String,
+    /// Instances (summed over settings).
     #[row(doc = "instances (summed over settings)")]
     pub n: i64,
+    /// Execution accuracy at the last round, instance-weighted.
     #[row(doc = "execution accuracy at the last round, instance-weighted")]
     pub e: f64,
+    /// Settings that have results.
     #[row(doc = "settings that have results")]
     pub settings: i64,
 }
 
+/// Table 7 (editor ablation): agents as rows, editors as columns, and the notes
+/// printed under it.
 pub struct Table7 {
+    /// The experiment's agent model specs (the rows).
     pub agents: Vec<String>,
+    /// The experiment's editor model specs (the columns).
     pub editors: Vec<String>,
+    /// One cell per agent and editor pair with results.
     pub cells: Vec<EditorCell>,
+    /// Notes about the run (no ToolObserver results yet).
     pub notes: Vec<String>,
 }
 
@@ -62,6 +74,7 @@ pub fn cells(rows: &[SummaryRow]) -> Vec<EditorCell> {
         .collect()
 }
 
+/// Builds Table 7 from the experiment's `summarize` output in `store`.
 pub fn build(store: &Store, exp: &Experiment) -> Result<Table7, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::infra("table7", e.to_string()))?;

@@ -20,30 +20,42 @@ use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// One row of the token table: what one method spent for one setting, agent and
+/// editor.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Row)]
 #[row(
     table = "tokens",
     doc = "tokens per method: exploration, editing, evaluation"
 )]
 pub struct TokenRow {
+    /// Documentation setting.
     #[row(doc = "documentation setting")]
     pub setting: String,
+    /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt` or `draft`.
     #[row(doc = "gold, base, toolobserver, easytool, play2prompt, draft")]
     pub method: String,
+    /// Agent model.
     #[row(doc = "agent model")]
     pub agent: String,
+    /// Editor model (empty: none).
     #[row(doc = "editor model (empty: none)")]
     pub editor: String,
+    /// Model calls made.
     #[row(doc = "model calls made")]
     pub calls: i64,
+    /// Tokens spent observing tools.
     #[row(doc = "tokens spent observing tools")]
     pub exploration: i64,
+    /// Tokens spent writing documentation.
     #[row(doc = "tokens spent writing documentation")]
     pub editing: i64,
+    /// Agent tokens on the final documentation.
     #[row(doc = "agent tokens on the final documentation")]
     pub evaluation: i64,
+    /// Reasoning tokens (already inside the columns above).
     #[row(doc = "reasoning tokens (already inside the columns above)")]
     pub reasoning: i64,
+    /// Exploration + editing.
     #[row(doc = "exploration + editing")]
     pub docs: i64,
     /// `docs` / ToolObserver's `docs` (same setting, agent, editor); null without one.
@@ -71,8 +83,11 @@ fn traj_sum(o: &Output) -> Result<Sum, StageError> {
     Ok(s)
 }
 
+/// The token table and the notes printed under it.
 pub struct Tokens {
+    /// One row per setting, method, agent and editor.
     pub rows: Vec<TokenRow>,
+    /// Notes about the run (no results yet).
     pub notes: Vec<String>,
 }
 
@@ -198,6 +213,7 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
     Ok(rows)
 }
 
+/// Builds the token table from the experiment's outputs in `store`.
 pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::infra("tokens", e.to_string()))?;
@@ -213,6 +229,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
     Ok(Tokens { rows, notes })
 }
 
+/// The header line of the table's CSV form.
 pub const CSV_HEADER: &str =
     "setting,method,agent,editor,calls,exploration,editing,evaluation,reasoning,docs,ratio";
 
