@@ -159,9 +159,7 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
                 crate::ModelError::Unknown { .. } | crate::ModelError::OverrideMissing(_) => {
                     Fault::User
                 }
-                crate::ModelError::Io { .. } | crate::ModelError::Fetch(_) => {
-                    Fault::Infrastructure
-                }
+                crate::ModelError::Io { .. } | crate::ModelError::Fetch(_) => Fault::Infrastructure,
             };
             OpenError {
                 fault,
@@ -171,16 +169,15 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
     };
     // A file the user named that does not load is theirs to fix; the verified
     // file this crate fetched failing to load is not.
-    let backend = crate::EmbeddedBackend::load(crate::EmbeddedConfig::new(path)).map_err(|e| {
-        OpenError {
+    let backend =
+        crate::EmbeddedBackend::load(crate::EmbeddedConfig::new(path)).map_err(|e| OpenError {
             fault: if user_file.is_some() {
                 Fault::User
             } else {
                 Fault::Infrastructure
             },
             message: format!("model `{spec}`: {e}"),
-        }
-    })?;
+        })?;
     Ok((Arc::new(backend), name.to_string()))
 }
 

@@ -29,10 +29,13 @@ pub const SHARED: &str = "*";
 /// Errors of a drive: a stage failed, or the experiment names something unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum DriveError {
+    /// A stage failed (its error says whose failure it is).
     #[error(transparent)]
     Stage(#[from] StageError),
+    /// The experiment names something unusable: the user's to fix.
     #[error(transparent)]
     Input(#[from] crate::InputError),
+    /// A failure classed where it happened (e.g. opening a model).
     #[error(transparent)]
     Failure(#[from] crate::Failure),
 }
@@ -68,21 +71,28 @@ impl pipeline::Classify for DriveError {
 /// One stage output of the experiment, labelled for export and tables.
 #[derive(Clone, Debug)]
 pub struct Output {
+    /// The node's name.
     pub node: String,
+    /// The stage it ran.
     pub stage: &'static str,
+    /// The setting or tool set.
     pub setting: String,
+    /// The method (`gold`, `base`, `toolobserver`, ...).
     pub method: String,
     /// Agent model spec (empty for agent-free stages such as `bfcl-data`).
     pub agent: String,
     /// Editor model spec (empty where no editor is involved).
     pub editor: String,
+    /// The ToolObserver round (0 for every other method).
     pub round: i64,
+    /// Its stored output.
     pub entry: Entry,
 }
 
 /// What a drive produced (only the nodes that exist in the store).
 #[derive(Default, Debug)]
 pub struct RunOutput {
+    /// Every computed stage output of the drive, in drive order.
     pub outputs: Vec<Output>,
     /// Every score output an environment's summary aggregates, in drive order, with
     /// a label unique within the drive (pending ones too, in status mode: the
@@ -92,6 +102,7 @@ pub struct RunOutput {
 }
 
 impl RunOutput {
+    /// The outputs of stage `stage`, in drive order.
     pub fn by_stage<'a>(&'a self, stage: &'a str) -> impl Iterator<Item = &'a Output> + 'a {
         self.outputs.iter().filter(move |o| o.stage == stage)
     }
@@ -203,8 +214,11 @@ pub fn run_jobs(cx: &mut Cx<'_, '_>, jobs: Vec<Job<'_>>) -> Result<(), DriveErro
 /// What every stage call of a drive needs: the session (run or plan), the models,
 /// and where outputs are recorded.
 pub struct Cx<'a, 's> {
+    /// The session: run, or status mode.
     pub session: &'a mut Session<'s>,
+    /// The models of the drive, opened on first use.
     pub models: &'a Models,
+    /// Where computed outputs are recorded with their labels.
     pub out: &'a mut RunOutput,
 }
 
@@ -356,8 +370,11 @@ pub trait OnlineEnv {
 /// round and split), how the agent samples on that split, and the shared docs.
 #[derive(Clone, Copy)]
 pub struct Play<'a> {
+    /// The play step: agent, seed, round and split.
     pub at: &'a At,
+    /// How the agent samples on this split.
     pub sampling: &'a crate::models::TurnSampling,
+    /// The shared documentation the agent plays with.
     pub docs: &'a Handle,
 }
 
@@ -408,7 +425,9 @@ pub trait OfflineEnv {
 /// What executing one tool call gave: the Python `repr` of the result, or the error.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolOutput {
+    /// The call succeeded.
     pub ok: bool,
+    /// The result's `repr`, or the error text.
     pub text: String,
 }
 
@@ -416,6 +435,7 @@ pub struct ToolOutput {
 /// (Play2Prompt, DRAFT): the BFCL executor, a chess tool on a training position, a
 /// domain search; counting fakes in tests.
 pub trait ToolRunner: Sync {
+    /// Execute the tool `real_name` (shown to the model as `shown_name`) with `args`.
     fn run(
         &self,
         real_name: &str,
@@ -484,15 +504,22 @@ pub fn parallel_map<T: Sync, R: Send>(
 /// A method of the benchmark, parsed once from its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Method {
+    /// The original documentation.
     Gold,
+    /// The opaque documentation, unchanged.
     Base,
+    /// Documentation rewritten by ToolObserver's editor from observed trajectories.
     ToolObserver,
+    /// The EasyTool baseline (a concise rewrite from the docs alone).
     EasyTool,
+    /// The Play2Prompt baseline (tool play, then a searched description).
     Play2Prompt,
+    /// The DRAFT baseline (explore, analyse, rewrite until the description converges).
     Draft,
 }
 
 impl Method {
+    /// Every method, in table order.
     pub const ALL: [Method; 6] = [
         Method::Gold,
         Method::Base,
@@ -514,6 +541,7 @@ impl Method {
         }
     }
 
+    /// The method named `s`, if there is one.
     pub fn parse(s: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.as_str() == s)
     }

@@ -50,7 +50,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
 pub struct ConfigError {
+    /// The experiment file the error is about.
     pub path: String,
+    /// What is wrong, one line.
     pub message: String,
 }
 
@@ -68,7 +70,9 @@ fn cfg_err(path: &Path, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// BFCL's settings: gold, then the opaque ones.
 pub const SETTINGS: &[&str] = &["gold", "names", "names+desc", "names+params"];
+/// The methods a `[bfcl]` table may name.
 pub const METHODS: &[&str] = &[
     "gold",
     "base",
@@ -77,11 +81,13 @@ pub const METHODS: &[&str] = &[
     "play2prompt",
     "draft",
 ];
+/// The sentence embedders DRAFT may use.
 pub const EMBEDDERS: &[&str] = &["minilm", "bag-of-words"];
 pub use crate::env::{parse_methods, Method};
 
 /// The methods that produce documentation with a baseline stage.
 pub const BASELINES: &[&str] = &["easytool", "play2prompt", "draft"];
+/// How BFCL calls may be executed.
 pub const BACKENDS: &[&str] = &["simulated", "recorded"];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -155,7 +161,9 @@ pub enum DataSource {
 /// A validated experiment.
 #[derive(Debug, Clone)]
 pub struct Experiment {
+    /// The experiment file.
     pub path: PathBuf,
+    /// Its name (`name = ...`, else the file's stem): in tables and export folders.
     pub name: String,
     /// The BFCL-Opaque grid (`[bfcl]`); every environment table is optional, and an
     /// experiment names at least one.
@@ -168,12 +176,15 @@ pub struct Experiment {
     pub agents: Vec<ModelSpec>,
     /// Editor models (columns of Table 7), used by ToolObserver and the baselines.
     pub editors: Vec<ModelSpec>,
+    /// The baselines' budgets (`[baselines]`).
     pub baselines: Baselines,
     /// Prompt template texts (hashed into stage keys) and where they came from.
     pub agent_system_prompt: String,
+    /// The online editor's template (BFCL).
     pub editor_prompt: String,
     /// Offline ToolObserver (chess, search): batch analysis and consensus merge.
     pub batch_prompt: String,
+    /// The consensus-merge template (offline ToolObserver).
     pub merge_prompt: String,
     /// The shipped set named by `[prompts] set` (`project` or `paper`).
     pub prompt_set: &'static str,
@@ -233,19 +244,28 @@ fn sampling(path: &Path, m: &RawModels) -> Result<SplitSampling, ConfigError> {
     })
 }
 
+/// The `[bfcl]` table, checked.
 #[derive(Debug, Clone)]
 pub struct BfclExperiment {
     /// The opaque settings (gold rows come from `methods`).
     pub settings: Vec<Setting>,
+    /// The methods to run (`gold`, `base`, `toolobserver`, baselines).
     pub methods: Vec<Method>,
+    /// Only the first N instances of each category (`SUBSET`).
     pub subset: Option<usize>,
+    /// Where the instances come from.
     pub data: DataSource,
+    /// How calls are executed: `simulated` or `recorded` (frozen API responses).
     pub backend: String,
+    /// The frozen responses file for the `recorded` backend.
     pub recorded: Option<PathBuf>,
+    /// At most this many ToolObserver rounds (K).
     pub rounds: u32,
+    /// One chain per seed.
     pub seeds: Vec<u64>,
     /// A variant beyond the paper that uses gold labels: never a default.
     pub reflect_skip_success: bool,
+    /// What the editor is shown of a call's outcome.
     pub outcome: Outcome,
 }
 
@@ -262,10 +282,15 @@ pub const MAX_PROMPT_BYTES: u64 = 256 * 1024;
 /// search agents' prompts and editor notes follow the same choice (each environment
 /// keeps its files: `paper_prompts`).
 pub struct PromptSet {
+    /// `project` or `paper`.
     pub name: &'static str,
+    /// BFCL's agent system prompt.
     pub agent_system: &'static str,
+    /// BFCL's online editor template.
     pub editor: &'static str,
+    /// The offline batch-analysis template.
     pub editor_batch: &'static str,
+    /// The offline consensus-merge template.
     pub editor_merge: &'static str,
 }
 
@@ -369,7 +394,6 @@ impl Experiment {
         )
     }
 
-    /// Read and validate an experiment file.
     /// Read and validate an experiment file whose relative paths may leave its folder.
     pub fn load_allowing_outside_paths(path: &Path) -> Result<Experiment, ConfigError> {
         let text = std::fs::read_to_string(path)
@@ -377,12 +401,14 @@ impl Experiment {
         Experiment::parse_with(path, &text, true)
     }
 
+    /// Read and validate an experiment file (relative paths stay inside its folder).
     pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| cfg_err(path, format!("cannot read experiment file: {e}")))?;
         Experiment::parse(path, &text)
     }
 
+    /// Validate the text of the experiment file `path`.
     pub fn parse(path: &Path, text: &str) -> Result<Experiment, ConfigError> {
         Experiment::parse_with(path, text, false)
     }

@@ -60,6 +60,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// A tool set's gold or opaque documentation (`offline::docs_stage`).
 pub const DOCS_STAGE: &str = "chess-docs";
 /// The version of the chess stages whose semantics did not change since 1
 /// (`chess-explore`, `chess-evaluate`, `bootstrap-elo`, `calibrate`; their keys
@@ -78,6 +79,7 @@ pub struct Engines {
 }
 
 impl Engines {
+    /// The pool of `binary` (default: the `stockfish` found on the system), started on first use.
     pub fn new(binary: Option<PathBuf>) -> Engines {
         Engines {
             cfg: EngineConfig {
@@ -88,6 +90,7 @@ impl Engines {
         }
     }
 
+    /// The pool, started now unless it was; a missing engine is the user's error, named in `stage`.
     pub fn get(&self, stage: &str) -> Result<&BlockingPool, StageError> {
         self.pool.get_or_try_build(|| {
             BlockingPool::new(self.cfg.clone())

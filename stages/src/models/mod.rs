@@ -657,9 +657,7 @@ mod tests {
     #[test]
     fn scripted_names_are_checked_per_role() {
         assert!(parse_for("scripted:schema", Role::Agent).is_ok());
-        let e = parse_for("scripted:schema", Role::Editor)
-            .unwrap_err()
-            .0;
+        let e = parse_for("scripted:schema", Role::Editor).unwrap_err().0;
         assert_eq!(
             e,
             "unknown scripted editor `scripted:schema` (valid: scripted:errors, scripted:silent, scripted:observer, scripted:judge)"

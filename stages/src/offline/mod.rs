@@ -27,12 +27,14 @@ use serde_json::{json, Map, Value};
 
 pub mod blocks;
 
+/// The offline reflect stage (one request per mini-batch).
 pub const REFLECT_STAGE: &str = "batch-reflect";
 /// Offline batch-reflect shares the stage name with the online form (its key's
 /// `mode` tells them apart); its own version.
 /// 2: a description ends where the editor's reasoning or summary starts
 /// ([`blocks`]).
 pub const REFLECT_VERSION: u32 = 2;
+/// The stage that merges a round's batch analyses into the next docs.
 pub const MERGE_STAGE: &str = "consensus-merge";
 /// 2: as [`REFLECT_VERSION`].
 pub const MERGE_VERSION: u32 = 2;
@@ -60,26 +62,34 @@ pub const DEFAULT_MERGE: &str = include_str!("../../../prompts/editor_merge.txt"
     doc = "one offline batch-reflect request: a mini-batch of trajectories"
 )]
 pub struct AnalysisRow {
+    /// The reflection round (1..K).
     #[row(doc = "reflection round (1..K)")]
     pub round: i64,
+    /// The mini-batch's number within the round.
     #[row(doc = "mini-batch number within the round")]
     pub batch: i64,
     /// Indices (in exploration order) of the trajectories in this batch.
     #[row(doc = "indices of the batch's trajectories")]
     pub trajectories: Vec<i64>,
+    /// The editor model spec.
     #[row(doc = "editor model spec")]
     pub model: String,
+    /// The editor's reply (none when the call failed).
     #[row(doc = "the editor's analysis")]
     pub reply: Option<String>,
     /// `{tool name: proposed description}` parsed from the reply.
     #[row(doc = "{tool: proposed description}")]
     pub proposals: Value,
+    /// The class of a failed call, or `length` for a reply cut at its limit.
     #[row(doc = "null, or the class of a failed editor call")]
     pub error_kind: Option<String>,
+    /// Prompt tokens.
     #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
+    /// Completion tokens.
     #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
+    /// Reasoning tokens.
     #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
 }
@@ -91,14 +101,17 @@ pub struct AnalysisRow {
     doc = "one tool's description after consensus-merge, and its source"
 )]
 pub struct MergeRow {
+    /// The reflection round (1..K).
     #[row(doc = "reflection round (1..K)")]
     pub round: i64,
+    /// The tool's name.
     #[row(doc = "tool name")]
     pub tool: String,
     /// `merge` (the merge reply), `majority` (the merge omitted the tool: most
     /// frequent batch proposal) or `unchanged` (no proposal at all).
     #[row(doc = "merge, majority or unchanged")]
     pub source: String,
+    /// The description the next round uses.
     #[row(doc = "the description the next round uses")]
     pub description: String,
 }
@@ -169,23 +182,34 @@ pub struct ReflectParams<'a> {
     pub mode: &'static str,
     /// [`EDITOR_REPLY_TOKENS`].
     pub max_tokens: u32,
+    /// The editor model.
     pub editor: &'a ModelSpec,
+    /// The prompt template.
     pub template: &'a str,
+    /// What the editor must know of the environment (its notes).
     pub notes: &'a str,
+    /// Trajectories per mini-batch (one request each).
     pub batch_size: usize,
+    /// The reflection round (1..K).
     pub round: i64,
+    /// The chain's seed, sent with every request.
     pub seed: u64,
 }
 
 /// What `consensus-merge` is asked with (its key's params, read by the run).
 #[derive(Serialize)]
 pub struct MergeParams<'a> {
+    /// The editor model.
     pub editor: &'a ModelSpec,
     /// [`EDITOR_REPLY_TOKENS`].
     pub max_tokens: u32,
+    /// The prompt template.
     pub template: &'a str,
+    /// What the editor must know of the environment (its notes).
     pub notes: &'a str,
+    /// The reflection round (1..K).
     pub round: i64,
+    /// The chain's seed, sent with every request.
     pub seed: u64,
 }
 
@@ -202,6 +226,7 @@ fn error_kind(r: &crate::models::EditorReply) -> Option<String> {
     }
 }
 
+/// Offline `batch-reflect`: one editor request per mini-batch of `trajectories`, each proposing descriptions for the shared tools; writes the analyses and the edit rows.
 pub fn batch_reflect(
     ctx: &mut StageCtx<'_>,
     editor: &dyn Editor,
@@ -401,7 +426,9 @@ pub fn consensus_merge(
 /// One offline ToolObserver curve's protocol (its cell -- tool set, agent, editor --
 /// is an [`At`]).
 pub struct OfflineCurve<'a> {
+    /// The batch-analysis template.
     pub batch_template: &'a str,
+    /// The consensus-merge template.
     pub merge_template: &'a str,
     /// K: every round rewrites all tools.
     pub rounds: u32,
@@ -541,7 +568,9 @@ pub fn docs_stage(
 /// experiment's `[prompts]` set or files.
 #[derive(Clone, Copy, Debug)]
 pub struct Templates<'a> {
+    /// The batch-analysis template.
     pub batch: &'a str,
+    /// The consensus-merge template.
     pub merge: &'a str,
 }
 
@@ -558,6 +587,7 @@ impl Default for Templates<'_> {
 /// and how agents sample.
 #[derive(Clone, Debug, Default)]
 pub struct Protocol<'a> {
+    /// The editor's templates.
     pub templates: Templates<'a>,
     /// How agents sample when exploring (the training split) and in test play.
     pub sampling: crate::models::SplitSampling,
@@ -565,12 +595,19 @@ pub struct Protocol<'a> {
 
 /// What every tool set of an offline experiment shares.
 pub struct GridSpec<'a> {
+    /// Templates and sampling.
     pub protocol: Protocol<'a>,
+    /// The agents, one chain each.
     pub agents: &'a [ModelSpec],
+    /// The editors of ToolObserver and the baselines.
     pub editors: &'a [ModelSpec],
+    /// The methods to run.
     pub methods: &'a [crate::env::Method],
+    /// The experiment's seed (each chain's requests carry it).
     pub seed: u64,
+    /// ToolObserver rounds (K).
     pub rounds: u32,
+    /// Trajectories per mini-batch (one request each).
     pub batch_size: usize,
     /// The baselines' budgets (EasyTool, Play2Prompt, DRAFT).
     pub baselines: &'a Baselines,

@@ -55,6 +55,7 @@ use questions::source_key;
 use serde_json::Value;
 use tools::{doc_tools, domains, tool_set};
 
+/// A tool set's gold or opaque documentation (`offline::docs_stage`).
 pub const DOCS_STAGE: &str = "search-docs";
 
 struct Search<'a> {
