@@ -232,9 +232,9 @@ static ALLOW_OUTSIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 /// Read an experiment file (relative paths inside its folder unless allowed).
 fn load(path: &Path) -> Result<Experiment, ConfigError> {
     if ALLOW_OUTSIDE.load(std::sync::atomic::Ordering::Relaxed) {
-        Experiment::load_allowing_outside_paths(path)
+        Experiment::load_allowing_outside_paths(&stages::driver::environments(), path)
     } else {
-        Experiment::load(path)
+        stages::driver::load(path)
     }
 }
 

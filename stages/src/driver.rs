@@ -1,58 +1,50 @@
 //! The experiment driver: expands an [`Experiment`] into stage calls on a
-//! [`Session`], one environment after another. The same code plans (`otb status`)
-//! and runs (`otb run`); in status mode a node whose inputs are not computed yet is
-//! reported as blocked and its dependents are not visited.
+//! [`Session`], one environment after another ([`environments`]: the registry). The
+//! same code plans (`otb status`, `otb plan`) and runs (`otb run`); in status mode a
+//! node whose inputs are not computed yet is listed waiting for them, and so is
+//! everything after it: the whole experiment is walked.
 //!
 //! Each environment expands its own table of the experiment (`[bfcl]`: see
 //! [`crate::bfcl::env::drive`]); everything they share -- the models, the labels of
 //! outputs, the ToolObserver loops -- lives in [`crate::env`], [`crate::models`],
 //! [`crate::online`] and [`crate::offline`].
 
-use crate::experiment::Experiment;
+use crate::experiment::{ConfigError, Experiment, Registry};
 use crate::models::Models;
 use pipeline::{ErrorClass, Mode, NodeReport, Session, Store};
+use std::path::Path;
+use std::sync::Arc;
 
 pub use crate::env::{DriveError, Label, Output, RunOutput};
+
+/// The environments an experiment file may name, in drive order: adding an
+/// environment is its own folders plus one line here.
+pub fn environments() -> Arc<Registry> {
+    Arc::new(
+        Registry::new()
+            .with(crate::bfcl::BfclEnvironment)
+            .with(crate::chess::ChessEnvironment)
+            .with(crate::search::SearchEnvironment),
+    )
+}
+
+/// Read and check an experiment file naming the built-in [`environments`].
+pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
+    Experiment::load(&environments(), path)
+}
 
 /// Run (or, in status mode, plan) every stage of `exp`. The experiment's models were
 /// checked when it was parsed; they are loaded on first use.
 pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveError> {
-    // Scripted agents that belong to an environment are registered by it.
-    let models = Models::for_store(s.store().root()).with_agent(
-        crate::models::ModelSpec {
-            kind: crate::models::ModelKind::Scripted,
-            name: "chess-oracle".into(),
-        },
-        std::sync::Arc::new(crate::chess::Oracle),
-    );
+    let models = Models::for_store(s.store().root());
     let mut out = RunOutput::default();
     let mut cx = crate::env::Cx {
         session: s,
         models: &models,
         out: &mut out,
     };
-    if let Some(b) = &exp.bfcl {
-        crate::bfcl::env::drive(exp, b, &mut cx)?;
-    }
-    if let Some(c) = &exp.chess {
-        crate::chess::drive(
-            &exp.agents,
-            &exp.editors,
-            &exp.baselines,
-            exp.offline_protocol(),
-            c,
-            &mut cx,
-        )?;
-    }
-    if let Some(c) = &exp.search {
-        crate::search::drive(
-            &exp.agents,
-            &exp.editors,
-            &exp.baselines,
-            exp.offline_protocol(),
-            c,
-            &mut cx,
-        )?;
+    for env in &exp.envs {
+        env.drive(exp, &mut cx)?;
     }
     // What the run used, after it (an error line stays the only line of a failed run).
     s.println(&exp.models_line());
@@ -63,39 +55,24 @@ pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveEr
 }
 
 /// What must hold before a run touches the store, beyond what parsing the experiment
-/// checked: the endpoint variables of `openai:` models are valid; a user's BFCL data
-/// and frozen-responses files parse; the chess engine binary exists.
+/// checked: the endpoint variables of `openai:` models are valid, and each
+/// environment's own checks (a user's BFCL data and frozen-responses files parse;
+/// the chess engine binary exists; ...).
 pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
     // An endpoint's configuration (the variables `openai:` models read) is checked
     // before anything is written; reaching the endpoint is the stages' business.
-    let judge = exp.search.as_ref().and_then(|s| s.judge.as_ref());
     if let Some(spec) = exp
         .agents
         .iter()
         .chain(&exp.editors)
-        .chain(judge)
+        .chain(exp.envs.iter().flat_map(|e| e.models()))
         .find(|m| m.kind == crate::models::ModelKind::OpenAi)
     {
         llm::OpenAiBackend::from_env()
             .map_err(|e| crate::InputError(format!("model `{spec}`: {e}")))?;
     }
-    if let Some(b) = &exp.bfcl {
-        // A user's data or frozen-responses file must parse before the store is
-        // opened (the stages would find out only after).
-        if let crate::experiment::DataSource::File(p) = &b.data {
-            datasets::bfcl::data::load_jsonl(p, None)
-                .map_err(|e| crate::InputError(format!("bfcl.data {}: {e}", p.display())))?;
-        }
-        if let (Some(p), "recorded") = (&b.recorded, b.backend.as_str()) {
-            crate::bfcl::make_executor(Some(p))
-                .map_err(|e| crate::InputError(format!("bfcl.recorded {}: {e}", p.display())))?;
-        }
-    }
-    if let Some(c) = &exp.chess {
-        crate::chess::check_input(c)?;
-    }
-    if let Some(s) = &exp.search {
-        crate::search::check_source(s)?;
+    for env in &exp.envs {
+        env.preflight(exp)?;
     }
     Ok(())
 }

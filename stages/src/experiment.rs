@@ -41,10 +41,12 @@
 //! Validation happens here, before the store is opened: a bad file never touches it.
 
 pub use crate::baselines::budget::{Baselines, DraftBudget, Play2PromptBudget};
+use crate::env::{Cx, DriveError};
 use crate::models::{ModelSpec, Role, SplitSampling, TurnSampling};
 pub use datasets::bfcl::opacify::Setting;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A problem with an experiment file: one line, naming the file and the fix.
 #[derive(Debug, thiserror::Error)]
@@ -70,33 +72,17 @@ fn cfg_err(path: &Path, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// BFCL's settings: gold, then the opaque ones.
-pub const SETTINGS: &[&str] = &["gold", "names", "names+desc", "names+params"];
-/// The methods a `[bfcl]` table may name.
-pub const METHODS: &[&str] = &[
-    "gold",
-    "base",
-    "toolobserver",
-    "easytool",
-    "play2prompt",
-    "draft",
-];
 /// The sentence embedders DRAFT may use.
 pub const EMBEDDERS: &[&str] = &["minilm", "bag-of-words"];
 pub use crate::env::{parse_methods, Method};
 
 /// The methods that produce documentation with a baseline stage.
 pub const BASELINES: &[&str] = &["easytool", "play2prompt", "draft"];
-/// How BFCL calls may be executed.
-pub const BACKENDS: &[&str] = &["simulated", "recorded"];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawExperiment {
     name: Option<String>,
-    bfcl: Option<RawBfcl>,
-    chess: Option<crate::chess::RawChess>,
-    search: Option<crate::search::RawSearch>,
     models: Option<RawModels>,
     prompts: Option<RawPrompts>,
     baselines: Option<RawBaselines>,
@@ -108,21 +94,6 @@ struct RawBaselines {
     concurrency: Option<usize>,
     play2prompt: Option<Play2PromptBudget>,
     draft: Option<DraftBudget>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawBfcl {
-    settings: Option<Vec<String>>,
-    methods: Option<Vec<String>>,
-    subset: Option<usize>,
-    data: Option<String>,
-    backend: Option<String>,
-    recorded: Option<String>,
-    rounds: Option<u32>,
-    seeds: Option<Vec<u64>>,
-    reflect_skip_success: Option<bool>,
-    outcome: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -149,15 +120,6 @@ struct RawPrompts {
     editor_merge: Option<String>,
 }
 
-/// Where the BFCL instances come from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DataSource {
-    /// The pinned `bfcl-eval` wheel from PyPI (downloaded once into the store's cache).
-    Wheel,
-    /// A JSON-lines file in BFCL's question format with `ground_truth` per line.
-    File(PathBuf),
-}
-
 /// A validated experiment.
 #[derive(Debug, Clone)]
 pub struct Experiment {
@@ -165,13 +127,11 @@ pub struct Experiment {
     pub path: PathBuf,
     /// Its name (`name = ...`, else the file's stem): in tables and export folders.
     pub name: String,
-    /// The BFCL-Opaque grid (`[bfcl]`); every environment table is optional, and an
-    /// experiment names at least one.
-    pub bfcl: Option<BfclExperiment>,
-    /// The chess grid (`[chess]`).
-    pub chess: Option<crate::chess::ChessExperiment>,
-    /// The search grid (`[search]`, BrowseComp-Domains on the substitute corpus).
-    pub search: Option<crate::search::SearchExperiment>,
+    /// Its environment tables (`[bfcl]`, `[chess]`, `[search]`, ...), checked, in the
+    /// registry's order: every one is optional, and an experiment names at least one.
+    pub envs: Vec<std::sync::Arc<dyn EnvTable>>,
+    /// The environments it was read with.
+    pub registry: std::sync::Arc<Registry>,
     /// Agent models (rows of Table 7); one chain per agent.
     pub agents: Vec<ModelSpec>,
     /// Editor models (columns of Table 7), used by ToolObserver and the baselines.
@@ -244,31 +204,6 @@ fn sampling(path: &Path, m: &RawModels) -> Result<SplitSampling, ConfigError> {
     })
 }
 
-/// The `[bfcl]` table, checked.
-#[derive(Debug, Clone)]
-pub struct BfclExperiment {
-    /// The opaque settings (gold rows come from `methods`).
-    pub settings: Vec<Setting>,
-    /// The methods to run (`gold`, `base`, `toolobserver`, baselines).
-    pub methods: Vec<Method>,
-    /// Only the first N instances of each category (`SUBSET`).
-    pub subset: Option<usize>,
-    /// Where the instances come from.
-    pub data: DataSource,
-    /// How calls are executed: `simulated` or `recorded` (frozen API responses).
-    pub backend: String,
-    /// The frozen responses file for the `recorded` backend.
-    pub recorded: Option<PathBuf>,
-    /// At most this many ToolObserver rounds (K).
-    pub rounds: u32,
-    /// One chain per seed.
-    pub seeds: Vec<u64>,
-    /// A variant beyond the paper that uses gold labels: never a default.
-    pub reflect_skip_success: bool,
-    /// What the editor is shown of a call's outcome.
-    pub outcome: Outcome,
-}
-
 /// The agent's system prompt shipped with the project (`prompts/agent_system.txt`).
 pub const DEFAULT_AGENT_SYSTEM: &str = include_str!("../../prompts/agent_system.txt");
 /// The online editor prompt shipped with the project (`prompts/editor_online.txt`).
@@ -317,33 +252,129 @@ pub const PAPER_PROMPTS: PromptSet = PromptSet {
     editor_merge: include_str!("../../prompts/paper/editor_merge.txt"),
 };
 
-/// What the online editor is told about the outcome of an observed call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// `SUCCESS: <outputs>` when the grader (which knows the gold answer) judged the
-    /// call correct: what the authors' code and the released runs did.
-    Grader,
-    /// Outputs and error texts only, no verdict: the paper's "the gold output is not
-    /// used in online mode".
-    Execution,
-}
-
-fn check_names(path: &Path, what: &str, got: &[String], valid: &[&str]) -> Result<(), ConfigError> {
+/// Each of `got` is one of `valid` (the `what`s), and there is at least one; else
+/// the line that says which is not, or that none is listed.
+pub fn check_names(what: &str, got: &[String], valid: &[&str]) -> Result<(), String> {
     for g in got {
         if !valid.contains(&g.as_str()) {
-            return Err(cfg_err(
-                path,
-                format!("unknown {what} `{g}` (valid: {})", valid.join(", ")),
+            return Err(format!(
+                "unknown {what} `{g}` (valid: {})",
+                valid.join(", ")
             ));
         }
     }
     if got.is_empty() {
-        return Err(cfg_err(
-            path,
-            format!("no {what}s listed (valid: {})", valid.join(", ")),
-        ));
+        return Err(format!("no {what}s listed (valid: {})", valid.join(", ")));
     }
     Ok(())
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn or_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// The experiment's own top-level keys and tables, beside the environments'.
+const OWN_KEYS: &[&str] = &["name", "models", "prompts", "baselines"];
+
+/// An environment of the benchmark as an experiment file sees it: its table's name
+/// and how the table is read. Adding an environment is its own folders plus one
+/// line in the registry of built-in environments (`driver::environments`).
+pub trait Environment: Send + Sync {
+    /// Its table in experiment files (`bfcl`, `chess`, `search`).
+    fn table(&self) -> &'static str;
+
+    /// Read and check its table; `resolve` makes a path relative to the experiment
+    /// file (and notes one that leaves its folder).
+    fn parse(
+        &self,
+        table: toml::Value,
+        resolve: &dyn Fn(&str) -> PathBuf,
+    ) -> Result<Box<dyn EnvTable>, String>;
+
+    /// The tables its stages write beyond the shared ones (`otb export`'s SCHEMA.md).
+    fn exported(&self) -> Vec<crate::rows::Exported> {
+        Vec::new()
+    }
+}
+
+/// One environment's table of an experiment, checked: what the experiment, the
+/// driver and `otb run` ask of it.
+pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
+    /// The table's name (its [`Environment::table`]).
+    fn table(&self) -> &'static str;
+
+    /// Whether one of its methods uses an editor (the editors are then checked as
+    /// editors).
+    fn uses_editor(&self) -> bool;
+
+    /// Whether its agents play a training and a test split (the run's model line then
+    /// says how they sample on each).
+    fn plays_offline(&self) -> bool {
+        true
+    }
+
+    /// `[prompts] set`: whether the paper's set was chosen (an environment with its
+    /// own prompt files follows the choice).
+    fn follow_prompt_set(&mut self, _paper: bool) {}
+
+    /// Its switches away from the paper's protocol, one phrase each.
+    fn switches(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Models it uses beyond the experiment's agents and editors (a judge).
+    fn models(&self) -> Vec<&ModelSpec> {
+        Vec::new()
+    }
+
+    /// What must hold before a run touches the store (input files parse, an engine
+    /// exists).
+    fn preflight(&self, _exp: &Experiment) -> Result<(), crate::InputError> {
+        Ok(())
+    }
+
+    /// Expand the table into stage calls.
+    fn drive(&self, exp: &Experiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError>;
+
+    /// The table as `Any`, so that its environment's code can read its own type.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// The environments an experiment file may name, in drive order.
+#[derive(Default)]
+pub struct Registry {
+    envs: Vec<Arc<dyn Environment>>,
+}
+
+impl Registry {
+    /// No environment yet.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// `self` with `env` added after the others.
+    pub fn with(mut self, env: impl Environment + 'static) -> Registry {
+        self.envs.push(Arc::new(env));
+        self
+    }
+
+    /// The environments, in drive order.
+    pub fn environments(&self) -> impl Iterator<Item = &dyn Environment> {
+        self.envs.iter().map(|e| e.as_ref())
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.envs.iter().map(|e| e.table()))
+            .finish()
+    }
 }
 
 fn check_model(
@@ -357,70 +388,42 @@ fn check_model(
 }
 
 impl Experiment {
-    /// The switches that make this run differ from the defaults, as one line for the
-    /// tables; the defaults read
-    /// `outcome = grader; prompts = project; play2prompt instances = paper; guard = off`.
-    pub fn switches(&self) -> String {
-        let is = |set: &PromptSet| {
-            self.editor_prompt == set.editor
-                && self.agent_system_prompt == set.agent_system
-                && self.batch_prompt == set.editor_batch
-                && self.merge_prompt == set.editor_merge
-        };
-        let prompts = if is(&PAPER_PROMPTS) {
-            "paper"
-        } else if is(&PROJECT_PROMPTS) {
-            "project"
-        } else {
-            "custom files"
-        };
-        let (outcome, guard) = match &self.bfcl {
-            Some(b) => (
-                match b.outcome {
-                    Outcome::Grader => "grader",
-                    Outcome::Execution => "execution",
-                },
-                if b.reflect_skip_success {
-                    "on (uses gold labels)"
-                } else {
-                    "off"
-                },
-            ),
-            None => ("-", "-"),
-        };
-        format!(
-            "outcome = {outcome}; prompts = {prompts}; play2prompt instances = {}; guard = {guard}",
-            self.baselines.play2prompt.instances
-        )
-    }
-
     /// Read and validate an experiment file whose relative paths may leave its folder.
-    pub fn load_allowing_outside_paths(path: &Path) -> Result<Experiment, ConfigError> {
+    pub fn load_allowing_outside_paths(
+        registry: &Arc<Registry>,
+        path: &Path,
+    ) -> Result<Experiment, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| cfg_err(path, format!("cannot read experiment file: {e}")))?;
-        Experiment::parse_with(path, &text, true)
+        Experiment::parse_with(registry, path, &text, true)
     }
 
-    /// Read and validate an experiment file (relative paths stay inside its folder).
-    pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
+    /// Read and validate an experiment file (relative paths stay inside its folder)
+    /// whose environment tables are those of `registry`.
+    pub fn load(registry: &Arc<Registry>, path: &Path) -> Result<Experiment, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| cfg_err(path, format!("cannot read experiment file: {e}")))?;
-        Experiment::parse(path, &text)
+        Experiment::parse(registry, path, &text)
     }
 
     /// Validate the text of the experiment file `path`.
-    pub fn parse(path: &Path, text: &str) -> Result<Experiment, ConfigError> {
-        Experiment::parse_with(path, text, false)
+    pub fn parse(
+        registry: &Arc<Registry>,
+        path: &Path,
+        text: &str,
+    ) -> Result<Experiment, ConfigError> {
+        Experiment::parse_with(registry, path, text, false)
     }
 
     /// `allow_outside`: relative paths may climb out of the experiment's folder
     /// (`otb --allow-outside-paths`).
     pub fn parse_with(
+        registry: &Arc<Registry>,
         path: &Path,
         text: &str,
         allow_outside: bool,
     ) -> Result<Experiment, ConfigError> {
-        let raw: RawExperiment = toml::from_str(text).map_err(|e| {
+        let mut doc: toml::Table = toml::from_str(text).map_err(|e| {
             let msg = e.message().to_string();
             let loc = e
                 .span()
@@ -431,6 +434,27 @@ impl Experiment {
                 .unwrap_or_default();
             cfg_err(path, format!("malformed TOML: {loc}{msg}"))
         })?;
+        // The environment tables go to their environments; the rest is the
+        // experiment's own.
+        let env_tables: Vec<(Arc<dyn Environment>, toml::Value)> = registry
+            .envs
+            .iter()
+            .filter_map(|e| doc.remove(e.table()).map(|t| (e.clone(), t)))
+            .collect();
+        if let Some(k) = doc.keys().find(|k| !OWN_KEYS.contains(&k.as_str())) {
+            let valid: Vec<&str> = OWN_KEYS
+                .iter()
+                .copied()
+                .chain(registry.envs.iter().map(|e| e.table()))
+                .collect();
+            return Err(cfg_err(
+                path,
+                format!("unknown table or key `{k}` (valid: {})", valid.join(", ")),
+            ));
+        }
+        let raw: RawExperiment = toml::Value::Table(doc)
+            .try_into()
+            .map_err(|e| cfg_err(path, format!("malformed TOML: {e}")))?;
         let base = path.parent().unwrap_or(Path::new("."));
         // A relative path resolves inside the experiment's folder; one that climbs out
         // of it (`../..`) is refused unless the user allowed it.
@@ -454,91 +478,20 @@ impl Experiment {
             }
             base.join(pb)
         };
-        let mut chess = raw
-            .chess
-            .map(|c| crate::chess::ChessExperiment::from_raw(c, &resolve))
-            .transpose()
-            .map_err(|m| cfg_err(path, m))?;
-        let mut search = raw
-            .search
-            .map(|s| crate::search::SearchExperiment::from_raw(s, &resolve))
-            .transpose()
-            .map_err(|m| cfg_err(path, m))?;
-        let has_bfcl = raw.bfcl.is_some();
-        if !has_bfcl && chess.is_none() && search.is_none() {
-            return Err(cfg_err(
-                path,
-                "no environment table: add `[bfcl]`, `[chess]` or `[search]`",
-            ));
-        }
-        let b = raw.bfcl.unwrap_or_default();
-        let settings = b
-            .settings
-            .unwrap_or_else(|| vec!["names".into(), "names+desc".into(), "names+params".into()]);
-        check_names(path, "setting", &settings, &SETTINGS[1..])?;
-        let settings: Vec<Setting> = settings
-            .iter()
-            .map(|s| Setting::parse(s).map_err(|e| cfg_err(path, e.to_string())))
+        let mut envs: Vec<Box<dyn EnvTable>> = env_tables
+            .into_iter()
+            .map(|(e, t)| e.parse(t, &resolve).map_err(|m| cfg_err(path, m)))
             .collect::<Result<_, _>>()?;
-        let methods = b
-            .methods
-            .unwrap_or_else(|| vec!["gold".into(), "base".into(), "toolobserver".into()]);
-        check_names(path, "method", &methods, METHODS)?;
-        let methods: Vec<Method> =
-            parse_methods(&methods, &Method::ALL).map_err(|m| cfg_err(path, m))?;
-        let backend = b.backend.unwrap_or_else(|| "simulated".into());
-        if backend == "live" {
+        if envs.is_empty() {
+            let tables: Vec<String> = registry
+                .envs
+                .iter()
+                .map(|e| format!("`[{}]`", e.table()))
+                .collect();
             return Err(cfg_err(
                 path,
-                "backend = \"live\" is not available in experiments (stage outputs are \
-                 cached by key, live answers change); use `otb exec --backend live` or \
-                 `otb released score --backend live`",
+                format!("no environment table: add {}", or_list(&tables)),
             ));
-        }
-        check_names(path, "backend", std::slice::from_ref(&backend), BACKENDS)?;
-        let recorded = b.recorded.as_deref().map(resolve);
-        if backend == "recorded" {
-            match &recorded {
-                None => {
-                    return Err(cfg_err(
-                        path,
-                        "backend = \"recorded\" needs `recorded = \"<responses.json>\"`",
-                    ))
-                }
-                Some(p) if !p.is_file() => {
-                    return Err(cfg_err(
-                        path,
-                        format!("recorded responses file {} does not exist", p.display()),
-                    ))
-                }
-                _ => {}
-            }
-        }
-        let data = match b.data.as_deref() {
-            None | Some("wheel") => DataSource::Wheel,
-            Some(p) => {
-                let p = resolve(p);
-                if !p.is_file() {
-                    return Err(cfg_err(
-                        path,
-                        format!("bfcl.data: {} does not exist", p.display()),
-                    ));
-                }
-                DataSource::File(p)
-            }
-        };
-        let outcome = match b.outcome.as_deref() {
-            None | Some("grader") => Outcome::Grader,
-            Some("execution") => Outcome::Execution,
-            Some(other) => {
-                return Err(cfg_err(
-                    path,
-                    format!("bfcl.outcome = `{other}` (valid: grader, execution)"),
-                ))
-            }
-        };
-        if b.subset == Some(0) {
-            return Err(cfg_err(path, "bfcl.subset must be at least 1"));
         }
         let models = raw.models.unwrap_or(RawModels {
             agent: None,
@@ -582,16 +535,7 @@ impl Experiment {
             Ok(specs)
         };
         // Editors are checked as editors only where a method uses one.
-        let needs_editor = (has_bfcl
-            && methods
-                .iter()
-                .any(|m| *m == Method::ToolObserver || m.is_baseline()))
-            || chess
-                .as_ref()
-                .is_some_and(|c| c.methods.contains(&Method::ToolObserver))
-            || search
-                .as_ref()
-                .is_some_and(|c| c.methods.contains(&Method::ToolObserver));
+        let needs_editor = envs.iter().any(|e| e.uses_editor());
         let agents = one_or_many(
             "agent",
             models.agent,
@@ -636,18 +580,14 @@ impl Experiment {
             ));
         }
         check_names(
-            path,
             "baselines.play2prompt.instances value",
             std::slice::from_ref(&p.instances),
             &["paper", "all"],
-        )?;
+        )
+        .map_err(|m| cfg_err(path, m))?;
         let d = &baselines.draft;
-        check_names(
-            path,
-            "embedder",
-            std::slice::from_ref(&d.embedder),
-            EMBEDDERS,
-        )?;
+        check_names("embedder", std::slice::from_ref(&d.embedder), EMBEDDERS)
+            .map_err(|m| cfg_err(path, m))?;
         if d.episodes == 0
             || !(0.0..=1.0).contains(&d.diversity)
             || !(0.0..=1.0).contains(&d.converge)
@@ -711,11 +651,8 @@ impl Experiment {
         };
         // The offline environments keep their own agent prompts and editor notes, one
         // file per set.
-        if let Some(s) = search.as_mut() {
-            s.paper_prompts = set.name == "paper";
-        }
-        if let Some(c) = chess.as_mut() {
-            c.paper_prompts = set.name == "paper";
+        for e in envs.iter_mut() {
+            e.follow_prompt_set(set.name == "paper");
         }
         let agent_system_prompt = read_prompt(prompts.agent_system, set.agent_system)?;
         let editor_prompt = read_prompt(prompts.editor, set.editor)?;
@@ -755,20 +692,8 @@ impl Experiment {
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default()
             }),
-            chess,
-            search,
-            bfcl: has_bfcl.then_some(BfclExperiment {
-                settings,
-                methods,
-                subset: b.subset,
-                data,
-                backend,
-                recorded,
-                rounds: b.rounds.unwrap_or(10),
-                seeds: b.seeds.unwrap_or_else(|| vec![0]),
-                reflect_skip_success: b.reflect_skip_success.unwrap_or(false),
-                outcome,
-            }),
+            envs: envs.into_iter().map(std::sync::Arc::from).collect(),
+            registry: registry.clone(),
             agents,
             editors,
             baselines,
@@ -785,14 +710,7 @@ impl Experiment {
     /// sides, Elo games and opponents always, search's switches where they differ
     /// from the paper's defaults (a hinting prompt, the reference code's protocol).
     pub fn env_switches(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Some(c) = &self.chess {
-            out.extend(c.switches());
-        }
-        if let Some(s) = &self.search {
-            out.extend(s.switches());
-        }
-        out
+        self.envs.iter().flat_map(|e| e.switches()).collect()
     }
 
     /// The run's model line: agents, editors and how the agents sample.
@@ -808,7 +726,7 @@ impl Experiment {
             list(&self.agents),
             list(&self.editors)
         );
-        if self.chess.is_some() || self.search.is_some() {
+        if self.envs.iter().any(|e| e.plays_offline()) {
             line.push_str(&format!(
                 "; exploration {}; test play {} (a temperature reaches standard models, a reasoning effort openai: reasoning models only)",
                 self.sampling.explore.describe(),
@@ -822,6 +740,13 @@ impl Experiment {
         line
     }
 
+    /// The environment table of type `T`, if the experiment has one.
+    pub fn table<T: 'static>(&self) -> Option<&T> {
+        self.envs
+            .iter()
+            .find_map(|e| e.as_any().downcast_ref::<T>())
+    }
+
     /// What the offline environments (chess, search) share: the editor's templates
     /// and the agents' sampling.
     pub fn offline_protocol(&self) -> crate::offline::Protocol<'_> {
@@ -832,144 +757,5 @@ impl Experiment {
             },
             sampling: self.sampling.clone(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<Experiment, ConfigError> {
-        Experiment::parse(Path::new("exp.toml"), text)
-    }
-
-    #[test]
-    fn every_shipped_experiment_file_loads() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../experiments");
-        let mut n = 0;
-        for f in std::fs::read_dir(&dir).unwrap() {
-            let p = f.unwrap().path();
-            if p.extension().is_some_and(|x| x == "toml") {
-                Experiment::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-                n += 1;
-            }
-        }
-        assert!(n >= 8, "{n} experiment files");
-    }
-
-    #[test]
-    fn defaults() {
-        let e = parse("[bfcl]\n").unwrap();
-        let b = e.bfcl.as_ref().unwrap();
-        assert_eq!(
-            b.settings,
-            [Setting::Names, Setting::NamesDesc, Setting::NamesParams]
-        );
-        assert_eq!(b.rounds, 10);
-        assert_eq!(e.agents[0].to_string(), "embedded:qwen2.5-coder-1.5b");
-        assert_eq!(e.editors, e.agents);
-        assert_eq!(e.baselines.play2prompt, Play2PromptBudget::default());
-        assert_eq!(e.baselines.play2prompt.init_loops, 3);
-        assert_eq!(e.baselines.draft.episodes, 5);
-    }
-
-    #[test]
-    fn model_grids_and_budgets() {
-        let e = parse(
-            "[bfcl]\nmethods = [\"base\", \"play2prompt\"]\n[models]\nagents = [\"scripted:schema\", \"scripted:empty\"]\neditors = [\"scripted:errors\"]\n[baselines.play2prompt]\ninit_loops = 5\n",
-        )
-        .unwrap();
-        assert_eq!(e.agents.len(), 2);
-        assert_eq!(e.editors[0].to_string(), "scripted:errors");
-        assert_eq!(e.baselines.play2prompt.init_loops, 5);
-        assert_eq!(e.baselines.play2prompt.beam_width, 1);
-        let err =
-            parse("[bfcl]\n[models]\nagent = \"scripted:schema\"\nagents = [\"scripted:empty\"]\n")
-                .unwrap_err();
-        assert!(err.to_string().contains("not both"), "{err}");
-        let err = parse("[bfcl]\n[baselines.play2prompt]\ninit_loops = 0\n").unwrap_err();
-        assert!(err.to_string().contains("at least 1"), "{err}");
-        let err = parse("[bfcl]\n[baselines.draft]\nepisdes = 2\n").unwrap_err();
-        assert!(err.to_string().contains("episdes"), "{err}");
-    }
-
-    #[test]
-    fn unknown_setting_names_the_valid_ones() {
-        let err = parse("[bfcl]\nsettings = [\"names\", \"nmaes\"]\n").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "exp.toml: unknown setting `nmaes` (valid: names, names+desc, names+params)"
-        );
-    }
-
-    #[test]
-    fn malformed_toml_gives_a_line() {
-        let err = parse("[bfcl]\nsettings = [\"names\"\n").unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("exp.toml: malformed TOML: line "),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn unknown_models_are_bad_input() {
-        let err = parse("[bfcl]\n[models]\nagent = \"scripted:nope\"\n").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "exp.toml: models.agent: unknown scripted agent `scripted:nope` (valid: scripted:schema, scripted:empty, scripted:random, scripted:chess-oracle, scripted:search-oracle, scripted:search-wrong)"
-        );
-        let err = parse("[bfcl]\n[models]\nagent = \"embedded:nope\"\n").unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("exp.toml: models.agent: model `embedded:nope`"),
-            "{err}"
-        );
-        // An editor is checked as an editor only where a method needs one.
-        assert!(
-            parse("[bfcl]\nmethods = [\"base\"]\n[models]\nagent = \"scripted:schema\"\n").is_ok()
-        );
-        assert!(parse(
-            "[bfcl]\nmethods = [\"toolobserver\"]\n[models]\nagent = \"scripted:schema\"\n"
-        )
-        .is_err());
-    }
-
-    #[test]
-    fn outcome_and_prompt_set_switches() {
-        let e = parse("[bfcl]\noutcome = \"execution\"\n[prompts]\nset = \"paper\"\n").unwrap();
-        assert_eq!(e.bfcl.as_ref().unwrap().outcome, Outcome::Execution);
-        assert_eq!(e.editor_prompt, PAPER_PROMPTS.editor);
-        assert_eq!(e.agent_system_prompt, PAPER_PROMPTS.agent_system);
-        let e = parse("[bfcl]\n").unwrap();
-        assert_eq!(e.bfcl.as_ref().unwrap().outcome, Outcome::Grader);
-        assert_eq!(e.editor_prompt, DEFAULT_EDITOR);
-        assert!(parse("[bfcl]\noutcome = \"gold\"\n").is_err());
-        assert!(parse("[bfcl]\n[prompts]\nset = \"x\"\n").is_err());
-    }
-
-    #[test]
-    fn relative_paths_stay_inside_the_experiment_folder() {
-        let text = "[bfcl]\n[prompts]\neditor = \"../../etc/passwd\"\n";
-        let err = parse(text).unwrap_err();
-        assert!(
-            err.to_string().contains("leaves the experiment's folder"),
-            "{err}"
-        );
-        // Allowed: it is then only a missing (or unreadable) file.
-        let err = Experiment::parse_with(Path::new("exp.toml"), text, true).unwrap_err();
-        assert!(!err.to_string().contains("leaves"), "{err}");
-    }
-
-    #[test]
-    fn an_environment_table_is_required() {
-        let err = parse("name = \"x\"\n").unwrap_err();
-        assert!(err.to_string().contains("no environment table"), "{err}");
-    }
-
-    #[test]
-    fn unknown_key_is_rejected() {
-        let err = parse("[bfcl]\nsetings = []\n").unwrap_err();
-        assert!(err.to_string().contains("setings"), "{err}");
     }
 }

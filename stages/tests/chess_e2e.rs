@@ -66,7 +66,7 @@ fn setup(dir: &Path, chess: &str, models: &str) -> (std::path::PathBuf, Experime
         ),
     )
     .unwrap();
-    let exp = Experiment::load(&exp_path).unwrap();
+    let exp = stages::driver::load(&exp_path).unwrap();
     stages::driver::preflight(&exp).unwrap();
     let store = Store::open(&dir.join("store"), pipeline::Access::ReadWrite).unwrap();
     (exp_path, exp, store)
@@ -220,7 +220,7 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
         text.replace("concurrency = 2\n", "concurrency = 2\nelo_start = 1200\n"),
     )
     .unwrap();
-    let exp2 = Experiment::load(&exp_path).unwrap();
+    let exp2 = stages::driver::load(&exp_path).unwrap();
     let mut s3 = Session::new(&store, Mode::Run, true);
     let out3 = stages::driver::drive(&exp2, &mut s3).unwrap();
     assert_eq!(s3.executed(), 2);
@@ -267,7 +267,7 @@ fn calibration_keeps_its_own_game_length() {
     std::fs::write(&exp_path, &measured).unwrap();
     let drive = |text: &str| {
         std::fs::write(&exp_path, text).unwrap();
-        let exp = Experiment::load(&exp_path).unwrap();
+        let exp = stages::driver::load(&exp_path).unwrap();
         let mut s = Session::new(&store, Mode::Run, true);
         let out = stages::driver::drive(&exp, &mut s).unwrap();
         let games: Vec<usize> = out
@@ -300,7 +300,7 @@ fn calibration_keeps_its_own_game_length() {
         "calibration_plies = 30\ncalibrate_tools = true\ntool_sets = [\"phase_specialists\"]",
     );
     std::fs::write(&exp_path, &tools).unwrap();
-    let exp = Experiment::load(&exp_path).unwrap();
+    let exp = stages::driver::load(&exp_path).unwrap();
     let mut s = Session::new(&store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &mut s).unwrap();
     let rows: Vec<stages::chess::rows::ToolCalibrationRow> = out
@@ -409,7 +409,7 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
         &exp.editors,
         &exp.baselines,
         exp.offline_protocol(),
-        exp.chess.as_ref().unwrap(),
+        exp.chess().unwrap(),
         &mut cx,
     )
     .unwrap();

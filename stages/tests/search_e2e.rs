@@ -38,7 +38,7 @@ fn run(
 ) {
     let path = dir.path().join(format!("{name}.toml"));
     std::fs::write(&path, toml).unwrap();
-    let exp = Experiment::load(&path).unwrap();
+    let exp = stages::driver::load(&path).unwrap();
     let mut s = Session::new(store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &mut s).unwrap();
     let reports = s.reports().to_vec();

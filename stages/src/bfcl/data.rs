@@ -1,7 +1,7 @@
 //! Stage `bfcl-data`: the BFCL-Opaque instances, from the pinned `bfcl-eval` wheel or
 //! a local JSON-lines file, optionally limited to the first N per category.
 
-use crate::experiment::DataSource;
+use crate::bfcl::config::DataSource;
 use crate::rows::InstanceRow;
 use datasets::bfcl::data::{self, Category, Instance};
 use pipeline::{StageCtx, StageError};

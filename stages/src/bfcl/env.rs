@@ -5,9 +5,10 @@
 
 use crate::baselines::{self, ToolOutput, ToolRunner};
 use crate::batch_reflect::render_call;
+use crate::bfcl::config::{BfclExperiment, Outcome};
 use crate::bfcl::summarize::{self, SummaryInput};
 use crate::env::{At, Cx, DriveError, Example, Job, Method, Naming, OnlineEnv, RunOutput, Shown};
-use crate::experiment::{BfclExperiment, Experiment, Outcome, BASELINES};
+use crate::experiment::{Experiment, BASELINES};
 use crate::once::BuildOnce;
 use crate::online::{self, Curve};
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};

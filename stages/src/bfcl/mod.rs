@@ -3,6 +3,7 @@
 //! and the glue used by several commands (building the executor, `otb exec`).
 //! [`env::Bfcl`] is how the generic loops see it.
 
+pub mod config;
 pub mod data;
 pub mod env;
 pub mod evaluate;
@@ -12,11 +13,15 @@ pub mod opacify;
 pub mod released;
 pub mod summarize;
 
+use crate::env::{Cx, DriveError, Method};
+use crate::experiment::{EnvTable, Environment, Experiment};
+use crate::InputError;
+pub use config::{BfclExperiment, DataSource, Outcome};
 use datasets::bfcl::exec::PyException;
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::pyparse::parse_call;
 use datasets::bfcl::rest::{BackendChain, LiveBackend, LiveError, RestError};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Seed of the simulated REST world (fixed: part of the benchmark's definition).
 pub const SIMULATED_SEED: u64 = 0;
@@ -49,4 +54,60 @@ pub fn exec_call_line(exec: &Executor, call: &str) -> Result<String, String> {
         Ok(v) => v.repr(),
         Err(e) => format!("{}: {}", e.kind, e.text()),
     }))
+}
+
+/// BFCL-Opaque in the registry of environments.
+pub struct BfclEnvironment;
+
+impl Environment for BfclEnvironment {
+    fn table(&self) -> &'static str {
+        "bfcl"
+    }
+
+    fn parse(
+        &self,
+        table: toml::Value,
+        resolve: &dyn Fn(&str) -> PathBuf,
+    ) -> Result<Box<dyn EnvTable>, String> {
+        let raw: config::RawBfcl = table.try_into().map_err(|e| format!("bfcl: {e}"))?;
+        Ok(Box::new(BfclExperiment::from_raw(raw, resolve)?))
+    }
+}
+
+impl EnvTable for BfclExperiment {
+    fn table(&self) -> &'static str {
+        "bfcl"
+    }
+
+    fn uses_editor(&self) -> bool {
+        self.methods
+            .iter()
+            .any(|m| *m == Method::ToolObserver || m.is_baseline())
+    }
+
+    fn plays_offline(&self) -> bool {
+        false
+    }
+
+    /// A user's data or frozen-responses file must parse before the store is opened
+    /// (the stages would find out only after).
+    fn preflight(&self, _exp: &Experiment) -> Result<(), InputError> {
+        if let config::DataSource::File(p) = &self.data {
+            datasets::bfcl::data::load_jsonl(p, None)
+                .map_err(|e| InputError(format!("bfcl.data {}: {e}", p.display())))?;
+        }
+        if let (Some(p), "recorded") = (&self.recorded, self.backend.as_str()) {
+            crate::bfcl::make_executor(Some(p))
+                .map_err(|e| InputError(format!("bfcl.recorded {}: {e}", p.display())))?;
+        }
+        Ok(())
+    }
+
+    fn drive(&self, exp: &Experiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+        crate::bfcl::env::drive(exp, self, cx)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }

@@ -155,6 +155,14 @@ pub fn drive(
     c: &ChessExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
+    // The scripted agent that plays the optimal tool (tests, sanity runs).
+    cx.models.register_agent(
+        ModelSpec {
+            kind: crate::models::ModelKind::Scripted,
+            name: "chess-oracle".into(),
+        },
+        std::sync::Arc::new(Oracle),
+    );
     let engines = Engines::new(c.engine.clone());
     let cache = cx.session.store().root().join("cache").join("chess");
     // A positions file that cannot be read fails here, never an empty digest in a key.
@@ -256,6 +264,76 @@ pub fn drive(
         })
         .collect();
     crate::env::run_jobs(cx, jobs)
+}
+
+/// Chess in the registry of environments.
+pub struct ChessEnvironment;
+
+impl crate::experiment::Environment for ChessEnvironment {
+    fn table(&self) -> &'static str {
+        "chess"
+    }
+
+    fn parse(
+        &self,
+        table: toml::Value,
+        resolve: &dyn Fn(&str) -> PathBuf,
+    ) -> Result<Box<dyn crate::experiment::EnvTable>, String> {
+        let raw: RawChess = table.try_into().map_err(|e| format!("chess: {e}"))?;
+        Ok(Box::new(ChessExperiment::from_raw(raw, resolve)?))
+    }
+
+    fn exported(&self) -> Vec<crate::rows::Exported> {
+        rows::exported()
+    }
+}
+
+impl crate::experiment::EnvTable for ChessExperiment {
+    fn table(&self) -> &'static str {
+        "chess"
+    }
+
+    fn uses_editor(&self) -> bool {
+        self.methods.contains(&crate::env::Method::ToolObserver)
+    }
+
+    fn follow_prompt_set(&mut self, paper: bool) {
+        self.paper_prompts = paper;
+    }
+
+    fn switches(&self) -> Vec<String> {
+        ChessExperiment::switches(self)
+    }
+
+    fn preflight(&self, _exp: &crate::experiment::Experiment) -> Result<(), crate::InputError> {
+        check_input(self)
+    }
+
+    fn drive(
+        &self,
+        exp: &crate::experiment::Experiment,
+        cx: &mut Cx<'_, '_>,
+    ) -> Result<(), DriveError> {
+        drive(
+            &exp.agents,
+            &exp.editors,
+            &exp.baselines,
+            exp.offline_protocol(),
+            self,
+            cx,
+        )
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl crate::experiment::Experiment {
+    /// The `[chess]` table, if the experiment has one.
+    pub fn chess(&self) -> Option<&ChessExperiment> {
+        self.table::<ChessExperiment>()
+    }
 }
 
 #[cfg(test)]

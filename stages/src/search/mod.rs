@@ -162,3 +162,77 @@ pub fn drive(
         .collect();
     crate::env::run_jobs(cx, jobs)
 }
+
+/// Search (BrowseComp-Domains) in the registry of environments.
+pub struct SearchEnvironment;
+
+impl crate::experiment::Environment for SearchEnvironment {
+    fn table(&self) -> &'static str {
+        "search"
+    }
+
+    fn parse(
+        &self,
+        table: toml::Value,
+        resolve: &dyn Fn(&str) -> std::path::PathBuf,
+    ) -> Result<Box<dyn crate::experiment::EnvTable>, String> {
+        let raw: RawSearch = table.try_into().map_err(|e| format!("search: {e}"))?;
+        Ok(Box::new(SearchExperiment::from_raw(raw, resolve)?))
+    }
+
+    fn exported(&self) -> Vec<crate::rows::Exported> {
+        exported()
+    }
+}
+
+impl crate::experiment::EnvTable for SearchExperiment {
+    fn table(&self) -> &'static str {
+        "search"
+    }
+
+    fn uses_editor(&self) -> bool {
+        self.methods.contains(&crate::env::Method::ToolObserver)
+    }
+
+    fn follow_prompt_set(&mut self, paper: bool) {
+        self.paper_prompts = paper;
+    }
+
+    fn switches(&self) -> Vec<String> {
+        SearchExperiment::switches(self)
+    }
+
+    fn models(&self) -> Vec<&ModelSpec> {
+        self.judge.iter().collect()
+    }
+
+    fn preflight(&self, _exp: &crate::experiment::Experiment) -> Result<(), crate::InputError> {
+        check_source(self)
+    }
+
+    fn drive(
+        &self,
+        exp: &crate::experiment::Experiment,
+        cx: &mut Cx<'_, '_>,
+    ) -> Result<(), DriveError> {
+        drive(
+            &exp.agents,
+            &exp.editors,
+            &exp.baselines,
+            exp.offline_protocol(),
+            self,
+            cx,
+        )
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl crate::experiment::Experiment {
+    /// The `[search]` table, if the experiment has one.
+    pub fn search(&self) -> Option<&SearchExperiment> {
+        self.table::<SearchExperiment>()
+    }
+}

@@ -17,9 +17,9 @@ fn fail(e: impl std::fmt::Display) -> StageError {
     StageError::infra("export", e.to_string())
 }
 
-/// Every table an experiment's stages write, environment by environment (the order
-/// of SCHEMA.md).
-pub fn tables() -> Vec<Exported> {
+/// Every table an experiment's stages write: the shared ones, then each environment's
+/// of `registry` (the order of SCHEMA.md).
+pub fn tables(registry: &crate::experiment::Registry) -> Vec<Exported> {
     let mut t = vec![
         Exported::of::<InstanceRow>(false),
         Exported::of::<DocRow>(true),
@@ -32,8 +32,7 @@ pub fn tables() -> Vec<Exported> {
         Exported::of::<MergeRow>(true),
         Exported::of::<SummaryRow>(false),
     ];
-    t.extend(crate::chess::rows::exported());
-    t.extend(crate::search::exported());
+    t.extend(registry.environments().flat_map(|e| e.exported()));
     t
 }
 
@@ -81,13 +80,17 @@ fn concat_table(
 /// Write every table the run's outputs hold (one Parquet file per table, rows of all
 /// outputs stacked) and SCHEMA.md describing them. A table no registry names is a
 /// defect: it is exported unlabelled and noted in SCHEMA.md rather than dropped.
-pub fn export(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> {
+pub fn export(
+    run: &RunOutput,
+    registry: &crate::experiment::Registry,
+    dest: &Path,
+) -> Result<Vec<PathBuf>, StageError> {
     std::fs::create_dir_all(dest).map_err(|e| fail(format!("{}: {e}", dest.display())))?;
     let mut written = Vec::new();
     let mut schema = String::from(
         "# Exported tables\n\nWritten by `otb export`. JSON columns hold JSON text (object key order as produced).\n\n",
     );
-    let known = tables();
+    let known = tables(registry);
     for t in &known {
         t.schema(&mut schema);
         if let Some(p) = concat_table(run, t.table, t.labelled, dest)? {
@@ -146,7 +149,7 @@ pub fn export_experiment(
         ))
         .into());
     }
-    Ok(export(&run, dest)?)
+    Ok(export(&run, &exp.registry, dest)?)
 }
 
 #[cfg(test)]
@@ -158,7 +161,7 @@ mod tests {
     /// exported tables in SCHEMA.md's order, then the rendered tables' rows and
     /// `otb cache export`'s calls.
     fn every_schema() -> String {
-        let mut all = tables();
+        let mut all = tables(&crate::driver::environments());
         all.extend([
             Exported::of::<table2::CellRow>(false),
             Exported::of::<table3::Table3Row>(false),

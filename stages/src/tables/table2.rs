@@ -317,7 +317,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
     // none of its nodes is missing from the store.
     let mut pending = Vec::new();
     if pending_nodes > 0 {
-        let b = exp.bfcl.as_ref();
+        let b = exp.bfcl();
         let methods: Vec<&str> = b
             .map(|b| b.methods.iter().map(|m| m.as_str()).collect())
             .unwrap_or_default();

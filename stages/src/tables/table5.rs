@@ -83,7 +83,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     let (out, _) = crate::driver::locate(exp, store)
         .map_err(|e| StageError::infra("table5", e.to_string()))?;
     let mut notes = Vec::new();
-    let k = exp.bfcl.as_ref().map_or(0, |b| b.rounds) as i64;
+    let k = exp.bfcl().map_or(0, |b| b.rounds) as i64;
     // (setting, agent, editor, method) -> instance -> (rounds, frozen)
     type Group = (String, String, String, String);
     let mut per: BTreeMap<Group, BTreeMap<String, (i64, bool)>> = BTreeMap::new();
