@@ -18,14 +18,17 @@ use std::sync::Arc;
 pub use crate::env::{DriveError, Label, Output, RunOutput};
 
 /// The environments an experiment file may name, in drive order: adding an
-/// environment is its own folders plus one line here.
+/// environment is its own folders plus one line in [`builtin`].
 pub fn environments() -> Arc<Registry> {
-    Arc::new(
-        Registry::new()
-            .with(crate::bfcl::BfclEnvironment)
-            .with(crate::chess::ChessEnvironment)
-            .with(crate::search::SearchEnvironment),
-    )
+    Arc::new(builtin())
+}
+
+/// The built-in environments, to add more to (`builtin().with(MyEnvironment)`).
+pub fn builtin() -> Registry {
+    Registry::new()
+        .with(crate::bfcl::BfclEnvironment)
+        .with(crate::chess::ChessEnvironment)
+        .with(crate::search::SearchEnvironment)
 }
 
 /// Read and check an experiment file naming the built-in [`environments`].

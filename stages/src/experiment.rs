@@ -300,6 +300,16 @@ pub trait Environment: Send + Sync {
     fn exported(&self) -> Vec<crate::rows::Exported> {
         Vec::new()
     }
+
+    /// Scripted agents of its own (`scripted:<name>`), which its drive registers.
+    fn scripted_agents(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Scripted editors of its own, which its drive registers.
+    fn scripted_editors(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 /// One environment's table of an experiment, checked: what the experiment, the
@@ -379,11 +389,23 @@ impl std::fmt::Debug for Registry {
 
 fn check_model(
     path: &Path,
+    registry: &Registry,
     role: &str,
     spec: &str,
     as_role: Role,
 ) -> Result<ModelSpec, ConfigError> {
-    crate::models::parse_for(spec, as_role)
+    // The registered environments' own scripted models are valid too.
+    let extra: Vec<&str> = registry
+        .envs
+        .iter()
+        .flat_map(|e| match as_role {
+            Role::Agent => e.scripted_agents(),
+            Role::Editor => e.scripted_editors(),
+            Role::Serve | Role::Unused => &[],
+        })
+        .copied()
+        .collect();
+    crate::models::parse_for_with(spec, as_role, &extra)
         .map_err(|e| cfg_err(path, format!("models.{role}: {}", e.0)))
 }
 
@@ -527,7 +549,7 @@ impl Experiment {
             let mut seen = std::collections::BTreeSet::new();
             let mut specs = Vec::with_capacity(list.len());
             for m in &list {
-                specs.push(check_model(path, role, m, as_role)?);
+                specs.push(check_model(path, registry, role, m, as_role)?);
                 if !seen.insert(m.as_str()) {
                     return Err(cfg_err(path, format!("models.{role}s lists `{m}` twice")));
                 }

@@ -2,7 +2,9 @@
 //! code): two tools, `tool_a` answers "A" and `tool_b` answers "B"; a question is
 //! solved when the agent calls `tool_b`. The agent picks the tool whose description
 //! mentions "B"; the editor learns that from what it is shown. It runs through the
-//! online loop, the offline loop (batch-reflect + consensus-merge) and a table.
+//! online loop, the offline loop (batch-reflect + consensus-merge) and a table, and
+//! -- as `[toy]`, an environment of the registry: its own code plus one `with` --
+//! through `otb`'s code paths: parse, plan, run, status, export and a table.
 
 use pipeline::{Handle, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
@@ -10,11 +12,13 @@ use serde_json::{json, Value};
 use stages::env::{
     At, Cx, DriveError, Example, Naming, OfflineEnv, OnlineEnv, Play, RunOutput, Split, SHARED,
 };
+use stages::experiment::{EnvTable, Environment, Experiment};
 use stages::models::{
     Agent, AgentJob, AgentTurn, CallFailure, Editor, EditorReply, ModelSpec, Models, MultiTurn,
 };
 use stages::offline::{self, AnalysisRow, MergeRow, OfflineCurve};
 use stages::online::{self, Curve};
+use stages::rows::Exported;
 use stages::rows::{CallRecord, DocRow, EditRow};
 use stages::tables::report::TableReport;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -691,4 +695,224 @@ fn status_lists_every_later_node_of_an_offline_curve() {
             "toy-evaluate[toy toolobserver test]",
         ]
     );
+}
+
+/// The toy as an environment of the registry: `[toy] mode = "online" | "offline"`,
+/// `rounds = K`, with its own scripted agent (`scripted:toy`) and editor
+/// (`scripted:teacher`).
+struct ToyEnvironment;
+
+/// A checked `[toy]` table.
+#[derive(Debug)]
+struct ToyConfig {
+    online: bool,
+    rounds: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToy {
+    mode: Option<String>,
+    rounds: Option<u32>,
+}
+
+impl Environment for ToyEnvironment {
+    fn table(&self) -> &'static str {
+        "toy"
+    }
+
+    fn parse(
+        &self,
+        table: toml::Value,
+        _resolve: &dyn Fn(&str) -> std::path::PathBuf,
+    ) -> Result<Box<dyn EnvTable>, String> {
+        let raw: RawToy = table.try_into().map_err(|e| format!("toy: {e}"))?;
+        let online = match raw.mode.as_deref() {
+            None | Some("online") => true,
+            Some("offline") => false,
+            Some(m) => return Err(format!("toy.mode = `{m}` (valid: online, offline)")),
+        };
+        Ok(Box::new(ToyConfig {
+            online,
+            rounds: raw.rounds.unwrap_or(2),
+        }))
+    }
+
+    fn exported(&self) -> Vec<Exported> {
+        vec![
+            Exported::of::<ToyTrajectory>(true),
+            Exported::of::<ToyScore>(true),
+        ]
+    }
+
+    fn scripted_agents(&self) -> &'static [&'static str] {
+        &["toy"]
+    }
+
+    fn scripted_editors(&self) -> &'static [&'static str] {
+        &["teacher"]
+    }
+}
+
+impl EnvTable for ToyConfig {
+    fn table(&self) -> &'static str {
+        "toy"
+    }
+
+    fn uses_editor(&self) -> bool {
+        true
+    }
+
+    fn plays_offline(&self) -> bool {
+        !self.online
+    }
+
+    fn drive(&self, exp: &Experiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+        let (_, agent, editor) = scripted();
+        cx.models.register_agent(spec("scripted:toy"), agent);
+        cx.models.register_editor(spec("scripted:teacher"), editor);
+        let toy = Toy {
+            questions: (1..=6).map(|i| format!("q{i}")).collect(),
+        };
+        let shared = !self.online;
+        let rows: Vec<DocRow> = if shared {
+            vec![doc(SHARED)]
+        } else {
+            toy.questions.iter().map(|i| doc(i)).collect()
+        };
+        let docs0 = cx.stage_named(
+            "toy-docs",
+            "toy-docs",
+            1,
+            &json!({"shared": shared, "ids": if shared { vec![] } else { toy.questions.clone() }}),
+            &[],
+            |ctx| {
+                ctx.write(&rows)?;
+                Ok(())
+            },
+        )?;
+        let naming = if self.online {
+            Naming::Online
+        } else {
+            Naming::Offline
+        };
+        let chain = At {
+            agent: exp.agents.first().cloned(),
+            ..At::new(naming, "toy", "base")
+        };
+        let editor = exp
+            .editors
+            .first()
+            .cloned()
+            .ok_or_else(|| DriveError::from(StageError::bug("toy", "no editor")))?;
+        let at = chain.with_method("toolobserver").with_editor(&editor);
+        if self.online {
+            let r0 = toy.explore_eval(cx, &chain.play(None, 0), &docs0, None)?;
+            let curve = Curve {
+                template: "{{tools}}\n{{example}}",
+                rounds: self.rounds,
+                guard: false,
+            };
+            online::toolobserver(&toy, cx, &at, &curve, &docs0, r0)
+        } else {
+            let sampling = Default::default();
+            let curve = OfflineCurve {
+                batch_template: "BATCH {{notes}}\n{{tools}}\n{{trajectories}}",
+                merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
+                rounds: self.rounds,
+                batch_size: 2,
+                sampling: &sampling,
+            };
+            offline::toolobserver(&toy, cx, &at, &curve, &docs0).map(|_| ())
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The toy's scripted agent and editor, fresh.
+fn scripted() -> (Models, Arc<PickB>, Arc<Teacher>) {
+    let dir = std::env::temp_dir();
+    models(&dir, &[], false)
+}
+
+/// `[toy]` in an experiment file, through the code `otb` runs: the registry reads
+/// it, `otb plan` lists its nodes before anything ran, `otb run` computes what was
+/// planned, `otb status` finds everything fresh, `otb export` writes its tables with
+/// their schema, and its table is written as every table is.
+#[test]
+fn the_toy_goes_through_the_registry_and_otbs_code_paths() {
+    let registry = Arc::new(stages::driver::builtin().with(ToyEnvironment));
+    for mode in ["online", "offline"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toy.toml");
+        std::fs::write(
+            &path,
+            format!("[toy]\nmode = \"{mode}\"\nrounds = 2\n[models]\nagent = \"scripted:toy\"\neditor = \"scripted:teacher\"\n"),
+        )
+        .unwrap();
+        // The built-in registry does not know `[toy]`; this one does.
+        let err = stages::driver::load(&path).unwrap_err().to_string();
+        assert!(err.contains("unknown table or key `toy`"), "{err}");
+        let exp = Experiment::load(&registry, &path).unwrap();
+        stages::driver::preflight(&exp).unwrap();
+        let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+
+        let plan = stages::plan::plan(&exp, &store).unwrap();
+        assert_eq!(plan.nodes[0].node, "toy-docs");
+        assert_eq!(plan.nodes[0].state, "would-run");
+        let certain: Vec<&str> = plan
+            .nodes
+            .iter()
+            .filter(|n| n.state != "planned")
+            .map(|n| n.node.as_str())
+            .collect();
+        assert!(certain.len() >= 4, "{}", plan.text());
+
+        let mut s = Session::new(&store, Mode::Run, true);
+        let out = stages::driver::drive(&exp, &mut s).unwrap();
+        let ran: Vec<&str> = s
+            .reports()
+            .iter()
+            .filter(|r| r.state == pipeline::NodeState::Ran)
+            .map(|r| r.node.as_str())
+            .collect();
+        for n in &certain {
+            assert!(ran.contains(n), "{mode}: {n} was planned, not run: {ran:?}");
+        }
+
+        let (located, reports) = stages::driver::locate(&exp, &store).unwrap();
+        let status = stages::tables::report::status_text(&reports);
+        assert!(
+            status.contains(" fresh, 0 would run, 0 missing behind them"),
+            "{status}"
+        );
+        assert_eq!(located.outputs.len(), out.outputs.len());
+
+        let to = dir.path().join("export");
+        let files = stages::tables::export::export_experiment(&store, &exp, &to).unwrap();
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with("toy_trajectories.parquet")),
+            "{files:?}"
+        );
+        let schema = std::fs::read_to_string(to.join("SCHEMA.md")).unwrap();
+        assert!(
+            schema.contains("## toy_scores.parquet\n\nOne row = one toy verdict."),
+            "{schema}"
+        );
+
+        let t = table(&located);
+        assert_eq!(
+            t.lines.last().map(|l| l.1),
+            Some(1.0),
+            "{mode}: {:?}",
+            t.lines
+        );
+        let written = t.write(&dir.path().join("tables")).unwrap();
+        assert_eq!(written.len(), 3, "{written:?}");
+    }
 }

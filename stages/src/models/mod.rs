@@ -44,15 +44,25 @@ pub enum Role {
 /// `role`: scripted names exist for the role, embedded names are known models. Loads
 /// nothing.
 pub fn parse_for(spec: &str, role: Role) -> Result<ModelSpec, InputError> {
+    parse_for_with(spec, role, &[])
+}
+
+/// [`parse_for`], where the scripted names `extra` (an environment's own scripted
+/// agents or editors, for `role`) are valid too.
+pub fn parse_for_with(spec: &str, role: Role, extra: &[&str]) -> Result<ModelSpec, InputError> {
     let m = ModelSpec::parse(spec).map_err(|e| InputError(e.0))?;
     match m.kind {
         ModelKind::Scripted if role == Role::Unused => {}
         ModelKind::Scripted => {
-            let valid = match role {
+            let shipped = match role {
                 Role::Agent => scripted::AGENTS,
                 Role::Editor => scripted::EDITORS,
                 Role::Serve | Role::Unused => &[],
             };
+            let mut valid = shipped.to_vec();
+            if matches!(role, Role::Agent | Role::Editor) {
+                valid.extend(extra);
+            }
             if !valid.contains(&m.name.as_str()) {
                 let list = valid
                     .iter()
@@ -499,6 +509,14 @@ impl Models {
     pub fn register_agent(&self, spec: ModelSpec, agent: Arc<dyn MultiTurn>) {
         if let Ok(mut m) = self.agents.lock() {
             m.insert(spec, agent);
+        }
+    }
+
+    /// Use `editor` wherever `spec` is named, from now on (an environment's scripted
+    /// editor, registered by its drive).
+    pub fn register_editor(&self, spec: ModelSpec, editor: Arc<dyn Editor>) {
+        if let Ok(mut m) = self.given_editors.lock() {
+            m.insert(spec, editor);
         }
     }
 
