@@ -73,6 +73,27 @@ pub struct NodeReport {
     pub inputs: Vec<(String, String)>,
 }
 
+impl NodeReport {
+    /// The report of `node` (of `stage`, reading `inputs`) before anything is known
+    /// of it: no key, nothing computed.
+    fn new(node: &str, stage: &str, inputs: &[Input<'_>]) -> NodeReport {
+        NodeReport {
+            node: node.to_string(),
+            stage: stage.to_string(),
+            key: None,
+            state: NodeState::Fresh,
+            rows: 0,
+            wall_ms: 0,
+            finished_unix: 0,
+            usage: Usage::default(),
+            inputs: inputs
+                .iter()
+                .map(|(n, h)| (n.to_string(), h.node().to_string()))
+                .collect(),
+        }
+    }
+}
+
 /// A node's output as a drive sees it: the node's name and its stored entry, or --
 /// only in status mode -- no entry yet (the node would run, or waits for an input of
 /// its own). A drive passes handles on as inputs whether they are computed or not, so
@@ -298,21 +319,7 @@ impl<'s> Session<'s> {
         stage: &str,
         inputs: &[Input<'_>],
     ) -> Result<Handle, StageError> {
-        let report = NodeReport {
-            node: node.to_string(),
-            stage: stage.to_string(),
-            key: None,
-            state: NodeState::Fresh,
-            rows: 0,
-            wall_ms: 0,
-            finished_unix: 0,
-            usage: Usage::default(),
-            inputs: inputs
-                .iter()
-                .map(|(n, h)| (n.to_string(), h.node().to_string()))
-                .collect(),
-        };
-        self.waiting(report, stage, inputs)
+        self.waiting(NodeReport::new(node, stage, inputs), stage, inputs)
     }
 
     fn waiting(
@@ -360,20 +367,7 @@ impl<'s> Session<'s> {
         F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError>,
     {
         let pending = Handle::pending(node);
-        let mut report = NodeReport {
-            node: node.to_string(),
-            stage: stage.to_string(),
-            key: None,
-            state: NodeState::Fresh,
-            rows: 0,
-            wall_ms: 0,
-            finished_unix: 0,
-            usage: Usage::default(),
-            inputs: inputs
-                .iter()
-                .map(|(n, h)| (n.to_string(), h.node().to_string()))
-                .collect(),
-        };
+        let mut report = NodeReport::new(node, stage, inputs);
         if inputs.iter().any(|(_, h)| h.entry().is_none()) {
             return self.waiting(report, stage, inputs);
         }

@@ -404,15 +404,7 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
         models: &models,
         out: &mut out,
     };
-    stages::chess::drive(
-        &exp.agents,
-        &exp.editors,
-        &exp.baselines,
-        exp.offline_protocol(),
-        exp.chess().unwrap(),
-        &mut cx,
-    )
-    .unwrap();
+    stages::chess::drive(&exp, exp.chess().unwrap(), &mut cx).unwrap();
     let agent_sent = agent.sent.lock().unwrap().clone();
     let editor_sent = editor.sent.lock().unwrap().clone();
     assert!(!agent_sent.is_empty() && !editor_sent.is_empty());

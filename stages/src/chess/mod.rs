@@ -148,13 +148,12 @@ impl Chess<'_> {
 
 /// Expand the `[chess]` table into stage calls.
 pub fn drive(
-    agents: &[ModelSpec],
-    editors: &[ModelSpec],
-    baselines: &crate::baselines::budget::Baselines,
-    protocol: offline::Protocol<'_>,
+    exp: &crate::experiment::Experiment,
     c: &ChessExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
+    let (agents, editors, baselines) = (&exp.agents, &exp.editors, &exp.baselines);
+    let protocol = exp.offline_protocol();
     // The scripted agent that plays the optimal tool (tests, sanity runs).
     cx.models.register_agent(
         ModelSpec {
@@ -314,14 +313,7 @@ impl crate::experiment::EnvTable for ChessExperiment {
         exp: &crate::experiment::Experiment,
         cx: &mut Cx<'_, '_>,
     ) -> Result<(), DriveError> {
-        drive(
-            &exp.agents,
-            &exp.editors,
-            &exp.baselines,
-            exp.offline_protocol(),
-            self,
-            cx,
-        )
+        drive(exp, self, cx)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -74,13 +74,12 @@ struct Search<'a> {
 
 /// Expand the `[search]` table into stage calls.
 pub fn drive(
-    agents: &[ModelSpec],
-    editors: &[ModelSpec],
-    baselines: &crate::baselines::budget::Baselines,
-    protocol: offline::Protocol<'_>,
+    exp: &crate::experiment::Experiment,
     s: &SearchExperiment,
     cx: &mut Cx<'_, '_>,
 ) -> Result<(), DriveError> {
+    let (agents, editors, baselines) = (&exp.agents, &exp.editors, &exp.baselines);
+    let protocol = exp.offline_protocol();
     let cache = cx.session.store().root().join("cache").join("search");
     let corpus = Corpus::new(
         &s.source,
@@ -215,14 +214,7 @@ impl crate::experiment::EnvTable for SearchExperiment {
         exp: &crate::experiment::Experiment,
         cx: &mut Cx<'_, '_>,
     ) -> Result<(), DriveError> {
-        drive(
-            &exp.agents,
-            &exp.editors,
-            &exp.baselines,
-            exp.offline_protocol(),
-            self,
-            cx,
-        )
+        drive(exp, self, cx)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
