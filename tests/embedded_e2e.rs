@@ -1,6 +1,6 @@
 //! A short real-model run through the whole ToolObserver loop: the embedded model
 //! (SmolLM2-135M, fetched from PyPI on first use) as agent and editor, the mini
-//! fixture, 2 rounds. Skips, saying so, when the model cannot be fetched.
+//! fixture (one instance per category: 2 of 5), 2 rounds. Skips, saying so, when the model cannot be fetched.
 #![cfg(feature = "embedded")]
 
 mod common;
@@ -39,7 +39,7 @@ fn embedded_model_runs_the_online_loop_and_reruns_from_cache() {
             "methods = [\"gold\", \"base\", \"toolobserver\"]",
             "methods = [\"base\", \"toolobserver\"]",
         )
-        .replace("rounds = 3", "rounds = 2");
+        .replace("rounds = 3", "rounds = 2\nsubset = 1");
     std::fs::write(s.exp(), text).unwrap();
     let first = s.run();
     assert!(
