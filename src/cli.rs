@@ -8,6 +8,40 @@ use stages::tables::report::TableReport;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// stdout is a pipe whose reader is gone (`otb status ... | head -1`): otb ends
+/// quietly, exit 0, as other Unix tools do (`main` says nothing for it). SIGPIPE stays
+/// ignored (Rust's default), so that a write to a dead chess engine's pipe is an error
+/// the engine code handles instead of the end of otb.
+#[derive(Debug, thiserror::Error)]
+#[error("stdout is closed")]
+pub struct StdoutClosed;
+
+/// What `print!` does, with a closed stdout as [`StdoutClosed`] and any other failure
+/// as an error (never a panic).
+fn write_stdout(args: std::fmt::Arguments<'_>) -> Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        Err(e) => Err(anyhow::Error::new(e).context("writing to stdout")),
+    }
+}
+
+/// `print!` through [`write_stdout`], returning its error with `?`.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!($($arg)*))?
+    };
+}
+
+/// `println!` through [`write_stdout`], returning its error with `?`.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!("{}\n", format_args!($($arg)*)))?
+    };
+}
+
 #[derive(Parser)]
 #[command(
     name = "otb",
@@ -268,14 +302,14 @@ pub fn main() -> Result<ExitCode> {
         Command::Cache {
             command: CacheCommand::Stats,
         } => {
-            print!("{}", stages::models::cache_views::stats_text(&root)?);
+            out!("{}", stages::models::cache_views::stats_text(&root)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Cache {
             command: CacheCommand::Export { to },
         } => {
             let n = stages::models::cache_views::export(&root, &to)?;
-            println!("wrote {n} calls to {}", to.display());
+            outln!("wrote {n} calls to {}", to.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Cache {
@@ -284,7 +318,7 @@ pub fn main() -> Result<ExitCode> {
             // A store (created if new), so the seeded cache lives in a real store.
             let store = Store::open(&root, Access::ReadWrite)?;
             let r = stages::models::cache_views::import(store.root(), &from)?;
-            println!(
+            outln!(
                 "imported {} calls into {} ({} already there, {} refused: request does not match its key)",
                 r.added,
                 stages::models::cache_views::cache_dir(&root).display(),
@@ -299,7 +333,7 @@ pub fn main() -> Result<ExitCode> {
             recorded,
         } => {
             let exec = executor(backend, recorded.as_deref())?;
-            println!(
+            outln!(
                 "{}",
                 stages::bfcl::exec_call_line(&exec, &call).map_err(BadInput)?
             );
@@ -335,7 +369,7 @@ pub fn main() -> Result<ExitCode> {
             let store = Store::open(&root, Access::ReadWrite)?;
             let mut session = Session::new(&store, Mode::Run, quiet);
             let imported = imp::import(&plan, &mut session)?;
-            print!("{}", imp::render(&imported, &session));
+            out!("{}", imp::render(&imported, &session));
             Ok(ExitCode::SUCCESS)
         }
         Command::Table {
@@ -385,7 +419,7 @@ fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
         .filter(|r| r.state == NodeState::Ran)
         .map(|r| r.usage.errors)
         .sum();
-    println!(
+    outln!(
         "{}: {} stages, {ran} ran, {} fresh{}",
         exp.name,
         reports.len(),
@@ -405,7 +439,7 @@ fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
     let store = Store::open(root, Access::ReadOnly)?;
     let mut session = Session::new(&store, Mode::Status, true);
     stages::driver::drive(&exp, &mut session)?;
-    print!("{}", stages::tables::report::status_text(session.reports()));
+    out!("{}", stages::tables::report::status_text(session.reports()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -425,7 +459,7 @@ fn plan(root: &Path, experiment: &Path, format: PlanFormat) -> Result<ExitCode> 
     let exp = load(experiment)?;
     let store = Store::open(root, Access::ReadOnly)?;
     let plan = stages::plan::plan(&exp, &store)?;
-    print!(
+    out!(
         "{}",
         match format {
             PlanFormat::Text => plan.text(),
@@ -442,7 +476,7 @@ fn export(root: &Path, experiment: &Path, to: &Path) -> Result<ExitCode> {
     let store = Store::open(root, Access::ReadOnly)?;
     let written = stages::tables::export::export_experiment(&store, &exp, to)?;
     for w in written {
-        println!("{}", w.display());
+        outln!("{}", w.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -461,7 +495,7 @@ fn gc(root: &Path, keep: &[PathBuf], dry_run: bool) -> Result<ExitCode> {
     };
     let store = Store::open(root, access)?;
     let report = stages::gc::collect(&store, &exps, dry_run)?;
-    print!("{}", stages::gc::render(&report));
+    out!("{}", stages::gc::render(&report));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -476,7 +510,7 @@ fn released_score(
     let exec = executor(backend, recorded)?;
     let rows = stages::bfcl::released::score(dir, &exec, expected)
         .with_context(|| format!("scoring released runs under {}", dir.display()))?;
-    print!(
+    out!(
         "{}",
         stages::bfcl::released::render(&rows, format == Format::Csv)
     );
@@ -518,7 +552,7 @@ fn released_check(table: TableName, dir: &Path) -> Result<ExitCode> {
         TableName::Table7 => rc::render_table7(&rc::table7(dir)?),
         _ => rc::render_tokens(&rc::tokens(dir)?),
     };
-    print!("{text}");
+    out!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -558,7 +592,7 @@ fn render_table(
 
 /// Print a table (Markdown or CSV) and, with `--out DIR`, write its files there.
 fn show<T: TableReport>(table: &T, csv: bool, out: Option<&Path>) -> Result<()> {
-    print!("{}", table.render(csv));
+    out!("{}", table.render(csv));
     if let Some(dir) = out {
         for p in table.write(dir)? {
             eprintln!("wrote {}", p.display());

@@ -10,17 +10,19 @@ mod cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // A closed pipe on stdout (`otb status ... | head`) ends the process quietly,
-    // as it does other Unix tools, instead of a panic in `println!`.
-    // SAFETY: setting two signals' dispositions before any thread starts.
+    // SIGPIPE stays ignored (Rust's default): a write to a chess engine that died is
+    // an error (EPIPE) the engine code handles by restarting it, not a signal that
+    // ends otb with a staging folder left behind. A closed pipe on stdout (`otb status
+    // ... | head`) still ends otb quietly: `cli::StdoutClosed` below.
+    // A file-size limit (`ulimit -f`) makes writes fail with an error the stage
+    // reports (nothing is published), instead of killing the process.
+    // SAFETY: setting a signal's disposition before any thread starts.
     unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        // A file-size limit (`ulimit -f`) makes writes fail with an error the stage
-        // reports (nothing is published), instead of killing the process.
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     match cli::main() {
         Ok(code) => code,
+        Err(err) if err.chain().any(|c| c.is::<cli::StdoutClosed>()) => ExitCode::SUCCESS,
         Err(err) => {
             let code = cli::exit_code(&err);
             eprintln!("otb: error: {}", one_line(&err));

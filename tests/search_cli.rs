@@ -1,7 +1,8 @@
 //! BrowseComp-Plus files through `otb run`: a small encrypted fixture written here (the
 //! real dataset is gated) runs through the search stages with its questions decrypted
 //! and its URLs mapped to the tools' domains; a wrong canary, a missing file and a
-//! malformed corpus are each one error line, exit 2, with no stage result published.
+//! malformed corpus (a row that is not JSON, not a document or not UTF-8: its file and
+//! line) are each one error line, exit 2, with no stage result published.
 
 mod common;
 
@@ -317,6 +318,28 @@ fn browsecomp_plus_bad_input_is_one_line_and_exit_2() {
         })
         .unwrap_or(0);
     assert_eq!(published, 0, "a stage of a bad corpus was published");
+}
+
+/// A corpus row that is not UTF-8 is a malformed row like any other: exit 2 with its
+/// file and line (not only "stream did not contain valid UTF-8"), nothing published.
+#[test]
+fn a_corpus_row_that_is_not_utf8_names_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    write_fixture(d.path());
+    let mut corpus = std::fs::read(d.path().join("corpus.jsonl")).unwrap();
+    let second = corpus.iter().position(|&b| b == b'\n').unwrap() + 1;
+    // A Latin-1 e-acute inside the second row's text.
+    corpus.insert(second + 30, 0xe9);
+    std::fs::write(d.path().join("latin1.jsonl"), corpus).unwrap();
+    let exp = experiment(d.path(), CANARY, "latin1.jsonl");
+    let err = one_error_line(&run(d.path(), &exp));
+    assert!(
+        err.contains("latin1.jsonl:2") && err.contains("UTF-8"),
+        "{err}"
+    );
+    assert!(published(&d.path().join("store"))
+        .iter()
+        .all(|k| !k.starts_with("search-")));
 }
 
 /// The stage results in a store, as `stage/key` (what a run published, by key).

@@ -3,6 +3,7 @@
 
 pub mod bfcl;
 pub mod chess;
+pub mod quote;
 pub mod rng;
 pub mod search;
 pub mod stats;

@@ -9,8 +9,10 @@
 //! weakened play from the time.
 //!
 //! A process that dies or stops answering is killed, restarted, and the
-//! search retried ([`EngineConfig::retries`] times). A missing binary is
-//! [`EngineError::NotFound`].
+//! search retried ([`EngineConfig::retries`] times); so is one that dies while
+//! it starts. A write to a dead process's input fails with `EPIPE` (the caller
+//! must leave SIGPIPE ignored, Rust's default, or the write ends the whole
+//! program instead). A missing binary is [`EngineError::NotFound`].
 //!
 //! Scores: UCI scores are from the side to move; [`Eval`] turns them into
 //! White's view. A mate in `n` **moves** (UCI counts full moves) is
@@ -64,7 +66,7 @@ pub enum EngineError {
         detail: String,
     },
     /// The engine said something that is not valid UCI here.
-    #[error("engine {path}: unexpected reply {line:?}")]
+    #[error("engine {path}: unexpected reply {:?}", crate::quote::clip(line))]
     Protocol {
         /// The binary.
         path: PathBuf,
@@ -389,15 +391,14 @@ impl Engine {
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line.as_bytes());
         buf.push(b'\n');
-        let r = self.stdin.write_all(&buf).await;
-        match r {
-            Ok(()) => self
-                .stdin
-                .flush()
-                .await
-                .map_err(|e| self.died(format!("writing to the engine: {e}"))),
-            Err(e) => Err(self.died(format!("writing to the engine: {e}"))),
-        }
+        let r = match self.stdin.write_all(&buf).await {
+            Ok(()) => self.stdin.flush().await,
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe => self.died("the engine exited (its input is closed)"),
+            _ => self.died(format!("writing to the engine: {e}")),
+        })
     }
 
     /// Reads lines until `done` accepts one; returns them all.
@@ -637,7 +638,15 @@ impl EnginePool {
         loop {
             let mut engine = match self.take_idle() {
                 Some(e) => e,
-                None => Engine::spawn(&self.path, &self.cfg).await?,
+                None => match Engine::spawn(&self.path, &self.cfg).await {
+                    Ok(e) => e,
+                    Err(e) if e.is_process_failure() && attempt < self.cfg.retries => {
+                        attempt += 1;
+                        self.restarts.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                },
             };
             match engine.search(req, &self.cfg).await {
                 Ok(out) => {

@@ -38,7 +38,7 @@ pub use rules::{DrawRules, EndReason, Ending, Phase, Side};
 #[derive(Debug, thiserror::Error)]
 pub enum ChessError {
     /// A FEN that cannot be parsed or describes an impossible position.
-    #[error("bad FEN {fen:?}: {reason}")]
+    #[error("bad FEN {:?}: {reason}", crate::quote::clip(fen))]
     Fen {
         /// The FEN as given.
         fen: String,
@@ -46,7 +46,11 @@ pub enum ChessError {
         reason: String,
     },
     /// A move that is not legal (or not a move) in a position.
-    #[error("illegal move {mv:?} in {fen}: {reason}")]
+    #[error(
+        "illegal move {:?} in {}: {reason}",
+        crate::quote::clip(mv),
+        crate::quote::clip(fen)
+    )]
     IllegalMove {
         /// The position.
         fen: String,
@@ -66,8 +70,9 @@ pub enum ChessError {
         /// The cause.
         source: std::io::Error,
     },
-    /// A data row or file is not in the expected format.
-    #[error("{source_name}:{line}: {message}")]
+    /// A data row or file is not in the expected format (the message is cut to its
+    /// ends when it quotes a long input: [`crate::quote::clip`]).
+    #[error("{source_name}:{line}: {}", crate::quote::clip(message))]
     Data {
         /// The file (for wheel members: `wheel!member`).
         source_name: String,

@@ -29,7 +29,7 @@
 //! product apportioned to the total by largest remainder; each cell's first
 //! `round(10%)` rows (in the seeded order) go to train, the rest to test.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
@@ -378,22 +378,44 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ChessError + '_ {
 }
 
 /// Reads a JSON-lines file of [`PositionRow`]s. A line that is not such a
-/// row is an error; a FEN the board contradicts in its castling rights or en
-/// passant square is repaired (the rights dropped, the row kept with the
-/// repaired FEN); a FEN that cannot be a position is skipped with its reason.
+/// row is an error, and so is a `test_id` that an earlier row has (games are
+/// named and journaled by it); a FEN the board contradicts in its castling
+/// rights or en passant square is repaired (the rights dropped, the row kept
+/// with the repaired FEN); a FEN that cannot be a position is skipped with its
+/// reason.
 pub fn read_jsonl(path: &Path) -> Result<JsonlRows, ChessError> {
     let file = fs::File::open(path).map_err(io_err(path))?;
     let mut out = JsonlRows::default();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+    let data = |line: usize, message: String| ChessError::Data {
+        source_name: path.display().to_string(),
+        line,
+        message,
+    };
+    // Each id's first line.
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
         let line = line.map_err(io_err(path))?;
+        // Not UTF-8: said with its line, like any other malformed row.
+        let line = std::str::from_utf8(&line).map_err(|e| {
+            data(
+                i + 1,
+                format!("not UTF-8 (byte {} of the line)", e.valid_up_to() + 1),
+            )
+        })?;
         if line.trim().is_empty() {
             continue;
         }
-        let mut row: PositionRow = serde_json::from_str(&line).map_err(|e| ChessError::Data {
-            source_name: path.display().to_string(),
-            line: i + 1,
-            message: e.to_string(),
-        })?;
+        let mut row: PositionRow =
+            serde_json::from_str(line).map_err(|e| data(i + 1, e.to_string()))?;
+        if let Some(first) = ids.insert(row.test_id.clone(), i + 1) {
+            return Err(data(
+                i + 1,
+                format!(
+                    "test_id {:?} again (first on line {first}): every position needs its own id",
+                    crate::quote::clip(&row.test_id)
+                ),
+            ));
+        }
         match rules::parse_fen_repairing(&row.fen) {
             Ok((_, repairs)) if !repairs.any() => out.rows.push(row),
             Ok((pos, repairs)) => {
@@ -820,18 +842,53 @@ mod tests {
         assert_eq!((train.rows.len(), train.repaired.len()), (200, 0));
     }
 
+    /// A row of the paper's format.
+    fn jsonl_line(id: &str, fen: &str) -> String {
+        format!("{{\"fen\": \"{fen}\", \"phase\": \"opening\", \"evaluation\": \"equal\", \"cp\": 0.0, \"mate\": null, \"depth\": 12, \"test_id\": \"{id}\"}}")
+    }
+
+    #[test]
+    fn an_id_twice_or_bytes_not_utf8_are_errors_with_their_lines() {
+        let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -";
+        let path = std::env::temp_dir().join(format!("otb-chess-ids-{}.jsonl", std::process::id()));
+        let text = [
+            jsonl_line("a", start),
+            jsonl_line("b", start),
+            String::new(),
+            jsonl_line("a", start),
+        ]
+        .join("\n");
+        fs::write(&path, text).unwrap();
+        let twice = read_jsonl(&path).map(|_| ()).map_err(|e| e.to_string());
+        fs::write(&path, [b"\n".as_slice(), b"{\"fen\": \"\xff\"}\n"].concat()).unwrap();
+        let not_utf8 = read_jsonl(&path).map(|_| ()).map_err(|e| e.to_string());
+        let _ = fs::remove_file(&path);
+        let twice = twice.unwrap_err();
+        assert!(
+            twice.ends_with(
+                ".jsonl:4: test_id \"a\" again (first on line 1): every position needs its own id"
+            ),
+            "{twice}"
+        );
+        let not_utf8 = not_utf8.unwrap_err();
+        assert!(
+            not_utf8.ends_with(".jsonl:2: not UTF-8 (byte 10 of the line)"),
+            "{not_utf8}"
+        );
+    }
+
     #[test]
     fn a_users_file_is_repaired_and_odd_rows_counted_by_reason() {
-        let line = |fen: &str| {
-            format!("{{\"fen\": \"{fen}\", \"phase\": \"opening\", \"evaluation\": \"equal\", \"cp\": 0.0, \"mate\": null, \"depth\": 12, \"test_id\": \"t\"}}")
-        };
         let text = [
-            line("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -"),
+            jsonl_line("t1", "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -"),
             // King and rooks moved: no castling right holds.
-            line("r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w KQkq -"),
-            line("r1b1kbnr/1pq3pp/8/2BpN3/5B2/R1BNQ2R/QQQ1QQQQ/RQQQKQQR w KQkq -"),
-            line("QQQQkQQQ/QQQQQQQQ/8/8/8/8/8/4K3 w - -"),
-            line("rnbq1bnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQ -"),
+            jsonl_line("t2", "r4rk1/pp3ppp/8/8/8/8/PP3PPP/R4RK1 w KQkq -"),
+            jsonl_line(
+                "t3",
+                "r1b1kbnr/1pq3pp/8/2BpN3/5B2/R1BNQ2R/QQQ1QQQQ/RQQQKQQR w KQkq -",
+            ),
+            jsonl_line("t4", "QQQQkQQQ/QQQQQQQQ/8/8/8/8/8/4K3 w - -"),
+            jsonl_line("t5", "rnbq1bnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQ -"),
         ]
         .join("\n");
         let path =

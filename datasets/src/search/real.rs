@@ -293,10 +293,29 @@ impl Row {
     }
 }
 
+/// A text file's contents; bytes that are not UTF-8 are a malformed row, named by file
+/// and line like any other.
+fn read_text(path: &Path) -> Result<String, SearchError> {
+    let bytes = fs::read(path).map_err(io_err(path))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.as_bytes();
+        let line_start = bytes[..at]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        SearchError::Malformed {
+            file: path.display().to_string(),
+            line: bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1,
+            message: format!("not UTF-8 (byte {} of the line)", at - line_start + 1),
+        }
+    })
+}
+
 /// Reads the non-empty lines of a JSONL file as objects, reporting file and line on any
 /// error.
 fn jsonl_rows(path: &Path) -> Result<Vec<Row>, SearchError> {
-    let text = fs::read_to_string(path).map_err(io_err(path))?;
+    let text = read_text(path)?;
     let file = path.display().to_string();
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -476,7 +495,7 @@ pub fn load_queries(
 
 /// Reads a split file (`query_id<TAB>question` per line) and returns the ids in order.
 pub fn load_split_ids(path: &Path) -> Result<Vec<String>, SearchError> {
-    let text = fs::read_to_string(path).map_err(io_err(path))?;
+    let text = read_text(path)?;
     let mut ids = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -498,6 +517,27 @@ pub fn load_split_ids(path: &Path) -> Result<Vec<String>, SearchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_named_by_file_and_line() {
+        let p = std::env::temp_dir().join(format!("otb-utf8-{}.tsv", std::process::id()));
+        fs::write(&p, b"1\tfine\n\n3\tcaf\xe9\n").unwrap();
+        let err = load_split_ids(&p).unwrap_err().to_string();
+        assert!(
+            err.ends_with(".tsv:3: not UTF-8 (byte 6 of the line)"),
+            "{err}"
+        );
+        fs::write(&p, b"{\"docid\": \"\xff\"}\n").unwrap();
+        let err = jsonl_rows(&p)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let _ = fs::remove_file(&p);
+        assert!(
+            err.ends_with(".tsv:1: not UTF-8 (byte 12 of the line)"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn xor_round_trip_and_python_vector() {

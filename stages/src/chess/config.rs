@@ -354,19 +354,29 @@ impl ChessExperiment {
     }
 }
 
-/// Check, before anything is written, that the engine binary exists and that a
-/// user's training file has positions when a method learns from them (bad input).
+/// Check, before anything is written, that a user's positions files are positions
+/// (read whole: every line a row, no `test_id` twice, at least one test position and,
+/// when a method learns from them, one training position) and that the engine binary
+/// exists (bad input).
 pub fn check_input(c: &ChessExperiment) -> Result<(), InputError> {
-    datasets::chess::engine::find_engine(c.engine.as_deref())
-        .map_err(|e| InputError(format!("chess engine: {e}")))?;
-    if let (Positions::Files { train, .. }, true) = (&c.positions, learns(c)) {
-        // A file that does not parse is reported by the positions stage.
-        if let Ok(read) = datasets::chess::positions::read_jsonl(train) {
-            if read.rows.is_empty() {
-                return Err(no_training_positions());
-            }
+    if let Positions::Files { train, test } = &c.positions {
+        let read = |p: &std::path::Path| {
+            datasets::chess::positions::read_jsonl(p)
+                .map_err(|e| InputError(format!("chess positions: {e}")))
+        };
+        let (train_rows, test_rows) = (read(train)?, read(test)?);
+        if test_rows.rows.is_empty() {
+            return Err(InputError(format!(
+                "chess: no test positions in {} (a test file needs at least one position that can be played)",
+                test.display()
+            )));
+        }
+        if train_rows.rows.is_empty() && learns(c) {
+            return Err(no_training_positions());
         }
     }
+    datasets::chess::engine::find_engine(c.engine.as_deref())
+        .map_err(|e| InputError(format!("chess engine: {e}")))?;
     Ok(())
 }
 

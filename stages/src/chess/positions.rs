@@ -3,6 +3,7 @@
 use super::rows::PositionRow;
 use super::{ChessExperiment, Engines, Positions};
 use datasets::chess::positions::{PositionSource, TorreConfig};
+use datasets::quote::clip;
 use pipeline::{StageCtx, StageError};
 use std::path::Path;
 
@@ -45,18 +46,24 @@ pub(super) fn positions(
         .map_err(|e| StageError::user(POSITIONS_STAGE, format!("chess positions: {e}")))?;
     // Repairs and skips are said in one line each (a user's file: contradicted
     // castling rights dropped, rows that cannot be a position counted by reason).
+    // A FEN is quoted by its ends when long (a 5 MB one is not echoed whole).
     if let Some(line) = datasets::chess::positions::repair_summary(&set.repaired) {
         let first = &set.repaired[0];
         eprintln!(
             "warning: chess-positions: {line} (first: {} line {}: {} -> {})",
-            first.source, first.line, first.given, first.fen
+            first.source,
+            first.line,
+            clip(&first.given),
+            clip(&first.fen)
         );
     }
     if let Some(line) = datasets::chess::positions::skip_summary(&set.skipped) {
         let first = &set.skipped[0];
         eprintln!(
             "warning: chess-positions: {line} (first: {} line {}: {})",
-            first.source, first.line, first.fen
+            first.source,
+            first.line,
+            clip(&first.fen)
         );
     }
     let mut rows = Vec::new();
