@@ -447,26 +447,28 @@ pub fn score_tree(
     executor: &Executor,
     expected_configs: Option<&Path>,
 ) -> Result<Vec<ScoreRow>, ReleasedError> {
-    let mut cache: BTreeMap<PathBuf, ToolConfig> = BTreeMap::new();
-    let mut load = |path: PathBuf| -> Result<Option<ToolConfig>, ReleasedError> {
+    // Each tool config is parsed once (run versions share them), then the runs are
+    // graded in parallel, rows in run order.
+    let mut cache: BTreeMap<PathBuf, std::sync::Arc<ToolConfig>> = BTreeMap::new();
+    let mut load = |path: PathBuf| -> Result<Option<std::sync::Arc<ToolConfig>>, ReleasedError> {
         if !path.is_file() {
             return Ok(None);
         }
         if let Some(c) = cache.get(&path) {
             return Ok(Some(c.clone()));
         }
-        let c = read_tool_config(&path)?;
+        let c = std::sync::Arc::new(read_tool_config(&path)?);
         cache.insert(path, c.clone());
         Ok(Some(c))
     };
-    let mut rows = Vec::new();
+    let mut jobs = Vec::new();
     for run in discover_runs(root)? {
         let category = run.category().ok_or_else(|| ReleasedError::Malformed {
             path: run.results_path.clone(),
             line: 0,
             message: format!("config {:?} names no known category", run.config),
         })?;
-        let (seen, original, stored) = match expected_configs {
+        let configs = match expected_configs {
             Some(dir) => (
                 match &run.config_path {
                     Some(p) => load(p.clone())?,
@@ -490,56 +492,69 @@ pub fn score_tree(
                 None,
             ),
         };
-        let results = read_results(&run.results_path)?;
-        let released = match &run.scored_path {
-            Some(p) => Some(read_scored(p)?),
-            None => None,
-        };
-        let mut sums = [0.0f64; 4];
-        let mut notes = Vec::new();
-        for (index, row) in results.iter().enumerate() {
-            let score = score_row(
+        jobs.push((run, category, configs));
+    }
+    use rayon::prelude::*;
+    jobs.into_par_iter()
+        .map(|(run, category, (seen, original, stored))| {
+            score_run(
                 executor,
+                run,
                 category,
-                index,
-                row,
-                seen.as_ref(),
-                original.as_ref(),
-                stored.as_ref(),
-            );
-            sums[0] += if score.e { 1.0 } else { 0.0 };
-            sums[1] += score.p;
-            sums[2] += score.a;
-            sums[3] += score.a_corrected;
-            if let Some(v) = released.as_ref().and_then(|r| r.get(&index)) {
-                if v.valid != score.e
-                    || (v.p - score.p).abs() > 1e-9
-                    || (v.a - score.a).abs() > 1e-9
-                {
-                    notes.push(format!(
-                        "{index}: ours E={} ({}) P={:.4} A={:.4} vs released E={} P={:.4} A={:.4}",
-                        score.e, score.e_reason, score.p, score.a, v.valid, v.p, v.a
-                    ));
-                }
+                seen.as_deref(),
+                original.as_deref(),
+                stored.as_deref(),
+            )
+        })
+        .collect()
+}
+
+/// Grades every row of one run version against its tool configs.
+fn score_run(
+    executor: &Executor,
+    run: RunRef,
+    category: Category,
+    seen: Option<&ToolConfig>,
+    original: Option<&ToolConfig>,
+    stored: Option<&ToolConfig>,
+) -> Result<ScoreRow, ReleasedError> {
+    let results = read_results(&run.results_path)?;
+    let released = match &run.scored_path {
+        Some(p) => Some(read_scored(p)?),
+        None => None,
+    };
+    let mut sums = [0.0f64; 4];
+    let mut notes = Vec::new();
+    for (index, row) in results.iter().enumerate() {
+        let score = score_row(executor, category, index, row, seen, original, stored);
+        sums[0] += if score.e { 1.0 } else { 0.0 };
+        sums[1] += score.p;
+        sums[2] += score.a;
+        sums[3] += score.a_corrected;
+        if let Some(v) = released.as_ref().and_then(|r| r.get(&index)) {
+            if v.valid != score.e || (v.p - score.p).abs() > 1e-9 || (v.a - score.a).abs() > 1e-9 {
+                notes.push(format!(
+                    "{index}: ours E={} ({}) P={:.4} A={:.4} vs released E={} P={:.4} A={:.4}",
+                    score.e, score.e_reason, score.p, score.a, v.valid, v.p, v.a
+                ));
             }
         }
-        let n = results.len();
-        let mean = |s: f64| if n == 0 { 0.0 } else { s / n as f64 };
-        rows.push(ScoreRow {
-            method: run.method,
-            config: run.config,
-            gen_hypers: run.gen_hypers,
-            version: run.version,
-            e: mean(sums[0]),
-            p: mean(sums[1]),
-            a: mean(sums[2]),
-            a_corrected: mean(sums[3]),
-            n,
-            disagreements_with_released_scored: notes.len(),
-            disagreement_notes: notes,
-        });
     }
-    Ok(rows)
+    let n = results.len();
+    let mean = |s: f64| if n == 0 { 0.0 } else { s / n as f64 };
+    Ok(ScoreRow {
+        method: run.method,
+        config: run.config,
+        gen_hypers: run.gen_hypers,
+        version: run.version,
+        e: mean(sums[0]),
+        p: mean(sums[1]),
+        a: mean(sums[2]),
+        a_corrected: mean(sums[3]),
+        n,
+        disagreements_with_released_scored: notes.len(),
+        disagreement_notes: notes,
+    })
 }
 
 /// Grades one released row. Ground truth that does not parse grades as a call to a
