@@ -250,3 +250,47 @@ fn with_concurrent_chains_a_rerun_resends_only_the_failed_calls() {
     assert_eq!(table(&store, &exp), table(&store2, &exp));
     assert!(!table(&store, &exp).is_empty());
 }
+
+/// Two `otb run`s of one experiment at the same time on one store pay for each model
+/// call once: the store lock makes the second wait, and it then finds every stage
+/// computed. (The endpoint counts the requests: those of one run, not two.)
+#[test]
+fn two_runs_at_once_on_one_store_make_each_call_once() {
+    let d = tempfile::tempdir().unwrap();
+    let exp = experiment(d.path());
+    // What one run asks, on a store of its own.
+    let (url, srv) = serve(Vec::new());
+    assert!(run(&d.path().join("alone"), &exp, &url).status.success());
+    let alone = srv.log.lock().unwrap().len();
+    assert!(alone >= 10, "{alone} requests");
+
+    let (url, srv) = serve(Vec::new());
+    let store = d.path().join("shared");
+    let spawn = || {
+        otb()
+            .arg("--store")
+            .arg(&store)
+            .arg("run")
+            .arg(&exp)
+            .env("OTB_LLM_BASE_URL", &url)
+            .env("OTB_LLM_API_KEY", "test")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outs: Vec<_> = [a, b]
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    for o in &outs {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let ran: Vec<String> = outs.iter().map(|o| stdout_ok(o)).collect();
+    assert!(
+        ran.iter().any(|s| s.contains(" 0 ran,")),
+        "one of the runs computes nothing: {ran:?}"
+    );
+    assert_eq!(srv.log.lock().unwrap().len(), alone, "{ran:?}");
+}
