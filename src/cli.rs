@@ -448,7 +448,8 @@ fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
 enum PlanFormat {
     /// A line per node.
     Text,
-    /// JSON (`experiment`, `nodes` with `node`, `stage`, `key`, `state`, `why`, `inputs`).
+    /// JSON (`experiment`, `nodes` with `node`, `stage`, `key`, `state`, `why`, `inputs`,
+    /// `cell`).
     Json,
     /// A Graphviz digraph (`otb plan EXP --format dot | dot -Tsvg > plan.svg`).
     Dot,

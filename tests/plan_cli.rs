@@ -40,6 +40,26 @@ fn the_plan_of_an_empty_store_is_what_the_run_computes() {
         let keyed = !n["key"].is_null();
         assert_eq!(keyed, n["inputs"].as_array().unwrap().is_empty(), "{n}");
     }
+    // Each node of the grid says which cell it belongs to.
+    let cell = |name: &str| -> serde_json::Value {
+        nodes
+            .iter()
+            .find(|n| n["node"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))["cell"]
+            .clone()
+    };
+    assert!(cell("bfcl-data").is_null());
+    let c = cell("evaluate[names r1]");
+    assert_eq!(
+        (&c["setting"], &c["method"], &c["round"], &c["agent"]),
+        (
+            &serde_json::json!("names"),
+            &serde_json::json!("toolobserver"),
+            &serde_json::json!(1),
+            &serde_json::json!("scripted:schema")
+        ),
+        "{c}"
+    );
     let certain = nodes_in(&before, &|s| s != "planned");
     let planned = nodes_in(&before, &|s| s == "planned");
     assert!(certain.contains("summarize"), "{certain:?}");

@@ -46,7 +46,7 @@ impl Split {
 
 /// Where an output sits in the grid (setting x method x agent x editor x round), as
 /// tables and exports read it.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Label {
     /// The documentation setting (BFCL) or tool set (chess, search).
     pub setting: String,

@@ -99,6 +99,9 @@ pub struct RunOutput {
     /// summary waits for them): renderers summarise the computed ones themselves
     /// when the summary stage has not run yet (a run still going, or stopped).
     pub curve: Vec<(String, Label, Handle)>,
+    /// The grid cell of every node of the grid the drive passed (computed or not), in
+    /// drive order: what `otb plan` says each node belongs to.
+    pub cells: Vec<(String, Label)>,
 }
 
 impl RunOutput {
@@ -130,6 +133,12 @@ impl RunOutput {
 }
 
 impl RunOutput {
+    /// A node of the grid at `label`: its cell, and its output if computed.
+    pub fn record(&mut self, node: &str, stage: &'static str, label: Label, h: &Handle) {
+        self.push(node, stage, &label, h);
+        self.cells.push((node.to_string(), label));
+    }
+
     /// Append what a job of [`run_jobs`] recorded, as if it had run here.
     pub fn absorb(&mut self, other: RunOutput) {
         for o in other.outputs {
@@ -144,6 +153,7 @@ impl RunOutput {
             self.push(&o.node, o.stage, &label, &h);
         }
         self.curve.extend(other.curve);
+        self.cells.extend(other.cells);
     }
 }
 
@@ -243,7 +253,7 @@ impl Cx<'_, '_> {
     {
         let node = at.node(stage);
         let h = self.stage_named(&node, stage, version, params, inputs, run)?;
-        self.out.push(&node, stage, &at.label(), &h);
+        self.out.record(&node, stage, at.label(), &h);
         Ok(h)
     }
 

@@ -40,6 +40,9 @@ pub struct PlanNode {
     pub why: Vec<String>,
     /// Its inputs: the name each is read by and the node that produces it.
     pub inputs: Vec<PlanInput>,
+    /// The grid cell it belongs to (setting or tool set, method, agent, editor,
+    /// round); none for a node outside the grid (`bfcl-data`, `chess-positions`).
+    pub cell: Option<crate::env::Label>,
 }
 
 /// An edge of a [`Plan`]: node `node`'s output, read as `name`.
@@ -53,8 +56,14 @@ pub struct PlanInput {
 
 /// The plan of `exp` over `store` (which is only read).
 pub fn plan(exp: &Experiment, store: &Store) -> Result<Plan, DriveError> {
-    let (_, reports) = crate::driver::locate(exp, store)?;
-    Ok(Plan::from_reports(&exp.name, &reports))
+    let (out, reports) = crate::driver::locate(exp, store)?;
+    let mut plan = Plan::from_reports(&exp.name, &reports);
+    let cells: std::collections::HashMap<&str, &crate::env::Label> =
+        out.cells.iter().map(|(n, l)| (n.as_str(), l)).collect();
+    for n in plan.nodes.iter_mut() {
+        n.cell = cells.get(n.node.as_str()).map(|l| (*l).clone());
+    }
+    Ok(plan)
 }
 
 impl Plan {
@@ -87,6 +96,7 @@ impl Plan {
                             node: node.clone(),
                         })
                         .collect(),
+                    cell: None,
                 }
             })
             .collect();

@@ -306,7 +306,7 @@ impl Bfcl<'_> {
         let docs = baselines::stage(cx, &run, &|| {
             Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + '_>)
         })?;
-        cx.out.push(&node, stage, &at.label(), &docs);
+        cx.out.record(&node, stage, at.label(), &docs);
         self.explore_eval(cx, &at.play(None, 0), &docs, None)?;
         Ok(())
     }

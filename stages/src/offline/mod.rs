@@ -761,7 +761,7 @@ fn baseline(
         docs: &docs_rows,
     };
     let docs = baselines::stage(cx, &run, &|| env.tool_runner())?;
-    cx.out.push(&node, stage, &at.label(), &docs);
+    cx.out.record(&node, stage, at.label(), &docs);
     let test = at.play(Some(Split::Test), 0);
     let play = Play {
         at: &test,
