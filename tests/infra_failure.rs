@@ -287,7 +287,7 @@ fn two_runs_at_once_on_one_store_make_each_call_once() {
     for o in &outs {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    let ran: Vec<String> = outs.iter().map(|o| stdout_ok(o)).collect();
+    let ran: Vec<String> = outs.iter().map(stdout_ok).collect();
     assert!(
         ran.iter().any(|s| s.contains(" 0 ran,")),
         "one of the runs computes nothing: {ran:?}"
