@@ -50,6 +50,8 @@ pub struct ServeConfig {
     /// Cache answers in this directory (lock taken per write; see the
     /// module docs). `None`: no caching here (the client caches).
     pub cache_dir: Option<PathBuf>,
+    /// The model `GET /v1/models` lists; `None`: the backend's name.
+    pub model: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -59,6 +61,7 @@ impl Default for ServeConfig {
             max_connections: 64,
             io_timeout: Duration::from_secs(30),
             cache_dir: None,
+            model: None,
         }
     }
 }
@@ -129,17 +132,27 @@ pub async fn serve_listener_with(
         let backend = backend.clone();
         let counter = counter.clone();
         let timeout = cfg.io_timeout;
+        let model = cfg.model.clone();
         tokio::spawn(async move {
             // A broken client connection only affects that client.
-            let _ = handle(stream, backend, counter, timeout).await;
+            let _ = handle(stream, backend, model, counter, timeout).await;
             drop(permit);
         });
     }
 }
 
+/// What a request is answered with.
+enum Reply {
+    /// A JSON body with its status.
+    Json(u16, Value),
+    /// Server-sent events (a streamed chat completion).
+    Events(String),
+}
+
 async fn handle(
     mut stream: TcpStream,
     backend: Arc<dyn Backend>,
+    model: Option<String>,
     counter: Arc<AtomicU64>,
     timeout: Duration,
 ) -> std::io::Result<()> {
@@ -153,11 +166,17 @@ async fn handle(
             ),
         )),
     };
-    let (status, body) = match read {
-        Ok(req) => route(req, backend, counter).await,
-        Err((status, msg)) => (status, error_json(msg, "invalid_request_error")),
+    let reply = match read {
+        Ok(req) => route(req, backend, model.as_deref(), counter).await,
+        Err((status, msg)) => Reply::Json(status, error_json(msg, "invalid_request_error")),
     };
-    match tokio::time::timeout(timeout, write_json(&mut stream, status, &body)).await {
+    let write = async {
+        match &reply {
+            Reply::Json(status, body) => write_json(&mut stream, *status, body).await,
+            Reply::Events(text) => write_events(&mut stream, text).await,
+        }
+    };
+    match tokio::time::timeout(timeout, write).await {
         Ok(r) => r,
         Err(_) => Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
@@ -170,34 +189,52 @@ async fn handle(
 async fn route(
     req: HttpRequest,
     backend: Arc<dyn Backend>,
+    model: Option<&str>,
     counter: Arc<AtomicU64>,
-) -> (u16, Value) {
+) -> Reply {
     let path = req.path.split('?').next().unwrap_or("");
     match (req.method.as_str(), path) {
         ("POST", "/v1/chat/completions") | ("POST", "/chat/completions") => {}
         ("GET", "/v1/models") | ("GET", "/models") => {
-            let body =
-                json!({"object": "list", "data": [{"id": backend.name(), "object": "model"}]});
-            return (200, body);
+            let id = model.unwrap_or(backend.name());
+            let body = json!({"object": "list", "data": [{"id": id, "object": "model", "owned_by": "otb"}]});
+            return Reply::Json(200, body);
         }
         _ => {
             let msg = format!("no route for {} {}", req.method, req.path);
-            return (404, error_json(msg, "not_found_error"));
+            return Reply::Json(404, error_json(msg, "not_found_error"));
         }
     }
-    let parsed = serde_json::from_slice::<Value>(&req.body)
-        .map_err(|e| format!("body is not JSON: {e}"))
-        .and_then(|v| wire::parse_request_body(&v));
-    let chat = match parsed {
-        Ok(c) => c,
-        Err(msg) => return (400, error_json(msg, "invalid_request_error")),
+    let body = match serde_json::from_slice::<Value>(&req.body) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = format!("body is not JSON: {e}");
+            return Reply::Json(400, error_json(msg, "invalid_request_error"));
+        }
     };
+    let chat = match wire::parse_request_body(&body) {
+        Ok(c) => c,
+        Err(msg) => return Reply::Json(400, error_json(msg, "invalid_request_error")),
+    };
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let usage = body
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     match backend.chat(&chat).await {
         Ok(resp) => {
             let id = format!("chatcmpl-otb-{}", counter.fetch_add(1, Ordering::Relaxed));
-            (200, wire::response_body(&resp, &chat.model, &id))
+            if stream {
+                // The whole reply is computed first, then sent as events.
+                Reply::Events(wire::response_events(&resp, &chat.model, &id, usage))
+            } else {
+                Reply::Json(200, wire::response_body(&resp, &chat.model, &id))
+            }
         }
-        Err(e) => wire::error_response(&e),
+        Err(e) => {
+            let (status, body) = wire::error_response(&e);
+            Reply::Json(status, body)
+        }
     }
 }
 
@@ -267,6 +304,14 @@ async fn read_request(
     }
     body.truncate(content_length);
     Ok(Ok(HttpRequest { method, path, body }))
+}
+
+/// A `200` with a `text/event-stream` body that ends when the connection closes.
+async fn write_events(stream: &mut TcpStream, events: &str) -> std::io::Result<()> {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(events.as_bytes()).await?;
+    stream.shutdown().await
 }
 
 async fn write_json(stream: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {

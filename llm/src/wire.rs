@@ -427,6 +427,52 @@ pub fn response_body(resp: &ChatResponse, model: &str, id: &str) -> Value {
     })
 }
 
+/// The same reply as server-sent events (`stream: true`): `chat.completion.chunk`
+/// objects -- the role and the whole text, each tool call (its id, name and
+/// arguments in one delta), the finish reason, then the usage when the request asked
+/// for it (`stream_options.include_usage`) -- each a `data:` line, then `data: [DONE]`.
+pub fn response_events(resp: &ChatResponse, model: &str, id: &str, usage: bool) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        json!({
+            "id": id,
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        })
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": resp.content.clone().unwrap_or_default()}),
+        Value::Null,
+    )];
+    for (i, c) in resp.tool_calls.iter().enumerate() {
+        events.push(chunk(
+            json!({"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                   "function": {"name": c.name, "arguments": c.arguments_raw}}]}),
+            Value::Null,
+        ));
+    }
+    events.push(chunk(json!({}), json!(resp.finish_reason)));
+    if usage {
+        events.push(json!({
+            "id": id,
+            "object": "chat.completion.chunk",
+            "model": model,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": resp.usage.prompt,
+                "completion_tokens": resp.usage.completion,
+                "total_tokens": resp.usage.prompt.saturating_add(resp.usage.completion),
+            },
+        }));
+    }
+    let mut out = String::new();
+    for e in events {
+        out.push_str(&format!("data: {e}\n\n"));
+    }
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
 /// HTTP status and body that report `err` to an OpenAI-compatible client.
 /// The `code` names the kind so that [`classify_error_object`] gives the
 /// same kind back on the client side.

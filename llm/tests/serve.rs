@@ -119,6 +119,7 @@ async fn idle_clients_time_out_and_excess_connections_wait() {
         max_connections: 2,
         io_timeout: Duration::from_millis(400),
         cache_dir: None,
+        model: None,
     };
     let b = Scripted::new(|_| Ok(ChatResponse::text("hi")));
     tokio::spawn(serve_listener_with(Arc::new(b), listener, cfg));
@@ -173,4 +174,83 @@ async fn a_caching_server_takes_the_lock_per_write() {
     client.chat(&ask("b")).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(CallCache::open(&dir).unwrap().len(), 2);
+}
+
+/// Sends one raw HTTP request and returns the whole response (the server closes the
+/// connection after each reply).
+async fn raw(addr: std::net::SocketAddr, head: &str, body: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{head}\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// `stream: true` is answered with server-sent events: the text, each tool call, the
+/// finish reason and (asked for) the usage, then `[DONE]`; never an empty success.
+/// `GET /v1/models` lists the served model by the name it was given.
+#[tokio::test]
+async fn streamed_replies_are_events_and_models_lists_the_served_name() {
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let b = Scripted::new(|_| {
+        let mut r = ChatResponse::calls(vec![ToolCall::new("c1", "add", "{\"a\":1}")]);
+        r.content = Some("thinking aloud".into());
+        Ok(r)
+    });
+    let cfg = ServeConfig {
+        model: Some("qwen2.5-coder-1.5b".into()),
+        ..ServeConfig::default()
+    };
+    tokio::spawn(serve_listener_with(Arc::new(b), listener, cfg));
+
+    let models = raw(addr, "GET /v1/models HTTP/1.1", "").await;
+    assert!(models.contains("\"id\":\"qwen2.5-coder-1.5b\""), "{models}");
+
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                      "stream": true, "stream_options": {"include_usage": true}});
+    let out = raw(
+        addr,
+        "POST /v1/chat/completions HTTP/1.1",
+        &body.to_string(),
+    )
+    .await;
+    let (head, events) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("text/event-stream"), "{head}");
+    let data: Vec<&str> = events
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{events}");
+    let chunks: Vec<serde_json::Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| {
+            c.pointer("/choices/0/delta/content")
+                .and_then(|v| v.as_str())
+        })
+        .collect();
+    assert_eq!(text, "thinking aloud");
+    let call = chunks
+        .iter()
+        .find_map(|c| c.pointer("/choices/0/delta/tool_calls/0"))
+        .unwrap();
+    assert_eq!(call["function"]["name"], "add");
+    assert_eq!(call["function"]["arguments"], "{\"a\":1}");
+    assert!(chunks
+        .iter()
+        .any(|c| c.pointer("/choices/0/finish_reason") == Some(&json!("tool_calls"))));
+    assert!(chunks.iter().any(|c| c.get("usage").is_some()));
+    for c in &chunks {
+        assert_eq!(c["object"], "chat.completion.chunk");
+    }
 }

@@ -558,7 +558,11 @@ pub fn serve_blocking(
     eprintln!("otb: serving {model} ({spec}) at http://{addr}/v1/chat/completions");
     // The one error that ends serving is the address (in use, not allowed): the
     // user's to change.
-    rt.block_on(llm::serve(backend, addr))
+    let cfg = llm::ServeConfig {
+        model: Some(model.clone()),
+        ..llm::ServeConfig::default()
+    };
+    rt.block_on(llm::serve_with(backend, addr, cfg))
         .map_err(|e| Failure::user(e.to_string()))
 }
 
