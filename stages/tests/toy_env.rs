@@ -482,50 +482,53 @@ fn failed_agent_and_editor_calls_keep_instances_live() {
     assert!(editor.prompts.lock().unwrap().len() >= 3);
 }
 
+/// The rows of the first output of `stage`.
+fn first_rows<R: Row + serde::de::DeserializeOwned>(out: &RunOutput, stage: &str) -> Vec<R> {
+    out.by_stage(stage).next().unwrap().entry.read().unwrap()
+}
+
+/// One offline ToolObserver curve of the toy (6 questions: 3 to train on, 3 to test)
+/// with `batch_template` and `rounds` rounds: its outputs and how many stages ran.
+fn offline_run(store: &Store, m: &Models, batch_template: &str, rounds: u32) -> (RunOutput, usize) {
+    let toy = Toy {
+        questions: (1..=6).map(|i| format!("q{i}")).collect(),
+    };
+    let mut s = Session::new(store, Mode::Run, true);
+    let docs0 = seed_docs(&mut s, &[], true);
+    let mut out = RunOutput::default();
+    let at = At {
+        agent: Some(spec("scripted:toy")),
+        editor: Some(spec("scripted:teacher")),
+        ..At::new(Naming::Offline, "toy", "toolobserver")
+    };
+    let mut cx = Cx {
+        session: &mut s,
+        models: m,
+        out: &mut out,
+    };
+    let sampling = Default::default();
+    let curve = OfflineCurve {
+        batch_template,
+        merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
+        rounds,
+        batch_size: 2,
+        sampling: &sampling,
+    };
+    offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
+    let ran = s.executed();
+    (out, ran)
+}
+
 #[test]
 fn toy_environment_runs_the_offline_loop() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
-    let toy = Toy {
-        questions: (1..=6).map(|i| format!("q{i}")).collect(),
-    };
     let (m, agent, editor) = models(dir.path(), &[], false);
-    let run = |m: &Models, batch_template: &str| -> (RunOutput, usize) {
-        let mut s = Session::new(&store, Mode::Run, true);
-        let docs0 = seed_docs(&mut s, &[], true);
-        let mut out = RunOutput::default();
-        let at = At {
-            agent: Some(spec("scripted:toy")),
-            editor: Some(spec("scripted:teacher")),
-            ..At::new(Naming::Offline, "toy", "toolobserver")
-        };
-        let mut cx = Cx {
-            session: &mut s,
-            models: m,
-            out: &mut out,
-        };
-        let sampling = Default::default();
-        let curve = OfflineCurve {
-            batch_template,
-            merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
-            rounds: 2,
-            batch_size: 2,
-            sampling: &sampling,
-        };
-        offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
-        let ran = s.executed();
-        (out, ran)
-    };
+    let run = |m: &Models, batch_template: &str| offline_run(&store, m, batch_template, 2);
     let batch = "BATCH {{notes}}\n{{tools}}\n{{trajectories}}";
     let (out, _) = run(&m, batch);
     // 3 training trajectories in batches of 2: every trajectory exactly once.
-    let analyses: Vec<AnalysisRow> = out
-        .by_stage("batch-reflect")
-        .next()
-        .unwrap()
-        .entry
-        .read()
-        .unwrap();
+    let analyses: Vec<AnalysisRow> = first_rows(&out, "batch-reflect");
     assert_eq!(
         analyses
             .iter()
@@ -534,13 +537,7 @@ fn toy_environment_runs_the_offline_loop() {
         vec![vec![0, 1], vec![2]]
     );
     // The merge omitted tool_b: the batches' majority is used.
-    let merge: Vec<MergeRow> = out
-        .by_stage("consensus-merge")
-        .next()
-        .unwrap()
-        .entry
-        .read()
-        .unwrap();
+    let merge: Vec<MergeRow> = first_rows(&out, "consensus-merge");
     assert_eq!(
         merge
             .iter()
@@ -581,50 +578,19 @@ fn toy_environment_runs_the_offline_loop() {
 fn a_cut_reply_loses_its_last_description() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
-    let toy = Toy {
-        questions: (1..=6).map(|i| format!("q{i}")).collect(),
-    };
     let (m, _, _) = models(dir.path(), &[], false);
-    let mut s = Session::new(&store, Mode::Run, true);
-    let docs0 = seed_docs(&mut s, &[], true);
-    let mut out = RunOutput::default();
-    let at = At {
-        agent: Some(spec("scripted:toy")),
-        editor: Some(spec("scripted:teacher")),
-        ..At::new(Naming::Offline, "toy", "toolobserver")
-    };
-    let mut cx = Cx {
-        session: &mut s,
-        models: &m,
-        out: &mut out,
-    };
-    let sampling = Default::default();
-    let curve = OfflineCurve {
-        batch_template: "BATCH CUT {{notes}}\n{{tools}}\n{{trajectories}}",
-        merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
-        rounds: 1,
-        batch_size: 2,
-        sampling: &sampling,
-    };
-    offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
-    let analyses: Vec<AnalysisRow> = out
-        .by_stage("batch-reflect")
-        .next()
-        .unwrap()
-        .entry
-        .read()
-        .unwrap();
+    let (out, _) = offline_run(
+        &store,
+        &m,
+        "BATCH CUT {{notes}}\n{{tools}}\n{{trajectories}}",
+        1,
+    );
+    let analyses: Vec<AnalysisRow> = first_rows(&out, "batch-reflect");
     for a in &analyses {
         assert_eq!(a.proposals, json!({"tool_a": "Answers A."}));
         assert_eq!(a.error_kind.as_deref(), Some(offline::CUT_REPLY));
     }
-    let merge: Vec<MergeRow> = out
-        .by_stage("consensus-merge")
-        .next()
-        .unwrap()
-        .entry
-        .read()
-        .unwrap();
+    let merge: Vec<MergeRow> = first_rows(&out, "consensus-merge");
     assert_eq!(merge[1].tool, "tool_b");
     assert_eq!(merge[1].source, "unchanged");
 }
