@@ -153,3 +153,30 @@ fn every_shipped_experiment_has_a_plan() {
         assert!(!store.path().join("none").exists());
     }
 }
+
+/// A node whose key waits for its input's content (search's exploration: whether the
+/// docs name the gold tools) is still placed in its grid cell.
+#[test]
+fn a_node_keyed_by_its_inputs_content_has_its_cell() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let store = tempfile::tempdir().unwrap();
+    let out = otb()
+        .arg("--store")
+        .arg(store.path().join("none"))
+        .args(["plan", "--format", "json"])
+        .arg(root.join("experiments/table4.toml"))
+        .output()
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&stdout_ok(&out)).unwrap();
+    let explores: Vec<&serde_json::Value> = plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["stage"] == "search-explore")
+        .collect();
+    assert!(!explores.is_empty(), "{plan}");
+    for n in explores {
+        assert_eq!(n["state"], "waits", "{n}");
+        assert_eq!(n["cell"]["setting"], "domains", "{n}");
+    }
+}

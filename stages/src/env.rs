@@ -89,7 +89,8 @@ pub struct Output {
     pub entry: Entry,
 }
 
-/// What a drive produced (only the nodes that exist in the store).
+/// What a drive produced: the outputs in the store, and (computed or not) the score
+/// outputs a summary aggregates and every grid node's cell.
 #[derive(Default, Debug)]
 pub struct RunOutput {
     /// Every computed stage output of the drive, in drive order.
@@ -265,7 +266,10 @@ impl Cx<'_, '_> {
         stage: &'static str,
         inputs: &[pipeline::Input<'_>],
     ) -> Result<Handle, DriveError> {
-        Ok(self.session.unkeyed(&at.node(stage), stage, inputs)?)
+        let node = at.node(stage);
+        let h = self.session.unkeyed(&node, stage, inputs)?;
+        self.out.record(&node, stage, at.label(), &h);
+        Ok(h)
     }
 
     /// [`Cx::stage`] for a node outside the grid (`bfcl-data`, `chess-positions`): its

@@ -269,6 +269,12 @@ pub fn check_names(what: &str, got: &[String], valid: &[&str]) -> Result<(), Str
     Ok(())
 }
 
+/// The one line an environment's table that does not deserialise gives: the table,
+/// then what is wrong and where (`bfcl: invalid type: ... in \`settings\``).
+pub fn table_error(table: &str, e: &toml::de::Error) -> String {
+    format!("{table}: {}", e.to_string().trim_end())
+}
+
 /// `a`, `a or b`, `a, b or c`.
 fn or_list(items: &[String]) -> String {
     match items {
@@ -315,9 +321,6 @@ pub trait Environment: Send + Sync {
 /// One environment's table of an experiment, checked: what the experiment, the
 /// driver and `otb run` ask of it.
 pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
-    /// The table's name (its [`Environment::table`]).
-    fn table(&self) -> &'static str;
-
     /// Whether one of its methods uses an editor (the editors are then checked as
     /// editors).
     fn uses_editor(&self) -> bool;
@@ -474,9 +477,12 @@ impl Experiment {
                 format!("unknown table or key `{k}` (valid: {})", valid.join(", ")),
             ));
         }
-        let raw: RawExperiment = toml::Value::Table(doc)
-            .try_into()
-            .map_err(|e| cfg_err(path, format!("malformed TOML: {e}")))?;
+        let raw: RawExperiment = toml::Value::Table(doc).try_into().map_err(|e| {
+            cfg_err(
+                path,
+                format!("malformed TOML: {}", e.to_string().trim_end()),
+            )
+        })?;
         let base = path.parent().unwrap_or(Path::new("."));
         // A relative path resolves inside the experiment's folder; one that climbs out
         // of it (`../..`) is refused unless the user allowed it.

@@ -86,8 +86,9 @@ pub fn toolobserver(
                     break; // every instance converged: round k would repeat round k-1
                 }
             }
-            // Status mode: whether round k runs is decided by round k's docs.
-            None if cx.session.mode() == pipeline::Mode::Status && !planned => {
+            // Status mode (a run computes every node): whether round k runs is
+            // decided by round k's docs.
+            None if !planned => {
                 planned = true;
                 cx.session.set_after(Some(format!(
                     "round {} (the curve ends early if every instance is frozen)",

@@ -346,11 +346,9 @@ fn spec(s: &str) -> ModelSpec {
     ModelSpec::parse(s).unwrap()
 }
 
-fn models(
-    dir: &std::path::Path,
-    fail_agent: &[&str],
-    fail_editor: bool,
-) -> (Models, Arc<PickB>, Arc<Teacher>) {
+/// The toy's scripted agent (failing first on the questions `fail_agent`) and editor
+/// (failing its first request if `fail_editor`).
+fn scripted(fail_agent: &[&str], fail_editor: bool) -> (Arc<PickB>, Arc<Teacher>) {
     let agent = Arc::new(PickB {
         fail: Mutex::new(fail_agent.iter().map(|s| s.to_string()).collect()),
         calls: AtomicUsize::new(0),
@@ -359,6 +357,15 @@ fn models(
         fail_first: Mutex::new(fail_editor),
         prompts: Mutex::new(Vec::new()),
     });
+    (agent, editor)
+}
+
+fn models(
+    dir: &std::path::Path,
+    fail_agent: &[&str],
+    fail_editor: bool,
+) -> (Models, Arc<PickB>, Arc<Teacher>) {
+    let (agent, editor) = scripted(fail_agent, fail_editor);
     let m = Models::new(&dir.join("llm"), &dir.join("embed"))
         .with_agent(spec("scripted:toy"), agent.clone())
         .with_editor(spec("scripted:teacher"), editor.clone());
@@ -692,7 +699,9 @@ impl Environment for ToyEnvironment {
         table: toml::Value,
         _resolve: &dyn Fn(&str) -> std::path::PathBuf,
     ) -> Result<Box<dyn EnvTable>, String> {
-        let raw: RawToy = table.try_into().map_err(|e| format!("toy: {e}"))?;
+        let raw: RawToy = table
+            .try_into()
+            .map_err(|e| stages::experiment::table_error("toy", &e))?;
         let online = match raw.mode.as_deref() {
             None | Some("online") => true,
             Some("offline") => false,
@@ -721,10 +730,6 @@ impl Environment for ToyEnvironment {
 }
 
 impl EnvTable for ToyConfig {
-    fn table(&self) -> &'static str {
-        "toy"
-    }
-
     fn uses_editor(&self) -> bool {
         true
     }
@@ -734,7 +739,7 @@ impl EnvTable for ToyConfig {
     }
 
     fn drive(&self, exp: &Experiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
-        let (_, agent, editor) = scripted();
+        let (agent, editor) = scripted(&[], false);
         cx.models.register_agent(spec("scripted:toy"), agent);
         cx.models.register_editor(spec("scripted:teacher"), editor);
         let toy = Toy {
@@ -796,12 +801,6 @@ impl EnvTable for ToyConfig {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
-}
-
-/// The toy's scripted agent and editor, fresh.
-fn scripted() -> (Models, Arc<PickB>, Arc<Teacher>) {
-    let dir = std::env::temp_dir();
-    models(&dir, &[], false)
 }
 
 /// `[toy]` in an experiment file, through the code `otb` runs: the registry reads

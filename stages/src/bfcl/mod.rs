@@ -69,16 +69,14 @@ impl Environment for BfclEnvironment {
         table: toml::Value,
         resolve: &dyn Fn(&str) -> PathBuf,
     ) -> Result<Box<dyn EnvTable>, String> {
-        let raw: config::RawBfcl = table.try_into().map_err(|e| format!("bfcl: {e}"))?;
+        let raw: config::RawBfcl = table
+            .try_into()
+            .map_err(|e| crate::experiment::table_error("bfcl", &e))?;
         Ok(Box::new(BfclExperiment::from_raw(raw, resolve)?))
     }
 }
 
 impl EnvTable for BfclExperiment {
-    fn table(&self) -> &'static str {
-        "bfcl"
-    }
-
     fn uses_editor(&self) -> bool {
         self.methods
             .iter()

@@ -109,7 +109,7 @@ pub struct Chess<'a> {
     /// The `calibrate` stage's output, when the opponents' ratings are measured.
     calibration: Option<Handle>,
     /// Opponent nominal Elo -> the rating the Elo update uses, built on first use.
-    ratings: BuildOnce<BTreeMap<u32, f64>>,
+    ratings: &'a BuildOnce<BTreeMap<u32, f64>>,
     /// What the editor is told (`ChessExperiment::editor_notes`).
     notes: String,
 }
@@ -234,7 +234,10 @@ pub fn drive(
         batch_size: c.batch_size,
         baselines,
     };
+    // Built once, by the first Elo stage that must be computed, for every tool set.
+    let ratings = BuildOnce::default();
     let (positions, engines, calibration) = (&positions, &engines, &calibration);
+    let ratings = &ratings;
     let jobs: Vec<crate::env::Job<'_>> = c
         .tool_sets
         .iter()
@@ -247,7 +250,7 @@ pub fn drive(
                     positions,
                     engines,
                     calibration: calibration.clone(),
-                    ratings: BuildOnce::default(),
+                    ratings,
                     notes: c.editor_notes(),
                 };
                 offline::drive_tool_set(
@@ -278,7 +281,9 @@ impl crate::experiment::Environment for ChessEnvironment {
         table: toml::Value,
         resolve: &dyn Fn(&str) -> PathBuf,
     ) -> Result<Box<dyn crate::experiment::EnvTable>, String> {
-        let raw: RawChess = table.try_into().map_err(|e| format!("chess: {e}"))?;
+        let raw: RawChess = table
+            .try_into()
+            .map_err(|e| crate::experiment::table_error("chess", &e))?;
         Ok(Box::new(ChessExperiment::from_raw(raw, resolve)?))
     }
 
@@ -288,10 +293,6 @@ impl crate::experiment::Environment for ChessEnvironment {
 }
 
 impl crate::experiment::EnvTable for ChessExperiment {
-    fn table(&self) -> &'static str {
-        "chess"
-    }
-
     fn uses_editor(&self) -> bool {
         self.methods.contains(&crate::env::Method::ToolObserver)
     }

@@ -522,9 +522,7 @@ impl Models {
 
     /// Use `editor` wherever `spec` is named (tests, embedding applications).
     pub fn with_editor(self, spec: ModelSpec, editor: Arc<dyn Editor>) -> Models {
-        if let Ok(mut m) = self.given_editors.lock() {
-            m.insert(spec, editor);
-        }
+        self.register_editor(spec, editor);
         self
     }
 

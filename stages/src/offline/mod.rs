@@ -216,6 +216,21 @@ pub struct MergeParams<'a> {
 /// Stage `batch-reflect` (offline): trajectories split in order into mini-batches of
 /// `batch_size`; one editor request per batch, sent concurrently. Every trajectory
 /// is in exactly one batch.
+/// The `field` descriptions of `reply` for the tools `names` ([`blocks::parse`]),
+/// without the last one when the reply was cut at its token limit: what it was
+/// writing then is incomplete.
+fn parse_reply(reply: &crate::models::EditorReply, field: &str, names: &[&str]) -> blocks::Blocks {
+    let mut parsed = reply
+        .text
+        .as_deref()
+        .map(|t| blocks::parse(t, field, names))
+        .unwrap_or_default();
+    if reply.cut {
+        parsed.descriptions.pop();
+    }
+    parsed
+}
+
 /// The error kind an editor row records: the failed call's class, or [`CUT_REPLY`]
 /// for a reply that stopped at its token limit.
 fn error_kind(r: &crate::models::EditorReply) -> Option<String> {
@@ -277,15 +292,7 @@ pub fn batch_reflect(
         r.usage.record(&mut usage, r.error.is_some());
         let mut proposals = Map::new();
         let names = tool_names(&tools);
-        let mut parsed = r
-            .text
-            .as_deref()
-            .map(|t| blocks::parse(t, "Updated description", &names))
-            .unwrap_or_default();
-        if r.cut {
-            // What the reply was writing when it was cut is incomplete.
-            parsed.descriptions.pop();
-        }
+        let parsed = parse_reply(r, "Updated description", &names);
         for (name, desc) in parsed.descriptions {
             if names.contains(&name.as_str()) {
                 proposals.insert(name, Value::String(desc));
@@ -359,16 +366,8 @@ pub fn consensus_merge(
     reply.usage.record(&mut usage, reply.error.is_some());
     let names: Vec<String> = tool_names(&tools).into_iter().map(str::to_string).collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut parsed = reply
-        .text
-        .as_deref()
-        .map(|t| blocks::parse(t, "Final description", &names))
-        .unwrap_or_default();
-    if reply.cut {
-        // The last description was being written when the reply was cut: that tool
-        // takes the batches' majority instead.
-        parsed.descriptions.pop();
-    }
+    // A tool whose description was cut takes the batches' majority instead.
+    let parsed = parse_reply(&reply, "Final description", &names);
     let merged = &parsed.descriptions;
     let mut merge_rows = Vec::with_capacity(tools.len());
     let mut edit = edit_row("merge".into(), p.round, &p.editor.to_string());

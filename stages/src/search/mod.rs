@@ -175,7 +175,9 @@ impl crate::experiment::Environment for SearchEnvironment {
         table: toml::Value,
         resolve: &dyn Fn(&str) -> std::path::PathBuf,
     ) -> Result<Box<dyn crate::experiment::EnvTable>, String> {
-        let raw: RawSearch = table.try_into().map_err(|e| format!("search: {e}"))?;
+        let raw: RawSearch = table
+            .try_into()
+            .map_err(|e| crate::experiment::table_error("search", &e))?;
         Ok(Box::new(SearchExperiment::from_raw(raw, resolve)?))
     }
 
@@ -185,10 +187,6 @@ impl crate::experiment::Environment for SearchEnvironment {
 }
 
 impl crate::experiment::EnvTable for SearchExperiment {
-    fn table(&self) -> &'static str {
-        "search"
-    }
-
     fn uses_editor(&self) -> bool {
         self.methods.contains(&crate::env::Method::ToolObserver)
     }
