@@ -12,7 +12,7 @@
 #   OTB_EXPECTED=DIR              their reference configs (default: DIR/../tool_configs)
 #   STEPWISE=0                    no table until the whole grid is done
 #   POLL=30                       seconds between looks at the store (STEPWISE)
-#   OTB_CONCURRENT_CHAINS=0       run settings and methods one after another
+#   OTB_CONCURRENT_CHAINS=0       run the stages one after another
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OTB=${OTB:-target/release/otb}

@@ -410,8 +410,8 @@ fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
     let exp = load(experiment)?;
     stages::driver::preflight(&exp)?;
     let store = Store::open(root, Access::ReadWrite)?;
-    let mut session = Session::new(&store, Mode::Run, quiet);
-    stages::driver::drive(&exp, &mut session)?;
+    let session = Session::new(&store, Mode::Run, quiet);
+    stages::driver::drive(&exp, &session)?;
     let reports = session.reports();
     let ran = session.executed();
     let errors: u64 = reports
@@ -437,9 +437,12 @@ fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
 fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
     let exp = load(experiment)?;
     let store = Store::open(root, Access::ReadOnly)?;
-    let mut session = Session::new(&store, Mode::Status, true);
-    stages::driver::drive(&exp, &mut session)?;
-    out!("{}", stages::tables::report::status_text(session.reports()));
+    let session = Session::new(&store, Mode::Status, true);
+    stages::driver::drive(&exp, &session)?;
+    out!(
+        "{}",
+        stages::tables::report::status_text(&session.reports())
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -12,6 +12,9 @@ use crate::key::KeyComponents;
 use crate::store::{Entry, Lookup, Staging, Store, Usage};
 use crate::table::{Row, TableMeta};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// Whether a [`Session`] computes what is missing or only looks keys up.
@@ -94,32 +97,93 @@ impl NodeReport {
     }
 }
 
-/// A node's output as a drive sees it: the node's name and its stored entry, or --
-/// only in status mode -- no entry yet (the node would run, or waits for an input of
-/// its own). A drive passes handles on as inputs whether they are computed or not, so
-/// that status mode walks the whole experiment: a node whose input is pending is
-/// listed as waiting for it ([`NodeState::Blocked`]).
-#[derive(Clone, Debug)]
+/// A node's output as a drive sees it: the node's name and its stored entry, or no
+/// entry yet. A drive passes handles on as inputs whether they are computed or not:
+/// in status mode a node that is not in the store has a pending handle, and every
+/// node after it is listed as waiting for it ([`NodeState::Blocked`]); in a run whose
+/// nodes an [`crate::exec::Plan`] executes, a handle is a promise that the node
+/// settles when it is computed (or fails), and the nodes reading it wait for it.
+#[derive(Clone)]
 pub struct Handle {
-    node: String,
-    entry: Option<Entry>,
+    node: Arc<str>,
+    slot: Arc<Slot>,
+}
+
+/// What a handle's node came to.
+#[derive(Clone, Debug)]
+enum Settled {
+    /// Computed (or found): its entry.
+    Ready(Box<Entry>),
+    /// Status mode: not computed (it would run, or waits for an input).
+    Pending,
+    /// A run: the node failed, or was skipped because an input failed.
+    Failed,
+}
+
+/// A handle's promise: settled once (the executor starts a node only once all its
+/// inputs are settled).
+#[derive(Default)]
+struct Slot {
+    value: OnceLock<Settled>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("node", &self.node)
+            .field("settled", &self.slot.value.get())
+            .finish()
+    }
 }
 
 impl Handle {
+    fn settled(node: &str, value: Settled) -> Handle {
+        let h = Handle::promise(node);
+        h.settle(value);
+        h
+    }
+
     /// The output of `node`, computed.
     pub fn ready(node: &str, entry: Entry) -> Handle {
-        Handle {
-            node: node.to_string(),
-            entry: Some(entry),
-        }
+        Handle::settled(node, Settled::Ready(Box::new(entry)))
     }
 
     /// The output of `node`, not computed yet (status mode).
     pub fn pending(node: &str) -> Handle {
+        Handle::settled(node, Settled::Pending)
+    }
+
+    /// The output of `node`, to be settled by whoever computes it.
+    pub(crate) fn promise(node: &str) -> Handle {
         Handle {
-            node: node.to_string(),
-            entry: None,
+            node: Arc::from(node),
+            slot: Arc::default(),
         }
+    }
+
+    /// Settle the promise (a second settlement is ignored).
+    fn settle(&self, value: Settled) {
+        let _ = self.slot.value.set(value);
+    }
+
+    /// Settle the promise with another handle's outcome.
+    pub(crate) fn settle_as(&self, other: &Handle) {
+        self.settle(other.slot.value.get().cloned().unwrap_or(Settled::Failed));
+    }
+
+    /// Settle the promise as failed: the nodes waiting for it are skipped.
+    pub(crate) fn fail(&self) {
+        self.settle(Settled::Failed);
+    }
+
+    /// Whether the handle's node came to something (computed, pending or failed).
+    pub(crate) fn is_settled(&self) -> bool {
+        self.slot.value.get().is_some()
+    }
+
+    /// Whether the handle's node failed or was skipped.
+    pub(crate) fn is_failed(&self) -> bool {
+        matches!(self.slot.value.get(), Some(Settled::Failed))
     }
 
     /// The node whose output this is.
@@ -129,13 +193,16 @@ impl Handle {
 
     /// The stored entry, when the node is computed.
     pub fn entry(&self) -> Option<&Entry> {
-        self.entry.as_ref()
+        match self.slot.value.get() {
+            Some(Settled::Ready(e)) => Some(&**e),
+            _ => None,
+        }
     }
 
-    /// The stored entry. A pending handle here is a bug: only a node that runs reads
-    /// its inputs, and a node runs only once every input is computed.
+    /// The stored entry. A handle without one here is a bug: only a node that runs
+    /// reads its inputs, and a node runs only once every input is computed.
     pub fn get(&self) -> Result<&Entry, StageError> {
-        self.entry.as_ref().ok_or_else(|| {
+        self.entry().ok_or_else(|| {
             StageError::bug(
                 "drive",
                 format!(
@@ -152,12 +219,43 @@ impl Handle {
     }
 }
 
+/// What one node computes, as [`Session::stage_at`] keys it: the node's name, its
+/// stage and the stage's code version, and its params.
+#[derive(Clone, Debug)]
+pub struct Call<'a> {
+    /// The experiment node, e.g. `explore[names/gpt-5/r2]`.
+    pub node: &'a str,
+    /// The stage it runs.
+    pub stage: &'a str,
+    /// The stage's code version.
+    pub code_version: u32,
+    /// The node's params (part of its key).
+    pub params: serde_json::Value,
+}
+
+/// Where a node stands in a drive's order: a path of indices (a node issued by a
+/// continuation sorts under the continuation's place). Reports and records are
+/// listed in this order whatever order concurrent nodes finish in, so a run lists
+/// what a run one node at a time (and status mode) lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Seq(Vec<u32>);
+
+impl Seq {
+    /// The `i`-th place under this one.
+    pub fn child(&self, i: u32) -> Seq {
+        let mut v = self.0.clone();
+        v.push(i);
+        Seq(v)
+    }
+}
+
 /// An upstream table a stage reads: the name it is known by and the upstream node's
 /// [`Handle`].
 pub type Input<'a> = (&'a str, &'a Handle);
 
 /// The stage's view while it runs: its inputs, a place to write outputs, progress.
 pub struct StageCtx<'a> {
+    inputs: Vec<(String, Handle)>,
     staging: Staging,
     journal: crate::journal::Journal,
     node: &'a str,
@@ -170,6 +268,21 @@ impl StageCtx<'_> {
     /// Write an output table.
     pub fn write<R: Row>(&mut self, rows: &[R]) -> Result<&TableMeta, StageError> {
         Ok(self.staging.write(rows)?)
+    }
+
+    /// The input known by `name` (always computed: a node runs only once its inputs
+    /// are).
+    pub fn input(&self, name: &str) -> Result<&Handle, StageError> {
+        self.inputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, h)| h)
+            .ok_or_else(|| StageError::bug(self.node, format!("no input named `{name}`")))
+    }
+
+    /// The rows of the table of `R` of the input known by `name`.
+    pub fn read<R: Row>(&self, name: &str) -> Result<Vec<R>, StageError> {
+        self.input(name)?.read()
     }
 
     /// Add model-call accounting to this stage's manifest.
@@ -226,14 +339,20 @@ fn print_line(multi: &MultiProgress, quiet: bool, line: &str) {
     }
 }
 
-/// One `otb run` / `otb status` over a store.
+/// One `otb run` / `otb status` over a store. Shared by the threads of a run: its
+/// methods take `&self`.
 pub struct Session<'s> {
     store: &'s Store,
     mode: Mode,
     quiet: bool,
     multi: MultiProgress,
-    reports: Vec<NodeReport>,
-    after: Option<String>,
+    reports: Mutex<Vec<(Seq, NodeReport)>>,
+    after: Mutex<Option<String>>,
+    /// The place of the next node passed without one ([`Session::stage`]).
+    next: AtomicU32,
+    /// One lock per key being looked up or computed: two nodes of one run with the
+    /// same key compute it once (the second finds the first's output).
+    computing: Mutex<HashMap<Digest, Arc<Mutex<()>>>>,
 }
 
 impl<'s> Session<'s> {
@@ -249,8 +368,10 @@ impl<'s> Session<'s> {
             mode,
             quiet,
             multi,
-            reports: Vec::new(),
-            after: None,
+            reports: Mutex::default(),
+            after: Mutex::default(),
+            next: AtomicU32::new(0),
+            computing: Mutex::default(),
         }
     }
 
@@ -262,27 +383,8 @@ impl<'s> Session<'s> {
     /// Status mode: from now on (until called with `None`), a node that waits for an
     /// input is listed as [`NodeState::Planned`] (`after` says what decides whether
     /// it runs: a loop that may stop before it) instead of [`NodeState::Blocked`].
-    pub fn set_after(&mut self, after: Option<String>) {
-        self.after = after;
-    }
-
-    /// A session over the same store, mode and progress display, with no reports
-    /// yet: one per job that runs on its own thread. [`Session::join`] takes its
-    /// reports back, so the joined order does not depend on which job finished first.
-    pub fn fork(&self) -> Session<'s> {
-        Session {
-            store: self.store,
-            mode: self.mode,
-            quiet: self.quiet,
-            multi: self.multi.clone(),
-            reports: Vec::new(),
-            after: self.after.clone(),
-        }
-    }
-
-    /// Append the reports of a session made by [`Session::fork`].
-    pub fn join(&mut self, child: Session<'s>) {
-        self.reports.extend(child.reports);
+    pub fn set_after(&self, after: Option<String>) {
+        *self.after.lock().unwrap_or_else(|e| e.into_inner()) = after;
     }
 
     /// The store it reads and publishes to.
@@ -290,17 +392,25 @@ impl<'s> Session<'s> {
         self.store
     }
 
-    /// One report per node passed to [`Session::stage`], in call order, with a forked
-    /// session's reports where it was joined.
-    pub fn reports(&self) -> &[NodeReport] {
-        &self.reports
+    /// One report per node passed to [`Session::stage`] or [`Session::stage_at`], in
+    /// the nodes' order ([`Seq`]), whatever order they finished in.
+    pub fn reports(&self) -> Vec<NodeReport> {
+        let mut r = self
+            .reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        r.sort_by(|a, b| a.0.cmp(&b.0));
+        r.into_iter().map(|(_, r)| r).collect()
     }
 
     /// Number of nodes computed in this session.
     pub fn executed(&self) -> usize {
         self.reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|r| r.state == NodeState::Ran)
+            .filter(|(_, r)| r.state == NodeState::Ran)
             .count()
     }
 
@@ -309,21 +419,35 @@ impl<'s> Session<'s> {
         print_line(&self.multi, self.quiet, line);
     }
 
-    /// Status mode: list `node` (of `stage`) as waiting for its first input that is
-    /// not computed yet, without a key (its key needs what that input holds), and
-    /// return its pending handle. In a run every input is computed: a pending one is
-    /// a bug of the drive.
+    fn report(&self, seq: &Seq, report: NodeReport) {
+        self.reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((seq.clone(), report));
+    }
+
+    /// The next place for a node passed without one.
+    fn next_seq(&self) -> Seq {
+        Seq(vec![self.next.fetch_add(1, Ordering::Relaxed)])
+    }
+
+    /// Status mode: list `node` (of `stage`, at `seq`) as waiting for its first input
+    /// that is not computed yet, without a key (its key needs what that input holds),
+    /// and return its pending handle. In a run every input is computed: a pending one
+    /// is a bug of the drive.
     pub fn unkeyed(
-        &mut self,
+        &self,
+        seq: &Seq,
         node: &str,
         stage: &str,
         inputs: &[Input<'_>],
     ) -> Result<Handle, StageError> {
-        self.waiting(NodeReport::new(node, stage, inputs), stage, inputs)
+        self.waiting(seq, NodeReport::new(node, stage, inputs), stage, inputs)
     }
 
     fn waiting(
-        &mut self,
+        &self,
+        seq: &Seq,
         mut report: NodeReport,
         stage: &str,
         inputs: &[Input<'_>],
@@ -338,7 +462,7 @@ impl<'s> Session<'s> {
                 format!("input `{name}` ({}) is not computed", h.node()),
             ));
         }
-        report.state = match &self.after {
+        report.state = match &*self.after.lock().unwrap_or_else(|e| e.into_inner()) {
             Some(after) => NodeState::Planned {
                 after: after.clone(),
             },
@@ -347,15 +471,13 @@ impl<'s> Session<'s> {
             },
         };
         let pending = Handle::pending(&report.node);
-        self.reports.push(report);
+        self.report(seq, report);
         Ok(pending)
     }
 
-    /// Ensure the output of one node: reuse it if its key is in the store, otherwise
-    /// (run mode) compute it with `run` and publish it. The handle is pending only in
-    /// status mode, for a node that would run or waits for an input.
+    /// [`Session::stage_at`] at the next place of nodes passed without one.
     pub fn stage<F>(
-        &mut self,
+        &self,
         node: &str,
         stage: &str,
         code_version: u32,
@@ -366,10 +488,39 @@ impl<'s> Session<'s> {
     where
         F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError>,
     {
+        let seq = self.next_seq();
+        let call = Call {
+            node,
+            stage,
+            code_version,
+            params,
+        };
+        self.stage_at(&seq, call, inputs, run)
+    }
+
+    /// Ensure the output of one node: reuse it if its key is in the store, otherwise
+    /// (run mode) compute it with `run` and publish it. The handle is pending only in
+    /// status mode, for a node that would run or waits for an input.
+    pub fn stage_at<F>(
+        &self,
+        seq: &Seq,
+        call: Call<'_>,
+        inputs: &[Input<'_>],
+        run: F,
+    ) -> Result<Handle, StageError>
+    where
+        F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError>,
+    {
+        let Call {
+            node,
+            stage,
+            code_version,
+            params,
+        } = call;
         let pending = Handle::pending(node);
         let mut report = NodeReport::new(node, stage, inputs);
         if inputs.iter().any(|(_, h)| h.entry().is_none()) {
-            return self.waiting(report, stage, inputs);
+            return self.waiting(seq, report, stage, inputs);
         }
         let components = KeyComponents {
             stage: stage.to_string(),
@@ -383,6 +534,19 @@ impl<'s> Session<'s> {
         let key = components.key();
         report.key = Some(key.clone());
         let store_err = |e| StageError::store(stage, e);
+        // One computation per key in a run: a second node with this key waits here
+        // and then finds the first one's output.
+        let gate = (self.mode == Mode::Run).then(|| {
+            self.computing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(key.clone())
+                .or_default()
+                .clone()
+        });
+        let _computing = gate
+            .as_ref()
+            .map(|g| g.lock().unwrap_or_else(|e| e.into_inner()));
         // `inspect` changes nothing: status mode (also used to compute what `gc` keeps)
         // must neither quarantine nor record slots.
         let corrupt = match self.store.inspect(&components) {
@@ -396,7 +560,7 @@ impl<'s> Session<'s> {
                 report.wall_ms = entry.manifest.wall_ms;
                 report.finished_unix = entry.manifest.created_unix;
                 report.usage = entry.manifest.usage.clone();
-                self.reports.push(report);
+                self.report(seq, report);
                 return Ok(Handle::ready(node, *entry));
             }
             Lookup::Miss => None,
@@ -428,7 +592,7 @@ impl<'s> Session<'s> {
                 );
             }
             report.state = NodeState::WouldRun { reasons };
-            self.reports.push(report);
+            self.report(seq, report);
             return Ok(pending);
         }
         if let Some(reason) = &corrupt {
@@ -439,6 +603,10 @@ impl<'s> Session<'s> {
         }
         let start = Instant::now();
         let mut ctx = StageCtx {
+            inputs: inputs
+                .iter()
+                .map(|(n, h)| (n.to_string(), (*h).clone()))
+                .collect(),
             staging: self.store.begin(&components).map_err(store_err)?,
             journal: crate::journal::Journal::new(self.store.root(), &key),
             node,
@@ -473,7 +641,7 @@ impl<'s> Session<'s> {
             wall_ms as f64 / 1000.0,
             report.rows
         ));
-        self.reports.push(report);
+        self.report(seq, report);
         Ok(Handle::ready(node, entry))
     }
 }

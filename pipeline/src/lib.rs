@@ -71,6 +71,7 @@ extern crate self as pipeline;
 pub mod digest;
 pub mod engine;
 pub mod error;
+pub mod exec;
 mod fsio;
 pub mod gc;
 pub mod journal;
@@ -80,8 +81,9 @@ pub mod store;
 pub mod table;
 
 pub use digest::Digest;
-pub use engine::{Handle, Input, Mode, NodeReport, NodeState, Session, StageCtx};
+pub use engine::{Call, Handle, Input, Mode, NodeReport, NodeState, Seq, Session, StageCtx};
 pub use error::{Classify, ErrorClass, StageError, StageErrorKind, StoreError, StoreErrorKind};
+pub use exec::{Node, Params, Plan};
 pub use gc::{GcReport, KeepSet};
 pub use journal::Journal;
 pub use key::{Change, KeyComponents};

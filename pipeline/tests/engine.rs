@@ -187,7 +187,7 @@ fn a_crash_before_the_manifest_leaves_no_result_and_is_cleaned() {
 fn a_failing_stage_leaves_no_staging_and_keeps_its_error_kind() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir);
-    let mut s = Session::new(&store, Mode::Run, true);
+    let s = Session::new(&store, Mode::Run, true);
     let err = s
         .stage("bad", UP, 1, serde_json::json!({}), &[], |ctx| {
             ctx.write(&nums(&[1]))?;
@@ -213,7 +213,7 @@ fn concurrent_writers_of_one_key_end_with_one_valid_entry() {
             let handles: Vec<_> = (0..2)
                 .map(|_| {
                     scope.spawn(|| {
-                        let mut s = Session::new(&store, Mode::Run, true);
+                        let s = Session::new(&store, Mode::Run, true);
                         s.stage("up", UP, 1, serde_json::json!({ "v": round }), &[], |ctx| {
                             ctx.write(&rows)?;
                             barrier.wait();

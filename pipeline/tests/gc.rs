@@ -111,7 +111,7 @@ fn keep_up_only(store: &Store) -> KeepSet {
     let mut s = Session::new(store, Mode::Status, true);
     up(&mut s, 1, &nums(&[1, 2]), &calls).unwrap();
     let mut keep = KeepSet::new();
-    keep.add_walk("up-only.toml", s.reports());
+    keep.add_walk("up-only.toml", &s.reports());
     keep
 }
 

@@ -143,7 +143,7 @@ pub fn parse_reply(text: &str) -> ParsedReply {
 #[derive(serde::Serialize)]
 pub struct ReflectParams<'a> {
     /// The editor model spec.
-    pub editor: &'a crate::models::ModelSpec,
+    pub editor: crate::models::ModelSpec,
     /// The editor prompt template (`{{tools}}` and `{{example}}` are filled in).
     pub template: &'a str,
     /// The reflection round whose docs this request makes.

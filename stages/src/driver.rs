@@ -38,17 +38,14 @@ pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
 
 /// Run (or, in status mode, plan) every stage of `exp`. The experiment's models were
 /// checked when it was parsed; they are loaded on first use.
-pub fn drive(exp: &Experiment, s: &mut Session<'_>) -> Result<RunOutput, DriveError> {
+pub fn drive(exp: &Experiment, s: &Session<'_>) -> Result<RunOutput, DriveError> {
     let models = Models::for_store(s.store().root());
-    let mut out = RunOutput::default();
-    let mut cx = crate::env::Cx {
-        session: s,
-        models: &models,
-        out: &mut out,
-    };
+    let out = crate::env::Recorder::default();
+    let mut cx = crate::env::Cx::new(s, &models, &out);
     for env in &exp.envs {
         env.drive(exp, &mut cx)?;
     }
+    let out = out.finish();
     // What the run used, after it (an error line stays the only line of a failed run).
     s.println(&exp.models_line());
     for (spec, line) in models.metrics_summaries() {
@@ -84,9 +81,9 @@ pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
 /// (nothing runs, no model is loaded), quietly.
 /// Also returns the status of every node, so a renderer can say what is missing.
 pub fn locate(exp: &Experiment, store: &Store) -> Result<(RunOutput, Vec<NodeReport>), DriveError> {
-    let mut s = Session::new(store, Mode::Status, true);
-    let out = drive(exp, &mut s)?;
-    Ok((out, s.reports().to_vec()))
+    let s = Session::new(store, Mode::Status, true);
+    let out = drive(exp, &s)?;
+    Ok((out, s.reports()))
 }
 
 /// The class of `e` when it is one of the workspace's classified errors (the

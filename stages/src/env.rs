@@ -21,7 +21,8 @@
 pub use crate::at::{At, Label, Naming, Shown, Split, Step};
 use crate::models::Models;
 use crate::rows::DocRow;
-use pipeline::{Entry, Handle, Session, StageError};
+use pipeline::{Entry, Handle, Node, Params, Plan, Seq, Session, StageCtx, StageError};
+use std::sync::{Arc, Mutex};
 
 /// The instance id of an offline environment's one shared documentation row.
 pub const SHARED: &str = "*";
@@ -113,7 +114,7 @@ impl RunOutput {
 
     /// Record an output if it is computed; a node shared by several chains
     /// (opacify, agent-free baselines) is recorded once.
-    pub fn push(&mut self, node: &str, stage: &'static str, label: &Label, h: &Handle) {
+    fn push(&mut self, node: &str, stage: &'static str, label: &Label, h: &Handle) {
         let Some(e) = h.entry() else { return };
         if self.outputs.iter().any(|o| {
             o.node == node && o.stage == stage && o.agent == label.agent && o.editor == label.editor
@@ -133,143 +134,285 @@ impl RunOutput {
     }
 }
 
-impl RunOutput {
-    /// A node of the grid at `label`: its cell, and its output if computed.
-    pub fn record(&mut self, node: &str, stage: &'static str, label: Label, h: &Handle) {
-        self.push(node, stage, &label, h);
-        self.cells.push((node.to_string(), label));
+/// Where a drive records its outputs, from every thread of a run: each record at
+/// its node's place ([`Seq`]), so [`Recorder::finish`] lists them in the drive's order
+/// whatever order the nodes finished in.
+#[derive(Default)]
+pub struct Recorder {
+    records: Mutex<Vec<(Seq, Record)>>,
+}
+
+enum Record {
+    /// A stage output (a node of the grid when `cell`).
+    Output {
+        node: String,
+        stage: &'static str,
+        label: Label,
+        handle: Handle,
+        cell: bool,
+    },
+    /// A score output an environment's summary aggregates.
+    Curve(String, Label, Handle),
+}
+
+impl Recorder {
+    fn add(&self, seq: Seq, r: Record) {
+        self.records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((seq, r));
     }
 
-    /// Append what a job of [`run_jobs`] recorded, as if it had run here.
-    pub fn absorb(&mut self, other: RunOutput) {
-        for o in other.outputs {
-            let label = Label {
-                setting: o.setting,
-                method: o.method,
-                agent: o.agent,
-                editor: o.editor,
-                round: o.round,
-            };
-            let h = Handle::ready(&o.node, o.entry);
-            self.push(&o.node, o.stage, &label, &h);
+    fn sorted(&self) -> Vec<(Seq, Record)> {
+        let mut v = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// The curve records from place `from` on, in the drive's order.
+    pub fn curve_since(&self, from: &Seq) -> Vec<(String, Label, Handle)> {
+        let mut v: Vec<(Seq, (String, Label, Handle))> = self
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(seq, _)| seq >= from)
+            .filter_map(|(seq, r)| match r {
+                Record::Curve(n, l, h) => Some((seq.clone(), (n.clone(), l.clone(), h.clone()))),
+                Record::Output { .. } => None,
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// What the drive recorded, in its order (after every node has run).
+    pub fn finish(&self) -> RunOutput {
+        let mut out = RunOutput::default();
+        for (_, r) in self.sorted() {
+            match r {
+                Record::Output {
+                    node,
+                    stage,
+                    label,
+                    handle,
+                    cell,
+                } => {
+                    out.push(&node, stage, &label, &handle);
+                    if cell {
+                        out.cells.push((node, label));
+                    }
+                }
+                Record::Curve(n, l, h) => out.curve.push((n, l, h)),
+            }
         }
-        self.curve.extend(other.curve);
-        self.cells.extend(other.cells);
+        out
     }
 }
 
-/// One independent part of a drive (a setting, a method's chain): run by
-/// [`run_jobs`], possibly on a thread of its own.
-pub type Job<'a> = Box<dyn FnOnce(&mut Cx<'_, '_>) -> Result<(), DriveError> + Send + 'a>;
-
-/// Whether [`run_jobs`] runs jobs concurrently: yes, unless `OTB_CONCURRENT_CHAINS=0`.
-fn concurrent_chains() -> bool {
+/// Whether a run executes its nodes concurrently: yes, unless
+/// `OTB_CONCURRENT_CHAINS=0` (then one node after another, in the drive's order).
+fn concurrent() -> bool {
     std::env::var("OTB_CONCURRENT_CHAINS").map_or(true, |v| v.trim() != "0")
 }
 
-/// Run independent jobs. With `otb run` they run concurrently, one thread each, so
-/// their model calls meet in the backend's batch (the embedded model decodes
-/// `OTB_LLAMA_PARALLEL` requests together; an endpoint gets more requests in
-/// flight) instead of one chain's tail leaving it idle. Each job records into its
-/// own session and output, taken back in job order, so reports, outputs and the
-/// summary's inputs are the same as when the jobs run one after another (which
-/// is what `otb status`, and `OTB_CONCURRENT_CHAINS=0`, do). Every job is run to
-/// its end; the first error in job order is returned.
-pub fn run_jobs(cx: &mut Cx<'_, '_>, jobs: Vec<Job<'_>>) -> Result<(), DriveError> {
-    if jobs.len() <= 1 || cx.session.mode() == pipeline::Mode::Status || !concurrent_chains() {
-        for job in jobs {
-            job(cx)?;
-        }
-        return Ok(());
-    }
-    let models = cx.models;
-    let results: Vec<_> = std::thread::scope(|scope| {
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .map(|job| {
-                let mut session = cx.session.fork();
-                scope.spawn(move || {
-                    let mut out = RunOutput::default();
-                    let r = job(&mut Cx {
-                        session: &mut session,
-                        models,
-                        out: &mut out,
-                    });
-                    (session, out, r)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join()).collect()
-    });
-    let mut first = None;
-    for r in results {
-        match r {
-            Ok((session, out, r)) => {
-                cx.session.join(session);
-                cx.out.absorb(out);
-                if let Err(e) = r {
-                    first.get_or_insert(e);
-                }
-            }
-            Err(_) => {
-                first.get_or_insert(DriveError::from(pipeline::StageError::bug(
-                    "drive",
-                    "a job of the drive panicked",
-                )));
-            }
-        }
-    }
-    first.map_or(Ok(()), Err)
-}
-
 /// What every stage call of a drive needs: the session (run or plan), the models,
-/// and where outputs are recorded.
-pub struct Cx<'a, 's> {
+/// where outputs are recorded, and -- inside [`Cx::scope`] in a run -- the plan its
+/// nodes are issued to. `'p`: what the nodes' code may borrow.
+pub struct Cx<'p, 's> {
     /// The session: run, or status mode.
-    pub session: &'a mut Session<'s>,
+    pub session: &'p Session<'s>,
     /// The models of the drive, opened on first use.
-    pub models: &'a Models,
-    /// Where computed outputs are recorded with their labels.
-    pub out: &'a mut RunOutput,
+    pub models: &'p Models,
+    /// Where outputs are recorded with their labels.
+    pub out: &'p Recorder,
+    /// Inside [`Cx::scope`] in a concurrent run: where nodes are issued (they run
+    /// when [`Cx::scope`] ends); otherwise every node is looked up or computed when
+    /// it is called.
+    plan: Option<Arc<Plan<'p, DriveError>>>,
+    /// This drive's (or continuation's) place; its nodes are numbered under it.
+    seq: Seq,
+    next: u32,
 }
 
-impl Cx<'_, '_> {
+impl<'p, 's> Cx<'p, 's> {
+    /// The context of a whole drive: nodes computed as they are called until a
+    /// [`Cx::scope`].
+    pub fn new(session: &'p Session<'s>, models: &'p Models, out: &'p Recorder) -> Cx<'p, 's> {
+        Cx {
+            session,
+            models,
+            out,
+            plan: None,
+            seq: Seq::default(),
+            next: 0,
+        }
+    }
+
+    /// The place of the next node or continuation.
+    fn next_seq(&mut self) -> Seq {
+        let s = self.seq.child(self.next);
+        self.next += 1;
+        s
+    }
+
+    /// The place the next record will take: what [`Recorder::curve_since`] counts
+    /// from.
+    pub fn mark(&self) -> Seq {
+        self.seq.child(self.next)
+    }
+
+    /// Issue the nodes `f` calls as one plan and, in a run, execute it: every node
+    /// as soon as its inputs are computed, independent ones concurrently (unless
+    /// `OTB_CONCURRENT_CHAINS=0`); returns when all have run, with the first error in
+    /// the drive's order. In status mode (and one node at a time) `f`'s nodes are
+    /// looked up or computed as they are called. `f` may borrow what lives as long
+    /// as this call (an environment built by the drive).
+    pub fn scope<'q, R, F>(&mut self, f: F) -> Result<R, DriveError>
+    where
+        'p: 'q,
+        F: FnOnce(&mut Cx<'q, 's>) -> Result<R, DriveError>,
+    {
+        let deferred = self.session.mode() == pipeline::Mode::Run && concurrent();
+        let plan: Option<Arc<Plan<'q, DriveError>>> = deferred.then(Default::default);
+        let mut inner = Cx {
+            session: self.session,
+            models: self.models,
+            out: self.out,
+            plan: plan.clone(),
+            seq: self.next_seq(),
+            next: 0,
+        };
+        let issued = f(&mut inner);
+        drop(inner);
+        // What was issued runs even after an error issuing more (every node runs to
+        // its end); the issuing error comes first.
+        let errors = plan.map(|p| p.run()).unwrap_or_default();
+        let r = issued?;
+        errors.into_iter().next().map_or(Ok(r), Err)
+    }
+
+    /// Run `f` once every handle of `waits` is computed: at once when nodes are
+    /// computed as they are called (in status mode some of them may be pending),
+    /// else when the plan's executor has computed them (skipped if one failed). `f`
+    /// issues its nodes at this call's place in the drive's order: what a
+    /// continuation records sorts as if it had run here.
+    pub fn then<F>(&mut self, waits: &[&Handle], f: F) -> Result<(), DriveError>
+    where
+        F: FnOnce(&mut Cx<'p, 's>) -> Result<(), DriveError> + Send + 'p,
+    {
+        let seq = self.next_seq();
+        let mut child = Cx {
+            session: self.session,
+            models: self.models,
+            out: self.out,
+            plan: self.plan.clone(),
+            seq,
+            next: 0,
+        };
+        match self.plan.clone() {
+            None => f(&mut child),
+            Some(plan) => {
+                let waits = waits.iter().map(|h| (*h).clone()).collect();
+                let seq = child.seq.clone();
+                plan.push(seq, waits, move || f(&mut child));
+                Ok(())
+            }
+        }
+    }
+
     /// The node of stage `stage` (code version `version`) at cell `at`, in one call:
     /// named `at.node(stage)`, keyed by `params` and the inputs' digests, reused or
-    /// computed with `run` (see [`Session::stage`]), and its output recorded with the
-    /// cell's label. Pending only in status mode, for a node that would run or waits
-    /// for an input.
+    /// computed with `run` (given the params; it reads its inputs through
+    /// [`StageCtx::input`]), and recorded with the cell's label. In a scope of a run the node runs later (its
+    /// handle is a promise); in status mode its handle is pending when it would run
+    /// or waits for an input.
     pub fn stage<P, F>(
         &mut self,
         at: &At,
         stage: &'static str,
         version: u32,
-        params: &P,
+        params: P,
         inputs: &[pipeline::Input<'_>],
         run: F,
     ) -> Result<Handle, DriveError>
     where
-        P: serde::Serialize + ?Sized,
-        F: FnOnce(&mut pipeline::StageCtx<'_>) -> Result<(), StageError>,
+        P: serde::Serialize + Send + 'p,
+        F: FnOnce(&mut StageCtx<'_>, &P) -> Result<(), StageError> + Send + 'p,
     {
         let node = at.node(stage);
-        let h = self.stage_named(&node, stage, version, params, inputs, run)?;
-        self.out.record(&node, stage, at.label(), &h);
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(stage, e))?;
+        let seq = self.next_seq();
+        let run = move |ctx: &mut StageCtx<'_>| run(ctx, &params);
+        let h = self.issue(
+            node_of(&seq, (&node, stage, version), Params::Known(key), inputs),
+            run,
+        )?;
+        self.record(seq, &node, stage, at.label(), &h);
         Ok(h)
     }
 
-    /// Status mode: the node of `stage` at `at` waits for an input whose content its
-    /// key needs (listed without a key); see [`Session::unkeyed`].
-    pub fn waiting(
+    /// [`Cx::stage`] for a node whose params are computed from its inputs' content
+    /// (`params` is called once every input is computed: e.g. a key that names the
+    /// documentation's text). In status mode, while an input is not computed, the
+    /// node is listed waiting for it, without a key.
+    pub fn stage_later<F>(
         &mut self,
         at: &At,
         stage: &'static str,
+        version: u32,
+        params: impl FnOnce() -> Result<serde_json::Value, StageError> + Send + 'p,
         inputs: &[pipeline::Input<'_>],
-    ) -> Result<Handle, DriveError> {
+        run: F,
+    ) -> Result<Handle, DriveError>
+    where
+        F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError> + Send + 'p,
+    {
         let node = at.node(stage);
-        let h = self.session.unkeyed(&node, stage, inputs)?;
-        self.out.record(&node, stage, at.label(), &h);
+        let seq = self.next_seq();
+        let h = if self.plan.is_none() && inputs.iter().any(|(_, h)| h.entry().is_none()) {
+            self.session.unkeyed(&seq, &node, stage, inputs)?
+        } else {
+            let params = Params::Later(Box::new(params));
+            self.issue(node_of(&seq, (&node, stage, version), params, inputs), run)?
+        };
+        self.record(seq, &node, stage, at.label(), &h);
         Ok(h)
+    }
+
+    fn record(&self, seq: Seq, node: &str, stage: &'static str, label: Label, h: &Handle) {
+        self.out.add(
+            seq,
+            Record::Output {
+                node: node.to_string(),
+                stage,
+                label,
+                handle: h.clone(),
+                cell: true,
+            },
+        );
+    }
+
+    /// Record an output outside the grid (`bfcl-data`, `summarize`): listed among the
+    /// outputs, with no cell.
+    pub fn push(&mut self, node: &str, stage: &'static str, h: &Handle) {
+        let seq = self.next_seq();
+        self.out.add(
+            seq,
+            Record::Output {
+                node: node.to_string(),
+                stage,
+                label: Label::default(),
+                handle: h.clone(),
+                cell: false,
+            },
+        );
+    }
+
+    /// Record a score output an environment's summary aggregates.
+    pub fn curve(&mut self, name: String, label: Label, h: &Handle) {
+        let seq = self.next_seq();
+        self.out.add(seq, Record::Curve(name, label, h.clone()));
     }
 
     /// [`Cx::stage`] for a node outside the grid (`bfcl-data`, `chess-positions`): its
@@ -279,16 +422,64 @@ impl Cx<'_, '_> {
         node: &str,
         stage: &'static str,
         version: u32,
-        params: &P,
+        params: P,
         inputs: &[pipeline::Input<'_>],
         run: F,
     ) -> Result<Handle, DriveError>
     where
-        P: serde::Serialize + ?Sized,
-        F: FnOnce(&mut pipeline::StageCtx<'_>) -> Result<(), StageError>,
+        P: serde::Serialize + Send + 'p,
+        F: FnOnce(&mut StageCtx<'_>, &P) -> Result<(), StageError> + Send + 'p,
     {
-        let key = serde_json::to_value(params).map_err(|e| StageError::bug(stage, e))?;
-        Ok(self.session.stage(node, stage, version, key, inputs, run)?)
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(stage, e))?;
+        let seq = self.next_seq();
+        let run = move |ctx: &mut StageCtx<'_>| run(ctx, &params);
+        self.issue(
+            node_of(&seq, (node, stage, version), Params::Known(key), inputs),
+            run,
+        )
+    }
+
+    /// Look the node up, or compute it (now, or -- in a scope of a run -- when the
+    /// plan runs).
+    fn issue<F>(&self, n: Node<'p>, run: F) -> Result<Handle, DriveError>
+    where
+        F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError> + Send + 'p,
+    {
+        if let Some(plan) = &self.plan {
+            return Ok(plan.node(self.session, n, run));
+        }
+        let params = match n.params {
+            Params::Known(v) => v,
+            Params::Later(f) => f()?,
+        };
+        let call = pipeline::Call {
+            node: &n.node,
+            stage: n.stage,
+            code_version: n.code_version,
+            params,
+        };
+        let inputs: Vec<(&str, &Handle)> = n.inputs.iter().map(|(k, h)| (k.as_str(), h)).collect();
+        Ok(self.session.stage_at(&n.seq, call, &inputs, run)?)
+    }
+}
+
+/// The node `node` of `stage` at `seq`, with its inputs owned.
+fn node_of<'p>(
+    seq: &Seq,
+    (node, stage, code_version): (&str, &'static str, u32),
+    params: Params<'p>,
+    inputs: &[pipeline::Input<'_>],
+) -> Node<'p> {
+    Node {
+        seq: seq.clone(),
+        node: node.to_string(),
+        stage,
+        code_version,
+        params,
+        inputs: inputs
+            .iter()
+            .map(|(n, h)| (n.to_string(), (*h).clone()))
+            .collect(),
     }
 }
 
@@ -345,14 +536,14 @@ pub enum Example {
 }
 
 /// An environment whose tools differ per instance: ToolObserver runs online.
-pub trait OnlineEnv {
+pub trait OnlineEnv: Sync {
     /// Agent turns on `docs` (one per instance), then grading, at the play step `at`:
     /// `(trajectories, scores)` (pending in status mode when not computed).
     /// `prev`: the previous round's trajectories, reused for instances whose docs did
     /// not change.
-    fn explore_eval(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn explore_eval<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         at: &At,
         docs: &Handle,
         prev: Option<&Handle>,
@@ -361,7 +552,7 @@ pub trait OnlineEnv {
     /// Round 0 of a ToolObserver curve (the play step `at`) is the Base chain's
     /// result: let the environment register it (e.g. in `out.curve`, for its summary
     /// table).
-    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Handle);
+    fn curve_start(&self, cx: &mut Cx<'_, '_>, at: &At, scores: &Handle);
 
     /// What the editor sees for each row of `docs` (same order), given that round's
     /// trajectories and scores. `guard`: the success guard is on.
@@ -394,9 +585,9 @@ pub struct Play<'a> {
 
 /// An environment whose tools are shared by every instance: ToolObserver runs
 /// offline over a training split and is evaluated on a test split.
-pub trait OfflineEnv {
+pub trait OfflineEnv: Sync {
     /// The agent's trajectories in `play` (pending in status mode when not computed).
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError>;
+    fn explore<'p>(&'p self, cx: &mut Cx<'p, '_>, play: &Play<'_>) -> Result<Handle, DriveError>;
 
     /// The trajectories as the editor reads them, in order (each bounded).
     fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError>;
@@ -428,9 +619,9 @@ pub trait OfflineEnv {
 
     /// Grade the test-split trajectories of `play` (pending in status mode when not
     /// computed).
-    fn evaluate(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn evaluate<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         play: &Play<'_>,
         trajectories: &Handle,
     ) -> Result<Handle, DriveError>;

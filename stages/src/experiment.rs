@@ -352,7 +352,7 @@ pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
     }
 
     /// Expand the table into stage calls.
-    fn drive(&self, exp: &Experiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError>;
+    fn drive<'p>(&'p self, exp: &'p Experiment, cx: &mut Cx<'p, '_>) -> Result<(), DriveError>;
 
     /// The table as `Any`, so that its environment's code can read its own type.
     fn as_any(&self) -> &dyn std::any::Any;

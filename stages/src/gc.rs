@@ -14,9 +14,9 @@ pub fn keep_set(store: &Store, exps: &[Experiment]) -> KeepSet {
     let mut keep = KeepSet::new();
     for exp in exps {
         let label = exp.path.display().to_string();
-        let mut session = Session::new(store, Mode::Status, true);
-        match crate::driver::drive(exp, &mut session) {
-            Ok(_) => keep.add_walk(&label, session.reports()),
+        let session = Session::new(store, Mode::Status, true);
+        match crate::driver::drive(exp, &session) {
+            Ok(_) => keep.add_walk(&label, &session.reports()),
             Err(e) => keep.add_failed_walk(&label, &e),
         }
     }

@@ -12,6 +12,7 @@ use pipeline::Handle;
 
 /// One ToolObserver curve's protocol (its cell -- setting, method, agent, editor --
 /// is an [`At`]).
+#[derive(Clone, Copy)]
 pub struct Curve<'a> {
     /// The editor prompt template (`{{tools}}`, `{{example}}`).
     pub template: &'a str,
@@ -23,67 +24,118 @@ pub struct Curve<'a> {
 
 /// Rounds 1..K of the curve at `at` (its method and editor set) after round 0 (`r0` =
 /// the Base chain's trajectories and scores on `docs0`). Stops when every instance
-/// is frozen or when K is reached. In status mode a round whose docs are not
-/// computed yet cannot say whether the curve goes on: the rounds after it are listed
-/// as planned (they run only if some instance is not frozen by then).
-pub fn toolobserver(
-    env: &dyn OnlineEnv,
-    cx: &mut Cx<'_, '_>,
+/// is frozen or when K is reached: each round after the first is issued by a
+/// continuation of the round before, once its docs are computed. In status mode a
+/// round whose docs are not computed yet cannot say whether the curve goes on: the
+/// rounds after it are listed as planned (they run only if some instance is not
+/// frozen by then).
+pub fn toolobserver<'p>(
+    env: &'p dyn OnlineEnv,
+    cx: &mut Cx<'p, '_>,
     at: &At,
-    curve: &Curve<'_>,
+    curve: Curve<'p>,
     docs0: &Handle,
     r0: (Handle, Handle),
 ) -> Result<(), DriveError> {
-    let Curve {
-        template,
-        rounds,
-        guard,
-    } = *curve;
-    let editor = at.editor_for(batch_reflect::STAGE)?;
-    let (mut traj, mut scores) = r0;
-    env.curve_start(cx.out, &at.play(None, 0), &scores);
-    let mut docs = docs0.clone();
-    let mut round = 0i64;
-    let mut planned = false;
-    while round < rounds as i64 {
-        round += 1;
-        let edit = at.at(Step::Edit, round);
-        let params = batch_reflect::ReflectParams {
-            editor,
-            template,
-            round,
-            seed: at.seed,
-            skip_success: guard,
-            examples: env.example_params(),
-        };
-        let models = cx.models;
-        let reflect = cx.stage(
-            &edit,
-            batch_reflect::STAGE,
-            batch_reflect::VERSION,
-            &params,
-            &[
-                ("docs", &docs),
-                ("trajectories", &traj),
-                ("scores", &scores),
-            ],
-            |ctx| {
-                // Read only when the round must be computed.
-                let docs_rows: Vec<DocRow> = docs.read()?;
-                let examples = env.examples(&docs_rows, &traj, &scores, guard)?;
-                let inputs = batch_reflect::RoundInputs {
-                    docs: &docs_rows,
-                    examples: &examples,
-                };
-                let ed = models.editor(editor)?;
-                batch_reflect::run(ctx, ed.as_ref(), &params, &inputs)
-            },
-        )?;
-        match reflect.entry() {
+    at.editor_for(batch_reflect::STAGE)?;
+    env.curve_start(cx, &at.play(None, 0), &r0.1);
+    let (traj, scores) = r0;
+    round(
+        env,
+        cx,
+        Round {
+            at: at.clone(),
+            curve,
+            round: 1,
+            docs: docs0.clone(),
+            traj,
+            scores,
+            planned: false,
+        },
+    )
+}
+
+/// Where a curve stands before round `round`: the docs, trajectories and scores of
+/// the round before.
+struct Round<'p> {
+    at: At,
+    curve: Curve<'p>,
+    round: i64,
+    docs: Handle,
+    traj: Handle,
+    scores: Handle,
+    /// Status mode: an earlier round's docs are not computed (later rounds are
+    /// planned).
+    planned: bool,
+}
+
+/// Round `r.round` of a curve, and (by a continuation, once its docs are computed)
+/// the rounds after it.
+fn round<'p>(env: &'p dyn OnlineEnv, cx: &mut Cx<'p, '_>, r: Round<'p>) -> Result<(), DriveError> {
+    let Round {
+        at,
+        curve,
+        round,
+        docs,
+        traj,
+        scores,
+        mut planned,
+    } = r;
+    if round > i64::from(curve.rounds) {
+        if planned {
+            cx.session.set_after(None);
+        }
+        return Ok(());
+    }
+    let editor = at.editor_for(batch_reflect::STAGE)?.clone();
+    let edit = at.at(Step::Edit, round);
+    let params = batch_reflect::ReflectParams {
+        editor,
+        template: curve.template,
+        round,
+        seed: at.seed,
+        skip_success: curve.guard,
+        examples: env.example_params(),
+    };
+    let models = cx.models;
+    let guard = curve.guard;
+    let reflect = cx.stage(
+        &edit,
+        batch_reflect::STAGE,
+        batch_reflect::VERSION,
+        params,
+        &[
+            ("docs", &docs),
+            ("trajectories", &traj),
+            ("scores", &scores),
+        ],
+        move |ctx, params| {
+            // Read only when the round must be computed.
+            let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+            let examples = env.examples(
+                &docs_rows,
+                ctx.input("trajectories")?,
+                ctx.input("scores")?,
+                guard,
+            )?;
+            let inputs = batch_reflect::RoundInputs {
+                docs: &docs_rows,
+                examples: &examples,
+            };
+            let ed = models.editor(&params.editor)?;
+            batch_reflect::run(ctx, ed.as_ref(), params, &inputs)
+        },
+    )?;
+    let next = reflect.clone();
+    cx.then(&[&reflect], move |cx| {
+        match next.entry() {
             Some(e) => {
                 let new_docs: Vec<DocRow> = e.read()?;
                 if new_docs.iter().all(|d| d.frozen) {
-                    break; // every instance converged: round k would repeat round k-1
+                    if planned {
+                        cx.session.set_after(None);
+                    }
+                    return Ok(()); // every instance converged: round k would repeat round k-1
                 }
             }
             // Status mode (a run computes every node): whether round k runs is
@@ -97,13 +149,19 @@ pub fn toolobserver(
             }
             None => {}
         }
-        let (t, sc) = env.explore_eval(cx, &at.play(None, round), &reflect, Some(&traj))?;
-        docs = reflect;
-        traj = t;
-        scores = sc;
-    }
-    if planned {
-        cx.session.set_after(None);
-    }
-    Ok(())
+        let (t, sc) = env.explore_eval(cx, &at.play(None, round), &next, Some(&traj))?;
+        self::round(
+            env,
+            cx,
+            Round {
+                at,
+                curve,
+                round: round + 1,
+                docs: next,
+                traj: t,
+                scores: sc,
+                planned,
+            },
+        )
+    })
 }

@@ -78,16 +78,16 @@ fn run(dir: &Path, agent: &str, tool_set: &str) -> EloRow {
         &format!("tool_sets = [\"{tool_set}\"]\nmethods = [\"base\"]\nmax_plies = 60\n"),
         &format!("agent = \"{agent}\"\n"),
     );
-    let mut s = Session::new(&store, Mode::Run, true);
-    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &s).unwrap();
     let e = out
         .by_stage(stages::chess::ELO_STAGE)
         .next()
         .expect("a bootstrap-elo output");
     let row = e.entry.read::<EloRow>().unwrap().remove(0);
     // A rerun replays from the store: no stage runs, no engine is started.
-    let mut s2 = Session::new(&store, Mode::Run, true);
-    stages::driver::drive(&exp, &mut s2).unwrap();
+    let s2 = Session::new(&store, Mode::Run, true);
+    stages::driver::drive(&exp, &s2).unwrap();
     assert_eq!(s2.executed(), 0);
     row
 }
@@ -144,8 +144,8 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
         "tool_sets = [\"phase_specialists\"]\nmethods = [\"easytool\", \"play2prompt\"]\nmax_plies = 20\n",
         "agent = \"scripted:chess-oracle\"\neditor = \"scripted:errors\"\n",
     );
-    let mut s = Session::new(&store, Mode::Run, true);
-    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &s).unwrap();
     let p2p = out
         .by_stage("play2prompt")
         .next()
@@ -180,7 +180,8 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
                     .count()
             })
             .sum();
-        let usage = &s.reports().iter().find(|r| r.node == o.node).unwrap().usage;
+        let reports = s.reports();
+        let usage = &reports.iter().find(|r| r.node == o.node).unwrap().usage;
         assert!(agent_plies > games.len(), "{agent_plies}");
         assert_eq!(usage.calls, agent_plies as u64, "{}: {usage:?}", o.node);
     }
@@ -209,8 +210,8 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
     let schema = std::fs::read_to_string(dest.join("SCHEMA.md")).unwrap();
     assert!(schema.contains("## chess_games.parquet") && !schema.contains("no schema registered"));
     // A rerun replays from the store.
-    let mut s2 = Session::new(&store, Mode::Run, true);
-    stages::driver::drive(&exp, &mut s2).unwrap();
+    let s2 = Session::new(&store, Mode::Run, true);
+    stages::driver::drive(&exp, &s2).unwrap();
     assert_eq!(s2.executed(), 0);
     // Another Elo start reruns only the two bootstrap-elo stages: the games and the
     // call checks are reused.
@@ -221,11 +222,11 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
     )
     .unwrap();
     let exp2 = stages::driver::load(&exp_path).unwrap();
-    let mut s3 = Session::new(&store, Mode::Run, true);
-    let out3 = stages::driver::drive(&exp2, &mut s3).unwrap();
+    let s3 = Session::new(&store, Mode::Run, true);
+    let out3 = stages::driver::drive(&exp2, &s3).unwrap();
     assert_eq!(s3.executed(), 2);
-    let ran: Vec<&str> = s3
-        .reports()
+    let reports3 = s3.reports();
+    let ran: Vec<&str> = reports3
         .iter()
         .filter(|r| r.state != pipeline::NodeState::Fresh)
         .map(|r| r.node.as_str())
@@ -268,8 +269,8 @@ fn calibration_keeps_its_own_game_length() {
     let drive = |text: &str| {
         std::fs::write(&exp_path, text).unwrap();
         let exp = stages::driver::load(&exp_path).unwrap();
-        let mut s = Session::new(&store, Mode::Run, true);
-        let out = stages::driver::drive(&exp, &mut s).unwrap();
+        let s = Session::new(&store, Mode::Run, true);
+        let out = stages::driver::drive(&exp, &s).unwrap();
         let games: Vec<usize> = out
             .by_stage(stages::chess::CALIBRATE_STAGE)
             .flat_map(|e| {
@@ -301,8 +302,8 @@ fn calibration_keeps_its_own_game_length() {
     );
     std::fs::write(&exp_path, &tools).unwrap();
     let exp = stages::driver::load(&exp_path).unwrap();
-    let mut s = Session::new(&store, Mode::Run, true);
-    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &s).unwrap();
     let rows: Vec<stages::chess::rows::ToolCalibrationRow> = out
         .by_stage(stages::chess::CALIBRATE_STAGE)
         .next()
@@ -397,13 +398,9 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
     let models = stages::models::Models::for_store(store.root())
         .with_agent(spec("random"), agent.clone())
         .with_editor(spec("silent"), editor.clone());
-    let mut s = Session::new(&store, Mode::Run, true);
-    let mut out = stages::driver::RunOutput::default();
-    let mut cx = stages::env::Cx {
-        session: &mut s,
-        models: &models,
-        out: &mut out,
-    };
+    let s = Session::new(&store, Mode::Run, true);
+    let out = stages::env::Recorder::default();
+    let mut cx = stages::env::Cx::new(&s, &models, &out);
     stages::chess::drive(&exp, exp.chess().unwrap(), &mut cx).unwrap();
     let agent_sent = agent.sent.lock().unwrap().clone();
     let editor_sent = editor.sent.lock().unwrap().clone();
@@ -423,6 +420,7 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
     );
     assert!(!batch.contains("1/2-1/2"), "{batch}");
     let train: Vec<stages::chess::rows::GameRow> = out
+        .finish()
         .by_stage(stages::chess::EXPLORE_STAGE)
         .flat_map(|o| o.entry.read::<stages::chess::rows::GameRow>().unwrap())
         .filter(|g| g.split == "train")

@@ -39,8 +39,8 @@ fn run(
     let path = dir.path().join(format!("{name}.toml"));
     std::fs::write(&path, toml).unwrap();
     let exp = stages::driver::load(&path).unwrap();
-    let mut s = Session::new(store, Mode::Run, true);
-    let out = stages::driver::drive(&exp, &mut s).unwrap();
+    let s = Session::new(store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &s).unwrap();
     let reports = s.reports().to_vec();
     (exp, out, reports)
 }
@@ -123,8 +123,8 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     assert!(text.contains("run: substitute"), "{text}");
     assert!(text.contains("not BrowseComp-Plus numbers"), "{text}");
     // A rerun is answered from the store.
-    let mut s2 = Session::new(&store, Mode::Run, true);
-    stages::driver::drive(&exp, &mut s2).unwrap();
+    let s2 = Session::new(&store, Mode::Run, true);
+    stages::driver::drive(&exp, &s2).unwrap();
     assert_eq!(s2.executed(), 0);
 }
 

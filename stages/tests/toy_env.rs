@@ -10,7 +10,8 @@ use pipeline::{Handle, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stages::env::{
-    At, Cx, DriveError, Example, Naming, OfflineEnv, OnlineEnv, Play, RunOutput, Split, SHARED,
+    At, Cx, DriveError, Example, Naming, OfflineEnv, OnlineEnv, Play, Recorder, RunOutput, Split,
+    SHARED,
 };
 use stages::experiment::{EnvTable, Environment, Experiment};
 use stages::models::{
@@ -164,23 +165,24 @@ struct Toy {
 }
 
 impl Toy {
-    fn explore_rows(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn explore_rows<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         at: &At,
         docs: &Handle,
-        ids: &[String],
+        ids: &'p [String],
     ) -> Result<Handle, DriveError> {
         let models = cx.models;
         let agent_spec = at.agent.clone().expect("a play step has an agent");
+        let (seed, round) = (at.seed, at.round);
         cx.stage(
             at,
             "toy-explore",
             1,
-            &json!({"agent": agent_spec, "ids": ids}),
+            json!({"agent": agent_spec, "ids": ids}),
             &[("docs", docs)],
-            |ctx| {
-                let rows: Vec<DocRow> = docs.read()?;
+            move |ctx, _| {
+                let rows: Vec<DocRow> = ctx.read("docs")?;
                 let agent = models.agent(&agent_spec)?;
                 let mut out = Vec::new();
                 for id in ids {
@@ -193,12 +195,12 @@ impl Toy {
                         system: "",
                         question: id,
                         tools: &tools,
-                        seed: at.seed,
+                        seed,
                     });
                     let tool = t.calls.first().map(|c| c.function.clone());
                     out.push(ToyTrajectory {
                         instance_id: id.clone(),
-                        round: at.round,
+                        round,
                         answer: tool
                             .as_deref()
                             .map(|n| n.trim_start_matches("tool_").to_uppercase()),
@@ -217,10 +219,10 @@ impl Toy {
             at,
             "toy-evaluate",
             1,
-            &json!({}),
+            json!({}),
             &[("trajectories", traj)],
-            |ctx| {
-                let rows: Vec<ToyTrajectory> = traj.read()?;
+            |ctx, _| {
+                let rows: Vec<ToyTrajectory> = ctx.read("trajectories")?;
                 let out: Vec<ToyScore> = rows
                     .iter()
                     .map(|t| ToyScore {
@@ -237,9 +239,9 @@ impl Toy {
 }
 
 impl OnlineEnv for Toy {
-    fn explore_eval(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn explore_eval<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         at: &At,
         docs: &Handle,
         _prev: Option<&Handle>,
@@ -249,7 +251,7 @@ impl OnlineEnv for Toy {
         Ok((t, s))
     }
 
-    fn curve_start(&self, _out: &mut RunOutput, _at: &At, _scores: &Handle) {}
+    fn curve_start(&self, _cx: &mut Cx<'_, '_>, _at: &At, _scores: &Handle) {}
 
     fn examples(
         &self,
@@ -278,14 +280,14 @@ impl OnlineEnv for Toy {
 }
 
 impl OfflineEnv for Toy {
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
+    fn explore<'p>(&'p self, cx: &mut Cx<'p, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
         // Train: the first 3 questions; test: the rest.
         let at = play.at;
-        let ids: Vec<String> = match at.split() {
-            Some(Split::Train) => self.questions[..3].to_vec(),
-            _ => self.questions[3..].to_vec(),
+        let ids = match at.split() {
+            Some(Split::Train) => &self.questions[..3],
+            _ => &self.questions[3..],
         };
-        self.explore_rows(cx, at, play.docs, &ids)
+        self.explore_rows(cx, at, play.docs, ids)
     }
 
     fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError> {
@@ -373,7 +375,7 @@ fn models(
 }
 
 /// The round-0 docs of the online loop (one row per question).
-fn seed_docs(s: &mut Session<'_>, ids: &[String], shared: bool) -> Handle {
+fn seed_docs(s: &Session<'_>, ids: &[String], shared: bool) -> Handle {
     let rows: Vec<DocRow> = if shared {
         vec![doc(SHARED)]
     } else {
@@ -394,18 +396,14 @@ fn seed_docs(s: &mut Session<'_>, ids: &[String], shared: bool) -> Handle {
 }
 
 fn online_run(store: &Store, models: &Models, toy: &Toy, rounds: u32) -> (RunOutput, usize) {
-    let mut s = Session::new(store, Mode::Run, true);
-    let docs0 = seed_docs(&mut s, &toy.questions, false);
-    let mut out = RunOutput::default();
+    let s = Session::new(store, Mode::Run, true);
+    let docs0 = seed_docs(&s, &toy.questions, false);
+    let out = Recorder::default();
     let chain = At {
         agent: Some(spec("scripted:toy")),
         ..At::new(Naming::Online, "toy", "base")
     };
-    let mut cx = Cx {
-        session: &mut s,
-        models,
-        out: &mut out,
-    };
+    let mut cx = Cx::new(&s, models, &out);
     let r0 = toy
         .explore_eval(&mut cx, &chain.play(None, 0), &docs0, None)
         .unwrap();
@@ -417,9 +415,9 @@ fn online_run(store: &Store, models: &Models, toy: &Toy, rounds: u32) -> (RunOut
     let at = chain
         .with_method("toolobserver")
         .with_editor(&spec("scripted:teacher"));
-    online::toolobserver(toy, &mut cx, &at, &curve, &docs0, r0).unwrap();
+    online::toolobserver(toy, &mut cx, &at, curve, &docs0, r0).unwrap();
     let ran = s.executed();
-    (out, ran)
+    (out.finish(), ran)
 }
 
 fn last_docs(out: &RunOutput, stage: &str) -> Vec<DocRow> {
@@ -500,20 +498,16 @@ fn offline_run(store: &Store, m: &Models, batch_template: &str, rounds: u32) -> 
     let toy = Toy {
         questions: (1..=6).map(|i| format!("q{i}")).collect(),
     };
-    let mut s = Session::new(store, Mode::Run, true);
-    let docs0 = seed_docs(&mut s, &[], true);
-    let mut out = RunOutput::default();
+    let sampling = Default::default();
+    let s = Session::new(store, Mode::Run, true);
+    let docs0 = seed_docs(&s, &[], true);
+    let out = Recorder::default();
     let at = At {
         agent: Some(spec("scripted:toy")),
         editor: Some(spec("scripted:teacher")),
         ..At::new(Naming::Offline, "toy", "toolobserver")
     };
-    let mut cx = Cx {
-        session: &mut s,
-        models: m,
-        out: &mut out,
-    };
-    let sampling = Default::default();
+    let mut cx = Cx::new(&s, m, &out);
     let curve = OfflineCurve {
         batch_template,
         merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
@@ -523,7 +517,7 @@ fn offline_run(store: &Store, m: &Models, batch_template: &str, rounds: u32) -> 
     };
     offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
     let ran = s.executed();
-    (out, ran)
+    (out.finish(), ran)
 }
 
 #[test]
@@ -613,9 +607,9 @@ fn status_lists_every_later_node_of_an_offline_curve() {
         questions: (1..=6).map(|i| format!("q{i}")).collect(),
     };
     let (m, _, _) = models(dir.path(), &[], false);
-    let docs0 = seed_docs(&mut Session::new(&store, Mode::Run, true), &[], true);
-    let mut s = Session::new(&store, Mode::Status, true);
-    let mut out = RunOutput::default();
+    let docs0 = seed_docs(&Session::new(&store, Mode::Run, true), &[], true);
+    let s = Session::new(&store, Mode::Status, true);
+    let out = Recorder::default();
     let at = At {
         agent: Some(spec("scripted:toy")),
         editor: Some(spec("scripted:teacher")),
@@ -629,11 +623,7 @@ fn status_lists_every_later_node_of_an_offline_curve() {
         batch_size: 2,
         sampling: &sampling,
     };
-    let mut cx = Cx {
-        session: &mut s,
-        models: &m,
-        out: &mut out,
-    };
+    let mut cx = Cx::new(&s, &m, &out);
     let (traj, scores) = offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
     assert!(traj.entry().is_none() && scores.entry().is_none());
     let nodes = |blocked: bool| -> Vec<String> {
@@ -645,7 +635,7 @@ fn status_lists_every_later_node_of_an_offline_curve() {
     };
     assert_eq!(nodes(false), ["toy-explore[toy toolobserver train r0]"]);
     // Each waits for the node before it: its edges are the curve's.
-    let inputs: Vec<Vec<(String, String)>> = s.reports().iter().map(|r| r.inputs.clone()).collect();
+    let inputs: Vec<Vec<(String, String)>> = s.reports().into_iter().map(|r| r.inputs).collect();
     assert_eq!(
         inputs[1],
         [
@@ -738,7 +728,7 @@ impl EnvTable for ToyConfig {
         !self.online
     }
 
-    fn drive(&self, exp: &Experiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+    fn drive<'p>(&'p self, exp: &'p Experiment, cx: &mut Cx<'p, '_>) -> Result<(), DriveError> {
         let (agent, editor) = scripted(&[], false);
         cx.models.register_agent(spec("scripted:toy"), agent);
         cx.models.register_editor(spec("scripted:teacher"), editor);
@@ -755,9 +745,9 @@ impl EnvTable for ToyConfig {
             "toy-docs",
             "toy-docs",
             1,
-            &json!({"shared": shared, "ids": if shared { vec![] } else { toy.questions.clone() }}),
+            json!({"shared": shared, "ids": if shared { vec![] } else { toy.questions.clone() }}),
             &[],
-            |ctx| {
+            move |ctx, _| {
                 ctx.write(&rows)?;
                 Ok(())
             },
@@ -777,25 +767,29 @@ impl EnvTable for ToyConfig {
             .cloned()
             .ok_or_else(|| DriveError::from(StageError::bug("toy", "no editor")))?;
         let at = chain.with_method("toolobserver").with_editor(&editor);
-        if self.online {
-            let r0 = toy.explore_eval(cx, &chain.play(None, 0), &docs0, None)?;
-            let curve = Curve {
-                template: "{{tools}}\n{{example}}",
-                rounds: self.rounds,
-                guard: false,
-            };
-            online::toolobserver(&toy, cx, &at, &curve, &docs0, r0)
-        } else {
-            let sampling = Default::default();
-            let curve = OfflineCurve {
-                batch_template: "BATCH {{notes}}\n{{tools}}\n{{trajectories}}",
-                merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
-                rounds: self.rounds,
-                batch_size: 2,
-                sampling: &sampling,
-            };
-            offline::toolobserver(&toy, cx, &at, &curve, &docs0).map(|_| ())
-        }
+        let sampling = Default::default();
+        // The environment's nodes in one plan (in a run they go on concurrently as
+        // their inputs are computed).
+        cx.scope(|cx| {
+            if self.online {
+                let r0 = toy.explore_eval(cx, &chain.play(None, 0), &docs0, None)?;
+                let curve = Curve {
+                    template: "{{tools}}\n{{example}}",
+                    rounds: self.rounds,
+                    guard: false,
+                };
+                online::toolobserver(&toy, cx, &at, curve, &docs0, r0)
+            } else {
+                let curve = OfflineCurve {
+                    batch_template: "BATCH {{notes}}\n{{tools}}\n{{trajectories}}",
+                    merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
+                    rounds: self.rounds,
+                    batch_size: 2,
+                    sampling: &sampling,
+                };
+                offline::toolobserver(&toy, cx, &at, &curve, &docs0).map(|_| ())
+            }
+        })
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -836,10 +830,10 @@ fn the_toy_goes_through_the_registry_and_otbs_code_paths() {
             .collect();
         assert!(certain.len() >= 4, "{}", plan.text());
 
-        let mut s = Session::new(&store, Mode::Run, true);
-        let out = stages::driver::drive(&exp, &mut s).unwrap();
-        let ran: Vec<&str> = s
-            .reports()
+        let s = Session::new(&store, Mode::Run, true);
+        let out = stages::driver::drive(&exp, &s).unwrap();
+        let reports = s.reports();
+        let ran: Vec<&str> = reports
             .iter()
             .filter(|r| r.state == pipeline::NodeState::Ran)
             .map(|r| r.node.as_str())

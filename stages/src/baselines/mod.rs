@@ -427,18 +427,18 @@ pub struct BaselineParams<'a> {
     pub budget: Option<Budget<'a>>,
     /// The task model (Play2Prompt validates candidate descriptions with it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent: Option<&'a ModelSpec>,
+    pub agent: Option<ModelSpec>,
     /// The task model's system prompt (Play2Prompt).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<&'a str>,
     /// The editor model.
-    pub editor: &'a ModelSpec,
+    pub editor: ModelSpec,
     /// Seed of the method's model calls.
     pub seed: u64,
     /// What executes the method's tool calls (the environment's key for it); absent
     /// for methods that execute nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub executor: Option<&'a Value>,
+    pub executor: Option<Value>,
 }
 
 impl<'a> BaselineParams<'a> {
@@ -447,9 +447,9 @@ impl<'a> BaselineParams<'a> {
     pub fn new(
         method: Method,
         budgets: &'a Baselines,
-        at: &'a crate::env::At,
+        at: &crate::env::At,
         system_prompt: &'a str,
-        executor: &'a Value,
+        executor: &Value,
     ) -> Result<Self, StageError> {
         let stage = stage_of(method).0;
         let (agent, editor) = (at.agent_for(stage)?, at.editor_for(stage)?);
@@ -466,11 +466,11 @@ impl<'a> BaselineParams<'a> {
         Ok(BaselineParams {
             templates,
             budget,
-            agent: p2p.then_some(agent),
+            agent: p2p.then(|| agent.clone()),
             system_prompt: p2p.then_some(system_prompt),
-            editor,
+            editor: editor.clone(),
             seed,
-            executor: (method != Method::EasyTool).then_some(executor),
+            executor: (method != Method::EasyTool).then(|| executor.clone()),
         })
     }
 }
@@ -484,81 +484,98 @@ pub fn stage_of(method: Method) -> (&'static str, u32) {
     }
 }
 
+/// The instances a baseline stage works on: read when it must be computed.
+pub type Instances<'p> =
+    Box<dyn FnOnce() -> Result<std::borrow::Cow<'p, [InstanceRow]>, StageError> + Send + 'p>;
+
+/// The documentation rows a baseline stage starts from, read from its inputs when it
+/// must be computed.
+pub type StartDocs<'p> =
+    Box<dyn FnOnce(&StageCtx<'_>) -> Result<Vec<DocRow>, StageError> + Send + 'p>;
+
+/// The environment's tool executor, built when a stage that executes tools runs.
+pub type Runner<'p> = Box<dyn FnOnce() -> Result<Box<dyn ToolRunner + 'p>, StageError> + Send + 'p>;
+
 /// One baseline stage of any environment: what it runs on and how it is keyed.
-pub struct BaselineStage<'a> {
+pub struct BaselineStage<'p> {
     /// The baseline method.
     pub method: Method,
-    /// The node's name in the experiment.
-    pub node: &'a str,
     /// The stage's parameters (its key).
-    pub params: BaselineParams<'a>,
+    pub params: BaselineParams<'p>,
     /// The baselines' settings: concurrency, and the budgets the method runs with.
-    pub budgets: &'a Baselines,
-    /// Input entries of the key besides the params (instances, docs, positions...).
-    pub inputs: &'a [(&'a str, &'a Handle)],
-    /// The instances the method works on, read only when the stage must be computed.
-    pub instances: &'a dyn Fn() -> Result<&'a [InstanceRow], StageError>,
-    /// The documentation rows the method starts from, read only when the stage must
-    /// be computed.
-    pub docs: &'a dyn Fn() -> Result<Vec<DocRow>, StageError>,
+    pub budgets: &'p Baselines,
+    /// The instances the method works on.
+    pub instances: Instances<'p>,
+    /// The documentation rows the method starts from.
+    pub docs: StartDocs<'p>,
+    /// The environment's tool executor (called only when the method executes tools).
+    pub runner: Runner<'p>,
 }
 
-/// Run (or reuse) a baseline stage: the documentation `method` produces from
-/// `docs`. `runner` gives the environment's tool executor; it is called only when
-/// the stage runs and the method executes tools.
-pub fn stage<'r>(
-    cx: &mut Cx<'_, '_>,
-    s: &BaselineStage<'_>,
-    runner: &dyn Fn() -> Result<Box<dyn ToolRunner + 'r>, StageError>,
+/// Run (or reuse) a baseline stage at the grid cell `at` (recorded there): the
+/// documentation `s.method` produces from its inputs (`inputs`: the key's input
+/// entries besides the params -- instances, docs, positions...).
+pub fn stage<'p>(
+    cx: &mut Cx<'p, '_>,
+    at: &crate::env::At,
+    s: BaselineStage<'p>,
+    inputs: &[pipeline::Input<'_>],
 ) -> Result<Handle, DriveError> {
     let (name, version) = stage_of(s.method);
     let models = cx.models;
-    let key = serde_json::to_value(&s.params).map_err(|e| StageError::bug(name, e))?;
-    let p = &s.params;
-    let e = cx
-        .session
-        .stage(s.node, name, version, key, s.inputs, |ctx| {
-            let ed = models.editor(p.editor)?;
-            let agent = match p.agent {
-                Some(a) => Some(models.agent(a)?),
-                None => None,
-            };
-            let embed = if s.method == Method::Draft {
-                Some(models.embedder(&s.budgets.draft.embedder)?)
-            } else {
-                None
-            };
-            let runner: Box<dyn ToolRunner + 'r> = if p.executor.is_some() {
-                runner()?
-            } else {
-                Box::new(crate::env::NoToolPlay("this method does not execute tools"))
-            };
-            let editor_model = p.editor.to_string();
-            let agent_model = p.agent.map(ToString::to_string).unwrap_or_default();
-            let tb = Toolbox {
-                editor: ed.as_ref(),
-                editor_model: &editor_model,
-                agent: agent.as_ref().map(|a| a.as_ref() as &dyn Agent),
-                agent_model: &agent_model,
-                agent_system: p.system_prompt.unwrap_or(""),
-                runner: runner.as_ref(),
-                embed: embed.as_deref(),
-                seed: p.seed,
-            };
-            let n = s.budgets.concurrency;
-            let docs = (s.docs)()?;
-            let instances = (s.instances)()?;
-            match s.method {
-                Method::Play2Prompt => run_stage(ctx, &tb, name, n, instances, &docs, |w| {
-                    play2prompt::produce(w, &s.budgets.play2prompt)
-                }),
-                Method::Draft => run_stage(ctx, &tb, name, n, instances, &docs, |w| {
-                    draft::produce(w, &s.budgets.draft)
-                }),
-                _ => run_stage(ctx, &tb, name, n, instances, &docs, easytool::produce),
-            }
-        })?;
-    Ok(e)
+    let BaselineStage {
+        method,
+        params,
+        budgets,
+        instances,
+        docs,
+        runner,
+    } = s;
+    cx.stage(at, name, version, params, inputs, move |ctx, p| {
+        let ed = models.editor(&p.editor)?;
+        let agent = match &p.agent {
+            Some(a) => Some(models.agent(a)?),
+            None => None,
+        };
+        let embed = if method == Method::Draft {
+            Some(models.embedder(&budgets.draft.embedder)?)
+        } else {
+            None
+        };
+        let runner: Box<dyn ToolRunner + 'p> = if p.executor.is_some() {
+            runner()?
+        } else {
+            Box::new(crate::env::NoToolPlay("this method does not execute tools"))
+        };
+        let editor_model = p.editor.to_string();
+        let agent_model = p
+            .agent
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let tb = Toolbox {
+            editor: ed.as_ref(),
+            editor_model: &editor_model,
+            agent: agent.as_ref().map(|a| a.as_ref() as &dyn Agent),
+            agent_model: &agent_model,
+            agent_system: p.system_prompt.unwrap_or(""),
+            runner: runner.as_ref(),
+            embed: embed.as_deref(),
+            seed: p.seed,
+        };
+        let n = budgets.concurrency;
+        let docs = docs(ctx)?;
+        let instances = instances()?;
+        match method {
+            Method::Play2Prompt => run_stage(ctx, &tb, name, n, &instances, &docs, |w| {
+                play2prompt::produce(w, &budgets.play2prompt)
+            }),
+            Method::Draft => run_stage(ctx, &tb, name, n, &instances, &docs, |w| {
+                draft::produce(w, &budgets.draft)
+            }),
+            _ => run_stage(ctx, &tb, name, n, &instances, &docs, easytool::produce),
+        }
+    })
 }
 
 #[cfg(test)]

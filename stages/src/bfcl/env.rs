@@ -7,7 +7,7 @@ use crate::baselines::{self, ToolOutput, ToolRunner};
 use crate::batch_reflect::render_call;
 use crate::bfcl::config::{BfclExperiment, Outcome};
 use crate::bfcl::summarize::{self, SummaryInput};
-use crate::env::{At, Cx, DriveError, Example, Job, Method, Naming, OnlineEnv, RunOutput, Shown};
+use crate::env::{At, Cx, DriveError, Example, Method, Naming, OnlineEnv, Shown};
 use crate::experiment::{Experiment, BASELINES};
 use crate::once::BuildOnce;
 use crate::online::{self, Curve};
@@ -83,9 +83,9 @@ impl Bfcl<'_> {
 }
 
 impl OnlineEnv for Bfcl<'_> {
-    fn explore_eval(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn explore_eval<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         at: &At,
         docs: &Handle,
         prev: Option<&Handle>,
@@ -100,27 +100,29 @@ impl OnlineEnv for Bfcl<'_> {
             inputs.push(("previous", p));
         }
         let params = explore::ExploreParams {
-            agent: agent_spec,
+            agent: agent_spec.clone(),
             system_prompt: &exp.agent_system_prompt,
             seed: at.seed,
             tool_choice: "required",
             round,
         };
         let models = cx.models;
+        let has_prev = prev.is_some();
         let traj = cx.stage(
             at,
             explore::STAGE,
             explore::VERSION,
-            &params,
+            params,
             &inputs,
-            |ctx| {
-                let docs_rows: Vec<DocRow> = docs.read()?;
-                let prev_rows: Option<Vec<TrajectoryRow>> = prev.map(|e| e.read()).transpose()?;
-                let agent = models.agent(agent_spec)?;
+            move |ctx, params| {
+                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+                let prev_rows: Option<Vec<TrajectoryRow>> =
+                    has_prev.then(|| ctx.read("previous")).transpose()?;
+                let agent = models.agent(&params.agent)?;
                 explore::run(
                     ctx,
                     agent.as_ref(),
-                    &params,
+                    params,
                     self.instances()?,
                     &docs_rows,
                     prev_rows.as_deref(),
@@ -137,9 +139,9 @@ impl OnlineEnv for Bfcl<'_> {
                 ("docs", docs),
                 ("trajectories", &traj),
             ],
-            |ctx| {
-                let docs_rows: Vec<DocRow> = docs.read()?;
-                let traj_rows: Vec<TrajectoryRow> = traj.read()?;
+            move |ctx, _| {
+                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+                let traj_rows: Vec<TrajectoryRow> = ctx.read("trajectories")?;
                 evaluate::run(
                     ctx,
                     self.executor()?,
@@ -150,7 +152,7 @@ impl OnlineEnv for Bfcl<'_> {
                 )
             },
         )?;
-        self.curve_start(cx.out, at, &scores);
+        self.curve_start(cx, at, &scores);
         Ok((traj, scores))
     }
 
@@ -162,14 +164,10 @@ impl OnlineEnv for Bfcl<'_> {
         }
     }
 
-    /// Every `evaluate` output goes to `out.curve`, in drive order: the `summarize`
-    /// stage's inputs.
-    fn curve_start(&self, out: &mut RunOutput, at: &At, scores: &Handle) {
-        out.curve.push((
-            format!("{}/{}", at.tag(), at.method),
-            at.label(),
-            scores.clone(),
-        ));
+    /// Every `evaluate` output goes to the drive's curve, in drive order: the
+    /// `summarize` stage's inputs.
+    fn curve_start(&self, cx: &mut Cx<'_, '_>, at: &At, scores: &Handle) {
+        cx.curve(format!("{}/{}", at.tag(), at.method), at.label(), scores);
     }
 
     fn examples(
@@ -254,43 +252,27 @@ impl ToolRunner for Executor {
     }
 }
 
-impl Bfcl<'_> {
+impl<'a> Bfcl<'a> {
     /// One baseline method's docs for the cell `at` (its method and editor set), then
     /// explore + evaluate them.
-    fn baseline(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn baseline<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         at: &At,
         m: Method,
         docs0: &Handle,
     ) -> Result<(), DriveError> {
         let exp = self.exp;
         let bl = &exp.baselines;
-        let (stage, _) = baselines::stage_of(m);
+        // The paper's +P2P cells on these two settings cover the 50 exec_multiple
+        // instances only (n = 50 in Table 2).
+        let only_multiple = m == Method::Play2Prompt
+            && bl.play2prompt.instances == "paper"
+            && matches!(at.setting.as_str(), "names" | "names+desc");
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
-        let node = at.node(stage);
-        let docs_rows = || -> Result<Vec<DocRow>, StageError> {
-            let mut docs_rows: Vec<DocRow> = docs0.read()?;
-            if m == Method::Play2Prompt
-                && bl.play2prompt.instances == "paper"
-                && matches!(at.setting.as_str(), "names" | "names+desc")
-            {
-                // The paper's +P2P cells on these two settings cover the 50
-                // exec_multiple instances only (n = 50 in Table 2).
-                let multiple: std::collections::HashSet<&str> = self
-                    .instances()?
-                    .iter()
-                    .filter(|i| i.category == "exec_multiple")
-                    .map(|i| i.instance_id.as_str())
-                    .collect();
-                docs_rows.retain(|d| multiple.contains(d.instance_id.as_str()));
-            }
-            Ok(docs_rows)
-        };
         let run = baselines::BaselineStage {
             method: m,
-            node: &node,
             params: baselines::BaselineParams::new(
                 m,
                 bl,
@@ -299,28 +281,41 @@ impl Bfcl<'_> {
                 &self.eval_params,
             )?,
             budgets: bl,
-            inputs: &[("instances", &self.data), ("docs", docs0)],
-            instances: &|| self.instances(),
-            docs: &docs_rows,
+            instances: Box::new(move || self.instances().map(std::borrow::Cow::Borrowed)),
+            docs: Box::new(move |ctx| {
+                let mut docs_rows: Vec<DocRow> = ctx.read("docs")?;
+                if only_multiple {
+                    let multiple: std::collections::HashSet<&str> = self
+                        .instances()?
+                        .iter()
+                        .filter(|i| i.category == "exec_multiple")
+                        .map(|i| i.instance_id.as_str())
+                        .collect();
+                    docs_rows.retain(|d| multiple.contains(d.instance_id.as_str()));
+                }
+                Ok(docs_rows)
+            }),
+            runner: Box::new(move || Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + 'p>)),
         };
-        let docs = baselines::stage(cx, &run, &|| {
-            Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + '_>)
-        })?;
-        cx.out.record(&node, stage, at.label(), &docs);
+        let inputs = [("instances", &self.data), ("docs", docs0)];
+        let docs = baselines::stage(cx, at, run, &inputs)?;
         self.explore_eval(cx, &at.play(None, 0), &docs, None)?;
         Ok(())
     }
-}
 
-impl Bfcl<'_> {
     fn has(&self, m: &str) -> bool {
         self.b.methods.iter().any(|x| x.as_str() == m)
     }
 
     /// One setting of one chain (`chain`: its agent and seed): its opacified docs,
     /// then gold, or Base round 0 followed by the ToolObserver curves and the
-    /// baselines, which are independent of each other and run concurrently.
-    fn setting(&self, cx: &mut Cx<'_, '_>, chain: &At, setting: &str) -> Result<(), DriveError> {
+    /// baselines (independent of each other: in a run they go on concurrently).
+    fn setting<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
+        chain: &At,
+        setting: &'p str,
+    ) -> Result<(), DriveError> {
         let (exp, b) = (self.exp, self.b);
         let base = At {
             setting: setting.to_string(),
@@ -334,18 +329,16 @@ impl Bfcl<'_> {
             &opacified,
             opacify::STAGE,
             opacify::VERSION,
-            &OpacifyParams { setting },
+            OpacifyParams { setting },
             &[("instances", &self.data)],
-            |ctx| opacify::run(ctx, setting, self.instances()?),
+            move |ctx, _| opacify::run(ctx, setting, self.instances()?),
         )?;
         if setting == "gold" {
             self.explore_eval(cx, &base.with_method("gold").play(None, 0), &docs0, None)?;
             return Ok(());
         }
-        let docs0 = &docs0;
-        let mut jobs: Vec<Job<'_>> = Vec::new();
         if self.has("base") || self.has("toolobserver") {
-            let r0 = self.explore_eval(cx, &base.play(None, 0), docs0, None)?;
+            let r0 = self.explore_eval(cx, &base.play(None, 0), &docs0, None)?;
             if self.has("toolobserver") {
                 // With the guard enabled both variants run (the paper's first).
                 let guards: &[bool] = if b.reflect_skip_success {
@@ -361,10 +354,7 @@ impl Bfcl<'_> {
                             "toolobserver"
                         };
                         let at = base.with_method(method).with_editor(editor);
-                        let r0 = r0.clone();
-                        jobs.push(Box::new(move |cx| {
-                            online::toolobserver(self, cx, &at, &self.curve(guard), docs0, r0)
-                        }));
+                        online::toolobserver(self, cx, &at, self.curve(guard), &docs0, r0.clone())?;
                     }
                 }
             }
@@ -375,10 +365,10 @@ impl Bfcl<'_> {
             }
             for editor in &exp.editors {
                 let at = base.with_method(m.as_str()).with_editor(editor);
-                jobs.push(Box::new(move |cx| self.baseline(cx, &at, m, docs0)));
+                self.baseline(cx, &at, m, &docs0)?;
             }
         }
-        crate::env::run_jobs(cx, jobs)
+        Ok(())
     }
 }
 
@@ -398,25 +388,28 @@ struct OpacifyParams<'a> {
 
 /// `summarize`'s params: the bootstrap settings and the labels of its inputs.
 #[derive(serde::Serialize)]
-struct SummarizeParams<'a, B: serde::Serialize> {
+struct SummarizeParams<B: serde::Serialize> {
     bootstrap: B,
-    inputs: Vec<&'a str>,
+    inputs: Vec<String>,
 }
 
 /// Expand the `[bfcl]` grid into stage calls.
-pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+pub fn drive<'p>(
+    exp: &'p Experiment,
+    b: &'p BfclExperiment,
+    cx: &mut Cx<'p, '_>,
+) -> Result<(), DriveError> {
     let root = cx.session.store().root().to_path_buf();
     let cache = root.join("cache").join("bfcl");
     let data = cx.stage_named(
         "bfcl-data",
         bfcl_data::STAGE,
         bfcl_data::VERSION,
-        &bfcl_data::params(&b.data, b.subset)?,
+        bfcl_data::params(&b.data, b.subset)?,
         &[],
-        |ctx| bfcl_data::run(ctx, &b.data, b.subset, &cache),
+        move |ctx, _| bfcl_data::run(ctx, &b.data, b.subset, &cache),
     )?;
-    cx.out
-        .push("bfcl-data", bfcl_data::STAGE, &Default::default(), &data);
+    cx.push("bfcl-data", bfcl_data::STAGE, &data);
     let eval_params = serde_json::to_value(ExecutorKey {
         backend: &b.backend,
         // The frozen responses' digest is part of every executing stage's key: a file
@@ -449,51 +442,53 @@ pub fn drive(exp: &Experiment, b: &BfclExperiment, cx: &mut Cx<'_, '_>) -> Resul
         settings.push("gold");
     }
     settings.extend(b.settings.iter().map(|s| s.as_str()));
-    let curve_from = cx.out.curve.len();
+    let curve_from = cx.mark();
     let shown = Shown {
         seed: b.seeds.len() > 1,
         agent: exp.agents.len() > 1,
         editor: exp.editors.len() > 1,
     };
-    for &seed in &b.seeds {
-        for agent_spec in &exp.agents {
-            let chain = At {
-                naming: Naming::Online,
-                agent: Some(agent_spec.clone()),
-                seed,
-                shown,
-                ..At::default()
-            };
-            // The settings are independent chains: they run concurrently.
-            let env = &env;
-            let chain = &chain;
-            let jobs: Vec<Job<'_>> = settings
-                .iter()
-                .map(|&setting| -> Job<'_> { Box::new(move |cx| env.setting(cx, chain, setting)) })
-                .collect();
-            crate::env::run_jobs(cx, jobs)?;
+    // Every chain's nodes go to one plan: independent ones run concurrently.
+    cx.scope(|cx| {
+        for &seed in &b.seeds {
+            for agent_spec in &exp.agents {
+                let chain = At {
+                    naming: Naming::Online,
+                    agent: Some(agent_spec.clone()),
+                    seed,
+                    shown,
+                    ..At::default()
+                };
+                for &setting in &settings {
+                    env.setting(cx, &chain, setting)?;
+                }
+            }
         }
-    }
-    let summary = SummaryInput::from_curve(&cx.out.curve[curve_from..]);
+        Ok(())
+    })?;
+    let curve = cx.out.curve_since(&curve_from);
+    let summary = SummaryInput::from_curve(&curve);
     if !summary.is_empty() {
         let inputs: Vec<(&str, &Handle)> = summary
             .iter()
             .map(|i| (i.label.as_str(), &i.entry))
             .collect();
-        let labels: Vec<&str> = summary.iter().map(|i| i.label.as_str()).collect();
+        let labels: Vec<String> = summary.iter().map(|i| i.label.clone()).collect();
         let out = cx.stage_named(
             "summarize",
             summarize::STAGE,
             summarize::VERSION,
-            &SummarizeParams {
+            SummarizeParams {
                 bootstrap: summarize::BOOTSTRAP,
                 inputs: labels,
             },
             &inputs,
-            |ctx| summarize::run(ctx, &summary),
+            {
+                let summary = summary.clone();
+                move |ctx, _| summarize::run(ctx, &summary)
+            },
         )?;
-        cx.out
-            .push("summarize", summarize::STAGE, &Default::default(), &out);
+        cx.push("summarize", summarize::STAGE, &out);
     }
     Ok(())
 }

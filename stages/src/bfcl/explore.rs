@@ -20,7 +20,7 @@ pub const VERSION: u32 = 2;
 #[derive(serde::Serialize)]
 pub struct ExploreParams<'a> {
     /// The agent model.
-    pub agent: &'a crate::models::ModelSpec,
+    pub agent: crate::models::ModelSpec,
     /// The agent's system prompt (an instance's demonstrations are appended to it).
     pub system_prompt: &'a str,
     /// Seed of the agent calls.

@@ -101,7 +101,7 @@ impl EnvTable for BfclExperiment {
         Ok(())
     }
 
-    fn drive(&self, exp: &Experiment, cx: &mut Cx<'_, '_>) -> Result<(), DriveError> {
+    fn drive<'p>(&'p self, exp: &'p Experiment, cx: &mut Cx<'p, '_>) -> Result<(), DriveError> {
         crate::bfcl::env::drive(exp, self, cx)
     }
 

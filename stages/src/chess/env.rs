@@ -109,7 +109,7 @@ impl ToolRunner for ChessRunner<'_, '_> {
 }
 
 impl OfflineEnv for Chess<'_> {
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
+    fn explore<'p>(&'p self, cx: &mut Cx<'p, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
         self.explore_node(cx, play)
     }
 
@@ -152,37 +152,37 @@ impl OfflineEnv for Chess<'_> {
         &self.notes
     }
 
-    fn evaluate(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn evaluate<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         play: &Play<'_>,
         trajectories: &Handle,
     ) -> Result<Handle, DriveError> {
         let Play { at, docs, .. } = *play;
-        // The games are read once, and only by a stage that must be computed.
-        let cell: std::cell::OnceCell<Vec<GameRow>> = std::cell::OnceCell::new();
-        let games = || -> Result<&[GameRow], StageError> {
-            if cell.get().is_none() {
-                let rows: Vec<GameRow> = trajectories.read()?;
-                let _ = cell.set(rows);
-            }
-            Ok(cell.get().map(Vec::as_slice).unwrap_or_default())
-        };
         let c = self.c;
         let params = EvaluateParams {
             indexing: c.indexing,
         };
         let inputs = [("games", trajectories), ("docs", docs)];
         let tools = &self.tools;
-        let checked = cx.stage(at, EVALUATE_STAGE, VERSION, &params, &inputs, |ctx| {
-            let docs_rows: Vec<DocRow> = docs.read()?;
-            let tools_json = docs_rows
-                .first()
-                .and_then(|d| d.tools.as_array().cloned())
-                .unwrap_or_default();
-            let kind = docs_kind(tools, &tools_json);
-            check_calls(ctx, tools, kind, &params, games()?)
-        })?;
+        let checked = cx.stage(
+            at,
+            EVALUATE_STAGE,
+            VERSION,
+            params,
+            &inputs,
+            move |ctx, params| {
+                // The games are read only by a stage that must be computed.
+                let games: Vec<GameRow> = ctx.read("games")?;
+                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+                let tools_json = docs_rows
+                    .first()
+                    .and_then(|d| d.tools.as_array().cloned())
+                    .unwrap_or_default();
+                let kind = docs_kind(tools, &tools_json);
+                check_calls(ctx, tools, kind, params, &games)
+            },
+        )?;
         let params = EloParams {
             elo_start: c.elo_start,
             opponent_ratings: &c.opponent_ratings,
@@ -194,10 +194,18 @@ impl OfflineEnv for Chess<'_> {
         if let Some(cal) = &self.calibration {
             inputs.push(("calibration", cal));
         }
-        cx.stage(at, ELO_STAGE, VERSION, &params, &inputs, |ctx| {
-            let best: Vec<BestToolRow> = checked.read()?;
-            bootstrap_elo(ctx, &params, self.ratings()?, games()?, best.first())
-        })
+        cx.stage(
+            at,
+            ELO_STAGE,
+            VERSION,
+            params,
+            &inputs,
+            move |ctx, params| {
+                let games: Vec<GameRow> = ctx.read("games")?;
+                let best: Vec<BestToolRow> = ctx.read("checked")?;
+                bootstrap_elo(ctx, params, self.ratings()?, &games, best.first())
+            },
+        )
     }
 }
 

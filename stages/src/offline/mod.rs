@@ -17,7 +17,7 @@ use crate::baselines;
 use crate::baselines::budget::Baselines;
 use crate::batch_reflect::render_tool;
 use crate::env::{
-    run_jobs, At, Cx, DriveError, Job, Method, Naming, OfflineEnv, Play, Shown, Split, Step, SHARED,
+    At, Cx, DriveError, Method, Naming, OfflineEnv, Play, Shown, Split, Step, SHARED,
 };
 use crate::models::{Editor, ModelSpec};
 use crate::rows::{DocRow, EditRow, InstanceRow};
@@ -183,7 +183,7 @@ pub struct ReflectParams<'a> {
     /// [`EDITOR_REPLY_TOKENS`].
     pub max_tokens: u32,
     /// The editor model.
-    pub editor: &'a ModelSpec,
+    pub editor: ModelSpec,
     /// The prompt template.
     pub template: &'a str,
     /// What the editor must know of the environment (its notes).
@@ -200,7 +200,7 @@ pub struct ReflectParams<'a> {
 #[derive(Serialize)]
 pub struct MergeParams<'a> {
     /// The editor model.
-    pub editor: &'a ModelSpec,
+    pub editor: ModelSpec,
     /// [`EDITOR_REPLY_TOKENS`].
     pub max_tokens: u32,
     /// The prompt template.
@@ -449,15 +449,16 @@ impl OfflineCurve<'_> {
 /// Rounds 1..K of the curve at `at` (its method and editor set) from `docs0`, then
 /// the final docs on the test split: returns the test trajectories and scores, or
 /// `None` when a node is blocked (status mode).
-pub fn toolobserver(
-    env: &dyn OfflineEnv,
-    cx: &mut Cx<'_, '_>,
+pub fn toolobserver<'p>(
+    env: &'p dyn OfflineEnv,
+    cx: &mut Cx<'p, '_>,
     at: &At,
-    curve: &OfflineCurve<'_>,
+    curve: &OfflineCurve<'p>,
     docs0: &Handle,
 ) -> Result<(Handle, Handle), DriveError> {
     let c = curve;
     let editor = at.editor_for(REFLECT_STAGE)?;
+    let models = cx.models;
     let mut docs = docs0.clone();
     for round in 1..=c.rounds as i64 {
         let train = at.play(Some(Split::Train), round - 1);
@@ -470,7 +471,7 @@ pub fn toolobserver(
         let params = ReflectParams {
             mode: "offline",
             max_tokens: EDITOR_REPLY_TOKENS,
-            editor,
+            editor: editor.clone(),
             template: c.batch_template,
             notes: env.editor_notes(),
             batch_size: c.batch_size,
@@ -478,22 +479,21 @@ pub fn toolobserver(
             seed: at.seed,
         };
         let edit = at.at(Step::Edit, round);
-        let models = cx.models;
         let analyses = cx.stage(
             &edit,
             REFLECT_STAGE,
             REFLECT_VERSION,
-            &params,
+            params,
             &[("docs", &docs), ("trajectories", &traj)],
-            |ctx| {
-                let ed = models.editor_with_room(editor, params.max_tokens)?;
-                let serialized = env.serialize(&traj)?;
-                let docs_rows: Vec<DocRow> = docs.read()?;
-                batch_reflect(ctx, ed.as_ref(), &params, &docs_rows, &serialized)
+            move |ctx, params| {
+                let ed = models.editor_with_room(&params.editor, params.max_tokens)?;
+                let serialized = env.serialize(ctx.input("trajectories")?)?;
+                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+                batch_reflect(ctx, ed.as_ref(), params, &docs_rows, &serialized)
             },
         )?;
         let merge = MergeParams {
-            editor,
+            editor: editor.clone(),
             max_tokens: EDITOR_REPLY_TOKENS,
             template: c.merge_template,
             notes: env.editor_notes(),
@@ -504,13 +504,13 @@ pub fn toolobserver(
             &edit,
             MERGE_STAGE,
             MERGE_VERSION,
-            &merge,
+            merge,
             &[("docs", &docs), ("analyses", &analyses)],
-            |ctx| {
-                let ed = models.editor_with_room(editor, merge.max_tokens)?;
-                let docs_rows: Vec<DocRow> = docs.read()?;
-                let analysis_rows: Vec<AnalysisRow> = analyses.read()?;
-                consensus_merge(ctx, ed.as_ref(), &merge, &docs_rows, &analysis_rows)
+            move |ctx, merge| {
+                let ed = models.editor_with_room(&merge.editor, merge.max_tokens)?;
+                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+                let analysis_rows: Vec<AnalysisRow> = ctx.read("analyses")?;
+                consensus_merge(ctx, ed.as_ref(), merge, &docs_rows, &analysis_rows)
             },
         )?;
         docs = merged;
@@ -554,9 +554,9 @@ pub fn docs_stage(
         at,
         stage,
         1,
-        &json!({"tool_set": at.setting, "docs": docs, "tools": row.tools}),
+        json!({"tool_set": at.setting, "docs": docs, "tools": row.tools}),
         &[],
-        |ctx| {
+        move |ctx, _| {
             ctx.write(std::slice::from_ref(&row))?;
             Ok(())
         },
@@ -624,10 +624,10 @@ struct Grid<'a> {
 /// One tool set of an offline experiment: its gold and opaque docs stages
 /// (`<stage>[<setting> gold|opaque]`), then the grid over them: Gold, Base, +TO and
 /// the baselines for every agent and editor.
-pub fn drive_tool_set(
-    env: &(dyn OfflineEnv + Sync),
-    cx: &mut Cx<'_, '_>,
-    spec: &GridSpec<'_>,
+pub fn drive_tool_set<'p>(
+    env: &'p dyn OfflineEnv,
+    cx: &mut Cx<'p, '_>,
+    spec: &'p GridSpec<'p>,
     stage: &'static str,
     setting: &str,
     gold: Vec<Value>,
@@ -653,14 +653,13 @@ pub fn drive_tool_set(
 
 /// Gold and Base (the test split with the gold / opaque docs), +TO (offline
 /// ToolObserver from the opaque docs) and the baselines (docs from the opaque docs
-/// through the baseline stages) of one tool set, for every agent and editor.
-/// For one agent these chains are independent: they run as concurrent jobs
-/// ([`run_jobs`]), so the model's batch stays full; agents follow one another
-/// (EasyTool and DRAFT docs, shared by the agents, are then computed once).
-fn drive_grid(
-    env: &(dyn OfflineEnv + Sync),
-    cx: &mut Cx<'_, '_>,
-    g: &Grid<'_>,
+/// through the baseline stages) of one tool set, for every agent and editor. In a run
+/// their nodes run concurrently as their inputs are computed (EasyTool and DRAFT
+/// docs, which do not depend on the agent, are computed once).
+fn drive_grid<'p>(
+    env: &'p dyn OfflineEnv,
+    cx: &mut Cx<'p, '_>,
+    g: &Grid<'p>,
 ) -> Result<(), DriveError> {
     let GridSpec {
         agents, editors, ..
@@ -672,47 +671,38 @@ fn drive_grid(
             agent: Some(agent.clone()),
             ..g.cell.clone()
         };
-        let mut jobs: Vec<Job<'_>> = Vec::new();
         for (method, docs) in [("gold", &g.gold), ("base", &g.opaque)] {
             if !has(method) {
                 continue;
             }
             let at = chain.with_method(method).play(Some(Split::Test), 0);
-            jobs.push(Box::new(move |cx| {
-                let play = Play {
-                    at: &at,
-                    sampling: test_sampling,
-                    docs,
-                };
-                let t = env.explore(cx, &play)?;
-                env.evaluate(cx, &play, &t)?;
-                Ok(())
-            }));
+            let play = Play {
+                at: &at,
+                sampling: test_sampling,
+                docs,
+            };
+            let t = env.explore(cx, &play)?;
+            env.evaluate(cx, &play, &t)?;
         }
         if has("toolobserver") {
-            let docs0 = &g.opaque;
             for editor in editors {
                 let at = chain.with_method("toolobserver").with_editor(editor);
-                jobs.push(Box::new(move |cx| {
-                    let curve = OfflineCurve {
-                        batch_template: g.spec.protocol.templates.batch,
-                        merge_template: g.spec.protocol.templates.merge,
-                        rounds: g.spec.rounds,
-                        batch_size: g.spec.batch_size,
-                        sampling: &g.spec.protocol.sampling,
-                    };
-                    toolobserver(env, cx, &at, &curve, docs0).map(|_| ())
-                }));
+                let curve = OfflineCurve {
+                    batch_template: g.spec.protocol.templates.batch,
+                    merge_template: g.spec.protocol.templates.merge,
+                    rounds: g.spec.rounds,
+                    batch_size: g.spec.batch_size,
+                    sampling: &g.spec.protocol.sampling,
+                };
+                toolobserver(env, cx, &at, &curve, &g.opaque)?;
             }
         }
-        let docs0 = &g.opaque;
         for &method in g.spec.methods.iter().filter(|m| m.is_baseline()) {
             for editor in editors {
                 let at = chain.with_method(method.as_str()).with_editor(editor);
-                jobs.push(Box::new(move |cx| baseline(env, cx, g, method, &at, docs0)));
+                baseline(env, cx, g, method, &at)?;
             }
         }
-        run_jobs(cx, jobs)?;
     }
     Ok(())
 }
@@ -721,17 +711,13 @@ fn drive_grid(
 /// one "instance") at the cell `at` (its agent and editor set), then the test split
 /// with them. EasyTool and DRAFT do not depend on the agent: their docs are computed
 /// once per editor.
-fn baseline(
-    env: &dyn OfflineEnv,
-    cx: &mut Cx<'_, '_>,
-    g: &Grid<'_>,
+fn baseline<'p>(
+    env: &'p dyn OfflineEnv,
+    cx: &mut Cx<'p, '_>,
+    g: &Grid<'p>,
     method: Method,
     at: &At,
-    docs0: &Handle,
 ) -> Result<(), DriveError> {
-    let (stage, _) = baselines::stage_of(method);
-    let node = at.node(stage);
-    let docs_rows = || -> Result<Vec<DocRow>, StageError> { docs0.read() };
     let shared = InstanceRow {
         instance_id: SHARED.into(),
         category: at.setting.clone(),
@@ -742,11 +728,10 @@ fn baseline(
         execution_result_type: Value::Array(Vec::new()),
     };
     let (runner_params, runner_inputs) = env.runner_key();
-    let mut inputs: Vec<(&str, &Handle)> = vec![("docs", docs0)];
+    let mut inputs: Vec<(&str, &Handle)> = vec![("docs", &g.opaque)];
     inputs.extend(runner_inputs.iter().map(|(k, h)| (*k, h)));
     let run = baselines::BaselineStage {
         method,
-        node: &node,
         params: baselines::BaselineParams::new(
             method,
             g.spec.baselines,
@@ -755,12 +740,11 @@ fn baseline(
             &runner_params,
         )?,
         budgets: g.spec.baselines,
-        inputs: &inputs,
-        instances: &|| Ok(std::slice::from_ref(&shared)),
-        docs: &docs_rows,
+        instances: Box::new(move || Ok(std::borrow::Cow::Owned(vec![shared]))),
+        docs: Box::new(|ctx| ctx.read("docs")),
+        runner: Box::new(move || env.tool_runner()),
     };
-    let docs = baselines::stage(cx, &run, &|| env.tool_runner())?;
-    cx.out.record(&node, stage, at.label(), &docs);
+    let docs = baselines::stage(cx, at, run, &inputs)?;
     let test = at.play(Some(Split::Test), 0);
     let play = Play {
         at: &test,

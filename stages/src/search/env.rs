@@ -11,7 +11,7 @@ use pipeline::{Handle, Row, StageError};
 use serde_json::{json, Value};
 
 impl OfflineEnv for Search<'_> {
-    fn explore(&self, cx: &mut Cx<'_, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
+    fn explore<'p>(&'p self, cx: &mut Cx<'p, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
         self.explore_node(cx, play)
     }
 
@@ -74,9 +74,9 @@ impl OfflineEnv for Search<'_> {
         &self.notes
     }
 
-    fn evaluate(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn evaluate<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         play: &Play<'_>,
         trajectories: &Handle,
     ) -> Result<Handle, DriveError> {
@@ -89,29 +89,31 @@ impl OfflineEnv for Search<'_> {
         if let Some(j) = &verdicts {
             inputs.push(("judgements", j));
         }
+        let judged = verdicts.is_some();
         let judge = self.s.judge.as_ref().map(ToString::to_string);
         cx.stage(
             at,
             EVALUATE_STAGE,
             VERSION,
-            &json!({"bootstrap": [1000, 0], "judge": judge}),
+            json!({"bootstrap": [1000, 0], "judge": judge}),
             &inputs,
-            |ctx| {
-                let eps: Vec<EpisodeRow> = trajectories.read()?;
+            move |ctx, _| {
+                let eps: Vec<EpisodeRow> = ctx.read("episodes")?;
                 let source = self
                     .questions
                     .get(Split::Test)?
                     .first()
                     .map(|q| q.source.clone())
                     .unwrap_or_default();
-                let by_q = match &verdicts {
-                    Some(j) => Some(
-                        j.read::<JudgeRow>()?
+                let by_q = if judged {
+                    Some(
+                        ctx.read::<JudgeRow>("judgements")?
                             .into_iter()
                             .map(|r| (r.question_id, r.verdict))
                             .collect::<std::collections::HashMap<_, _>>(),
-                    ),
-                    None => None,
+                    )
+                } else {
+                    None
                 };
                 let v = judge.as_deref().zip(by_q.as_ref());
                 ctx.write(&[score(&eps, &source, v)])?;

@@ -31,7 +31,7 @@ pub const EXPLORE_VERSION: u32 = 3;
 /// `search-explore`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
 struct ExploreParams<'a> {
-    agent: &'a ModelSpec,
+    agent: ModelSpec,
     /// The system prompt before any demonstrations (those come with the docs input).
     system: &'a str,
     final_answer: &'static str,
@@ -239,26 +239,20 @@ pub(super) fn editor_text(
     serialize_for_editor(&traj, view)
 }
 
-impl Search<'_> {
-    pub(super) fn explore_node(
+impl<'a> Search<'a> {
+    /// The agent's params on the docs `docs_rows` at the play step `at` (whose agent
+    /// and split are `agent`, `split`), with the tools and system prompt it plays.
+    fn explore_params(
         &self,
-        cx: &mut Cx<'_, '_>,
-        play: &Play<'_>,
-    ) -> Result<Handle, DriveError> {
-        let Play { at, sampling, docs } = *play;
+        at: &At,
+        sampling: &crate::models::TurnSampling,
+        docs_rows: &[DocRow],
+    ) -> Result<(ExploreParams<'_>, Vec<Value>, String), StageError> {
         let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
-        let inputs = [("questions", &self.questions.handle), ("docs", docs)];
-        if docs.entry().is_none() {
-            // Status mode: the key holds whether the docs name the gold tools, which
-            // only the docs can tell.
-            let h = cx.waiting(at, EXPLORE_STAGE, &inputs)?;
-            return self.judged(cx, at, split, h);
-        }
-        let docs_rows: Vec<DocRow> = docs.read()?;
         // A baseline's demonstrations (Play2Prompt) go into the system prompt.
-        let (tools, system) = shared_docs(&docs_rows, &self.system);
+        let (tools, system) = shared_docs(docs_rows, &self.system);
         let params = ExploreParams {
-            agent,
+            agent: agent.clone(),
             system: &self.system,
             final_answer: crate::models::llm::FINAL_ANSWER,
             seed: at.seed,
@@ -281,21 +275,52 @@ impl Search<'_> {
             hints: self.s.hints,
             sampling: sampling.clone(),
         };
+        Ok((params, tools, system))
+    }
+
+    /// The episodes of the play step `play`. The key holds whether the docs name the
+    /// gold tools, which only the docs can tell: it is computed once they are.
+    pub(super) fn explore_node<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
+        play: &Play<'_>,
+    ) -> Result<Handle, DriveError> {
+        let Play { at, sampling, docs } = *play;
+        let split = at.split_for(EXPLORE_STAGE)?;
+        let inputs = [("questions", &self.questions.handle), ("docs", docs)];
         let models = cx.models;
-        let p = &params;
-        let e = cx.stage(at, EXPLORE_STAGE, EXPLORE_VERSION, p, &inputs, |ctx| {
-            let agent = models.agent_sampled(p.agent, &p.sampling)?;
-            self.play(ctx, agent.as_ref(), p, (&system, &tools))
-        })?;
+        let key = {
+            let (at, sampling, docs) = (at.clone(), sampling.clone(), docs.clone());
+            move || -> Result<Value, StageError> {
+                let docs_rows: Vec<DocRow> = docs.read()?;
+                let (params, ..) = self.explore_params(&at, &sampling, &docs_rows)?;
+                serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))
+            }
+        };
+        let (play_at, play_sampling) = (at.clone(), sampling.clone());
+        let e = cx.stage_later(
+            at,
+            EXPLORE_STAGE,
+            EXPLORE_VERSION,
+            key,
+            &inputs,
+            move |ctx| {
+                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+                let (p, tools, system) =
+                    self.explore_params(&play_at, &play_sampling, &docs_rows)?;
+                let agent = models.agent_sampled(&p.agent, &p.sampling)?;
+                self.play(ctx, agent.as_ref(), &p, (&system, &tools))
+            },
+        )?;
         self.judged(cx, at, split, e)
     }
 
     /// With a judge, the editor is told the judge's verdicts: the training episodes
     /// are judged and the judgement (each row with the episode as the editor reads
     /// it) is what the reflect stage gets. Without one, the episodes.
-    fn judged(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    fn judged<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         at: &At,
         split: Split,
         episodes: Handle,

@@ -20,8 +20,8 @@ pub const JUDGE_VERSION: u32 = 2;
 
 /// `search-judge`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
-struct JudgeParams<'a> {
-    judge: &'a ModelSpec,
+struct JudgeParams {
+    judge: ModelSpec,
     template: &'static str,
     /// Training episodes: the editor's view their text is written with. Absent for
     /// test episodes.
@@ -50,7 +50,7 @@ impl ViewKey {
 fn judge_episodes(
     ctx: &mut StageCtx<'_>,
     editor: &dyn crate::models::Editor,
-    p: &JudgeParams<'_>,
+    p: &JudgeParams,
     eps: &[EpisodeRow],
     questions: &[QuestionRow],
 ) -> Result<(), StageError> {
@@ -119,16 +119,16 @@ impl Search<'_> {
     /// status mode).
     /// On the training split each row also carries the episode as the editor reads it
     /// with the verdict as its outcome.
-    pub(super) fn judge(
-        &self,
-        cx: &mut Cx<'_, '_>,
+    pub(super) fn judge<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
         at: &At,
         judge: &ModelSpec,
         split: Split,
         trajectories: &Handle,
     ) -> Result<Handle, DriveError> {
         let params = JudgeParams {
-            judge,
+            judge: judge.clone(),
             template: datasets::search::judge::JUDGE_TEMPLATE,
             editor: (split == Split::Train).then_some(ViewKey {
                 show_queries: self.s.show_queries,
@@ -139,16 +139,16 @@ impl Search<'_> {
             at,
             JUDGE_STAGE,
             JUDGE_VERSION,
-            &params,
+            params,
             &[
                 ("episodes", trajectories),
                 ("questions", &self.questions.handle),
             ],
-            |ctx| {
-                let eps: Vec<EpisodeRow> = trajectories.read()?;
-                let ed = models.editor(params.judge)?;
+            move |ctx, params| {
+                let eps: Vec<EpisodeRow> = ctx.read("episodes")?;
+                let ed = models.editor(&params.judge)?;
                 let questions = self.questions.get(split)?;
-                judge_episodes(ctx, ed.as_ref(), &params, &eps, questions)
+                judge_episodes(ctx, ed.as_ref(), params, &eps, questions)
             },
         )
     }

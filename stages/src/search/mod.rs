@@ -73,10 +73,10 @@ struct Search<'a> {
 }
 
 /// Expand the `[search]` table into stage calls.
-pub fn drive(
-    exp: &crate::experiment::Experiment,
-    s: &SearchExperiment,
-    cx: &mut Cx<'_, '_>,
+pub fn drive<'p>(
+    exp: &'p crate::experiment::Experiment,
+    s: &'p SearchExperiment,
+    cx: &mut Cx<'p, '_>,
 ) -> Result<(), DriveError> {
     let (agents, editors, baselines) = (&exp.agents, &exp.editors, &exp.baselines);
     let protocol = exp.offline_protocol();
@@ -87,16 +87,19 @@ pub fn drive(
         &cx.session.store().root().join("cache").join("embed"),
     );
     let corpus_id = corpus_key(s);
-    let qs = cx.session.stage(
-        QUESTIONS_STAGE,
-        QUESTIONS_STAGE,
-        QUESTIONS_VERSION,
-        source_key(s, &corpus_id),
-        &[],
-        |ctx| questions::build(ctx, s, &corpus),
-    )?;
-    cx.out
-        .push(QUESTIONS_STAGE, QUESTIONS_STAGE, &Default::default(), &qs);
+    let key = source_key(s, &corpus_id);
+    let qs = cx.scope(|cx| {
+        let qs = cx.stage_named(
+            QUESTIONS_STAGE,
+            QUESTIONS_STAGE,
+            QUESTIONS_VERSION,
+            key,
+            &[],
+            |ctx, _| questions::build(ctx, s, &corpus),
+        )?;
+        cx.push(QUESTIONS_STAGE, QUESTIONS_STAGE, &qs);
+        Ok(qs)
+    })?;
     if qs.entry().is_some() {
         // (Status mode plays no agent: before the questions exist there is nothing
         // for the scripted agents to know.)
@@ -112,8 +115,7 @@ pub fn drive(
         }
     }
     let questions = Splits::new(qs, |r: &QuestionRow| r.split == "train");
-    // The tool sets are independent chains: they run concurrently.
-    let spec = &offline::GridSpec {
+    let spec = offline::GridSpec {
         protocol,
         agents,
         editors,
@@ -123,43 +125,43 @@ pub fn drive(
         batch_size: s.batch_size,
         baselines,
     };
-    let (questions, corpus, corpus_id) = (&questions, &corpus, &corpus_id);
-    let jobs: Vec<crate::env::Job<'_>> = s
+    let envs: Vec<Search<'_>> = s
         .tool_sets
         .iter()
-        .map(|set| -> crate::env::Job<'_> {
-            Box::new(move |cx| {
-                let env = Search {
-                    s,
-                    system: s.agent_system(),
-                    notes: s.editor_notes(),
-                    set: set.clone(),
-                    questions,
-                    corpus,
-                    corpus_id,
-                };
-                let tools = |opacity| {
-                    doc_tools(&tool_set(
-                        &domains(&s.source),
-                        set,
-                        opacity,
-                        s.shape,
-                        s.hints,
-                    ))
-                };
-                offline::drive_tool_set(
-                    &env,
-                    cx,
-                    spec,
-                    DOCS_STAGE,
-                    set,
-                    tools(Opacity::Gold),
-                    tools(Opacity::Opaque),
-                )
-            })
+        .map(|set| Search {
+            s,
+            system: s.agent_system(),
+            notes: s.editor_notes(),
+            set: set.clone(),
+            questions: &questions,
+            corpus: &corpus,
+            corpus_id: &corpus_id,
         })
         .collect();
-    crate::env::run_jobs(cx, jobs)
+    // The tool sets' grids in one plan: their nodes run concurrently.
+    cx.scope(|cx| {
+        for env in &envs {
+            let tools = |opacity| {
+                doc_tools(&tool_set(
+                    &domains(&s.source),
+                    &env.set,
+                    opacity,
+                    s.shape,
+                    s.hints,
+                ))
+            };
+            offline::drive_tool_set(
+                env,
+                cx,
+                &spec,
+                DOCS_STAGE,
+                &env.set,
+                tools(Opacity::Gold),
+                tools(Opacity::Opaque),
+            )?;
+        }
+        Ok(())
+    })
 }
 
 /// Search (BrowseComp-Domains) in the registry of environments.
@@ -207,10 +209,10 @@ impl crate::experiment::EnvTable for SearchExperiment {
         check_source(self)
     }
 
-    fn drive(
-        &self,
-        exp: &crate::experiment::Experiment,
-        cx: &mut Cx<'_, '_>,
+    fn drive<'p>(
+        &'p self,
+        exp: &'p crate::experiment::Experiment,
+        cx: &mut Cx<'p, '_>,
     ) -> Result<(), DriveError> {
         drive(exp, self, cx)
     }

@@ -134,8 +134,8 @@ pub fn export_experiment(
         ))
         .into());
     }
-    let mut session = pipeline::Session::new(store, pipeline::Mode::Status, true);
-    let run = crate::driver::drive(exp, &mut session)?;
+    let session = pipeline::Session::new(store, pipeline::Mode::Status, true);
+    let run = crate::driver::drive(exp, &session)?;
     if session
         .reports()
         .iter()
