@@ -193,7 +193,10 @@ impl At {
     }
 
     fn is_baseline(&self) -> bool {
-        matches!(self.method.as_str(), "easytool" | "play2prompt" | "draft")
+        matches!(
+            self.method.as_str(),
+            "easytool" | "play2prompt" | "draft" | "tracefree"
+        )
     }
 
     fn is_toolobserver(&self) -> bool {

@@ -721,17 +721,21 @@ pub enum Method {
     Play2Prompt,
     /// The DRAFT baseline (explore, analyse, rewrite until the description converges).
     Draft,
+    /// Trace-Free+ (a generator rewrites each tool's description from its interface,
+    /// and optionally a few recorded calls).
+    TraceFree,
 }
 
 impl Method {
     /// Every method, in table order.
-    pub const ALL: [Method; 6] = [
+    pub const ALL: [Method; 7] = [
         Method::Gold,
         Method::Base,
         Method::ToolObserver,
         Method::EasyTool,
         Method::Play2Prompt,
         Method::Draft,
+        Method::TraceFree,
     ];
 
     /// The name used in experiment files, node names and tables.
@@ -743,6 +747,7 @@ impl Method {
             Method::EasyTool => "easytool",
             Method::Play2Prompt => "play2prompt",
             Method::Draft => "draft",
+            Method::TraceFree => "tracefree",
         }
     }
 
@@ -753,7 +758,10 @@ impl Method {
 
     /// Methods whose documentation comes from a baseline stage.
     pub fn is_baseline(self) -> bool {
-        matches!(self, Method::EasyTool | Method::Play2Prompt | Method::Draft)
+        matches!(
+            self,
+            Method::EasyTool | Method::Play2Prompt | Method::Draft | Method::TraceFree
+        )
     }
 }
 

@@ -20,7 +20,7 @@
 //! # agents  = ["openai:gpt-5", "openai:gpt-5-mini"]
 //! # editors = ["openai:gpt-5", "openai:gpt-5-mini"]
 //!
-//! [baselines]              # methods "easytool", "play2prompt", "draft"
+//! [baselines]              # methods "easytool", "play2prompt", "draft", "tracefree"
 //! concurrency = 8          # instances worked on at once
 //! [baselines.play2prompt]  # the paper's reduced budget
 //! init_loops = 3
@@ -36,11 +36,17 @@
 //! retries = 3
 //! converge = 0.75          # stop when (BLEU + cosine) / 2 > this
 //! embedder = "minilm"      # or "bag-of-words" (scripted tests)
+//! [baselines.tracefree]    # Trace-Free+: one generator request per tool
+//! traces = 0               # 0: trace-free; k: up to k recorded calls per tool
+//! temperature = 0.3        # the paper's sampling
+//! top_p = 0.9
+//! retries = 1              # a reply without the JSON object is asked again
+//! # generator = "openai:<name>"   # default: the editor
 //! ```
 //!
 //! Validation happens here, before the store is opened: a bad file never touches it.
 
-pub use crate::baselines::budget::{Baselines, DraftBudget, Play2PromptBudget};
+pub use crate::baselines::budget::{Baselines, DraftBudget, Play2PromptBudget, TraceFreeBudget};
 use crate::env::{Cx, DriveError};
 use crate::models::{ModelSpec, Role, SplitSampling, TurnSampling};
 pub use datasets::bfcl::opacify::Setting;
@@ -77,7 +83,7 @@ pub const EMBEDDERS: &[&str] = &["minilm", "bag-of-words"];
 pub use crate::env::{parse_methods, Method};
 
 /// The methods that produce documentation with a baseline stage.
-pub const BASELINES: &[&str] = &["easytool", "play2prompt", "draft"];
+pub const BASELINES: &[&str] = &["easytool", "play2prompt", "draft", "tracefree"];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -94,6 +100,7 @@ struct RawBaselines {
     concurrency: Option<usize>,
     play2prompt: Option<Play2PromptBudget>,
     draft: Option<DraftBudget>,
+    tracefree: Option<TraceFreeBudget>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -196,10 +203,12 @@ fn sampling(path: &Path, m: &RawModels) -> Result<SplitSampling, ConfigError> {
                 .explore_reasoning_effort
                 .clone()
                 .or_else(|| m.reasoning_effort.clone()),
+            top_p: None,
         },
         test: TurnSampling {
             temperature: m.test_temperature,
             reasoning_effort: m.reasoning_effort.clone(),
+            top_p: None,
         },
     })
 }
@@ -588,6 +597,7 @@ impl Experiment {
             concurrency: rb.concurrency.unwrap_or(8),
             play2prompt: rb.play2prompt.unwrap_or_default(),
             draft: rb.draft.unwrap_or_default(),
+            tracefree: rb.tracefree.unwrap_or_default(),
         };
         if baselines.concurrency == 0 {
             return Err(cfg_err(path, "baselines.concurrency must be at least 1"));
@@ -623,6 +633,17 @@ impl Experiment {
             return Err(cfg_err(
                 path,
                 "baselines.draft: episodes must be at least 1; diversity and converge lie in [0, 1]",
+            ));
+        }
+        let t = &baselines.tracefree;
+        if let Some(g) = &t.generator {
+            crate::models::parse_for(g, Role::Editor)
+                .map_err(|e| cfg_err(path, format!("baselines.tracefree.generator: {}", e.0)))?;
+        }
+        if !((0.0..=2.0).contains(&t.temperature) && t.top_p > 0.0 && t.top_p <= 1.0) {
+            return Err(cfg_err(
+                path,
+                "baselines.tracefree: temperature lies in [0, 2], top_p in (0, 1]",
             ));
         }
         let prompts = raw.prompts.unwrap_or(RawPrompts {

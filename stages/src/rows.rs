@@ -226,8 +226,8 @@ pub struct DocCallRow {
     /// The shown tool name the call was about (empty for tool-set-level calls).
     #[row(doc = "shown tool name (empty: whole tool set)")]
     pub tool: String,
-    /// `easytool`, `play2prompt` or `draft`.
-    #[row(doc = "easytool, play2prompt or draft")]
+    /// `easytool`, `play2prompt`, `draft` or `tracefree`.
+    #[row(doc = "easytool, play2prompt, draft or tracefree")]
     pub method: String,
     /// The step of the method (`condense`, `play`, `critique`, `explorer`, ...).
     #[row(doc = "step of the method that made the call")]
@@ -241,8 +241,9 @@ pub struct DocCallRow {
     /// Model spec.
     #[row(doc = "model spec")]
     pub model: String,
-    /// `None`, or the class of a failed model call.
-    #[row(doc = "null, or the class of a failed model call")]
+    /// `None`, or the class of a failed model call (or of an unusable reply:
+    /// `malformed-reply`, `description-cut`).
+    #[row(doc = "null, or the class of a failed model call or unusable reply")]
     pub error_kind: Option<String>,
     /// Prompt tokens.
     #[row(doc = "prompt tokens")]

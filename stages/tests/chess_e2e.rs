@@ -435,3 +435,56 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
         assert!(g.final_eval.is_some());
     }
 }
+
+/// Trace-Free+ on chess: the generator's descriptions are the docs the agent plays
+/// with, the column reaches Table 3; trace-based, the generator reads the agent's
+/// round-0 training games (the node ToolObserver's first round plays).
+#[test]
+fn tracefree_reaches_the_games_and_table3() {
+    if !engine() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (_, exp, store) = setup(
+        d.path(),
+        "tool_sets = [\"phase_specialists\"]\nmethods = [\"base\", \"tracefree\"]\nmax_plies = 20\n[baselines.tracefree]\ntraces = 2\n",
+        "agent = \"scripted:chess-oracle\"\neditor = \"scripted:errors\"\n",
+    );
+    let s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &s).unwrap();
+    let tf = out
+        .by_stage("tracefree")
+        .next()
+        .expect("a tracefree output");
+    let docs: Vec<stages::rows::DocRow> = tf.entry.read().unwrap();
+    let tools = docs[0].tools.as_array().unwrap();
+    assert!(tools.iter().all(|t| t["description"]
+        .as_str()
+        .unwrap()
+        .starts_with("Generated: ")));
+    let calls: Vec<stages::rows::DocCallRow> = tf.entry.read().unwrap();
+    assert_eq!(calls.len(), tools.len(), "one request per tool");
+    let reports = s.reports();
+    let input_of = |node_part: &str, input: &str| -> String {
+        let r = reports
+            .iter()
+            .find(|r| r.node.contains(node_part))
+            .unwrap_or_else(|| panic!("no {node_part}"));
+        r.inputs
+            .iter()
+            .find(|(n, _)| n == input)
+            .map(|(_, up)| up.clone())
+            .unwrap_or_default()
+    };
+    // The test games play the generated docs; the generator read the training games.
+    assert!(input_of("tracefree test", "docs").starts_with("tracefree["));
+    assert!(input_of("tracefree[", "trajectories").contains("train r0"));
+    let t3 = stages::tables::table3::build(&store, &exp).unwrap();
+    use stages::tables::report::TableReport;
+    let text = t3.render(false);
+    assert!(text.contains("+TF traces"), "{text}");
+    assert!(t3
+        .rows
+        .iter()
+        .any(|r| r.source == "run" && r.method == "tracefree"));
+}

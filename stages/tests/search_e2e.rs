@@ -494,3 +494,44 @@ fn no_text_sent_to_a_model_names_the_hidden_structure() {
         assert_eq!(forbidden_in(text), Vec::<String>::new(), "{name}: {text}");
     }
 }
+
+/// Trace-Free+ on search: one generator request per domain tool, the generated docs
+/// are what the test episodes play, and the column reaches Table 4.
+#[test]
+fn tracefree_reaches_the_episodes_and_table4() {
+    let Some((dir, store)) = scratch() else {
+        return;
+    };
+    let (exp, out, reports) = run(
+        &dir,
+        &store,
+        "tf",
+        "name = \"search-tf\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\", \"tracefree\"]\ntrain_questions = 2\ntest_questions = 3\nmax_turns = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
+    );
+    let tf = out
+        .by_stage("tracefree")
+        .next()
+        .expect("a tracefree output");
+    let docs: Vec<stages::rows::DocRow> = tf.entry.read().unwrap();
+    let tools = docs[0].tools.as_array().unwrap();
+    assert!(tools.iter().all(|t| t["description"]
+        .as_str()
+        .unwrap()
+        .starts_with("Generated: ")));
+    let explore = reports
+        .iter()
+        .find(|r| r.node.contains("tracefree test"))
+        .expect("the test episodes with the generated docs");
+    assert!(explore
+        .inputs
+        .iter()
+        .any(|(n, up)| n == "docs" && up.starts_with("tracefree[")));
+    // Trace-free: nothing but the docs goes in.
+    let gen = reports.iter().find(|r| r.stage == "tracefree").unwrap();
+    assert_eq!(gen.inputs.len(), 1, "{:?}", gen.inputs);
+    let t4 = stages::tables::table4::build(&store, &exp).unwrap();
+    use stages::tables::report::TableReport;
+    let text = t4.render(false);
+    assert!(text.contains("| +TF |"), "{text}");
+    assert!(text.contains("+TF = Trace-Free+ (trace-free"), "{text}");
+}

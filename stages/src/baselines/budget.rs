@@ -70,6 +70,59 @@ impl Default for DraftBudget {
     }
 }
 
+/// Trace-Free+ (`baselines.md`): the generator's request per tool.
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TraceFreeBudget {
+    /// 0: trace-free (the interface alone); k > 0: trace-based, with up to k recorded
+    /// calls of the tool from the Base round-0 trajectories.
+    pub traces: u32,
+    /// The generator model (a model spec); `None`: the experiment's editor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generator: Option<String>,
+    /// The generator's sampling temperature (0.3 in the paper).
+    pub temperature: f64,
+    /// The generator's nucleus (top-p) sampling (0.9 in the paper).
+    pub top_p: f64,
+    /// Requests again after a reply with no usable JSON (then the tool keeps its
+    /// description, and the reply is counted as malformed).
+    pub retries: u32,
+}
+
+impl Default for TraceFreeBudget {
+    fn default() -> Self {
+        TraceFreeBudget {
+            traces: 0,
+            generator: None,
+            temperature: 0.3,
+            top_p: 0.9,
+            retries: 1,
+        }
+    }
+}
+
+impl TraceFreeBudget {
+    /// The generator: `generator`, or the cell's editor when none is set.
+    pub fn generator_spec(
+        &self,
+        editor: &crate::models::ModelSpec,
+    ) -> Result<crate::models::ModelSpec, crate::InputError> {
+        match &self.generator {
+            Some(g) => crate::models::parse_for(g, crate::models::Role::Editor),
+            None => Ok(editor.clone()),
+        }
+    }
+
+    /// How the generator samples.
+    pub fn sampling(&self) -> crate::models::TurnSampling {
+        crate::models::TurnSampling {
+            temperature: Some(self.temperature),
+            top_p: Some(self.top_p),
+            ..Default::default()
+        }
+    }
+}
+
 /// Settings shared by the baseline methods.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Baselines {
@@ -79,4 +132,6 @@ pub struct Baselines {
     pub play2prompt: Play2PromptBudget,
     /// DRAFT's exploration rules.
     pub draft: DraftBudget,
+    /// Trace-Free+'s generator request.
+    pub tracefree: TraceFreeBudget,
 }

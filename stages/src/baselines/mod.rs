@@ -14,12 +14,13 @@ pub mod budget;
 pub mod draft;
 pub mod easytool;
 pub mod play2prompt;
+pub mod tracefree;
 
 use crate::env::{Cx, DriveError, Method};
 use crate::models::Agent;
 use crate::models::{AgentJob, AgentTurn, CallUsage, Editor, ModelSpec};
 use crate::rows::{DocCallRow, DocRow, InstanceRow, ToolRunRow};
-use budget::{Baselines, DraftBudget, Play2PromptBudget};
+use budget::{Baselines, DraftBudget, Play2PromptBudget, TraceFreeBudget};
 use datasets::bfcl::pyvalue::PyValue;
 use pipeline::{Handle, StageCtx, StageError, Usage};
 use serde_json::{Map, Value};
@@ -173,6 +174,14 @@ impl<'a> Work<'a> {
             completion_tokens: u.completion_tokens as i64,
             reasoning_tokens: u.reasoning_tokens as i64,
         });
+    }
+
+    /// Mark the last recorded call's reply as unusable (`kind`: e.g. a reply without
+    /// the JSON asked for), so that it is counted like a failed call's row.
+    pub fn mark_last(&mut self, kind: &str) {
+        if let Some(c) = self.calls.last_mut() {
+            c.error_kind.get_or_insert_with(|| kind.to_string());
+        }
     }
 
     /// Ask the editor model; `None` when the call failed (recorded with its class).
@@ -414,6 +423,8 @@ pub enum Budget<'a> {
     Play2Prompt(&'a Play2PromptBudget),
     /// DRAFT's exploration rules.
     Draft(&'a DraftBudget),
+    /// Trace-Free+'s generator request.
+    TraceFree(&'a TraceFreeBudget),
 }
 
 /// A baseline stage's parameters: one struct, serialised as the stage key's params
@@ -460,6 +471,10 @@ impl<'a> BaselineParams<'a> {
                 Some(Budget::Play2Prompt(&budgets.play2prompt)),
             ),
             Method::Draft => (draft::TEMPLATES, Some(Budget::Draft(&budgets.draft))),
+            Method::TraceFree => (
+                &tracefree::TRACEFREE_TEMPLATES,
+                Some(Budget::TraceFree(&budgets.tracefree)),
+            ),
             _ => (&easytool::TEMPLATES, None),
         };
         let p2p = method == Method::Play2Prompt;
@@ -470,7 +485,8 @@ impl<'a> BaselineParams<'a> {
             system_prompt: p2p.then_some(system_prompt),
             editor: editor.clone(),
             seed,
-            executor: (method != Method::EasyTool).then(|| executor.clone()),
+            executor: (!matches!(method, Method::EasyTool | Method::TraceFree))
+                .then(|| executor.clone()),
         })
     }
 }
@@ -480,6 +496,7 @@ pub fn stage_of(method: Method) -> (&'static str, u32) {
     match method {
         Method::Play2Prompt => (play2prompt::STAGE, play2prompt::VERSION),
         Method::Draft => (draft::STAGE, draft::VERSION),
+        Method::TraceFree => (tracefree::STAGE, tracefree::VERSION),
         _ => (easytool::STAGE, easytool::VERSION),
     }
 }
@@ -492,6 +509,11 @@ pub type Instances<'p> =
 /// must be computed.
 pub type StartDocs<'p> =
     Box<dyn FnOnce(&StageCtx<'_>) -> Result<Vec<DocRow>, StageError> + Send + 'p>;
+
+/// Per instance id, the recorded calls a trace-based method is shown (as text), read
+/// from the stage's inputs when it must be computed.
+pub type Traces<'p> =
+    Box<dyn FnOnce(&StageCtx<'_>) -> Result<HashMap<String, Vec<String>>, StageError> + Send + 'p>;
 
 /// The environment's tool executor, built when a stage that executes tools runs.
 pub type Runner<'p> = Box<dyn FnOnce() -> Result<Box<dyn ToolRunner + 'p>, StageError> + Send + 'p>;
@@ -510,6 +532,9 @@ pub struct BaselineStage<'p> {
     pub docs: StartDocs<'p>,
     /// The environment's tool executor (called only when the method executes tools).
     pub runner: Runner<'p>,
+    /// Trace-Free+ with `traces > 0`: the recorded calls per instance (its inputs then
+    /// include the trajectories they come from); `None` otherwise.
+    pub traces: Option<Traces<'p>>,
 }
 
 /// Run (or reuse) a baseline stage at the grid cell `at` (recorded there): the
@@ -530,9 +555,18 @@ pub fn stage<'p>(
         instances,
         docs,
         runner,
+        traces,
     } = s;
     cx.stage(at, name, version, params, inputs, move |ctx, p| {
-        let ed = models.editor(&p.editor)?;
+        // Trace-Free+ asks its generator (default: the editor), sampled as configured.
+        let generator = match method {
+            Method::TraceFree => Some(budgets.tracefree.generator_spec(&p.editor)?),
+            _ => None,
+        };
+        let ed = match &generator {
+            Some(g) => models.editor_sampled(g, &budgets.tracefree.sampling())?,
+            None => models.editor(&p.editor)?,
+        };
         let agent = match &p.agent {
             Some(a) => Some(models.agent(a)?),
             None => None,
@@ -547,7 +581,7 @@ pub fn stage<'p>(
         } else {
             Box::new(crate::env::NoToolPlay("this method does not execute tools"))
         };
-        let editor_model = p.editor.to_string();
+        let editor_model = generator.as_ref().unwrap_or(&p.editor).to_string();
         let agent_model = p
             .agent
             .as_ref()
@@ -573,6 +607,18 @@ pub fn stage<'p>(
             Method::Draft => run_stage(ctx, &tb, name, n, &instances, &docs, |w| {
                 draft::produce(w, &budgets.draft)
             }),
+            Method::TraceFree => {
+                let traces = match traces {
+                    Some(t) => t(ctx)?,
+                    None => HashMap::new(),
+                };
+                run_stage(ctx, &tb, name, n, &instances, &docs, |w| {
+                    let seen = traces
+                        .get(&w.instance.instance_id)
+                        .map_or(&[][..], Vec::as_slice);
+                    tracefree::produce(w, &budgets.tracefree, seen)
+                })
+            }
             _ => run_stage(ctx, &tb, name, n, &instances, &docs, easytool::produce),
         }
     })

@@ -16,6 +16,7 @@ pub const METHODS: &[&str] = &[
     "easytool",
     "play2prompt",
     "draft",
+    "tracefree",
 ];
 /// How BFCL calls may be executed.
 pub const BACKENDS: &[&str] = &["simulated", "recorded"];

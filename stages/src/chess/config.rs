@@ -151,6 +151,8 @@ pub struct ChessExperiment {
 
 /// The methods chess can run, in table order.
 pub const METHODS: &[&str] = &["gold", "base", "toolobserver", "play2prompt", "easytool"];
+/// Methods beyond the paper's table, run only when named (`tracefree`: Trace-Free+).
+pub const EXTRA_METHODS: &[&str] = &["tracefree"];
 
 impl ChessExperiment {
     /// Validate the raw table; paths are resolved against the experiment's folder.
@@ -175,6 +177,7 @@ impl ChessExperiment {
             .unwrap_or_else(|| METHODS.iter().map(|m| m.to_string()).collect());
         let valid: Vec<crate::env::Method> = METHODS
             .iter()
+            .chain(EXTRA_METHODS)
             .filter_map(|m| crate::env::Method::parse(m))
             .collect();
         let methods =

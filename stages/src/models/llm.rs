@@ -482,7 +482,7 @@ fn with_overrides(base: Sampling, s: &super::TurnSampling) -> Sampling {
             max_tokens,
         } => Sampling::Standard {
             temperature: s.temperature.or(temperature),
-            top_p,
+            top_p: s.top_p.or(top_p),
             max_tokens,
         },
         Sampling::Reasoning {
@@ -504,6 +504,19 @@ impl LlmEditor {
             cache_dir,
             "batch-reflect",
         )?))
+    }
+
+    /// The editor `spec` names, sampling as `s` says where its kind of model has that
+    /// kind of sampling (see [`LlmAgent::open_sampled`]).
+    pub fn open_sampled(
+        shared: &Shared,
+        spec: &ModelSpec,
+        cache_dir: &Path,
+        s: &super::TurnSampling,
+    ) -> Result<Self, Failure> {
+        let mut m = LlmModel::open(shared, spec, cache_dir, "batch-reflect")?;
+        m.sampling = with_overrides(m.sampling, s);
+        Ok(LlmEditor(m))
     }
 
     /// With `room` (`Some(n)`), a standard model may write up to `n` tokens per reply
@@ -575,12 +588,13 @@ mod tests {
         let t = crate::models::TurnSampling {
             temperature: Some(0.7),
             reasoning_effort: Some("minimal".into()),
+            top_p: Some(0.9),
         };
         assert_eq!(
             with_overrides(sampling_for("qwen2.5-coder-1.5b"), &t),
             Sampling::Standard {
                 temperature: Some(0.7),
-                top_p: None,
+                top_p: Some(0.9),
                 max_tokens: Some(512)
             }
         );

@@ -102,6 +102,9 @@ pub struct TurnSampling {
     /// Reasoning effort of `openai:` reasoning models; `None`: the model's default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// Nucleus (top-p) sampling of a standard model; `None`: the model's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
 }
 
 impl TurnSampling {
@@ -461,6 +464,8 @@ pub struct Models {
     agents: Mutex<HashMap<ModelSpec, Arc<dyn MultiTurn>>>,
     /// Model-backed agents with a sampling other than the model's default.
     sampled: Mutex<HashMap<(ModelSpec, String), Arc<dyn MultiTurn>>>,
+    /// Editors with their own sampling ([`Models::editor_sampled`]).
+    sampled_editors: Mutex<HashMap<(ModelSpec, String), Arc<dyn Editor>>>,
     /// Editors opened so far, by spec and the room their replies were given.
     editors: Mutex<HashMap<EditorKey, Arc<dyn Editor>>>,
     /// Editors given by [`Models::with_editor`]: whatever room is asked for.
@@ -492,6 +497,7 @@ impl Models {
             llm: llm::Shared::default(),
             agents: Mutex::new(HashMap::new()),
             sampled: Mutex::new(HashMap::new()),
+            sampled_editors: Mutex::new(HashMap::new()),
             editors: Mutex::new(HashMap::new()),
             given_editors: Mutex::new(HashMap::new()),
             embedders: Mutex::new(HashMap::new()),
@@ -587,6 +593,42 @@ impl Models {
     /// The editor `spec` names, opened on first use and shared afterwards.
     pub fn editor(&self, spec: &ModelSpec) -> Result<Arc<dyn Editor>, Failure> {
         self.editor_limited(spec, None)
+    }
+
+    /// The editor `spec`, sampling as `sampling` says (a scripted editor, or a
+    /// registered one, ignores it): e.g. Trace-Free+'s generator.
+    pub fn editor_sampled(
+        &self,
+        spec: &ModelSpec,
+        sampling: &TurnSampling,
+    ) -> Result<Arc<dyn Editor>, Failure> {
+        let given = self
+            .given_editors
+            .lock()
+            .map_err(|_| Failure::bug("model registry poisoned"))?
+            .contains_key(spec);
+        if sampling.is_default() || given || spec.kind == ModelKind::Scripted {
+            return self.editor(spec);
+        }
+        let key = (
+            spec.clone(),
+            serde_json::to_string(sampling).unwrap_or_default(),
+        );
+        let mut map = self
+            .sampled_editors
+            .lock()
+            .map_err(|_| Failure::bug("model registry poisoned"))?;
+        if let Some(e) = map.get(&key) {
+            return Ok(e.clone());
+        }
+        let e: Arc<dyn Editor> = Arc::new(llm::LlmEditor::open_sampled(
+            &self.llm,
+            spec,
+            &self.cache_dir,
+            sampling,
+        )?);
+        map.insert(key, e.clone());
+        Ok(e)
     }
 
     /// The editor `spec` with room for `max_tokens` tokens per reply where its model

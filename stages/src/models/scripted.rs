@@ -326,8 +326,39 @@ fn missing_named_arguments(prompt: &str) -> Vec<&str> {
     out
 }
 
+/// The tool a Trace-Free+ request is about: the name on the `Name:` line of the
+/// rendered tool (`batch_reflect::render_tool`).
+fn generated_tool(prompt: &str) -> Option<&str> {
+    prompt
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Name: "))
+        .map(str::trim)
+}
+
 impl Editor for ErrorsEditor {
     fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+        // A Trace-Free+ request asks for `{"description": ...}`: the parameter names
+        // the recorded calls' errors revealed (trace-based), else a restatement.
+        if prompt.contains("{\"description\": \"<the new description>\"}") {
+            let name = generated_tool(prompt).unwrap_or("the tool");
+            let mut params: Vec<&str> = missing_arguments(prompt)
+                .into_iter()
+                .filter(|(f, _)| *f == name)
+                .flat_map(|(_, n)| n)
+                .collect();
+            params.extend(missing_named_arguments(prompt));
+            params.dedup();
+            let d = if params.is_empty() {
+                format!("Generated: {name} takes keyword arguments.")
+            } else {
+                format!(
+                    "Generated: {name} takes keyword arguments. Parameters: {}.",
+                    params.join(", ")
+                )
+            };
+            let reply = serde_json::json!({ "description": d });
+            return scripted_editor_reply(prompt, reply.to_string());
+        }
         // Tool play / exploration prompts (Play2Prompt, DRAFT) ask for a JSON call:
         // call with the parameter names that error texts in the prompt revealed.
         if prompt.contains("\"arguments\": {\"parameter_name\"") {

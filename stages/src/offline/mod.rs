@@ -743,7 +743,29 @@ fn baseline<'p>(
         instances: Box::new(move || Ok(std::borrow::Cow::Owned(vec![shared]))),
         docs: Box::new(|ctx| ctx.read("docs")),
         runner: Box::new(move || env.tool_runner()),
+        traces: None,
     };
+    let mut run = run;
+    // Trace-Free+, trace-based: the agent's round-0 play on the training split with the
+    // opaque docs (the node ToolObserver's first round plays too: one key, computed
+    // once) is what the generator is shown, as the editor reads it.
+    let traj;
+    if method == Method::TraceFree && g.spec.baselines.tracefree.traces > 0 {
+        let train = at.play(Some(Split::Train), 0);
+        traj = env.explore(
+            cx,
+            &Play {
+                at: &train,
+                sampling: &g.spec.protocol.sampling.explore,
+                docs: &g.opaque,
+            },
+        )?;
+        inputs.push(("trajectories", &traj));
+        run.traces = Some(Box::new(move |ctx| {
+            let texts = env.serialize(ctx.input("trajectories")?)?;
+            Ok([(SHARED.to_string(), texts)].into_iter().collect())
+        }));
+    }
     let docs = baselines::stage(cx, at, run, &inputs)?;
     let test = at.play(Some(Split::Test), 0);
     let play = Play {

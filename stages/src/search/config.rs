@@ -160,6 +160,8 @@ pub struct RealFiles {
 pub const TOOL_SETS: &[&str] = &["domains", "domains+all"];
 /// The methods search can run, in table order.
 pub const METHODS: &[&str] = &["gold", "base", "toolobserver", "play2prompt", "easytool"];
+/// Methods beyond the paper's table, run only when named (`tracefree`: Trace-Free+).
+pub const EXTRA_METHODS: &[&str] = &["tracefree"];
 
 impl SearchExperiment {
     /// Validate the raw table; paths are resolved against the experiment's folder.
@@ -247,6 +249,7 @@ impl SearchExperiment {
             .unwrap_or_else(|| METHODS.iter().map(|m| m.to_string()).collect());
         let valid: Vec<crate::env::Method> = METHODS
             .iter()
+            .chain(EXTRA_METHODS)
             .filter_map(|m| crate::env::Method::parse(m))
             .collect();
         let methods = crate::env::parse_methods(&names, &valid)

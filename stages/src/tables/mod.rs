@@ -44,6 +44,26 @@ pub fn progress_note(
     }
 }
 
+/// The Trace-Free+ column's label for `exp` (`+TF`, or `+TF traces` when it is
+/// trace-based); when a row of `rows` has that method, a note says it is beyond the
+/// paper's tables.
+pub fn tracefree_label<R>(
+    exp: &Experiment,
+    rows: &[R],
+    method: impl Fn(&R) -> &String,
+    notes: &mut Vec<String>,
+) -> String {
+    let k = exp.baselines.tracefree.traces;
+    let label = if k > 0 { "+TF traces" } else { "+TF" };
+    if rows.iter().any(|r| method(r) == "tracefree") {
+        notes.push(match k {
+            0 => format!("{label} = Trace-Free+ (trace-free: each tool's interface alone), a method beyond the paper's tables"),
+            k => format!("{label} = Trace-Free+ (trace-based: up to {k} recorded calls per tool), a method beyond the paper's tables"),
+        });
+    }
+    label.to_string()
+}
+
 /// An environment table as text: the title, one grid of methods (rows keyed by tool
 /// set, model and source), then the notes.
 pub fn method_table<R>(
@@ -52,9 +72,10 @@ pub fn method_table<R>(
     key: &dyn Fn(&R) -> report::GridKey,
     cell: &dyn Fn(&R) -> String,
     notes: &[String],
+    tracefree_label: &str,
 ) -> String {
     let mut out = format!("{title}\n\n");
-    out.push_str(&report::method_grid(rows, key, cell));
+    out.push_str(&report::method_grid_with(rows, key, cell, tracefree_label));
     for n in notes {
         out.push_str(&format!("\nNote: {n}\n"));
     }

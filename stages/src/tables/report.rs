@@ -639,14 +639,28 @@ pub fn method_grid<R>(
     key: &dyn Fn(&R) -> GridKey,
     cell: &dyn Fn(&R) -> String,
 ) -> String {
-    const METHODS: [(&str, &str); 5] = [
+    method_grid_with(rows, key, cell, "+TF")
+}
+
+/// [`method_grid`], with a column for Trace-Free+ (method `tracefree`, beyond the
+/// paper's tables) labelled `tracefree_label` when a row has that method.
+pub fn method_grid_with<R>(
+    rows: &[R],
+    key: &dyn Fn(&R) -> GridKey,
+    cell: &dyn Fn(&R) -> String,
+    tracefree_label: &str,
+) -> String {
+    let keys: Vec<GridKey> = rows.iter().map(key).collect();
+    let mut methods: Vec<(&str, &str)> = vec![
         ("gold", "Gold"),
         ("base", "Base"),
         ("toolobserver", "+TO"),
         ("play2prompt", "+P2P"),
         ("easytool", "+ET"),
     ];
-    let keys: Vec<GridKey> = rows.iter().map(key).collect();
+    if keys.iter().any(|k| k.method == "tracefree") {
+        methods.push(("tracefree", tracefree_label));
+    }
     let mut editors: Vec<&str> = Vec::new();
     for k in &keys {
         if !k.editor.is_empty() && !editors.contains(&k.editor.as_str()) {
@@ -713,13 +727,13 @@ pub fn method_grid<R>(
     if with_editor {
         header.push(&"Editor");
     }
-    for (_, label) in &METHODS {
+    for (_, label) in &methods {
         header.push(label);
     }
     let mut out = md_row(&header);
     out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
     for g in groups {
-        let cells: Vec<String> = METHODS
+        let cells: Vec<String> = methods
             .iter()
             .map(|(m, _)| {
                 let find = |editor: &str| {

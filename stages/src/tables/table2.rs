@@ -60,8 +60,8 @@ pub struct CellRow {
     /// Agent model.
     #[row(doc = "agent model")]
     pub model: String,
-    /// Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT.
-    #[row(doc = "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT")]
+    /// Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF, +TF traces.
+    #[row(doc = "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF, +TF traces")]
     pub method: String,
     /// `paper` (printed), `released` (the authors' runs rescored here) or `run`
     /// (this project's run).
@@ -287,6 +287,11 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
         .first()
         .map(ToString::to_string)
         .unwrap_or_default();
+    let tf = if exp.baselines.tracefree.traces > 0 {
+        "+TF traces"
+    } else {
+        "+TF"
+    };
     for agent in exp.agents.iter().map(ToString::to_string) {
         let of = |setting: &str, method: &str| {
             rows.iter()
@@ -306,6 +311,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
                 ("play2prompt", "+P2P"),
                 ("easytool", "+ET"),
                 ("draft", "+DRAFT"),
+                ("tracefree", tf),
             ] {
                 if let Some(r) = of(s, method) {
                     cells.push(cell(s, label, r));
@@ -333,6 +339,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
                     ("play2prompt", "+P2P"),
                     ("easytool", "+ET"),
                     ("draft", "+DRAFT"),
+                    ("tracefree", tf),
                 ] {
                     if !methods.contains(&method) {
                         continue;
@@ -372,6 +379,15 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
             }
         }
     }
+    if cells.iter().any(|c| c.method == tf) || pending.iter().any(|p| p.method == tf) {
+        let what = match exp.baselines.tracefree.traces {
+            0 => "trace-free: each tool's interface alone".to_string(),
+            k => format!("trace-based: up to {k} recorded calls per tool"),
+        };
+        notes.push(format!(
+            "{tf} = Trace-Free+ ({what}), a method beyond the paper's table"
+        ));
+    }
     Ok(RunCells {
         cells,
         notes,
@@ -394,12 +410,13 @@ fn node_setting(node: &str) -> Option<&str> {
 /// Which Table 2 method a node belongs to, from its stage and name.
 fn node_method(node: &str, stage: &str) -> &'static str {
     let inner = node_setting(node).unwrap_or("");
-    for m in ["easytool", "play2prompt", "draft"] {
+    for m in ["easytool", "play2prompt", "draft", "tracefree"] {
         if stage == m || inner.contains(&format!(" {m} ")) {
             return match m {
                 "easytool" => "easytool",
                 "play2prompt" => "play2prompt",
-                _ => "draft",
+                "draft" => "draft",
+                _ => "tracefree",
             };
         }
     }
@@ -511,10 +528,19 @@ impl crate::tables::report::TableReport for Table2 {
             return out;
         }
         out.push_str("Table 2 -- BFCL-Opaque, E/P/A (paper = printed; released = authors' runs rescored here; run = this store; Δ = released - paper)\n\n");
+        // Trace-Free+ (beyond the paper's table) has a column when the run has it.
+        let methods: Vec<&str> = METHODS
+            .iter()
+            .copied()
+            .chain(["+TF", "+TF traces"].into_iter().filter(|l| {
+                self.cells.iter().any(|c| c.method == *l)
+                    || self.pending.iter().any(|p| p.method == *l)
+            }))
+            .collect();
         out.push_str(&format!(
             "| Documentation | Model | Source | {} |\n|---|---|---|{}\n",
-            METHODS.join(" | "),
-            "---|".repeat(METHODS.len())
+            methods.join(" | "),
+            "---|".repeat(methods.len())
         ));
         let mut models: Vec<&str> = Vec::new();
         for m in self
@@ -531,7 +557,7 @@ impl crate::tables::report::TableReport for Table2 {
             for m in &models {
                 for source in ["paper", "released", "Δ", "run"] {
                     let mut any = false;
-                    let vals: Vec<String> = METHODS
+                    let vals: Vec<String> = methods
                         .iter()
                         .map(|meth| {
                             if source == "Δ" {

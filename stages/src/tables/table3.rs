@@ -106,6 +106,8 @@ pub struct Table3Row {
 pub struct Table3 {
     /// The paper's rows, then one row per Elo node of the run.
     pub rows: Vec<Table3Row>,
+    /// The Trace-Free+ column's label (`+TF`, or `+TF traces` when trace-based).
+    pub tracefree_label: String,
     /// Notes about the run (its progress and protocol switches).
     pub notes: Vec<String>,
 }
@@ -158,7 +160,12 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
     if !switches.is_empty() {
         notes.push(format!("protocol: {}", switches.join("; ")));
     }
-    Ok(Table3 { rows, notes })
+    let tracefree_label = crate::tables::tracefree_label(exp, &rows, |r| &r.method, &mut notes);
+    Ok(Table3 {
+        rows,
+        tracefree_label,
+        notes,
+    })
 }
 
 impl crate::tables::report::TableReport for Table3 {
@@ -209,6 +216,7 @@ impl crate::tables::report::TableReport for Table3 {
                 _ => format!("{:.1} / {:.0}", r.best_tool_pct, r.elo_mean),
             },
             &self.notes,
+            &self.tracefree_label,
         )
     }
 }

@@ -77,6 +77,8 @@ pub struct Table4Row {
 pub struct Table4 {
     /// The paper's rows, then one row per evaluate node of the run.
     pub rows: Vec<Table4Row>,
+    /// The Trace-Free+ column's label (`+TF`, or `+TF traces` when trace-based).
+    pub tracefree_label: String,
     /// Notes about the run (judges, progress, protocol switches, substitute corpus).
     pub notes: Vec<String>,
 }
@@ -138,7 +140,12 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
                 .into(),
         );
     }
-    Ok(Table4 { rows, notes })
+    let tracefree_label = crate::tables::tracefree_label(exp, &rows, |r| &r.method, &mut notes);
+    Ok(Table4 {
+        rows,
+        tracefree_label,
+        notes,
+    })
 }
 
 impl crate::tables::report::TableReport for Table4 {
@@ -188,6 +195,7 @@ impl crate::tables::report::TableReport for Table4 {
                 _ => format!("{:.1} / {:.1}", r.accuracy_pct, r.tool_calls),
             },
             &self.notes,
+            &self.tracefree_label,
         )
     }
 }

@@ -32,7 +32,7 @@ pub struct TokenRow {
     #[row(doc = "documentation setting")]
     pub setting: String,
     /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt` or `draft`.
-    #[row(doc = "gold, base, toolobserver, easytool, play2prompt, draft")]
+    #[row(doc = "gold, base, toolobserver, easytool, play2prompt, draft, tracefree")]
     pub method: String,
     /// Agent model.
     #[row(doc = "agent model")]
