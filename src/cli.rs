@@ -77,11 +77,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
         format: PlanFormat,
     },
-    /// Write the experiment's tables as flat Parquet files with a schema README.
+    /// Write the experiment's tables as flat Parquet files with a schema README
+    /// (`--to`), and/or its ToolObserver descriptions as Trace-Free+ training data
+    /// (`--sft`: chat-format JSONL per curriculum stage, Parquet, SCHEMA.md).
     Export {
         experiment: PathBuf,
+        #[arg(long, required_unless_present = "sft")]
+        to: Option<PathBuf>,
         #[arg(long)]
-        to: PathBuf,
+        sft: Option<PathBuf>,
     },
     /// Remove store entries not referenced by the given experiments (lists them).
     Gc {
@@ -288,7 +292,11 @@ pub fn main() -> Result<ExitCode> {
         Command::Run { experiment, quiet } => run(&root, &experiment, quiet),
         Command::Status { experiment } => status(&root, &experiment),
         Command::Plan { experiment, format } => plan(&root, &experiment, format),
-        Command::Export { experiment, to } => export(&root, &experiment, &to),
+        Command::Export {
+            experiment,
+            to,
+            sft,
+        } => export(&root, &experiment, to.as_deref(), sft.as_deref()),
         Command::Gc { keep, dry_run } => gc(&root, &keep, dry_run),
         Command::Serve { model, addr } => {
             let spec = stages::models::parse_for(&model, stages::models::Role::Serve)?;
@@ -475,10 +483,23 @@ fn plan(root: &Path, experiment: &Path, format: PlanFormat) -> Result<ExitCode> 
 }
 
 /// `otb export`: the experiment's tables as flat Parquet files.
-fn export(root: &Path, experiment: &Path, to: &Path) -> Result<ExitCode> {
+fn export(
+    root: &Path,
+    experiment: &Path,
+    to: Option<&Path>,
+    sft: Option<&Path>,
+) -> Result<ExitCode> {
     let exp = load(experiment)?;
     let store = Store::open(root, Access::ReadOnly)?;
-    let written = stages::tables::export::export_experiment(&store, &exp, to)?;
+    let dests: Vec<&Path> = to.into_iter().chain(sft).collect();
+    let run = stages::tables::export::finished_run(&store, &exp, &dests)?;
+    let mut written = Vec::new();
+    if let Some(to) = to {
+        written.extend(stages::tables::export::export(&run, &exp.registry, to)?);
+    }
+    if let Some(sft) = sft {
+        written.extend(stages::tables::sft::write(&run, sft)?);
+    }
     for w in written {
         outln!("{}", w.display());
     }

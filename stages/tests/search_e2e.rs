@@ -535,3 +535,76 @@ fn tracefree_reaches_the_episodes_and_table4() {
     assert!(text.contains("| +TF |"), "{text}");
     assert!(text.contains("+TF = Trace-Free+ (trace-free"), "{text}");
 }
+
+/// `--sft` pairs of a search run: when the curve's test accuracy rose, one pair per
+/// tool whose description the editor changed, its traces from the training split only
+/// (no test question appears).
+#[test]
+fn sft_pairs_of_search_come_from_training_play_only() {
+    let Some((dir, store)) = scratch() else {
+        return;
+    };
+    let (_, out, _) = run(
+        &dir,
+        &store,
+        "sft",
+        "name = \"search-sft\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\", \"toolobserver\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:observer\"\n",
+    );
+    let pairs = stages::tables::sft::pairs(&out).unwrap();
+    let score = |method: &str| -> f64 {
+        let o = out
+            .by_stage(stages::search::EVALUATE_STAGE)
+            .find(|o| o.method == method)
+            .unwrap();
+        o.entry.read::<SearchScoreRow>().unwrap()[0].accuracy
+    };
+    let opaque: Vec<stages::rows::DocRow> = out
+        .by_stage("search-docs")
+        .find(|o| o.method == "base")
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
+    let last: Vec<stages::rows::DocRow> = out
+        .by_stage("consensus-merge")
+        .last()
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
+    let changed = last[0]
+        .tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            let before = opaque[0]
+                .tools
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|b| b["name"] == t["name"])
+                .unwrap();
+            t["description"] != before["description"]
+        })
+        .count();
+    let expected = if score("toolobserver") > score("base") {
+        changed
+    } else {
+        0
+    };
+    assert_eq!(pairs.len(), expected, "{pairs:#?}");
+    let questions: Vec<stages::search::QuestionRow> = out
+        .by_stage("search-questions")
+        .next()
+        .unwrap()
+        .entry
+        .read()
+        .unwrap();
+    for p in &pairs {
+        assert_eq!(p.environment, "search");
+        for q in questions.iter().filter(|q| q.split == "test") {
+            assert!(!p.traces.contains(&q.question), "a test question in {p:#?}");
+        }
+    }
+}

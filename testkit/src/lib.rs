@@ -10,13 +10,14 @@
 use std::fmt::Display;
 
 /// The resources a test may need, as `OTB_REQUIRE` names them.
-pub const RESOURCES: [&str; 6] = [
+pub const RESOURCES: [&str; 7] = [
     "engine",
     "model",
     "wheels",
     "shared",
     "graphviz",
     "openai-client",
+    "pyarrow",
 ];
 
 /// Whether `resource` must be present: `OTB_REQUIRE` lists it (comma-separated) or

@@ -124,9 +124,23 @@ pub fn export_experiment(
     exp: &Experiment,
     dest: &Path,
 ) -> Result<Vec<PathBuf>, crate::env::DriveError> {
+    let run = finished_run(store, exp, &[dest])?;
+    Ok(export(&run, &exp.registry, dest)?)
+}
+
+/// The outputs of `exp` in `store`, which must be complete (bad input otherwise: run
+/// it first); `dests` (where they will be written) must lie outside the store.
+pub fn finished_run(
+    store: &pipeline::Store,
+    exp: &Experiment,
+    dests: &[&Path],
+) -> Result<RunOutput, crate::env::DriveError> {
     // Nothing but the store writes inside it: a file in an entry would make the entry
     // fail its verification (and be recomputed).
-    if pipeline::store::is_inside(dest, store.root()) {
+    if let Some(dest) = dests
+        .iter()
+        .find(|d| pipeline::store::is_inside(d, store.root()))
+    {
         return Err(crate::InputError(format!(
             "{}: is inside the store {}; export to a folder outside it",
             dest.display(),
@@ -149,7 +163,7 @@ pub fn export_experiment(
         ))
         .into());
     }
-    Ok(export(&run, &exp.registry, dest)?)
+    Ok(run)
 }
 
 #[cfg(test)]

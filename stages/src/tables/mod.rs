@@ -6,6 +6,7 @@ pub mod export;
 pub mod fidelity;
 pub mod plot;
 pub mod report;
+pub mod sft;
 pub mod table2;
 pub mod table3;
 pub mod table4;
