@@ -41,6 +41,7 @@
 //! temperature = 0.3        # the paper's sampling
 //! top_p = 0.9
 //! retries = 1              # a reply without the JSON object is asked again
+//! max_tokens = 1024        # room per reply
 //! # generator = "openai:<name>"   # default: the editor
 //! ```
 //!
@@ -640,10 +641,14 @@ impl Experiment {
             crate::models::parse_for(g, Role::Editor)
                 .map_err(|e| cfg_err(path, format!("baselines.tracefree.generator: {}", e.0)))?;
         }
-        if !((0.0..=2.0).contains(&t.temperature) && t.top_p > 0.0 && t.top_p <= 1.0) {
+        if !((0.0..=2.0).contains(&t.temperature)
+            && t.top_p > 0.0
+            && t.top_p <= 1.0
+            && t.max_tokens >= 16)
+        {
             return Err(cfg_err(
                 path,
-                "baselines.tracefree: temperature lies in [0, 2], top_p in (0, 1]",
+                "baselines.tracefree: temperature lies in [0, 2], top_p in (0, 1], max_tokens is at least 16",
             ));
         }
         let prompts = raw.prompts.unwrap_or(RawPrompts {

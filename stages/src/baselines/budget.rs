@@ -87,6 +87,10 @@ pub struct TraceFreeBudget {
     /// Requests again after a reply with no usable JSON (then the tool keeps its
     /// description, and the reply is counted as malformed).
     pub retries: u32,
+    /// Tokens the generator may write per reply (a standard model's default is 512,
+    /// which a small model's long description runs past, leaving its JSON unclosed);
+    /// a reasoning model keeps its own budget.
+    pub max_tokens: u32,
 }
 
 impl Default for TraceFreeBudget {
@@ -97,6 +101,7 @@ impl Default for TraceFreeBudget {
             temperature: 0.3,
             top_p: 0.9,
             retries: 1,
+            max_tokens: 1024,
         }
     }
 }

@@ -564,7 +564,11 @@ pub fn stage<'p>(
             _ => None,
         };
         let ed = match &generator {
-            Some(g) => models.editor_sampled(g, &budgets.tracefree.sampling())?,
+            Some(g) => models.editor_sampled(
+                g,
+                &budgets.tracefree.sampling(),
+                budgets.tracefree.max_tokens,
+            )?,
             None => models.editor(&p.editor)?,
         };
         let agent = match &p.agent {

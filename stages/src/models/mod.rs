@@ -595,24 +595,29 @@ impl Models {
         self.editor_limited(spec, None)
     }
 
-    /// The editor `spec`, sampling as `sampling` says (a scripted editor, or a
-    /// registered one, ignores it): e.g. Trace-Free+'s generator.
+    /// The editor `spec`, sampling as `sampling` says, with room for `max_tokens`
+    /// tokens per reply (see [`Models::editor_with_room`]; a scripted editor, or a
+    /// registered one, ignores both): e.g. Trace-Free+'s generator.
     pub fn editor_sampled(
         &self,
         spec: &ModelSpec,
         sampling: &TurnSampling,
+        max_tokens: u32,
     ) -> Result<Arc<dyn Editor>, Failure> {
         let given = self
             .given_editors
             .lock()
             .map_err(|_| Failure::bug("model registry poisoned"))?
             .contains_key(spec);
-        if sampling.is_default() || given || spec.kind == ModelKind::Scripted {
+        if given || spec.kind == ModelKind::Scripted {
             return self.editor(spec);
         }
         let key = (
             spec.clone(),
-            serde_json::to_string(sampling).unwrap_or_default(),
+            format!(
+                "{} {max_tokens}",
+                serde_json::to_string(sampling).unwrap_or_default()
+            ),
         );
         let mut map = self
             .sampled_editors
@@ -621,12 +626,10 @@ impl Models {
         if let Some(e) = map.get(&key) {
             return Ok(e.clone());
         }
-        let e: Arc<dyn Editor> = Arc::new(llm::LlmEditor::open_sampled(
-            &self.llm,
-            spec,
-            &self.cache_dir,
-            sampling,
-        )?);
+        let e: Arc<dyn Editor> = Arc::new(
+            llm::LlmEditor::open_sampled(&self.llm, spec, &self.cache_dir, sampling)?
+                .with_room(Some(max_tokens)),
+        );
         map.insert(key, e.clone());
         Ok(e)
     }
