@@ -150,6 +150,20 @@ impl LlmModel {
         })
     }
 
+    /// [`LlmModel::open`], sampling as `s` says where the model's kind of sampling has
+    /// those fields ([`with_overrides`]).
+    pub fn open_sampled(
+        shared: &Shared,
+        spec: &ModelSpec,
+        cache_dir: &Path,
+        stage: &str,
+        s: &super::TurnSampling,
+    ) -> Result<LlmModel, Failure> {
+        let mut m = LlmModel::open(shared, spec, cache_dir, stage)?;
+        m.sampling = with_overrides(m.sampling, s);
+        Ok(m)
+    }
+
     /// Send all requests concurrently (the backend bounds concurrency); results in
     /// request order.
     fn chat_all(
@@ -467,9 +481,9 @@ impl LlmAgent {
         cache_dir: &Path,
         s: &super::TurnSampling,
     ) -> Result<Self, Failure> {
-        let mut m = LlmModel::open(shared, spec, cache_dir, "explore")?;
-        m.sampling = with_overrides(m.sampling, s);
-        Ok(LlmAgent(m))
+        Ok(LlmAgent(LlmModel::open_sampled(
+            shared, spec, cache_dir, "explore", s,
+        )?))
     }
 }
 
@@ -514,9 +528,13 @@ impl LlmEditor {
         cache_dir: &Path,
         s: &super::TurnSampling,
     ) -> Result<Self, Failure> {
-        let mut m = LlmModel::open(shared, spec, cache_dir, "batch-reflect")?;
-        m.sampling = with_overrides(m.sampling, s);
-        Ok(LlmEditor(m))
+        Ok(LlmEditor(LlmModel::open_sampled(
+            shared,
+            spec,
+            cache_dir,
+            "batch-reflect",
+            s,
+        )?))
     }
 
     /// With `room` (`Some(n)`), a standard model may write up to `n` tokens per reply
