@@ -392,3 +392,26 @@ fn an_oversized_fen_is_quoted_in_part() {
         .unwrap_or_else(|| panic!("no skip warning: {stderr}"));
     assert!(warning.contains("[5000000 characters, "), "{warning}");
 }
+
+/// A chess experiment whose baselines ask the editor checks the editor as an editor
+/// before anything runs (it did only with ToolObserver among the methods).
+#[test]
+fn baselines_alone_check_the_editor_before_the_store() {
+    let d = tempfile::tempdir().unwrap();
+    let exp = d.path().join("exp.toml");
+    std::fs::write(
+        &exp,
+        "name = \"c\"\n[chess]\nmethods = [\"easytool\"]\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:random\"\n",
+    )
+    .unwrap();
+    let out = otb()
+        .arg("--store")
+        .arg(d.path().join("store"))
+        .arg("run")
+        .arg(&exp)
+        .output()
+        .unwrap();
+    let err = one_error_line(&out);
+    assert!(err.contains("scripted editor"), "{err}");
+    assert!(!d.path().join("store").exists());
+}

@@ -756,6 +756,14 @@ impl Method {
         Method::ALL.into_iter().find(|m| m.as_str() == s)
     }
 
+    /// Whether any of `methods` asks the editor (ToolObserver and every baseline do;
+    /// Trace-Free+'s generator is the editor unless another is named).
+    pub fn any_uses_editor(methods: &[Method]) -> bool {
+        methods
+            .iter()
+            .any(|m| *m == Method::ToolObserver || m.is_baseline())
+    }
+
     /// Methods whose documentation comes from a baseline stage.
     pub fn is_baseline(self) -> bool {
         matches!(

@@ -13,7 +13,7 @@ pub mod opacify;
 pub mod released;
 pub mod summarize;
 
-use crate::env::{Cx, DriveError, Method};
+use crate::env::{Cx, DriveError};
 use crate::experiment::{EnvTable, Environment, Experiment};
 use crate::InputError;
 pub use config::{BfclExperiment, DataSource, Outcome};
@@ -78,9 +78,7 @@ impl Environment for BfclEnvironment {
 
 impl EnvTable for BfclExperiment {
     fn uses_editor(&self) -> bool {
-        self.methods
-            .iter()
-            .any(|m| *m == Method::ToolObserver || m.is_baseline())
+        crate::env::Method::any_uses_editor(&self.methods)
     }
 
     fn plays_offline(&self) -> bool {

@@ -294,7 +294,7 @@ impl crate::experiment::Environment for ChessEnvironment {
 
 impl crate::experiment::EnvTable for ChessExperiment {
     fn uses_editor(&self) -> bool {
-        self.methods.contains(&crate::env::Method::ToolObserver)
+        crate::env::Method::any_uses_editor(&self.methods)
     }
 
     fn follow_prompt_set(&mut self, paper: bool) {
