@@ -176,11 +176,57 @@ impl<'a> Work<'a> {
         });
     }
 
-    /// Mark the last recorded call's reply as unusable (`kind`: e.g. a reply without
-    /// the JSON asked for), so that it is counted like a failed call's row.
-    pub fn mark_last(&mut self, kind: &str) {
-        if let Some(c) = self.calls.last_mut() {
+    /// Mark the reply of recorded call `index` (in recording order) as unusable
+    /// (`kind`: e.g. a reply without the JSON asked for), so that it is counted like a
+    /// failed call's row.
+    pub fn mark_call(&mut self, index: usize, kind: &str) {
+        if let Some(c) = self.calls.get_mut(index) {
             c.error_kind.get_or_insert_with(|| kind.to_string());
+        }
+    }
+
+    /// How many model calls are recorded so far.
+    pub fn calls_len(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// [`Work::ask`] for several prompts at once (`(tool, prompt)` each, one step,
+    /// phase and attempt), sent together so that a model-backed editor answers them
+    /// concurrently; answers in order, each recorded as `ask` records it.
+    pub fn ask_all(
+        &mut self,
+        step: &str,
+        phase: Phase,
+        asks: &[(String, String)],
+        attempt: u64,
+    ) -> Vec<Option<String>> {
+        let prompts: Vec<String> = asks.iter().map(|(_, p)| p.clone()).collect();
+        let replies =
+            self.tb
+                .editor
+                .complete_all(&prompts, self.tb.seed.wrapping_add(attempt), &|| {});
+        asks.iter()
+            .zip(replies)
+            .map(|((tool, _), r)| self.answer(tool, step, phase, r))
+            .collect()
+    }
+
+    /// Record an editor reply; its text, or `None` when the call failed.
+    fn answer(
+        &mut self,
+        tool: &str,
+        step: &str,
+        phase: Phase,
+        r: crate::models::EditorReply,
+    ) -> Option<String> {
+        let err = r.error.as_ref().map(|e| e.kind.clone());
+        self.record(tool, step, phase, "editor", &r.usage, err.as_deref());
+        if let Some(f) = r.error.as_ref().filter(|f| f.infrastructure) {
+            self.infra.push(f.clone());
+        }
+        match r.error {
+            Some(_) => None,
+            None => r.text,
         }
     }
 
@@ -198,15 +244,7 @@ impl<'a> Work<'a> {
             .tb
             .editor
             .complete(prompt, self.tb.seed.wrapping_add(attempt));
-        let err = r.error.as_ref().map(|e| e.kind.clone());
-        self.record(tool, step, phase, "editor", &r.usage, err.as_deref());
-        if let Some(f) = r.error.as_ref().filter(|f| f.infrastructure) {
-            self.infra.push(f.clone());
-        }
-        match r.error {
-            Some(_) => None,
-            None => r.text,
-        }
+        self.answer(tool, step, phase, r)
     }
 
     /// Run the task model on `question` with `tools` (recorded as exploration).
@@ -746,6 +784,40 @@ mod tests {
         assert!(extract_json(&deep).is_none());
         let ok = format!("{}1{}", "{\"a\":".repeat(10), "}".repeat(10));
         assert!(extract_json(&ok).is_some());
+    }
+
+    /// Trace-Free+'s key holds what its stage runs with: both templates' text, the
+    /// budget (traces, generator, sampling, room), the editor and the seed; no tool
+    /// executor (it executes nothing). A changed template or budget field reruns it.
+    #[test]
+    fn tracefree_key_holds_its_templates_and_budget() {
+        let at = crate::env::At {
+            agent: Some(
+                crate::models::parse_for("scripted:schema", crate::models::Role::Agent).unwrap(),
+            ),
+            editor: Some(
+                crate::models::parse_for("scripted:errors", crate::models::Role::Editor).unwrap(),
+            ),
+            ..crate::env::At::new(crate::env::Naming::Online, "names", "tracefree")
+        };
+        let budgets = Baselines {
+            concurrency: 1,
+            play2prompt: Default::default(),
+            draft: Default::default(),
+            tracefree: Default::default(),
+        };
+        let key = |b: &Baselines| {
+            let p =
+                BaselineParams::new(Method::TraceFree, b, &at, "", &json!({"exec": 1})).unwrap();
+            serde_json::to_value(&p).unwrap()
+        };
+        let k = key(&budgets);
+        assert_eq!(k["templates"], json!(tracefree::TRACEFREE_TEMPLATES));
+        assert!(k.get("executor").is_none(), "{k}");
+        assert_eq!(k["budget"]["max_tokens"], 1024);
+        let mut traced = budgets.clone();
+        traced.tracefree.traces = 2;
+        assert_ne!(key(&traced), k);
     }
 
     #[test]

@@ -84,35 +84,54 @@ pub fn trace_section(traces: &[String], name: &str, k: u32) -> String {
 }
 
 /// Trace-Free+ on one instance: each tool's description from one generator request
-/// (`traces`: the recorded calls of this instance's tools, as text).
+/// (`traces`: the recorded calls of this instance's tools, as text). The requests of
+/// an instance are sent together (a model-backed generator answers them
+/// concurrently); those whose reply had no usable JSON are sent again, up to
+/// `retries` times.
 pub fn produce(w: &mut Work<'_>, b: &TraceFreeBudget, traces: &[String]) -> Produced {
     let mut tools = tools_of(w.docs);
-    for t in tools.iter_mut() {
-        let name = tool_name(t).to_string();
-        let prompt = fill(
-            GENERATE,
-            &[
-                ("tool", &render_tool(t)),
-                ("traces", &trace_section(traces, &name, b.traces)),
-            ],
-        );
-        for attempt in 0..=u64::from(b.retries) {
+    // (index of the tool, (its name, its request)) still to be answered.
+    let mut open: Vec<(usize, (String, String))> = tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let name = tool_name(t).to_string();
+            let prompt = fill(
+                GENERATE,
+                &[
+                    ("tool", &render_tool(t)),
+                    ("traces", &trace_section(traces, &name, b.traces)),
+                ],
+            );
+            (i, (name, prompt))
+        })
+        .collect();
+    for attempt in 0..=u64::from(b.retries) {
+        if open.is_empty() {
+            break;
+        }
+        let asks: Vec<(String, String)> = open.iter().map(|(_, a)| a.clone()).collect();
+        let replies = w.ask_all("generate", Phase::Editing, &asks, attempt);
+        let first = w.calls_len() - replies.len();
+        let mut again = Vec::new();
+        for (k, ((i, ask), reply)) in open.into_iter().zip(replies).enumerate() {
             // A failed call is recorded with its class (and fails the stage when it is
             // infrastructure's); the tool keeps its description.
-            let Some(reply) = w.ask(&name, "generate", Phase::Editing, &prompt, attempt) else {
-                break;
-            };
+            let Some(reply) = reply else { continue };
             match parse_reply(&reply) {
                 Some((d, was_cut)) => {
                     if was_cut {
-                        w.mark_last("description-cut");
+                        w.mark_call(first + k, "description-cut");
                     }
-                    set_description(t, &d);
-                    break;
+                    set_description(&mut tools[i], &d);
                 }
-                None => w.mark_last("malformed-reply"),
+                None => {
+                    w.mark_call(first + k, "malformed-reply");
+                    again.push((i, ask));
+                }
             }
         }
+        open = again;
     }
     Produced {
         tools,
