@@ -488,3 +488,76 @@ fn tracefree_reaches_the_games_and_table3() {
         .iter()
         .any(|r| r.source == "run" && r.method == "tracefree"));
 }
+
+/// `--sft` pairs of a chess run: when the curve's best-tool % rose over Base's, one pair
+/// per tool whose description the editor changed, its traces from the training games
+/// only (the test positions' FENs never appear).
+#[test]
+fn sft_pairs_of_chess_come_from_training_games_only() {
+    if !engine() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (_, exp, store) = setup(
+        d.path(),
+        "tool_sets = [\"phase_specialists\"]\nmethods = [\"base\", \"toolobserver\"]\nmax_plies = 12\nrounds = 1\n",
+        "agent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
+    );
+    let s = Session::new(&store, Mode::Run, true);
+    let out = stages::driver::drive(&exp, &s).unwrap();
+    let pairs = stages::tables::sft::pairs(&out).unwrap();
+    let score = |method: &str| -> f64 {
+        let o = out
+            .by_stage(stages::chess::EVALUATE_STAGE)
+            .find(|o| o.method == method)
+            .unwrap();
+        o.entry.read::<stages::chess::rows::BestToolRow>().unwrap()[0].best_tool_pct
+    };
+    let docs = |stage: &str, method: &str| -> Vec<serde_json::Value> {
+        let o = out
+            .by_stage(stage)
+            .filter(|o| o.method == method)
+            .last()
+            .unwrap();
+        let rows: Vec<stages::rows::DocRow> = o.entry.read().unwrap();
+        rows[0].tools.as_array().unwrap().clone()
+    };
+    let (before, after) = (
+        docs("chess-docs", "base"),
+        docs("consensus-merge", "toolobserver"),
+    );
+    let changed = after
+        .iter()
+        .filter(|t| {
+            let b = before.iter().find(|b| b["name"] == t["name"]).unwrap();
+            t["description"] != b["description"]
+                && !t["description"].as_str().unwrap_or("").trim().is_empty()
+        })
+        .count();
+    let expected = if score("toolobserver") > score("base") {
+        changed
+    } else {
+        0
+    };
+    assert_eq!(pairs.len(), expected, "{pairs:#?}");
+    let (_, test) = positions(d.path());
+    let test_fens: Vec<String> = std::fs::read_to_string(test)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["fen"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for p in &pairs {
+        assert_eq!(p.environment, "chess");
+        for fen in &test_fens {
+            assert!(
+                !p.traces.contains(fen.as_str()),
+                "a test position in {p:#?}"
+            );
+        }
+    }
+}
