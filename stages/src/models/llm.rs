@@ -151,7 +151,8 @@ impl LlmModel {
     }
 
     /// [`LlmModel::open`], sampling as `s` says where the model's kind of sampling has
-    /// those fields ([`with_overrides`]).
+    /// those fields (a temperature and top-p for a standard model, a reasoning effort
+    /// for a reasoning model).
     pub fn open_sampled(
         shared: &Shared,
         spec: &ModelSpec,
