@@ -67,14 +67,7 @@ fn baselines_reach_table2_and_tokens_equal_the_stored_calls() {
     // A rerun is free.
     assert_eq!(s.run().executed(), 0);
 
-    let table = stdout_ok(&s.otb(&[
-        "table",
-        "table2",
-        "--experiment",
-        s.exp().to_str().unwrap(),
-        "--format",
-        "csv",
-    ]));
+    let table = s.table_csv("table2");
     for setting in ["names", "names+params"] {
         for method in ["Gold", "Base", "+TO", "+P2P", "+ET", "+DRAFT"] {
             let prefix = format!("{setting},scripted:schema,{method},run,5,");
@@ -94,14 +87,7 @@ fn baselines_reach_table2_and_tokens_equal_the_stored_calls() {
     assert!(p2p_runs.iter().any(|r| r.ok), "{p2p_runs:?}");
     assert!(!stored::<ToolRunRow>(&store, "draft", "tool_runs.parquet").is_empty());
 
-    let tokens = stdout_ok(&s.otb(&[
-        "table",
-        "tokens",
-        "--experiment",
-        s.exp().to_str().unwrap(),
-        "--format",
-        "csv",
-    ]));
+    let tokens = s.table_csv("tokens");
     let rows = csv_rows(&tokens);
     let sum = |method: &str, col: &str| -> i64 {
         rows.iter()
@@ -166,14 +152,7 @@ fn baselines_reach_table2_and_tokens_equal_the_stored_calls() {
     }
 
     // Table 6 over the learned docs (bag-of-words embedder in this experiment).
-    let t6 = stdout_ok(&s.otb(&[
-        "table",
-        "table6",
-        "--experiment",
-        s.exp().to_str().unwrap(),
-        "--format",
-        "csv",
-    ]));
+    let t6 = s.table_csv("table6");
     for method in ["toolobserver", "easytool", "play2prompt", "draft"] {
         assert!(
             t6.lines()
@@ -235,16 +214,7 @@ fn tracefree_learns_from_traces_and_reruns_only_what_it_feeds() {
         );
         std::fs::write(s.exp(), text).expect("write exp");
     };
-    let table = || {
-        stdout_ok(&s.otb(&[
-            "table",
-            "table2",
-            "--experiment",
-            s.exp().to_str().unwrap(),
-            "--format",
-            "csv",
-        ]))
-    };
+    let table = || s.table_csv("table2");
     let e_of = |table: &str, method: &str| -> f64 {
         let prefix = format!("names,scripted:schema,{method},run,5,");
         let line = table

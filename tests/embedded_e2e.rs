@@ -126,14 +126,7 @@ fn embedded_model_runs_each_baseline() {
         "evaluate[names+params play2prompt r0]",
         "evaluate[names+params draft r0]",
     ]);
-    let tokens = common::stdout_ok(&s.otb(&[
-        "table",
-        "tokens",
-        "--experiment",
-        s.exp().to_str().unwrap(),
-        "--format",
-        "csv",
-    ]));
+    let tokens = s.table_csv("tokens");
     for method in ["easytool", "play2prompt", "draft"] {
         let row = tokens
             .lines()

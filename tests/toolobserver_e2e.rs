@@ -221,14 +221,7 @@ fn agent_by_editor_grid_fills_table7() {
         "round 0 is shared by the editors: {:?}",
         run.ran
     );
-    let out = common::stdout_ok(&s.otb(&[
-        "table",
-        "table7",
-        "--experiment",
-        s.exp().to_str().unwrap(),
-        "--format",
-        "csv",
-    ]));
+    let out = s.table_csv("table7");
     let cell = |agent: &str, editor: &str| -> f64 {
         out.lines()
             .find(|l| l.starts_with(&format!("{agent},{editor},")))

@@ -91,6 +91,19 @@ impl Scratch {
             .expect("run otb")
     }
 
+    /// `otb table NAME --experiment EXP --format csv`: its stdout (the command must
+    /// succeed).
+    pub fn table_csv(&self, name: &str) -> String {
+        stdout_ok(&self.otb(&[
+            "table",
+            name,
+            "--experiment",
+            self.exp().to_str().expect("utf8"),
+            "--format",
+            "csv",
+        ]))
+    }
+
     pub fn run(&self) -> RunResult {
         let out = self.otb(&["run", self.exp().to_str().expect("utf8")]);
         RunResult::from(out)

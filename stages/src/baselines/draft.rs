@@ -249,10 +249,7 @@ pub fn produce(w: &mut Work<'_>, budget: &DraftBudget) -> Produced {
         let (desc, _) = draft_tool(w, &tools, &name, budget);
         tools = with_description(&tools, &name, &desc);
     }
-    Produced {
-        tools,
-        demos: Value::Null,
-    }
+    Produced::docs(tools)
 }
 
 #[cfg(test)]

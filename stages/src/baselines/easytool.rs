@@ -75,10 +75,7 @@ pub fn produce(w: &mut Work<'_>) -> Produced {
         );
         set_description(t, desc.trim());
     }
-    Produced {
-        tools,
-        demos: Value::Null,
-    }
+    Produced::docs(tools)
 }
 #[cfg(test)]
 mod tests {

@@ -388,6 +388,16 @@ pub struct Produced {
     pub demos: Value,
 }
 
+impl Produced {
+    /// New tool definitions and no demonstrations (every method but Play2Prompt).
+    pub fn docs(tools: Vec<Value>) -> Produced {
+        Produced {
+            tools,
+            demos: Value::Null,
+        }
+    }
+}
+
 /// Run `method` over every instance (`concurrency` at a time) and write the stage's
 /// three tables. `per_instance` must not panic on model output.
 pub fn run_stage<F>(

@@ -133,10 +133,7 @@ pub fn produce(w: &mut Work<'_>, b: &TraceFreeBudget, traces: &[String]) -> Prod
         }
         open = again;
     }
-    Produced {
-        tools,
-        demos: Value::Null,
-    }
+    Produced::docs(tools)
 }
 
 #[cfg(test)]
