@@ -176,18 +176,13 @@ impl<'a> Work<'a> {
         });
     }
 
-    /// Mark the reply of recorded call `index` (in recording order) as unusable
-    /// (`kind`: e.g. a reply without the JSON asked for), so that it is counted like a
-    /// failed call's row.
+    /// Mark the reply of recorded call `index` ([`Asked::call`]) as unusable (`kind`:
+    /// e.g. a reply without the JSON asked for), so that it is counted like a failed
+    /// call's row.
     pub fn mark_call(&mut self, index: usize, kind: &str) {
         if let Some(c) = self.calls.get_mut(index) {
             c.error_kind.get_or_insert_with(|| kind.to_string());
         }
-    }
-
-    /// How many model calls are recorded so far.
-    pub fn calls_len(&self) -> usize {
-        self.calls.len()
     }
 
     /// [`Work::ask`] for several prompts at once (`(tool, prompt)` each, one step,
@@ -197,37 +192,30 @@ impl<'a> Work<'a> {
         &mut self,
         step: &str,
         phase: Phase,
-        asks: &[(String, String)],
+        asks: &[(&str, &str)],
         attempt: u64,
-    ) -> Vec<Option<String>> {
-        let prompts: Vec<String> = asks.iter().map(|(_, p)| p.clone()).collect();
+    ) -> Vec<Asked> {
+        let prompts: Vec<String> = asks.iter().map(|(_, p)| p.to_string()).collect();
         let replies =
             self.tb
                 .editor
                 .complete_all(&prompts, self.tb.seed.wrapping_add(attempt), &|| {});
         asks.iter()
             .zip(replies)
-            .map(|((tool, _), r)| self.answer(tool, step, phase, r))
+            .map(|((tool, _), r)| {
+                let err = r.error.as_ref().map(|e| e.kind.clone());
+                let call = self.calls.len();
+                self.record(tool, step, phase, "editor", &r.usage, err.as_deref());
+                if let Some(f) = r.error.as_ref().filter(|f| f.infrastructure) {
+                    self.infra.push(f.clone());
+                }
+                let text = match r.error {
+                    Some(_) => None,
+                    None => r.text,
+                };
+                Asked { call, text }
+            })
             .collect()
-    }
-
-    /// Record an editor reply; its text, or `None` when the call failed.
-    fn answer(
-        &mut self,
-        tool: &str,
-        step: &str,
-        phase: Phase,
-        r: crate::models::EditorReply,
-    ) -> Option<String> {
-        let err = r.error.as_ref().map(|e| e.kind.clone());
-        self.record(tool, step, phase, "editor", &r.usage, err.as_deref());
-        if let Some(f) = r.error.as_ref().filter(|f| f.infrastructure) {
-            self.infra.push(f.clone());
-        }
-        match r.error {
-            Some(_) => None,
-            None => r.text,
-        }
     }
 
     /// Ask the editor model; `None` when the call failed (recorded with its class).
@@ -240,11 +228,9 @@ impl<'a> Work<'a> {
         prompt: &str,
         attempt: u64,
     ) -> Option<String> {
-        let r = self
-            .tb
-            .editor
-            .complete(prompt, self.tb.seed.wrapping_add(attempt));
-        self.answer(tool, step, phase, r)
+        self.ask_all(step, phase, &[(tool, prompt)], attempt)
+            .pop()
+            .and_then(|a| a.text)
     }
 
     /// Run the task model on `question` with `tools` (recorded as exploration).
@@ -378,6 +364,14 @@ pub fn with_description(tools: &[Value], name: &str, desc: &str) -> Vec<Value> {
             t
         })
         .collect()
+}
+
+/// One answer of [`Work::ask_all`].
+pub struct Asked {
+    /// The index of its recorded call (for [`Work::mark_call`]).
+    pub call: usize,
+    /// The reply's text; `None` when the call failed (recorded with its class).
+    pub text: Option<String>,
 }
 
 /// What a method produced for one instance.
@@ -559,9 +553,13 @@ pub type StartDocs<'p> =
     Box<dyn FnOnce(&StageCtx<'_>) -> Result<Vec<DocRow>, StageError> + Send + 'p>;
 
 /// Per instance id, the recorded calls a trace-based method is shown (as text), read
-/// from the stage's inputs when it must be computed.
-pub type Traces<'p> =
-    Box<dyn FnOnce(&StageCtx<'_>) -> Result<HashMap<String, Vec<String>>, StageError> + Send + 'p>;
+/// from the stage's inputs when it must be computed (given the documentation rows
+/// the method starts from).
+pub type Traces<'p> = Box<
+    dyn FnOnce(&StageCtx<'_>, &[DocRow]) -> Result<HashMap<String, Vec<String>>, StageError>
+        + Send
+        + 'p,
+>;
 
 /// The environment's tool executor, built when a stage that executes tools runs.
 pub type Runner<'p> = Box<dyn FnOnce() -> Result<Box<dyn ToolRunner + 'p>, StageError> + Send + 'p>;
@@ -661,7 +659,7 @@ pub fn stage<'p>(
             }),
             Method::TraceFree => {
                 let traces = match traces {
-                    Some(t) => t(ctx)?,
+                    Some(t) => t(ctx, &docs)?,
                     None => HashMap::new(),
                 };
                 run_stage(ctx, &tb, name, n, &instances, &docs, |w| {

@@ -110,23 +110,25 @@ pub fn produce(w: &mut Work<'_>, b: &TraceFreeBudget, traces: &[String]) -> Prod
         if open.is_empty() {
             break;
         }
-        let asks: Vec<(String, String)> = open.iter().map(|(_, a)| a.clone()).collect();
+        let asks: Vec<(&str, &str)> = open
+            .iter()
+            .map(|(_, (name, prompt))| (name.as_str(), prompt.as_str()))
+            .collect();
         let replies = w.ask_all("generate", Phase::Editing, &asks, attempt);
-        let first = w.calls_len() - replies.len();
         let mut again = Vec::new();
-        for (k, ((i, ask), reply)) in open.into_iter().zip(replies).enumerate() {
+        for ((i, ask), reply) in open.into_iter().zip(replies) {
             // A failed call is recorded with its class (and fails the stage when it is
             // infrastructure's); the tool keeps its description.
-            let Some(reply) = reply else { continue };
-            match parse_reply(&reply) {
+            let Some(text) = reply.text else { continue };
+            match parse_reply(&text) {
                 Some((d, was_cut)) => {
                     if was_cut {
-                        w.mark_call(first + k, "description-cut");
+                        w.mark_call(reply.call, "description-cut");
                     }
                     set_description(&mut tools[i], &d);
                 }
                 None => {
-                    w.mark_call(first + k, "malformed-reply");
+                    w.mark_call(reply.call, "malformed-reply");
                     again.push((i, ask));
                 }
             }

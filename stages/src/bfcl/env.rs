@@ -272,7 +272,7 @@ impl<'a> Bfcl<'a> {
             && matches!(at.setting.as_str(), "names" | "names+desc");
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
-        let run = baselines::BaselineStage {
+        let mut run = baselines::BaselineStage {
             method: m,
             params: baselines::BaselineParams::new(
                 m,
@@ -300,16 +300,14 @@ impl<'a> Bfcl<'a> {
             traces: None,
         };
         let mut inputs = vec![("instances", &self.data), ("docs", docs0)];
-        let mut run = run;
         // Trace-Free+, trace-based: each instance's Base round-0 turn (its calls and
         // their outcome, as the editor sees it) is what the generator is shown.
         if let (Method::TraceFree, true, Some((traj, scores))) = (m, bl.tracefree.traces > 0, r0) {
             inputs.push(("trajectories", traj));
             inputs.push(("scores", scores));
-            run.traces = Some(Box::new(move |ctx| {
-                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
+            run.traces = Some(Box::new(move |ctx, docs_rows| {
                 let examples = self.examples(
-                    &docs_rows,
+                    docs_rows,
                     ctx.input("trajectories")?,
                     ctx.input("scores")?,
                     false,

@@ -730,7 +730,7 @@ fn baseline<'p>(
     let (runner_params, runner_inputs) = env.runner_key();
     let mut inputs: Vec<(&str, &Handle)> = vec![("docs", &g.opaque)];
     inputs.extend(runner_inputs.iter().map(|(k, h)| (*k, h)));
-    let run = baselines::BaselineStage {
+    let mut run = baselines::BaselineStage {
         method,
         params: baselines::BaselineParams::new(
             method,
@@ -745,23 +745,23 @@ fn baseline<'p>(
         runner: Box::new(move || env.tool_runner()),
         traces: None,
     };
-    let mut run = run;
     // Trace-Free+, trace-based: the agent's round-0 play on the training split with the
     // opaque docs (the node ToolObserver's first round plays too: one key, computed
     // once) is what the generator is shown, as the editor reads it.
-    let traj;
-    if method == Method::TraceFree && g.spec.baselines.tracefree.traces > 0 {
+    let traj = if method == Method::TraceFree && g.spec.baselines.tracefree.traces > 0 {
         let train = at.play(Some(Split::Train), 0);
-        traj = env.explore(
-            cx,
-            &Play {
-                at: &train,
-                sampling: &g.spec.protocol.sampling.explore,
-                docs: &g.opaque,
-            },
-        )?;
-        inputs.push(("trajectories", &traj));
-        run.traces = Some(Box::new(move |ctx| {
+        let play = Play {
+            at: &train,
+            sampling: &g.spec.protocol.sampling.explore,
+            docs: &g.opaque,
+        };
+        Some(env.explore(cx, &play)?)
+    } else {
+        None
+    };
+    if let Some(traj) = &traj {
+        inputs.push(("trajectories", traj));
+        run.traces = Some(Box::new(move |ctx, _| {
             let texts = env.serialize(ctx.input("trajectories")?)?;
             Ok([(SHARED.to_string(), texts)].into_iter().collect())
         }));
