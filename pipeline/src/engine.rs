@@ -106,7 +106,9 @@ impl NodeReport {
 #[derive(Clone)]
 pub struct Handle {
     node: Arc<str>,
-    slot: Arc<Slot>,
+    /// The promise: settled once (the executor starts a node only once all its
+    /// inputs are settled).
+    slot: Arc<OnceLock<Settled>>,
 }
 
 /// What a handle's node came to.
@@ -120,27 +122,21 @@ enum Settled {
     Failed,
 }
 
-/// A handle's promise: settled once (the executor starts a node only once all its
-/// inputs are settled).
-#[derive(Default)]
-struct Slot {
-    value: OnceLock<Settled>,
-}
-
 impl std::fmt::Debug for Handle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handle")
             .field("node", &self.node)
-            .field("settled", &self.slot.value.get())
+            .field("settled", &self.slot.get())
             .finish()
     }
 }
 
 impl Handle {
     fn settled(node: &str, value: Settled) -> Handle {
-        let h = Handle::promise(node);
-        h.settle(value);
-        h
+        Handle {
+            node: Arc::from(node),
+            slot: Arc::new(OnceLock::from(value)),
+        }
     }
 
     /// The output of `node`, computed.
@@ -163,12 +159,12 @@ impl Handle {
 
     /// Settle the promise (a second settlement is ignored).
     fn settle(&self, value: Settled) {
-        let _ = self.slot.value.set(value);
+        let _ = self.slot.set(value);
     }
 
     /// Settle the promise with another handle's outcome.
     pub(crate) fn settle_as(&self, other: &Handle) {
-        self.settle(other.slot.value.get().cloned().unwrap_or(Settled::Failed));
+        self.settle(other.slot.get().cloned().unwrap_or(Settled::Failed));
     }
 
     /// Settle the promise as failed: the nodes waiting for it are skipped.
@@ -178,12 +174,12 @@ impl Handle {
 
     /// Whether the handle's node came to something (computed, pending or failed).
     pub(crate) fn is_settled(&self) -> bool {
-        self.slot.value.get().is_some()
+        self.slot.get().is_some()
     }
 
     /// Whether the handle's node failed or was skipped.
     pub(crate) fn is_failed(&self) -> bool {
-        matches!(self.slot.value.get(), Some(Settled::Failed))
+        matches!(self.slot.get(), Some(Settled::Failed))
     }
 
     /// The node whose output this is.
@@ -193,7 +189,7 @@ impl Handle {
 
     /// The stored entry, when the node is computed.
     pub fn entry(&self) -> Option<&Entry> {
-        match self.slot.value.get() {
+        match self.slot.get() {
             Some(Settled::Ready(e)) => Some(&**e),
             _ => None,
         }

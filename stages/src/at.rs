@@ -193,10 +193,7 @@ impl At {
     }
 
     fn is_baseline(&self) -> bool {
-        matches!(
-            self.method.as_str(),
-            "easytool" | "play2prompt" | "draft" | "tracefree"
-        )
+        Method::parse(&self.method).is_some_and(Method::is_baseline)
     }
 
     fn is_toolobserver(&self) -> bool {
@@ -293,6 +290,73 @@ impl At {
                 .unwrap_or_default(),
             round: self.round,
         }
+    }
+}
+
+/// A method of the benchmark, parsed once from its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Method {
+    /// The original documentation.
+    Gold,
+    /// The opaque documentation, unchanged.
+    Base,
+    /// Documentation rewritten by ToolObserver's editor from observed trajectories.
+    ToolObserver,
+    /// The EasyTool baseline (a concise rewrite from the docs alone).
+    EasyTool,
+    /// The Play2Prompt baseline (tool play, then a searched description).
+    Play2Prompt,
+    /// The DRAFT baseline (explore, analyse, rewrite until the description converges).
+    Draft,
+    /// Trace-Free+ (a generator rewrites each tool's description from its interface,
+    /// and optionally a few recorded calls).
+    TraceFree,
+}
+
+impl Method {
+    /// Every method, in table order.
+    pub const ALL: [Method; 7] = [
+        Method::Gold,
+        Method::Base,
+        Method::ToolObserver,
+        Method::EasyTool,
+        Method::Play2Prompt,
+        Method::Draft,
+        Method::TraceFree,
+    ];
+
+    /// The name used in experiment files, node names and tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Gold => "gold",
+            Method::Base => "base",
+            Method::ToolObserver => "toolobserver",
+            Method::EasyTool => "easytool",
+            Method::Play2Prompt => "play2prompt",
+            Method::Draft => "draft",
+            Method::TraceFree => "tracefree",
+        }
+    }
+
+    /// The method named `s`, if there is one.
+    pub fn parse(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// Whether any of `methods` asks the editor (ToolObserver and every baseline do;
+    /// Trace-Free+'s generator is the editor unless another is named).
+    pub fn any_uses_editor(methods: &[Method]) -> bool {
+        methods
+            .iter()
+            .any(|m| *m == Method::ToolObserver || m.is_baseline())
+    }
+
+    /// Methods whose documentation comes from a baseline stage.
+    pub fn is_baseline(self) -> bool {
+        matches!(
+            self,
+            Method::EasyTool | Method::Play2Prompt | Method::Draft | Method::TraceFree
+        )
     }
 }
 

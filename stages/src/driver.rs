@@ -45,6 +45,7 @@ pub fn drive(exp: &Experiment, s: &Session<'_>) -> Result<RunOutput, DriveError>
     for env in &exp.envs {
         env.drive(exp, &mut cx)?;
     }
+    drop(cx);
     let out = out.finish();
     // What the run used, after it (an error line stays the only line of a failed run).
     s.println(&exp.models_line());

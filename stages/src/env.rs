@@ -18,7 +18,7 @@
 //! folder under `datasets/src/` (data, tools, grader: no store, no models) and one
 //! under `stages/src/` implementing one of these traits; see ARCHITECTURE.md.
 
-pub use crate::at::{At, Label, Naming, Shown, Split, Step};
+pub use crate::at::{At, Label, Method, Naming, Shown, Split, Step};
 use crate::models::Models;
 use crate::rows::DocRow;
 use pipeline::{Entry, Handle, Node, Params, Plan, Seq, Session, StageCtx, StageError};
@@ -163,12 +163,6 @@ impl Recorder {
             .push((seq, r));
     }
 
-    fn sorted(&self) -> Vec<(Seq, Record)> {
-        let mut v = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
-    }
-
     /// The curve records from place `from` on, in the drive's order.
     pub fn curve_since(&self, from: &Seq) -> Vec<(String, Label, Handle)> {
         let mut v: Vec<(Seq, (String, Label, Handle))> = self
@@ -187,9 +181,11 @@ impl Recorder {
     }
 
     /// What the drive recorded, in its order (after every node has run).
-    pub fn finish(&self) -> RunOutput {
+    pub fn finish(self) -> RunOutput {
+        let mut records = self.records.into_inner().unwrap_or_else(|e| e.into_inner());
+        records.sort_by(|a, b| a.0.cmp(&b.0));
         let mut out = RunOutput::default();
-        for (_, r) in self.sorted() {
+        for (_, r) in records {
             match r {
                 Record::Output {
                     node,
@@ -324,9 +320,9 @@ impl<'p, 's> Cx<'p, 's> {
     /// The node of stage `stage` (code version `version`) at cell `at`, in one call:
     /// named `at.node(stage)`, keyed by `params` and the inputs' digests, reused or
     /// computed with `run` (given the params; it reads its inputs through
-    /// [`StageCtx::input`]), and recorded with the cell's label. In a scope of a run the node runs later (its
-    /// handle is a promise); in status mode its handle is pending when it would run
-    /// or waits for an input.
+    /// [`StageCtx::input`]), and recorded with the cell's label. In a scope of a run
+    /// the node runs later (its handle is a promise); in status mode its handle is
+    /// pending when it would run or waits for an input.
     pub fn stage<P, F>(
         &mut self,
         at: &At,
@@ -341,13 +337,8 @@ impl<'p, 's> Cx<'p, 's> {
         F: FnOnce(&mut StageCtx<'_>, &P) -> Result<(), StageError> + Send + 'p,
     {
         let node = at.node(stage);
-        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(stage, e))?;
         let seq = self.next_seq();
-        let run = move |ctx: &mut StageCtx<'_>| run(ctx, &params);
-        let h = self.issue(
-            node_of(&seq, (&node, stage, version), Params::Known(key), inputs),
-            run,
-        )?;
+        let h = self.issue_known(&seq, (&node, stage, version), params, inputs, run)?;
         self.record(seq, &node, stage, at.label(), &h);
         Ok(h)
     }
@@ -430,13 +421,28 @@ impl<'p, 's> Cx<'p, 's> {
         P: serde::Serialize + Send + 'p,
         F: FnOnce(&mut StageCtx<'_>, &P) -> Result<(), StageError> + Send + 'p,
     {
-        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(stage, e))?;
         let seq = self.next_seq();
+        self.issue_known(&seq, (node, stage, version), params, inputs, run)
+    }
+
+    /// [`Cx::issue`] for a node whose params are known: keyed by them, and `run` is
+    /// given them.
+    fn issue_known<P, F>(
+        &self,
+        seq: &Seq,
+        (node, stage, version): (&str, &'static str, u32),
+        params: P,
+        inputs: &[pipeline::Input<'_>],
+        run: F,
+    ) -> Result<Handle, DriveError>
+    where
+        P: serde::Serialize + Send + 'p,
+        F: FnOnce(&mut StageCtx<'_>, &P) -> Result<(), StageError> + Send + 'p,
+    {
+        let key = serde_json::to_value(&params).map_err(|e| StageError::bug(stage, e))?;
         let run = move |ctx: &mut StageCtx<'_>| run(ctx, &params);
-        self.issue(
-            node_of(&seq, (node, stage, version), Params::Known(key), inputs),
-            run,
-        )
+        let n = node_of(seq, (node, stage, version), Params::Known(key), inputs);
+        self.issue(n, run)
     }
 
     /// Look the node up, or compute it (now, or -- in a scope of a run -- when the
@@ -704,73 +710,6 @@ pub fn parallel_map<T: Sync, R: Send>(
         }
     });
     out.into_inner().unwrap_or_default()
-}
-
-/// A method of the benchmark, parsed once from its name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Method {
-    /// The original documentation.
-    Gold,
-    /// The opaque documentation, unchanged.
-    Base,
-    /// Documentation rewritten by ToolObserver's editor from observed trajectories.
-    ToolObserver,
-    /// The EasyTool baseline (a concise rewrite from the docs alone).
-    EasyTool,
-    /// The Play2Prompt baseline (tool play, then a searched description).
-    Play2Prompt,
-    /// The DRAFT baseline (explore, analyse, rewrite until the description converges).
-    Draft,
-    /// Trace-Free+ (a generator rewrites each tool's description from its interface,
-    /// and optionally a few recorded calls).
-    TraceFree,
-}
-
-impl Method {
-    /// Every method, in table order.
-    pub const ALL: [Method; 7] = [
-        Method::Gold,
-        Method::Base,
-        Method::ToolObserver,
-        Method::EasyTool,
-        Method::Play2Prompt,
-        Method::Draft,
-        Method::TraceFree,
-    ];
-
-    /// The name used in experiment files, node names and tables.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Gold => "gold",
-            Method::Base => "base",
-            Method::ToolObserver => "toolobserver",
-            Method::EasyTool => "easytool",
-            Method::Play2Prompt => "play2prompt",
-            Method::Draft => "draft",
-            Method::TraceFree => "tracefree",
-        }
-    }
-
-    /// The method named `s`, if there is one.
-    pub fn parse(s: &str) -> Option<Method> {
-        Method::ALL.into_iter().find(|m| m.as_str() == s)
-    }
-
-    /// Whether any of `methods` asks the editor (ToolObserver and every baseline do;
-    /// Trace-Free+'s generator is the editor unless another is named).
-    pub fn any_uses_editor(methods: &[Method]) -> bool {
-        methods
-            .iter()
-            .any(|m| *m == Method::ToolObserver || m.is_baseline())
-    }
-
-    /// Methods whose documentation comes from a baseline stage.
-    pub fn is_baseline(self) -> bool {
-        matches!(
-            self,
-            Method::EasyTool | Method::Play2Prompt | Method::Draft | Method::TraceFree
-        )
-    }
 }
 
 /// Parse method names, each one of `valid`.

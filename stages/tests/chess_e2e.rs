@@ -402,6 +402,7 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
     let out = stages::env::Recorder::default();
     let mut cx = stages::env::Cx::new(&s, &models, &out);
     stages::chess::drive(&exp, exp.chess().unwrap(), &mut cx).unwrap();
+    drop(cx);
     let agent_sent = agent.sent.lock().unwrap().clone();
     let editor_sent = editor.sent.lock().unwrap().clone();
     assert!(!agent_sent.is_empty() && !editor_sent.is_empty());

@@ -417,6 +417,7 @@ fn online_run(store: &Store, models: &Models, toy: &Toy, rounds: u32) -> (RunOut
         .with_editor(&spec("scripted:teacher"));
     online::toolobserver(toy, &mut cx, &at, curve, &docs0, r0).unwrap();
     let ran = s.executed();
+    drop(cx);
     (out.finish(), ran)
 }
 
@@ -517,6 +518,7 @@ fn offline_run(store: &Store, m: &Models, batch_template: &str, rounds: u32) -> 
     };
     offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
     let ran = s.executed();
+    drop(cx);
     (out.finish(), ran)
 }
 
