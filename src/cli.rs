@@ -87,6 +87,47 @@ enum Command {
         #[arg(long)]
         sft: Option<PathBuf>,
     },
+    /// Write one self-contained HTML report of an experiment (tables, curves, every
+    /// item with its trajectory, documentation edits, a paired comparison, cost and
+    /// provenance), read from the store only; or of the authors' released runs.
+    Report {
+        /// The experiment (not with --released).
+        #[arg(required_unless_present = "released")]
+        experiment: Option<PathBuf>,
+        /// Folder of the report (default: outputs/reports/<experiment>/).
+        #[arg(long)]
+        to: Option<PathBuf>,
+        /// The authors' released BFCL runs under DIR instead of an experiment (imported
+        /// into the store and graded first, as `otb import released-runs` does).
+        #[arg(long, conflicts_with = "experiment")]
+        released: Option<PathBuf>,
+        /// Reference tool_configs/ of the released runs (default: beside DIR).
+        #[arg(long, requires = "released")]
+        configs: Option<PathBuf>,
+        /// Frozen API responses for grading the released runs.
+        #[arg(long, requires = "released")]
+        recorded: Option<PathBuf>,
+        /// Compare two methods item by item (default: toolobserver base).
+        #[arg(long, num_args = 2, value_names = ["METHOD_A", "METHOD_B"])]
+        compare: Option<Vec<String>>,
+        /// Compare with a second experiment's cells (same store), matched by item.
+        #[arg(long, conflicts_with = "released")]
+        against: Option<PathBuf>,
+        /// Dollars per million input / output tokens per model: `[prices."<model>"]`
+        /// tables with `input` and `output`.
+        #[arg(long)]
+        prices: Option<PathBuf>,
+        /// The authors' released run tree for Table 2's released rows
+        /// (default: $OTB_RELEASED_RUNS).
+        #[arg(long, env = "OTB_RELEASED_RUNS", conflicts_with = "released")]
+        released_runs: Option<PathBuf>,
+        /// Bytes of one text of an item the page embeds (longer ones are cut, said).
+        #[arg(long, default_value_t = 16384)]
+        item_bytes: usize,
+        /// Above this many MB of items, each cell's items go to a page of their own.
+        #[arg(long, default_value_t = 40)]
+        split_above_mb: usize,
+    },
     /// Remove store entries not referenced by the given experiments (lists them).
     Gc {
         #[arg(long, required = true, num_args = 1..)]
@@ -298,6 +339,49 @@ pub fn main() -> Result<ExitCode> {
             sft,
         } => export(&root, &experiment, to.as_deref(), sft.as_deref()),
         Command::Gc { keep, dry_run } => gc(&root, &keep, dry_run),
+        Command::Report {
+            experiment,
+            to,
+            released,
+            configs,
+            recorded,
+            compare,
+            against,
+            prices,
+            released_runs,
+            item_bytes,
+            split_above_mb,
+        } => {
+            let opts = stages::report::Options {
+                compare: compare.map(|v| (v[0].clone(), v[1].clone())),
+                prices: prices
+                    .as_deref()
+                    .map(stages::report::cost::Prices::load)
+                    .transpose()?,
+                released_runs,
+                item_bytes: item_bytes.max(256),
+                split_above: split_above_mb.saturating_mul(1 << 20),
+                version: version(),
+                progress: true,
+            };
+            match released {
+                Some(dir) => report_released(
+                    &root,
+                    &dir,
+                    configs.as_deref(),
+                    recorded.as_deref(),
+                    to.as_deref(),
+                    &opts,
+                ),
+                None => report(
+                    &root,
+                    experiment.as_deref().unwrap_or(Path::new("")),
+                    against.as_deref(),
+                    to.as_deref(),
+                    &opts,
+                ),
+            }
+        }
         Command::Serve { model, addr } => {
             let spec = stages::models::parse_for(&model, stages::models::Role::Serve)?;
             stages::models::llm::serve_blocking(
@@ -503,6 +587,87 @@ fn export(
     for w in written {
         outln!("{}", w.display());
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb <version> (<commit>)`.
+fn version() -> String {
+    match env!("OTB_COMMIT") {
+        "" => format!("otb {}", env!("CARGO_PKG_VERSION")),
+        c => format!("otb {} ({c})", env!("CARGO_PKG_VERSION")),
+    }
+}
+
+/// Where a report goes: `--to`, else `outputs/reports/<name>/`; never inside the
+/// store (a file in an entry would make it fail verification).
+fn report_dir(store: &Store, to: Option<&Path>, name: &str) -> Result<PathBuf> {
+    let dir = to
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("outputs").join("reports").join(name));
+    if pipeline::store::is_inside(&dir, store.root()) {
+        return Err(BadInput(format!(
+            "{}: is inside the store {}; write the report to a folder outside it",
+            dir.display(),
+            store.root().display()
+        ))
+        .into());
+    }
+    Ok(dir)
+}
+
+fn print_written(written: &[PathBuf]) -> Result<()> {
+    for w in written {
+        outln!("{}", w.display());
+    }
+    Ok(())
+}
+
+/// `otb report EXP`.
+fn report(
+    root: &Path,
+    experiment: &Path,
+    against: Option<&Path>,
+    to: Option<&Path>,
+    opts: &stages::report::Options,
+) -> Result<ExitCode> {
+    let exp = load(experiment)?;
+    let other = against.map(load).transpose()?;
+    if !root.is_dir() {
+        return Err(BadInput(format!(
+            "no store at {} (run `otb run {}` first, or give --store)",
+            root.display(),
+            experiment.display()
+        ))
+        .into());
+    }
+    let store = Store::open(root, Access::ReadOnly)?;
+    let dir = report_dir(&store, to, &exp.name)?;
+    let mut r = stages::report::of_experiment(&store, &exp, other.as_ref(), opts)?;
+    let written = stages::report::write(&mut r, &dir, opts)?;
+    print_written(&written)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb report --released DIR`: import and grade the released runs (cached in the
+/// store), then report them.
+fn report_released(
+    root: &Path,
+    dir: &Path,
+    configs: Option<&Path>,
+    recorded: Option<&Path>,
+    to: Option<&Path>,
+    opts: &stages::report::Options,
+) -> Result<ExitCode> {
+    use stages::bfcl::import_released as imp;
+    let plan = imp::prepare(dir, configs, recorded)?;
+    let store = Store::open(root, Access::ReadWrite)?;
+    let out = report_dir(&store, to, "released")?;
+    let mut session = Session::new(&store, Mode::Run, true);
+    let imported = imp::import(&plan, &mut session)?;
+    let reports = session.reports();
+    let mut r = stages::report::of_released(&imported, &reports, dir, &store, opts)?;
+    let written = stages::report::write(&mut r, &out, opts)?;
+    print_written(&written)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -27,6 +27,7 @@ pub mod offline;
 pub mod once;
 pub mod online;
 pub mod plan;
+pub mod report;
 pub mod rows;
 pub mod search;
 pub mod tables;

@@ -237,3 +237,76 @@ pub fn spawn_server<S: Send + Sync + 'static>(
     });
     url
 }
+
+/// A headless Chromium (`OTB_CHROMIUM`, else `chromium` / `chromium-browser` on the
+/// PATH), or `None` with a note on stderr (a failure when `OTB_REQUIRE` names
+/// `chromium`).
+pub fn chromium() -> Option<String> {
+    let candidates: Vec<String> = match std::env::var("OTB_CHROMIUM") {
+        Ok(c) => vec![c],
+        Err(_) => vec!["chromium".into(), "chromium-browser".into()],
+    };
+    for c in candidates {
+        let ok = Command::new(&c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Some(c);
+        }
+    }
+    testkit::skip(
+        "chromium",
+        "no headless Chromium (install Debian's chromium, or set OTB_CHROMIUM)",
+    );
+    None
+}
+
+/// The DOM of `page` opened from `file://` (with `#fragment` when not empty) after its
+/// scripts ran, as headless Chromium dumps it; the browser gets a fresh profile and
+/// no network, and is killed after 90 s.
+pub fn dom(browser: &str, page: &Path, fragment: &str) -> String {
+    let profile = tempfile::tempdir().expect("profile dir");
+    let page = page.canonicalize().expect("page exists");
+    let mut url = format!("file://{}", page.display());
+    if !fragment.is_empty() {
+        url.push('#');
+        url.push_str(fragment);
+    }
+    let out_file = profile.path().join("dom.html");
+    let out = std::fs::File::create(&out_file).expect("dom file");
+    let mut child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--dump-dom",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            profile.path().join("p").display()
+        ))
+        .arg(&url)
+        .stdout(out)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start chromium");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait chromium") {
+            assert!(status.success(), "chromium failed on {url}: {status}");
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chromium did not finish {url} in 90 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::fs::read_to_string(&out_file).expect("read dom")
+}

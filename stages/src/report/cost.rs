@@ -1,0 +1,151 @@
+//! Cost: tokens per stage, method, role and model, from each computed node's
+//! accounting (a documentation method's own rows split its calls by role), and
+//! dollars from an optional price file.
+
+use super::model::CostRow;
+use super::source::Source;
+use crate::rows::DocCallRow;
+use pipeline::{Row, StoreError};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A model's price, dollars per million tokens.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million prompt (input) tokens.
+    pub input: f64,
+    /// Per million completion (output) tokens.
+    pub output: f64,
+}
+
+/// `--prices FILE`: `[prices."<model spec>"]` tables with `input` and `output`.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prices {
+    /// Model spec (as the experiment writes it) -> price.
+    pub prices: BTreeMap<String, Price>,
+}
+
+impl Prices {
+    /// Read a price file; a file that is not one is the user's error.
+    pub fn load(path: &Path) -> Result<Prices, crate::InputError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| crate::InputError(format!("{}: {e}", path.display())))?;
+        let p: Prices = toml::from_str(&text).map_err(|e| {
+            crate::InputError(format!(
+                "{}: not a price file ([prices.\"<model>\"] input = .., output = .., dollars per million tokens): {}",
+                path.display(),
+                e.message()
+            ))
+        })?;
+        if let Some((m, _)) = p.prices.iter().find(|(_, v)| {
+            !(v.input >= 0.0 && v.output >= 0.0 && v.input.is_finite() && v.output.is_finite())
+        }) {
+            return Err(crate::InputError(format!(
+                "{}: the price of {m} must be a non-negative number",
+                path.display()
+            )));
+        }
+        Ok(p)
+    }
+
+    fn dollars(&self, model: &str, prompt: u64, completion: u64) -> Option<f64> {
+        self.prices
+            .get(model)
+            .map(|p| (prompt as f64 * p.input + completion as f64 * p.output) / 1e6)
+    }
+}
+
+/// Whose model a stage calls.
+fn role(stage: &str) -> &'static str {
+    match stage {
+        "explore" | "chess-explore" | "search-explore" => "agent",
+        "batch-reflect" | "consensus-merge" => "editor",
+        "search-judge" => "judge",
+        _ => "-",
+    }
+}
+
+/// The cost rows of `src` (one per stage, method, role and model with calls).
+pub fn collect(src: &Source, prices: Option<&Prices>) -> Result<Vec<CostRow>, StoreError> {
+    type Key = (String, String, String, String);
+    let mut acc: BTreeMap<Key, CostRow> = BTreeMap::new();
+    let mut add = |k: Key, calls: u64, p: u64, c: u64, r: u64| {
+        let row = acc.entry(k.clone()).or_insert_with(|| CostRow {
+            stage: k.0,
+            method: k.1,
+            role: k.2,
+            model: k.3,
+            ..CostRow::default()
+        });
+        row.calls += calls;
+        row.prompt += p;
+        row.completion += c;
+        row.reasoning += r;
+    };
+    for n in &src.nodes {
+        let Some(o) = src.out(&n.node) else { continue };
+        let u = &o.entry.manifest.usage;
+        if u.calls == 0 && u.prompt_tokens == 0 {
+            continue;
+        }
+        let l = &o.label;
+        if o.entry.manifest.outputs.contains_key(DocCallRow::TABLE) {
+            let rows: Vec<DocCallRow> = o.entry.read()?;
+            for r in rows {
+                add(
+                    (n.stage.clone(), l.method.clone(), r.role, r.model),
+                    1,
+                    r.prompt_tokens.max(0) as u64,
+                    r.completion_tokens.max(0) as u64,
+                    r.reasoning_tokens.max(0) as u64,
+                );
+            }
+            continue;
+        }
+        let role = role(&n.stage);
+        let model = match role {
+            "agent" => l.agent.clone(),
+            "editor" => l.editor.clone(),
+            _ => "-".into(),
+        };
+        add(
+            (n.stage.clone(), l.method.clone(), role.into(), model),
+            u.calls,
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.reasoning_tokens,
+        );
+    }
+    let mut rows: Vec<CostRow> = acc.into_values().collect();
+    if let Some(p) = prices {
+        for r in &mut rows {
+            r.dollars = p.dollars(&r.model, r.prompt, r.completion);
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_are_per_million_tokens_and_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("p.toml");
+        std::fs::write(
+            &f,
+            "[prices.\"openai:gpt-5\"]\ninput = 1.25\noutput = 10.0\n",
+        )
+        .unwrap();
+        let p = Prices::load(&f).unwrap();
+        assert_eq!(p.dollars("openai:gpt-5", 1_000_000, 100_000), Some(2.25));
+        assert_eq!(p.dollars("other", 1, 1), None);
+        std::fs::write(&f, "[prices.x]\ninput = -1.0\noutput = 1.0\n").unwrap();
+        assert!(Prices::load(&f).unwrap_err().0.contains("non-negative"));
+        std::fs::write(&f, "[prices.x]\nin = 1.0\n").unwrap();
+        assert!(Prices::load(&f).unwrap_err().0.contains("not a price file"));
+    }
+}

@@ -1,0 +1,274 @@
+//! Documentation edits: each tool's description along every ToolObserver curve
+//! (online: per BFCL instance; offline: per tool set), beside gold and the
+//! baselines' final descriptions; and the items whose verdict changed from one
+//! documentation round to the next.
+
+use super::model::{Cell, DocEdits, DocSubject, Flip, Item, ToolHistory};
+use super::source::{Out, Source};
+use crate::rows::{DocRow, EditRow};
+use pipeline::{Row, StoreError};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+const BASELINES: [&str; 4] = ["easytool", "play2prompt", "draft", "tracefree"];
+
+fn desc_of(tools: &Value, name: &str) -> Option<String> {
+    tools.as_array()?.iter().find_map(|t| {
+        (t.get("name")?.as_str()? == name).then(|| {
+            t.get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        })
+    })
+}
+
+fn names(tools: &Value) -> Vec<String> {
+    tools
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("name")?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The real name of a shown tool, from a documentation row's `[[real, shown], ...]`.
+fn real_name(mapping: &Value, shown: &str) -> Option<String> {
+    mapping.as_array()?.iter().find_map(|p| {
+        let p = p.as_array()?;
+        (p.get(1)?.as_str()? == shown).then(|| p.first()?.as_str().map(str::to_string))?
+    })
+}
+
+struct Docs<'a> {
+    out: &'a Out,
+    rows: Vec<DocRow>,
+}
+
+impl Docs<'_> {
+    fn row(&self, instance: &str) -> Option<&DocRow> {
+        self.rows
+            .iter()
+            .find(|r| r.instance_id == instance)
+            .or_else(|| (self.rows.len() == 1).then(|| &self.rows[0]))
+    }
+}
+
+/// The documentation-edit section of `src`, whose cells and items [`super::items`]
+/// listed.
+pub fn collect(src: &Source, cells: &[Cell], items: &[Item]) -> Result<DocEdits, StoreError> {
+    let env_of: HashMap<&str, &'static str> =
+        cells.iter().map(|c| (c.setting.as_str(), c.env)).collect();
+    let mut all: Vec<Docs<'_>> = Vec::new();
+    for o in &src.outs {
+        if o.entry.manifest.outputs.contains_key(DocRow::TABLE) {
+            all.push(Docs {
+                out: o,
+                rows: o.entry.read()?,
+            });
+        }
+    }
+    // ToolObserver curves: (setting, agent, editor) -> rounds in order.
+    let mut curves: BTreeMap<(String, String, String), Vec<&Docs<'_>>> = BTreeMap::new();
+    for d in &all {
+        let l = &d.out.label;
+        if l.method == "toolobserver" && l.round > 0 {
+            curves
+                .entry((l.setting.clone(), l.agent.clone(), l.editor.clone()))
+                .or_default()
+                .push(d);
+        }
+    }
+    let mut out = DocEdits::default();
+    for ((setting, agent, editor), mut rounds) in curves {
+        rounds.sort_by_key(|d| d.out.label.round);
+        let env = env_of.get(setting.as_str()).copied().unwrap_or("bfcl");
+        let base = all.iter().find(|d| {
+            let l = &d.out.label;
+            l.setting == setting && l.method == "base" && l.round == 0
+        });
+        let Some(base) = base else { continue };
+        // BFCL's gold is the `gold` setting's opacify; offline, the tool set's gold docs.
+        let gold = all.iter().find(|d| {
+            let l = &d.out.label;
+            (env == "bfcl" && l.setting == "gold" && d.out.stage == "opacify")
+                || (env != "bfcl" && l.setting == setting && l.method == "gold")
+        });
+        let baselines: Vec<&Docs<'_>> = BASELINES
+            .iter()
+            .filter_map(|m| {
+                let of = |d: &&Docs<'_>| {
+                    let l = &d.out.label;
+                    l.setting == setting && l.method == *m
+                };
+                all.iter()
+                    .filter(of)
+                    .find(|d| d.out.label.editor == editor || d.out.label.editor.is_empty())
+                    .or_else(|| all.iter().find(of))
+            })
+            .collect();
+        for b in &base.rows {
+            let instance = if env == "bfcl" {
+                b.instance_id.clone()
+            } else {
+                String::new()
+            };
+            let mut subject = DocSubject {
+                env,
+                setting: setting.clone(),
+                agent: agent.clone(),
+                editor: editor.clone(),
+                instance: instance.clone(),
+                tools: Vec::new(),
+            };
+            let mut changed = false;
+            for name in names(&b.tools) {
+                let first = desc_of(&b.tools, &name).unwrap_or_default();
+                let mut h = ToolHistory {
+                    tool: name.clone(),
+                    rounds: vec![(0, first)],
+                    others: Vec::new(),
+                };
+                for r in &rounds {
+                    let Some(row) = r.row(&b.instance_id) else {
+                        continue;
+                    };
+                    let Some(d) = desc_of(&row.tools, &name) else {
+                        continue;
+                    };
+                    if h.rounds.last().is_some_and(|(_, last)| *last != d) {
+                        h.rounds.push((r.out.label.round, d));
+                        changed = true;
+                    }
+                }
+                let real = real_name(&b.name_mapping, &name).unwrap_or_else(|| name.clone());
+                if let Some(g) = gold.and_then(|g| g.row(&b.instance_id)) {
+                    if let Some(d) = desc_of(&g.tools, &real) {
+                        h.others.push((format!("gold ({real})"), d));
+                    }
+                }
+                for bl in &baselines {
+                    if let Some(d) = bl
+                        .row(&b.instance_id)
+                        .and_then(|r| desc_of(&r.tools, &name))
+                    {
+                        h.others.push((bl.out.label.method.clone(), d));
+                    }
+                }
+                subject.tools.push(h);
+            }
+            if changed {
+                out.subjects.push(subject);
+            } else {
+                out.unchanged += 1;
+            }
+        }
+    }
+    out.flips = flips(src, cells, items)?;
+    Ok(out)
+}
+
+/// Items whose verdict changed between consecutive cells of a curve: Base (round
+/// 0), then each ToolObserver round with items (online every round; offline the
+/// test play after the last round).
+fn flips(src: &Source, cells: &[Cell], items: &[Item]) -> Result<Vec<Flip>, StoreError> {
+    let mut by_cell: HashMap<usize, HashMap<&str, f64>> = HashMap::new();
+    for it in items {
+        by_cell
+            .entry(it.cell)
+            .or_default()
+            .insert(it.id.as_str(), it.score);
+    }
+    let mut curves: BTreeMap<(String, String, String), Vec<&Cell>> = BTreeMap::new();
+    for c in cells {
+        if c.method == "toolobserver" && c.split != "train" && c.state == "done" {
+            curves
+                .entry((c.setting.clone(), c.agent.clone(), c.editor.clone()))
+                .or_default()
+                .push(c);
+        }
+    }
+    let mut flips = Vec::new();
+    for ((setting, agent, editor), mut seq) in curves {
+        seq.sort_by_key(|c| c.round);
+        if let Some(base) = cells.iter().find(|c| {
+            c.setting == setting
+                && c.agent == agent
+                && c.method == "base"
+                && c.split != "train"
+                && c.state == "done"
+        }) {
+            if seq.first().is_none_or(|c| c.round > 0) {
+                seq.insert(0, base);
+            }
+        }
+        for w in seq.windows(2) {
+            let (Some(before), Some(after)) = (by_cell.get(&w[0].id), by_cell.get(&w[1].id)) else {
+                continue;
+            };
+            let edited = edited_tools(src, &w[1].setting, &agent, &editor, w[1].round)?;
+            let mut ids: Vec<&&str> = after.keys().collect();
+            ids.sort();
+            for id in ids {
+                let (Some(b), Some(a)) = (before.get(*id), after.get(*id)) else {
+                    continue;
+                };
+                let direction = if *b < 1.0 && *a >= 1.0 {
+                    "wrong -> right"
+                } else if *b >= 1.0 && *a < 1.0 {
+                    "right -> wrong"
+                } else {
+                    continue;
+                };
+                flips.push(Flip {
+                    setting: setting.clone(),
+                    agent: agent.clone(),
+                    editor: editor.clone(),
+                    item: id.to_string(),
+                    round: w[1].round,
+                    cell: w[1].id,
+                    direction,
+                    tools: edited.get(*id).cloned().unwrap_or_default(),
+                });
+            }
+        }
+    }
+    Ok(flips)
+}
+
+/// The tools each BFCL instance's edit of `round` changed (from the online
+/// batch-reflect's `edits`).
+fn edited_tools(
+    src: &Source,
+    setting: &str,
+    agent: &str,
+    editor: &str,
+    round: i64,
+) -> Result<HashMap<String, Vec<String>>, StoreError> {
+    let Some(o) = src.outs.iter().find(|o| {
+        o.label.setting == setting
+            && o.label.agent == agent
+            && o.label.editor == editor
+            && o.label.round == round
+            && o.entry.manifest.outputs.contains_key(EditRow::TABLE)
+    }) else {
+        return Ok(HashMap::new());
+    };
+    let rows: Vec<EditRow> = o.entry.read()?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.instance_id, r.updated))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_names_come_from_the_mapping() {
+        let m = serde_json::json!([["add", "function_1"], ["sub", "function_2"]]);
+        assert_eq!(real_name(&m, "function_2").as_deref(), Some("sub"));
+        assert_eq!(real_name(&m, "function_3"), None);
+    }
+}

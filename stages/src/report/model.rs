@@ -1,0 +1,348 @@
+//! What a report shows, as plain values: the cells of the grid and their items (the
+//! page embeds these as JSON and its script lists, filters and opens them), and the
+//! sections rendered on the Rust side (documentation edits, comparisons, cost,
+//! provenance). Everything a model wrote is a `String` here; only `html.rs` turns
+//! values into markup, and it escapes every one of them.
+
+use serde::Serialize;
+
+/// One grid cell with items: a set of graded BFCL instances, chess games or search
+/// episodes played with one documentation (setting or tool set, method, agent,
+/// editor, round, split).
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    /// Index in [`Report::cells`] (what items point at).
+    pub id: usize,
+    /// `bfcl`, `chess` or `search`.
+    pub env: &'static str,
+    /// The node that holds the items (BFCL's `evaluate`, an offline `*-explore`).
+    pub node: String,
+    /// Setting (BFCL) or tool set (chess, search).
+    pub setting: String,
+    /// The method (`gold`, `base`, `toolobserver`, a baseline).
+    pub method: String,
+    /// Agent model spec.
+    pub agent: String,
+    /// Editor model spec (empty: none).
+    pub editor: String,
+    /// Documentation round.
+    pub round: i64,
+    /// `test`, `train` (offline exploration) or empty (BFCL).
+    pub split: String,
+    /// `done`, or what the plan says of a node not computed (`would-run`, `waits`,
+    /// `planned`).
+    pub state: String,
+    /// Items in the cell.
+    pub n: usize,
+    /// Mean item score (E, game score, judged accuracy); `None` with no items.
+    pub mean: Option<f64>,
+    /// Items whose model call failed.
+    pub errors: usize,
+    /// The documentation the agent saw, when one text serves every item of the cell
+    /// (chess, search); BFCL items carry their own.
+    pub docs: Option<String>,
+    /// The file that lists this cell's items when the report is split
+    /// (`cells/cell-N.html`); `None`: this page.
+    pub page: Option<String>,
+}
+
+impl Cell {
+    /// `setting method rN` with agent and editor: the cell's name in lists.
+    pub fn title(&self) -> String {
+        let mut t = format!("{} · {}", self.setting, self.method);
+        if self.method == "toolobserver" || self.round > 0 {
+            t.push_str(&format!(" r{}", self.round));
+        }
+        if !self.split.is_empty() {
+            t.push_str(&format!(" [{}]", self.split));
+        }
+        t
+    }
+}
+
+/// One graded item of a cell.
+#[derive(Clone, Debug, Serialize)]
+pub struct Item {
+    /// The cell's id.
+    pub cell: usize,
+    /// The item id (BFCL instance, chess game, search question): what a paired
+    /// comparison matches on.
+    pub id: String,
+    /// `right`, `wrong`, `draw` or `error`.
+    pub verdict: &'static str,
+    /// The item's score in \[0, 1\] (E, the game's score, judged correct).
+    pub score: f64,
+    /// The class of a failed model call, if any.
+    pub error: Option<String>,
+    /// One line: what happened (tools called, the result).
+    pub summary: String,
+    /// The item opened: blocks in order.
+    pub detail: Vec<Block>,
+}
+
+/// A part of an opened item. The page's script renders each kind; every string goes
+/// into the page as text, never as markup.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "k")]
+pub enum Block {
+    /// A paragraph of prose (a question, a reply).
+    Text {
+        /// Heading.
+        t: String,
+        /// The text.
+        v: String,
+    },
+    /// Preformatted text (documentation, JSON, tool output).
+    Code {
+        /// Heading.
+        t: String,
+        /// The text.
+        v: String,
+    },
+    /// Name / value pairs.
+    Kv {
+        /// Heading.
+        t: String,
+        /// The pairs.
+        v: Vec<(String, String)>,
+    },
+    /// A table.
+    Table {
+        /// Heading.
+        t: String,
+        /// Column names.
+        head: Vec<String>,
+        /// Rows of cells.
+        rows: Vec<Vec<String>>,
+    },
+    /// A chess game: the position before each ply (FEN) with a label, stepped
+    /// through on a board.
+    Board {
+        /// Heading.
+        t: String,
+        /// FEN before each ply, then the final position.
+        fens: Vec<String>,
+        /// A caption per FEN.
+        labels: Vec<String>,
+    },
+}
+
+/// One tool's description through a curve's rounds, with the other methods' final
+/// descriptions beside it.
+#[derive(Clone, Debug, Default)]
+pub struct ToolHistory {
+    /// The tool's shown name.
+    pub tool: String,
+    /// `(round, text)` for round 0 and every round that changed it.
+    pub rounds: Vec<(i64, String)>,
+    /// `(method, final description)` of the other methods (gold first).
+    pub others: Vec<(String, String)>,
+}
+
+/// The documentation of one subject (a BFCL instance, an offline tool set) along one
+/// ToolObserver curve.
+#[derive(Clone, Debug, Default)]
+pub struct DocSubject {
+    /// `bfcl`, `chess` or `search`.
+    pub env: &'static str,
+    /// Setting or tool set.
+    pub setting: String,
+    /// Agent and editor of the curve.
+    pub agent: String,
+    /// Editor of the curve.
+    pub editor: String,
+    /// The BFCL instance (empty offline).
+    pub instance: String,
+    /// Each tool's history.
+    pub tools: Vec<ToolHistory>,
+}
+
+/// An item that changed verdict between consecutive documentation rounds.
+#[derive(Clone, Debug)]
+pub struct Flip {
+    /// Setting or tool set.
+    pub setting: String,
+    /// Agent of the curve.
+    pub agent: String,
+    /// Editor of the curve.
+    pub editor: String,
+    /// The item.
+    pub item: String,
+    /// The round whose documentation turned it (the edit before it).
+    pub round: i64,
+    /// The cell of that round (where the item opens).
+    pub cell: usize,
+    /// `wrong -> right` or `right -> wrong`.
+    pub direction: &'static str,
+    /// The tools the edit of that round changed (BFCL), when known.
+    pub tools: Vec<String>,
+}
+
+/// The documentation-edit section.
+#[derive(Clone, Debug, Default)]
+pub struct DocEdits {
+    /// Subjects whose documentation ToolObserver changed, in grid order.
+    pub subjects: Vec<DocSubject>,
+    /// Subjects it never changed (counted, not listed).
+    pub unchanged: usize,
+    /// Items that flipped after an edit.
+    pub flips: Vec<Flip>,
+}
+
+/// A paired comparison of two cells (or two experiments' cells) on their common
+/// items.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    /// What side A is (`toolobserver r3` of a setting, ...).
+    pub a: String,
+    /// What side B is.
+    pub b: String,
+    /// The grid coordinates both share (environment, setting, agent).
+    pub group: String,
+    /// A's cell (where its items open).
+    pub a_cell: usize,
+    /// B's cell, when B is of the same report.
+    pub b_cell: Option<usize>,
+    /// Items graded on both sides.
+    pub matched: usize,
+    /// Items right on A and not on B.
+    pub a_only: Vec<String>,
+    /// Items right on B and not on A.
+    pub b_only: Vec<String>,
+    /// Mean score of A minus mean score of B, over matched items.
+    pub diff: f64,
+    /// Paired bootstrap 95% interval of `diff` (1000 resamples of the matched items,
+    /// seed 0).
+    pub ci: (f64, f64),
+}
+
+/// Tokens and dollars per stage, method, role and model.
+#[derive(Clone, Debug, Default)]
+pub struct CostRow {
+    /// The stage.
+    pub stage: String,
+    /// The method.
+    pub method: String,
+    /// `agent`, `editor`, `judge` or `-`.
+    pub role: String,
+    /// The model spec.
+    pub model: String,
+    /// Model calls (cached ones included).
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt: u64,
+    /// Completion tokens.
+    pub completion: u64,
+    /// Reasoning tokens (within completion where the API counts them so).
+    pub reasoning: u64,
+    /// Dollars, when the price file names the model.
+    pub dollars: Option<f64>,
+}
+
+/// One node of the plan, as provenance lists it.
+#[derive(Clone, Debug)]
+pub struct NodeLine {
+    /// Node name.
+    pub node: String,
+    /// Stage.
+    pub stage: String,
+    /// Key (hex), when known.
+    pub key: Option<String>,
+    /// `fresh`, `would-run`, `waits`, `planned`.
+    pub state: String,
+    /// When its output was committed (Unix seconds; 0 when not computed).
+    pub finished_unix: u64,
+    /// Its wall time, ms.
+    pub wall_ms: u64,
+    /// Model calls.
+    pub calls: u64,
+}
+
+/// Where the report's numbers come from.
+#[derive(Clone, Debug, Default)]
+pub struct Provenance {
+    /// The experiment file's path and text (empty for the released runs).
+    pub experiment: Option<(String, String)>,
+    /// `otb` version and commit.
+    pub version: String,
+    /// The models line of the run (agents, editors, sampling, protocol switches).
+    pub models: String,
+    /// Switches away from the paper's protocol.
+    pub switches: Vec<String>,
+    /// Every node of the plan.
+    pub nodes: Vec<NodeLine>,
+    /// The store's path.
+    pub store: String,
+}
+
+/// A table as `otb table` prints it, in parts: titled Markdown tables and notes.
+#[derive(Clone, Debug)]
+pub struct TableText {
+    /// Which table (`Table 2`, ...).
+    pub name: String,
+    /// The text `otb table` prints (Markdown).
+    pub markdown: String,
+}
+
+/// A point of a chart: x, y, and the interval around y when there is one.
+pub type Point = (f64, f64, Option<f64>, Option<f64>);
+
+/// A named series of points.
+pub type Series = (String, Vec<Point>);
+
+/// A line chart: named series of (x, y) points with optional intervals.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    /// Title.
+    pub title: String,
+    /// X axis label.
+    pub x: String,
+    /// Y axis label.
+    pub y: String,
+    /// Series: name and points `(x, y, lo, hi)`.
+    pub series: Vec<Series>,
+}
+
+/// Intervals drawn as horizontal bars: chess Elo distributions, search accuracy.
+#[derive(Clone, Debug)]
+pub struct Intervals {
+    /// Title.
+    pub title: String,
+    /// Unit of the axis.
+    pub unit: String,
+    /// Rows: label, point value, lower and upper end.
+    pub rows: Vec<(String, f64, f64, f64)>,
+}
+
+/// A whole report.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// The title (experiment name, or the released runs' folder).
+    pub title: String,
+    /// When it was written (Unix seconds).
+    pub written_unix: u64,
+    /// The paper tables that apply, as `otb table` renders them.
+    pub tables: Vec<TableText>,
+    /// Per-round curves.
+    pub charts: Vec<Chart>,
+    /// Interval plots.
+    pub intervals: Vec<Intervals>,
+    /// Every cell, in grid order.
+    pub cells: Vec<Cell>,
+    /// Every item, by cell.
+    pub items: Vec<Item>,
+    /// Items cut short (their text capped), and bytes cut in all.
+    pub cut: (usize, usize),
+    /// Documentation edits.
+    pub docs: DocEdits,
+    /// Paired comparisons.
+    pub comparisons: Vec<Comparison>,
+    /// Cost rows.
+    pub cost: Vec<CostRow>,
+    /// Whether a price file was given.
+    pub priced: bool,
+    /// Provenance.
+    pub provenance: Provenance,
+    /// Notes for the reader (what is missing and why).
+    pub notes: Vec<String>,
+}
