@@ -9,6 +9,9 @@ cargo build --release -q
 echo "== cached rerun of a fully fresh experiment (pipeline store)"
 cargo run --release -q -p pipeline --example bench_store -- 200 2000
 
+echo "== otb report of the full scripted grid (time and size; goal under 5 s and 50 MB)"
+bash scripts/bench-report.sh target/release/otb
+
 rel=${OTB_RELEASED_RUNS:-../shared/data/otb/bfcl/released_runs}
 if [ -d "$rel" ]; then
   echo "== rescoring every released run (all methods, settings, iterations)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make reproduce-table3 / reproduce-table4: run one table's experiment (resumable:
 # finished stages are reused) and print the table with the paper's values beside this
-# run's. Usage: reproduce-table.sh table3|table4
+# run's, then write the run's HTML report (`otb report`) to $OUT/report/.
+# Usage: reproduce-table.sh table3|table4
 #
 # Environment:
 #   EXP=experiments/<table>.toml   experiment file (table3-paper.toml / table4-paper.toml:
@@ -18,4 +19,5 @@ OUT=${OUT:-outputs/$TABLE}
 mkdir -p "$OUT"
 "$OTB" run "$EXP"
 "$OTB" table "$TABLE" --experiment "$EXP" --out "$OUT"
-echo "reproduce-$TABLE: done in ${SECONDS}s; tables in $OUT" >&2
+"$OTB" report "$EXP" --to "$OUT/report" > /dev/null
+echo "reproduce-$TABLE: done in ${SECONDS}s; tables in $OUT; the report: $OUT/report/report.html" >&2

@@ -2,7 +2,8 @@
 # make reproduce-table2: rescore the authors' released runs (when OTB_RELEASED_RUNS
 # points at them), run the experiment grid (resumable: finished stages are reused),
 # and print Table 2 with paper / released / this-run values, then the token table
-# (each method's cost and its ratio to ToolObserver) and Table 6 (fidelity to gold).
+# (each method's cost and its ratio to ToolObserver) and Table 6 (fidelity to gold), and
+# write the run's HTML report (`otb report`) to $OUT/report/.
 #
 # Environment:
 #   EXP=experiments/table2.toml   experiment file
@@ -84,4 +85,6 @@ trap - INT TERM
 # What each method spent, and how close its learned docs are to the originals.
 "$OTB" table tokens --experiment "$EXP" --out "$OUT"
 "$OTB" table table6 --experiment "$EXP" --out "$OUT"
-echo "reproduce-table2: done in ${SECONDS}s; tables in $OUT" >&2
+# The run as one page: tables, curves, every trajectory, documentation edits.
+"$OTB" report "$EXP" --to "$OUT/report" > /dev/null
+echo "reproduce-table2: done in ${SECONDS}s; tables in $OUT; the report: $OUT/report/report.html" >&2

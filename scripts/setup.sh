@@ -7,8 +7,9 @@ set -euo pipefail
 # pkg-config: -sys crates; fonts-dejavu-core: labels in PNG plots;
 # stockfish: the UCI chess engine of the Chess environment (/usr/games/stockfish);
 # graphviz: renders `otb plan --format dot` (optional for users; the tests check it);
-# python3-venv: the tests' virtual environment for the `openai` client.
-pkgs=(pkg-config cmake clang libclang-dev fonts-dejavu-core stockfish graphviz python3-venv)
+# python3-venv: the tests' virtual environment for the `openai` client;
+# chromium: the tests open `otb report`'s page in headless Chromium (optional for users).
+pkgs=(pkg-config cmake clang libclang-dev fonts-dejavu-core stockfish graphviz python3-venv chromium)
 command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || pkgs+=(python3-pip)
 missing=()

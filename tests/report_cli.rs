@@ -286,6 +286,27 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
     let text = std::fs::read_to_string(page2).unwrap();
     assert!(text.contains("A = names · easytool"), "compare A");
     assert!(text.contains("at the given prices"), "priced");
+
+    // Split into a page per cell: the main page embeds no items, each cell's page
+    // lists that cell's items.
+    let split = d.path().join("split");
+    report(&store, &exp, &split, &["--split-above-mb", "0"]);
+    let main = std::fs::read_to_string(split.join("report.html")).unwrap();
+    assert!(
+        !main.contains("id=\"otb-data\""),
+        "items embedded in a split report"
+    );
+    let (node, (id, n)) = listed.iter().find(|(_, (_, n))| *n > 0).unwrap();
+    let cell_page = split.join("cells").join(format!("cell-{id}.html"));
+    assert!(
+        main.contains(&format!("href=\"cells/cell-{id}.html\"")),
+        "link to {node}'s page"
+    );
+    assert_eq!(
+        item_rows(&common::dom(&browser, &cell_page, "")),
+        *n,
+        "{node}"
+    );
 }
 
 /// A model whose every reply is markup meant to run: the page shows it as text and
@@ -569,8 +590,65 @@ fn chess_and_search_reports_in_a_browser() {
     for part in ["Question", "Truth", "Answer", "queries"] {
         assert!(panel.contains(part), "{part} in {panel}");
     }
+    // The observer editor rewrote the tool set's documentation: one subject, diffed.
+    assert_eq!(
+        tags(&dom, "<details class=\"subject\"").len(),
+        1,
+        "the tool set's edits"
+    );
+    assert!(dom.contains("<ins class=\"w\">"), "a word added by an edit");
     assert!(
         dom.contains("Search: judged accuracy"),
         "accuracy intervals drawn"
+    );
+}
+
+/// The authors' released runs: imported and graded into the store, one cell per run
+/// version, ToolObserver's version 0 as its Base; the page loads.
+#[test]
+fn the_released_runs_report() {
+    let Some(shared) = common::shared_bfcl() else {
+        return;
+    };
+    let Some(browser) = common::chromium() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let rep = d.path().join("rep");
+    let out = stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(&store)
+            .arg("report")
+            .arg("--released")
+            .arg(shared.join("released_runs"))
+            .arg("--recorded")
+            .arg(shared.join("recorded_api_responses.json"))
+            .arg("--to")
+            .arg(&rep)
+            .output()
+            .unwrap(),
+    );
+    assert!(out.contains("report.html"), "{out}");
+    let dom = common::dom(&browser, &rep.join("report.html"), "");
+    let listed = cells(&dom);
+    let versions = std::fs::read_to_string(rep.join("report.html"))
+        .unwrap()
+        .matches("<tr><td>tool_observer</td>")
+        .count();
+    assert!(versions > 0);
+    assert!(listed.len() >= versions, "{} cells", listed.len());
+    assert!(
+        listed.values().all(|(_, n)| *n > 0),
+        "every run version has items"
+    );
+    assert_eq!(
+        item_rows(&dom),
+        listed.values().map(|(_, n)| n).sum::<usize>()
+    );
+    assert!(
+        !tags(&dom, "<div class=\"comparison\"").is_empty(),
+        "Base vs ToolObserver"
     );
 }

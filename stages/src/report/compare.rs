@@ -65,7 +65,7 @@ pub fn compare(a: &Side<'_>, ma: &str, b: &Side<'_>, mb: &str) -> Vec<Comparison
         };
         let (sa, sb) = (scores(a.items, ca.id), scores(b.items, cb.id));
         let mut ids: Vec<&str> = sa.keys().copied().filter(|k| sb.contains_key(k)).collect();
-        ids.sort_unstable();
+        ids.sort_by_key(|k| natural(k));
         let diffs: Vec<f64> = ids.iter().map(|k| sa[k] - sb[k]).collect();
         let right = |s: &HashMap<&str, f64>, k: &str| s.get(k).is_some_and(|v| *v >= 1.0);
         let name = |s: &Side<'_>, c: &Cell| {
@@ -105,6 +105,14 @@ pub fn compare(a: &Side<'_>, ma: &str, b: &Side<'_>, mb: &str) -> Vec<Comparison
         });
     }
     out
+}
+
+/// `exec_simple_12` sorts after `exec_simple_2`: the text before trailing digits,
+/// then their value.
+pub fn natural(id: &str) -> (&str, u64, &str) {
+    let digits = id.len() - id.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (head, tail) = id.split_at(id.len() - digits);
+    (head, tail.parse().unwrap_or(0), tail)
 }
 
 /// The methods a report compares by default: ToolObserver against Base where both

@@ -170,11 +170,11 @@ fn markdown(md: &str) -> Markup {
         @for p in &parts {
             @match p {
                 Part::Para(s) => @if !s.is_empty() { p { (s) } },
-                Part::Table(rows) => table {
+                Part::Table(rows) => div.wide { table {
                     @for (i, r) in rows.iter().enumerate() {
                         tr { @for c in r { @if i == 0 { th { (c) } } @else { td { (c) } } } }
                     }
-                },
+                } },
             }
         }
     }
@@ -372,7 +372,9 @@ fn doc_edits(d: &DocEdits, cells: &[Cell]) -> Markup {
                 summary {
                     (s.env) " · " (s.setting)
                     @if !s.instance.is_empty() { " · " span.ids { (s.instance) } }
-                    " · agent " (s.agent) " · editor " (s.editor) " · edited in round "
+                    " · agent " (s.agent)
+                    @if !s.editor.is_empty() { " · editor " (s.editor) }
+                    " · edited in round "
                     (edited_rounds(s))
                 }
                 @for t in &s.tools {

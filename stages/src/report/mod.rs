@@ -213,9 +213,16 @@ pub fn of_released(
 ) -> Result<Report, DriveError> {
     let mut outs = Vec::new();
     for i in imported {
+        // A ToolObserver run's version 0 is its Base (the opacified docs, no edit
+        // yet); later versions are its rounds.
+        let method = match (i.method.as_str(), i.version) {
+            ("tool_observer", 0) => "base".to_string(),
+            ("tool_observer", _) => "toolobserver".to_string(),
+            (m, _) => m.to_string(),
+        };
         let label = crate::at::Label {
             setting: i.config.clone(),
-            method: i.method.clone(),
+            method,
             agent: i.gen_hypers.clone(),
             editor: String::new(),
             round: i64::from(i.version),
