@@ -472,6 +472,16 @@ fn bad_input_is_one_line_before_anything_is_written_and_a_half_run_reports() {
     assert!(listed["evaluate[names r0]"].1 > 0, "{states:?}");
     assert_eq!(listed["evaluate[names r1]"].1, 0, "{states:?}");
     assert!(text.contains("cells are not computed yet"), "the note");
+
+    // --against a second experiment of the store: its Base against this one's, item by
+    // item (the same scripted agent on the same data: nothing differs).
+    let out = stdout_ok(&report_args(&["--against", half.to_str().unwrap()]));
+    assert!(out.contains("report.html"), "{out}");
+    let text = std::fs::read_to_string(rep.join("report.html")).unwrap();
+    let comps = tags(&text, "<div class=\"comparison\"");
+    assert_eq!(comps.len(), 1, "base against base");
+    assert_eq!(attr(comps[0], "data-a-only").as_deref(), Some("0"));
+    assert!(text.contains("half: names · base"), "B names the other experiment");
 }
 
 fn chess_experiment(dir: &Path) -> PathBuf {
