@@ -481,7 +481,10 @@ fn bad_input_is_one_line_before_anything_is_written_and_a_half_run_reports() {
     let comps = tags(&text, "<div class=\"comparison\"");
     assert_eq!(comps.len(), 1, "base against base");
     assert_eq!(attr(comps[0], "data-a-only").as_deref(), Some("0"));
-    assert!(text.contains("half: names · base"), "B names the other experiment");
+    assert!(
+        text.contains("half: names · base"),
+        "B names the other experiment"
+    );
 }
 
 fn chess_experiment(dir: &Path) -> PathBuf {

@@ -1,33 +1,45 @@
 //! `serve`: exposes any [`Backend`] as a local OpenAI-compatible
 //! `POST /v1/chat/completions` endpoint (plus `GET /v1/models`).
 //!
-//! A deliberately small HTTP/1.1 server on raw tokio sockets: bodies with
-//! `Content-Length` only, one request per connection (`Connection: close`).
-//! That is all OpenAI clients need, and it keeps hyper's server stack out of
-//! the build. Bind it to 127.0.0.1.
+//! HTTP/1.1 on hyper's server stack (already in the build through reqwest):
+//! keep-alive (several requests per connection), `Content-Length` and chunked
+//! request bodies, and a streamed request (`stream: true`) answered with
+//! server-sent events. Bind it to 127.0.0.1.
 //!
 //! Bounds ([`ServeConfig`]): at most `max_connections` connections are
 //! served at once; further ones **wait** (they are not accepted until a
 //! slot frees, so they queue in the kernel's backlog and the client's own
 //! timeout applies) rather than being refused with 503, because a model
 //! call can take minutes and a refusal would burn the client's retries. A
-//! client must send its whole request within `io_timeout` (else it gets 408
-//! and is closed), and the reply must be taken within `io_timeout`; the
-//! model call itself is not under that timeout.
+//! connection that sends no complete request head within `io_timeout`
+//! (a client that connects and says nothing, or one idle between requests)
+//! is closed; a request whose body does not arrive within `io_timeout` gets
+//! 408; a body over [`MAX_BODY`] gets 413; a reply the client does not take
+//! within `io_timeout` ends the connection. The model call itself is not
+//! under that timeout. Every refusal is an OpenAI-style error body.
 //!
 //! With `cache_dir`, answers go through a [`CachedClient`] over a call cache
 //! opened with [`CallCache::open_per_write`]: the writer lock is taken for
 //! each appended record, never for the server's lifetime, so a run can use
 //! the same cache directory while the server is up.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -117,7 +129,12 @@ pub async fn serve_listener_with(
         None => backend,
     };
     let slots = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
-    let counter = Arc::new(AtomicU64::new(0));
+    let state = Arc::new(State {
+        backend,
+        model: cfg.model.clone(),
+        counter: AtomicU64::new(0),
+        timeout: cfg.io_timeout,
+    });
     loop {
         // Wait for a free slot before accepting: excess connections queue.
         let permit = slots
@@ -129,16 +146,31 @@ pub async fn serve_listener_with(
             .accept()
             .await
             .map_err(|e| LlmError::new(ErrorKind::Fatal, format!("accept failed: {e}")))?;
-        let backend = backend.clone();
-        let counter = counter.clone();
-        let timeout = cfg.io_timeout;
-        let model = cfg.model.clone();
+        let state = state.clone();
         tokio::spawn(async move {
-            // A broken client connection only affects that client.
-            let _ = handle(stream, backend, model, counter, timeout).await;
+            let timeout = state.timeout;
+            let service = hyper::service::service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(answer(req, &state).await) }
+            });
+            // A broken or slow client connection only affects that client.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(timeout)
+                .max_buf_size(MAX_HEAD)
+                .serve_connection(TokioIo::new(WriteTimeout::new(stream, timeout)), service)
+                .await;
             drop(permit);
         });
     }
+}
+
+/// What every connection shares.
+struct State {
+    backend: Arc<dyn Backend>,
+    model: Option<String>,
+    counter: AtomicU64,
+    timeout: Duration,
 }
 
 /// What a request is answered with.
@@ -149,63 +181,94 @@ enum Reply {
     Events(String),
 }
 
-async fn handle(
-    mut stream: TcpStream,
-    backend: Arc<dyn Backend>,
-    model: Option<String>,
-    counter: Arc<AtomicU64>,
-    timeout: Duration,
-) -> std::io::Result<()> {
-    let read = match tokio::time::timeout(timeout, read_request(&mut stream)).await {
-        Ok(r) => r?,
-        Err(_) => Err((
-            408,
-            format!(
-                "the request was not received within {} s",
-                timeout.as_secs_f64()
+/// Reads the request's body within the timeout and the size bound, then answers it.
+async fn answer(req: Request<Incoming>, state: &State) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let reply = if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        too_large()
+    } else {
+        match tokio::time::timeout(state.timeout, Limited::new(body, MAX_BODY).collect()).await {
+            Err(_) => Reply::Json(
+                408,
+                error_json(
+                    format!(
+                        "the request body was not received within {} s",
+                        state.timeout.as_secs_f64()
+                    ),
+                    "invalid_request_error",
+                ),
             ),
-        )),
-    };
-    let reply = match read {
-        Ok(req) => route(req, backend, model.as_deref(), counter).await,
-        Err((status, msg)) => Reply::Json(status, error_json(msg, "invalid_request_error")),
-    };
-    let write = async {
-        match &reply {
-            Reply::Json(status, body) => write_json(&mut stream, *status, body).await,
-            Reply::Events(text) => write_events(&mut stream, text).await,
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => too_large(),
+            Ok(Err(e)) => Reply::Json(
+                400,
+                error_json(
+                    format!("the request body could not be read: {e}"),
+                    "invalid_request_error",
+                ),
+            ),
+            Ok(Ok(body)) => {
+                route(
+                    parts.method.as_str(),
+                    parts.uri.path(),
+                    &body.to_bytes(),
+                    state,
+                )
+                .await
+            }
         }
     };
-    match tokio::time::timeout(timeout, write).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "client did not take the reply",
-        )),
+    let (status, kind, text) = match reply {
+        Reply::Json(status, body) => (status, "application/json", body.to_string()),
+        Reply::Events(text) => (200, "text/event-stream", text),
+    };
+    let mut resp = Response::new(Full::new(Bytes::from(text)));
+    *resp.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = resp.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(kind),
+    );
+    if kind == "text/event-stream" {
+        h.insert(
+            hyper::header::CACHE_CONTROL,
+            hyper::header::HeaderValue::from_static("no-cache"),
+        );
     }
+    resp
 }
 
-/// Answers one parsed request: (status, JSON body).
-async fn route(
-    req: HttpRequest,
-    backend: Arc<dyn Backend>,
-    model: Option<&str>,
-    counter: Arc<AtomicU64>,
-) -> Reply {
-    let path = req.path.split('?').next().unwrap_or("");
-    match (req.method.as_str(), path) {
+fn too_large() -> Reply {
+    Reply::Json(
+        413,
+        error_json(
+            format!("body larger than {MAX_BODY} bytes"),
+            "invalid_request_error",
+        ),
+    )
+}
+
+/// Answers one request whose body was read: (status, JSON body) or events.
+async fn route(method: &str, path: &str, body: &[u8], state: &State) -> Reply {
+    let backend = &state.backend;
+    match (method, path) {
         ("POST", "/v1/chat/completions") | ("POST", "/chat/completions") => {}
         ("GET", "/v1/models") | ("GET", "/models") => {
-            let id = model.unwrap_or(backend.name());
+            let id = state.model.as_deref().unwrap_or(backend.name());
             let body = json!({"object": "list", "data": [{"id": id, "object": "model", "owned_by": "otb"}]});
             return Reply::Json(200, body);
         }
         _ => {
-            let msg = format!("no route for {} {}", req.method, req.path);
+            let msg = format!("no route for {method} {path}");
             return Reply::Json(404, error_json(msg, "not_found_error"));
         }
     }
-    let body = match serde_json::from_slice::<Value>(&req.body) {
+    let body = match serde_json::from_slice::<Value>(body) {
         Ok(v) => v,
         Err(e) => {
             let msg = format!("body is not JSON: {e}");
@@ -223,9 +286,13 @@ async fn route(
         .unwrap_or(false);
     match backend.chat(&chat).await {
         Ok(resp) => {
-            let id = format!("chatcmpl-otb-{}", counter.fetch_add(1, Ordering::Relaxed));
+            let id = format!(
+                "chatcmpl-otb-{}",
+                state.counter.fetch_add(1, Ordering::Relaxed)
+            );
             if stream {
-                // The whole reply is computed first, then sent as events.
+                // The whole reply is computed first (so a failure still gets its
+                // status), then sent as events.
                 Reply::Events(wire::response_events(&resp, &chat.model, &id, usage))
             } else {
                 Reply::Json(200, wire::response_body(&resp, &chat.model, &id))
@@ -242,94 +309,75 @@ fn error_json(message: String, ty: &str) -> Value {
     json!({"error": {"message": message, "type": ty, "code": ty}})
 }
 
-struct HttpRequest {
-    method: String,
-    path: String,
-    body: Vec<u8>,
+/// A stream whose writes fail with `TimedOut` when the peer takes nothing for
+/// `timeout` (a client that stops reading its reply frees its slot).
+struct WriteTimeout {
+    inner: TcpStream,
+    timeout: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-/// Reads one request; the inner `Err` is a client error to answer.
-async fn read_request(
-    stream: &mut TcpStream,
-) -> std::io::Result<Result<HttpRequest, (u16, String)>> {
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p;
-        }
-        if buf.len() > MAX_HEAD {
-            return Ok(Err((431, "request head too large".into())));
-        }
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(Err((
-                400,
-                "connection closed before the request head ended".into(),
-            )));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or("").split_whitespace();
-    let method = first.next().unwrap_or("").to_owned();
-    let path = first.next().unwrap_or("").to_owned();
-    let mut content_length = 0usize;
-    for line in lines {
-        if let Some((k, v)) = line.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                match v.trim().parse() {
-                    Ok(n) => content_length = n,
-                    Err(_) => return Ok(Err((400, "bad Content-Length".into()))),
-                }
-            } else if k.trim().eq_ignore_ascii_case("transfer-encoding") {
-                return Ok(Err((
-                    411,
-                    "chunked bodies are not supported; send Content-Length".into(),
-                )));
-            }
+impl WriteTimeout {
+    fn new(inner: TcpStream, timeout: Duration) -> WriteTimeout {
+        WriteTimeout {
+            inner,
+            timeout,
+            stalled: None,
         }
     }
-    if content_length > MAX_BODY {
-        return Ok(Err((413, format!("body larger than {MAX_BODY} bytes"))));
-    }
-    let mut body = buf.split_off(head_end + 4);
-    while body.len() < content_length {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(Err((400, "connection closed before the body ended".into())));
+
+    /// After an I/O poll of a write: progress disarms the timer; `Pending` arms it
+    /// (once) and fails when it has run out.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        r: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
         }
-        body.extend_from_slice(&chunk[..n]);
+        let timeout = self.timeout;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client did not take the reply",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
     }
-    body.truncate(content_length);
-    Ok(Ok(HttpRequest { method, path, body }))
 }
 
-/// A `200` with a `text/event-stream` body that ends when the connection closes.
-async fn write_events(stream: &mut TcpStream, events: &str) -> std::io::Result<()> {
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(events.as_bytes()).await?;
-    stream.shutdown().await
+impl AsyncRead for WriteTimeout {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
 }
 
-async fn write_json(stream: &mut TcpStream, status: u16, body: &Value) -> std::io::Result<()> {
-    let body = body.to_string();
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        429 => "Too Many Requests",
-        _ => "Error",
-    };
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
+impl AsyncWrite for WriteTimeout {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, r)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, r)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, r)
+    }
 }

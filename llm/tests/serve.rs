@@ -138,16 +138,121 @@ async fn idle_clients_time_out_and_excess_connections_wait() {
         waited >= Duration::from_millis(250) && waited < Duration::from_secs(5),
         "waited {waited:?}"
     );
-    // The idle ones were told why and closed.
+    // The idle ones were closed (a connection that never sent a request head gets no
+    // response: hyper closes it).
     for mut s in idle {
         let mut got = Vec::new();
-        tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut got))
+        let closed = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut got))
             .await
-            .expect("an idle connection must be closed by the read timeout")
-            .unwrap();
+            .expect("an idle connection must be closed by the read timeout");
         let got = String::from_utf8_lossy(&got);
-        assert!(got.starts_with("HTTP/1.1 408 "), "{got}");
+        assert!(
+            closed.is_err() || got.is_empty() || got.starts_with("HTTP/1.1 408 "),
+            "{got}"
+        );
     }
+}
+
+/// Reads one response from a kept-alive connection: (head, body by Content-Length).
+async fn read_response(s: &mut TcpStream) -> (String, String) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).await.unwrap(),
+            1,
+            "connection closed early"
+        );
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8(buf).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .expect("content-length");
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await.unwrap();
+    (head, String::from_utf8(body).unwrap())
+}
+
+fn chat_body(q: &str) -> String {
+    json!({"model": "m", "messages": [{"role": "user", "content": q}]}).to_string()
+}
+
+/// Real clients keep connections open and may send chunked bodies: two requests on
+/// one connection are both answered, a chunked body is read whole; a body over the
+/// limit is 413 and one that does not arrive in time 408, each an OpenAI-style error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_chunked_bodies_and_body_bounds() {
+    use tokio::io::AsyncWriteExt;
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ServeConfig {
+        io_timeout: Duration::from_millis(500),
+        ..ServeConfig::default()
+    };
+    let b = Scripted::new(|r| {
+        let q = r.messages[0].content.clone().unwrap_or_default();
+        Ok(ChatResponse::text(format!("you said {q}")))
+    });
+    tokio::spawn(serve_listener_with(Arc::new(b), listener, cfg));
+
+    // Keep-alive: two requests, one connection.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    for q in ["one", "two"] {
+        let body = chat_body(q);
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let (head, body) = read_response(&mut s).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body.contains(&format!("you said {q}")), "{body}");
+    }
+
+    // A chunked body, in two chunks.
+    let body = chat_body("chunks");
+    let (a, b2) = body.split_at(body.len() / 2);
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b2}\r\n0\r\n\r\n",
+        a.len(),
+        b2.len()
+    );
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    assert!(out.contains("you said chunks"), "{out}");
+
+    // Over the limit: 413 before the body is read.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        llm::serve::MAX_BODY + 1
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let (head, body) = read_response(&mut s).await;
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    assert!(body.contains("\"error\""), "{body}");
+
+    // A body that stops arriving: 408 after the I/O timeout.
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\"",
+    )
+    .await
+    .unwrap();
+    let t = Instant::now();
+    let (head, body) = read_response(&mut s).await;
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(body.contains("\"error\""), "{body}");
+    assert!(t.elapsed() < Duration::from_secs(5));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,13 +281,13 @@ async fn a_caching_server_takes_the_lock_per_write() {
     assert_eq!(CallCache::open(&dir).unwrap().len(), 2);
 }
 
-/// Sends one raw HTTP request and returns the whole response (the server closes the
-/// connection after each reply).
+/// Sends one raw HTTP request (asking the server to close the connection after it)
+/// and returns the whole response.
 async fn raw(addr: std::net::SocketAddr, head: &str, body: &str) -> String {
     use tokio::io::AsyncWriteExt;
     let mut s = TcpStream::connect(addr).await.unwrap();
     let req = format!(
-        "{head}\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{head}\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();
