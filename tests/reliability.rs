@@ -115,3 +115,70 @@ fn a_misconfigured_model_is_the_users_error_before_the_store_is_touched() {
     assert!(line.contains("openai:gpt-4o"), "{line}");
     assert!(!s.store().exists(), "nothing may be written");
 }
+
+/// Make `dir` refuse new files: read-only permission bits where they bind (not
+/// root), else the immutable attribute (which binds root too). `None` when neither
+/// can be had here (said on stderr).
+fn lock_down(dir: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let probe = dir.join("probe");
+    if std::fs::write(&probe, b"x").is_err() {
+        return Some("mode");
+    }
+    std::fs::remove_file(&probe).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let ok = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok && std::fs::write(&probe, b"x").is_err() {
+        return Some("immutable");
+    }
+    if ok {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(dir)
+            .status();
+    }
+    eprintln!("skipping: neither permission bits nor chattr +i make a directory read-only here");
+    None
+}
+
+fn unlock(dir: &Path, how: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    if how == "immutable" {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(dir)
+            .status();
+    }
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+}
+
+/// A store whose directory takes no new file, though its `.lock` can still be opened
+/// for writing, ran and exited 0. README promises an unwritable store is one error
+/// line and exit 2 before any work.
+#[test]
+fn an_unwritable_store_with_a_writable_lock_is_refused_before_work() {
+    let s = Scratch::new("", MODELS);
+    s.run();
+    // Another experiment over the same store: work to do.
+    s.write_exp("seeds = [1]", MODELS);
+    let store = s.store();
+    assert!(std::fs::metadata(store.join(".lock")).is_ok());
+    let Some(how) = lock_down(&store) else {
+        return;
+    };
+    let out = s.otb(&["run", s.exp().to_str().unwrap()]);
+    unlock(&store, how);
+    let err = one_error_line(&out);
+    assert!(err.contains("not writable"), "{err}");
+    // Nothing ran: the store is as the first run left it.
+    assert!(
+        s.status().lines().any(|l| l.starts_with("would run")),
+        "{}",
+        s.status()
+    );
+}

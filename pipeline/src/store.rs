@@ -84,6 +84,26 @@ pub struct Manifest {
     pub created_unix: u64,
 }
 
+/// Create and remove a file in `dir`: whether new files can be made there (what
+/// publishing needs), which permission bits alone do not tell (root, read-only
+/// mounts, immutable directories).
+fn probe_writable(dir: &Path) -> Result<(), StoreError> {
+    let probe = dir.join(format!(".probe-{}", std::process::id()));
+    let made = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe);
+    match made {
+        Ok(_) => fs::remove_file(&probe)
+            .map_err(|e| StoreError::new(StoreErrorKind::NotWritable(e.to_string()), dir)),
+        Err(e) => Err(StoreError::new(
+            StoreErrorKind::NotWritable(e.to_string()),
+            dir,
+        )),
+    }
+}
+
 /// Digest over a set of tables (name -> digest), independent of anything else.
 pub fn output_digest(outputs: &BTreeMap<String, TableMeta>) -> Digest {
     let m: BTreeMap<&String, &Digest> = outputs.iter().map(|(k, v)| (k, &v.digest)).collect();
@@ -333,6 +353,10 @@ impl Store {
         if classify(&root)? != RootState::Store {
             write_atomic(&root.join("FORMAT"), format!("{STORE_FORMAT}\n").as_bytes())?;
         }
+        // A store whose directory cannot take a new file is unwritable, even when its
+        // `.lock` can be opened: refused here, before any work (nothing could be
+        // published, and a run would find out only at its first publish).
+        probe_writable(&root)?;
         for d in ["tmp", "slots", "quarantine"] {
             fs::create_dir_all(root.join(d)).map_err(|e| StoreError::io(&root.join(d), e))?;
         }
