@@ -382,7 +382,7 @@ fn doc_edits(d: &DocEdits, cells: &[Cell]) -> Markup {
                     @for (k, (round, text)) in t.rounds.iter().enumerate() {
                         @if k == 0 {
                             div.muted { "round 0 (what the agent saw first)" }
-                            div.diff { (text) }
+                            div.diff { @if text.is_empty() { span.muted { "(no description)" } } @else { (text) } }
                         } @else {
                             div.muted { "after round " (round) }
                             (word_diff(&t.rounds[k - 1].1, text))
