@@ -497,13 +497,78 @@ pub fn main() -> Result<ExitCode> {
     }
 }
 
+/// `OTB_HEARTBEAT_S`: seconds between heartbeat lines when stderr is not a terminal
+/// (default 60; 0: none).
+fn heartbeat_interval() -> Result<std::time::Duration> {
+    match std::env::var("OTB_HEARTBEAT_S") {
+        Err(_) => Ok(std::time::Duration::from_secs(60)),
+        Ok(v) => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "OTB_HEARTBEAT_S={v:?}: expected seconds between heartbeat lines (0 to 86400; 0: none)"
+                ))
+                .into()
+            }),
+    }
+}
+
+/// `hh:mm:ss` UTC now.
+fn clock() -> String {
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        % 86_400;
+    format!("{:02}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60)
+}
+
+/// Drive `exp` in `session`; without a terminal on stderr (a batch job's log,
+/// `nohup`, CI), a heartbeat line every `every` says what is being computed, how far
+/// each stage is, what is done and how many model calls were made.
+fn drive_with_heartbeat(
+    exp: &Experiment,
+    session: &Session<'_>,
+    every: std::time::Duration,
+) -> Result<(), stages::env::DriveError> {
+    use std::io::IsTerminal;
+    if every.is_zero() || std::io::stderr().is_terminal() {
+        return stages::driver::drive(exp, session).map(|_| ());
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|sc| {
+        sc.spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                eprintln!(
+                    "otb: {} {}: {}",
+                    clock(),
+                    exp.name,
+                    session.heartbeat(&stages::models::calls_line())
+                );
+            }
+        });
+        let r = stages::driver::drive(exp, session).map(|_| ());
+        drop(tx);
+        r
+    })
+}
+
 /// `otb run`: every stage of the experiment that is not in the store yet.
 fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
     let exp = load(experiment)?;
+    let every = if quiet {
+        std::time::Duration::ZERO
+    } else {
+        heartbeat_interval()?
+    };
     stages::driver::preflight(&exp)?;
     let store = Store::open(root, Access::ReadWrite)?;
     let session = Session::new(&store, Mode::Run, quiet);
-    stages::driver::drive(&exp, &session)?;
+    drive_with_heartbeat(&exp, &session, every)?;
     let reports = session.reports();
     let ran = session.executed();
     let errors: u64 = reports

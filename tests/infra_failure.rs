@@ -294,3 +294,64 @@ fn two_runs_at_once_on_one_store_make_each_call_once() {
     );
     assert_eq!(srv.log.lock().unwrap().len(), alone, "{ran:?}");
 }
+
+fn slow_handle(mut stream: TcpStream, _: Arc<()>) {
+    if common::read_request(&stream).is_none() {
+        return;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    common::respond(&mut stream, "200 OK", REPLY);
+}
+
+/// Without a terminal (a batch job's log), `otb run` prints a heartbeat line at an
+/// interval: what is being computed and how far, what is done, the model calls so
+/// far; `--quiet` prints none; a bad interval is bad input before the store exists.
+#[test]
+fn a_run_without_a_terminal_prints_heartbeat_lines() {
+    let url = common::spawn_server(Arc::new(()), slow_handle);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = experiment(dir.path());
+    let store = dir.path().join("store");
+    let run = |quiet: bool, every: &str, store: &std::path::Path| {
+        let mut c = otb();
+        c.arg("--store").arg(store).arg("run").arg(&exp);
+        if quiet {
+            c.arg("--quiet");
+        }
+        c.env("OTB_LLM_BASE_URL", &url)
+            .env("OTB_LLM_API_KEY", "test")
+            .env("OTB_LLM_MAX_CONCURRENCY", "1")
+            .env("OTB_HEARTBEAT_S", every)
+            .output()
+            .expect("run otb")
+    };
+    let bad = run(false, "soon", &store);
+    let err = common::one_error_line(&bad);
+    assert!(err.contains("OTB_HEARTBEAT_S"), "{err}");
+    assert!(!store.exists(), "nothing written before the error");
+
+    let out = run(false, "0.1", &store);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let beats: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("otb: ") && l.contains(" infra: "))
+        .collect();
+    assert!(beats.len() >= 3, "heartbeat lines: {stderr}");
+    assert!(
+        beats
+            .iter()
+            .any(|l| l.contains("computing: explore[") && l.contains("/5")),
+        "{beats:#?}"
+    );
+    assert!(
+        beats.iter().any(|l| l.contains("model calls")),
+        "{beats:#?}"
+    );
+
+    let quiet_store = dir.path().join("quiet");
+    let out = run(true, "0.1", &quiet_store);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains(" infra: "), "{stderr}");
+}

@@ -964,6 +964,20 @@ impl CacheStats {
     }
 }
 
+/// Calls asked of any [`CachedClient`] in this process, and how many of them the
+/// cache answered (what a run's heartbeat line reports).
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static CACHED_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// `(calls, answered from the cache)` made through any [`CachedClient`] of this
+/// process so far.
+pub fn calls_so_far() -> (u64, u64) {
+    (
+        CALLS.load(Ordering::Relaxed),
+        CACHED_CALLS.load(Ordering::Relaxed),
+    )
+}
+
 /// A backend behind the call cache: hit -> the stored response (no call);
 /// miss -> call, persist, return. Errors pass through and are not stored.
 /// Clones share the cache, the backend and the stats.
@@ -1010,6 +1024,7 @@ impl CachedClient {
 
     /// Answers `req` from the cache or the backend.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        CALLS.fetch_add(1, Ordering::Relaxed);
         let key = request_key(req);
         let cache = self.cache.clone();
         let k = key.clone();
@@ -1017,6 +1032,7 @@ impl CachedClient {
             .await
             .map_err(|e| LlmError::new(ErrorKind::LocalIo, format!("cache task failed: {e}")))??;
         if let Some(resp) = hit {
+            CACHED_CALLS.fetch_add(1, Ordering::Relaxed);
             self.stats.hits.fetch_add(1, Ordering::Relaxed);
             self.stats.add_usage(&resp.usage);
             return Ok(resp);

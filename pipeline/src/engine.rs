@@ -15,7 +15,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Whether a [`Session`] computes what is missing or only looks keys up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,6 +257,7 @@ pub struct StageCtx<'a> {
     node: &'a str,
     usage: Usage,
     multi: &'a MultiProgress,
+    active: &'a Mutex<Vec<Active>>,
     quiet: bool,
 }
 
@@ -300,6 +301,15 @@ impl StageCtx<'_> {
             .progress_chars("=> "),
         );
         pb.set_prefix(self.node.to_string());
+        if let Some(a) = self
+            .active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .find(|a| a.node == self.node)
+        {
+            a.bars.push(pb.clone());
+        }
         pb
     }
 
@@ -319,6 +329,18 @@ impl StageCtx<'_> {
     /// the stage publishes (see [`crate::journal`]).
     pub fn journal(&self) -> &crate::journal::Journal {
         &self.journal
+    }
+}
+
+/// `1h 02m`, `4m 10s`, `12s`.
+fn short_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h {:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
     }
 }
 
@@ -349,6 +371,16 @@ pub struct Session<'s> {
     /// One lock per key being looked up or computed: two nodes of one run with the
     /// same key compute it once (the second finds the first's output).
     computing: Mutex<HashMap<Digest, Arc<Mutex<()>>>>,
+    /// The nodes being computed now, since when, and their progress bars (what a
+    /// heartbeat line reports).
+    active: Mutex<Vec<Active>>,
+}
+
+/// A node being computed.
+struct Active {
+    node: String,
+    since: Instant,
+    bars: Vec<ProgressBar>,
 }
 
 impl<'s> Session<'s> {
@@ -368,7 +400,54 @@ impl<'s> Session<'s> {
             after: Mutex::default(),
             next: AtomicU32::new(0),
             computing: Mutex::default(),
+            active: Mutex::default(),
         }
+    }
+
+    /// One line on the run's state for a log without a terminal: the nodes being
+    /// computed with their items done / total and ETA (or time so far), the nodes
+    /// finished, and `extra` (e.g. model calls so far).
+    pub fn heartbeat(&self, extra: &str) -> String {
+        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut parts = Vec::new();
+        for a in active.iter() {
+            let bar = a.bars.iter().rev().find(|b| b.length().unwrap_or(0) > 0);
+            parts.push(match bar {
+                Some(b) => {
+                    let (pos, len) = (b.position(), b.length().unwrap_or(0));
+                    let eta = if pos > 0 && pos < len {
+                        format!(", ETA {}", short_duration(b.eta()))
+                    } else {
+                        String::new()
+                    };
+                    format!("{} {pos}/{len}{eta}", a.node)
+                }
+                None => format!("{} ({})", a.node, short_duration(a.since.elapsed())),
+            });
+        }
+        let done = self
+            .reports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, r)| matches!(r.state, NodeState::Ran | NodeState::Fresh))
+            .count();
+        const SHOWN: usize = 8;
+        let n = parts.len();
+        if n > SHOWN {
+            parts.truncate(SHOWN);
+            parts.push(format!("and {} more", n - SHOWN));
+        }
+        let mut line = match n {
+            0 => "no stage computing".to_string(),
+            n => format!("{n} computing: {}", parts.join("; ")),
+        };
+        line.push_str(&format!("; {done} done"));
+        if !extra.is_empty() {
+            line.push_str("; ");
+            line.push_str(extra);
+        }
+        line
     }
 
     /// Whether this session runs or only plans.
@@ -609,9 +688,23 @@ impl<'s> Session<'s> {
             usage: Usage::default(),
             multi: &self.multi,
             quiet: self.quiet,
+            active: &self.active,
         };
+        self.active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Active {
+                node: node.to_string(),
+                since: start,
+                bars: Vec::new(),
+            });
         // On an error the staging directory is dropped, which deletes it.
-        run(&mut ctx).map_err(|e| e.in_stage(stage))?;
+        let ran = run(&mut ctx);
+        self.active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|a| a.node != node);
+        ran.map_err(|e| e.in_stage(stage))?;
         let wall_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let StageCtx {
             staging,

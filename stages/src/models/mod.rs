@@ -27,6 +27,16 @@ use std::sync::{Arc, Mutex};
 
 pub use ::llm::{ModelKind, ModelSpec};
 
+/// Model calls asked so far in this process through the call cache (every model but
+/// the scripted ones), and how many the cache answered: `412 model calls (300 from
+/// the cache)`, for a run's heartbeat line; empty before the first.
+pub fn calls_line() -> String {
+    match ::llm::cache::calls_so_far() {
+        (0, _) => String::new(),
+        (calls, cached) => format!("{calls} model calls ({cached} from the cache)"),
+    }
+}
+
 /// What a model is used as; scripted names differ per role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {

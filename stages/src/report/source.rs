@@ -1,6 +1,6 @@
 //! What a report reads: every computed output of a run by node, and every node of
 //! the run's plan with its inputs. Built from a status-mode drive of an experiment
-//! ([`Source::of_experiment`]) or from the released runs' import session.
+//! ([`Source::of_run`]) or from the released runs' import session.
 
 use crate::at::Label;
 use pipeline::{Entry, NodeReport, NodeState};
