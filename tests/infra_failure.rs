@@ -355,3 +355,93 @@ fn a_run_without_a_terminal_prints_heartbeat_lines() {
     assert!(out.status.success(), "{stderr}");
     assert!(!stderr.contains(" infra: "), "{stderr}");
 }
+
+/// A server of a fleet: answers like `handle`'s fixed reply, counting; after
+/// `dies_after` answers it drops every connection unanswered (a killed server).
+#[derive(Default)]
+struct FleetServer {
+    answered: AtomicUsize,
+    dies_after: usize,
+}
+
+fn fleet_handle(mut stream: TcpStream, srv: Arc<FleetServer>) {
+    if srv.answered.load(Ordering::SeqCst) >= srv.dies_after {
+        return; // the connection is dropped: refused/reset for the client
+    }
+    if common::read_request(&stream).is_none() {
+        return;
+    }
+    if common::respond(&mut stream, "200 OK", REPLY) {
+        srv.answered.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn cached_calls(store: &std::path::Path) -> String {
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .args(["cache", "stats"])
+            .output()
+            .expect("cache stats"),
+    )
+    .lines()
+    .next()
+    .unwrap_or("")
+    .rsplit(": ")
+    .next()
+    .unwrap_or("")
+    .to_string()
+}
+
+/// Two servers behind `OTB_LLM_BASE_URL`, one killed mid-run: the run completes on
+/// the other, every call is answered once (no call lost, none paid twice), the cache
+/// holds what a run on one server holds, and the end-of-run line counts the calls
+/// per server.
+#[test]
+fn a_fleet_member_killed_mid_run_leaves_the_run_to_the_others() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = experiment(dir.path());
+    // The reference: one server.
+    let (url, srv) = serve(vec![]);
+    let one = dir.path().join("one");
+    assert!(run_with(&one, &exp, &url, true).status.success());
+    let total = srv.log.lock().unwrap().len();
+    assert!(total > 4);
+
+    let a = Arc::new(FleetServer {
+        dies_after: 3,
+        ..FleetServer::default()
+    });
+    let b = Arc::new(FleetServer {
+        dies_after: usize::MAX,
+        ..FleetServer::default()
+    });
+    let urls = format!(
+        "{},{}",
+        common::spawn_server(a.clone(), fleet_handle),
+        common::spawn_server(b.clone(), fleet_handle)
+    );
+    let two = dir.path().join("two");
+    let out = otb()
+        .arg("--store")
+        .arg(&two)
+        .arg("run")
+        .arg(&exp)
+        .env("OTB_LLM_BASE_URL", &urls)
+        .env("OTB_LLM_API_KEY", "test")
+        .env("OTB_LLM_MAX_CONCURRENCY", "1")
+        .output()
+        .expect("run otb");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (na, nb) = (
+        a.answered.load(Ordering::SeqCst),
+        b.answered.load(Ordering::SeqCst),
+    );
+    assert_eq!(na, 3, "a answered until it was killed");
+    assert_eq!(na + nb, total, "every call answered once");
+    assert_eq!(cached_calls(&two), cached_calls(&one));
+    assert!(stderr.contains("fleet of 2: "), "{stderr}");
+    assert_eq!(table(&two, &exp), table(&one, &exp));
+}

@@ -4,8 +4,17 @@
 //! Transport concerns live here and nowhere else: the URL, the API key, the
 //! per-request timeout, retries with backoff, and a per-endpoint bound on
 //! concurrent requests. None of them is part of a cache key.
+//!
+//! A fleet: `OTB_LLM_BASE_URL` may name several servers of one model (commas or
+//! spaces between them, e.g. vLLM replicas). Each attempt goes to the server with
+//! the fewest requests in flight; a server whose attempt fails for a reason of its
+//! own (connection refused or reset, a timeout, a 5xx) is taken out for a backoff
+//! period (doubling from [`FLEET_BACKOFF`] while it keeps failing) and the request
+//! is sent to another at once. The call cache sits above this backend, so a retried
+//! request is cached once, whichever server answered it.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Semaphore;
@@ -24,10 +33,15 @@ pub const MAX_RESPONSE_BODY: usize = 16 << 20;
 /// Default endpoint when `OTB_LLM_BASE_URL` is unset.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
+/// How long a failing server of a fleet is first left out (doubled while it keeps
+/// failing, up to 16x).
+pub const FLEET_BACKOFF: Duration = Duration::from_secs(10);
+
 /// Transport settings of one endpoint.
 #[derive(Debug, Clone)]
 pub struct OpenAiConfig {
-    /// Base URL up to and including `/v1`; `/chat/completions` is appended.
+    /// Base URL up to and including `/v1`; `/chat/completions` is appended. Several
+    /// (a fleet), separated by commas or spaces.
     pub base_url: String,
     /// Sent as `Authorization: Bearer <key>`; `None` sends no such header
     /// (local servers).
@@ -36,8 +50,10 @@ pub struct OpenAiConfig {
     pub timeout: Duration,
     /// How often and how long to retry retryable failures.
     pub retry: RetryPolicy,
-    /// Requests in flight at once against this endpoint.
+    /// Requests in flight at once against each endpoint.
     pub max_concurrency: usize,
+    /// How long a failing server of a fleet is first left out.
+    pub backoff: Duration,
 }
 
 impl OpenAiConfig {
@@ -50,7 +66,17 @@ impl OpenAiConfig {
             timeout: Duration::from_secs(600),
             retry: RetryPolicy::default(),
             max_concurrency: 8,
+            backoff: FLEET_BACKOFF,
         }
+    }
+
+    /// The endpoints `base_url` names (one, or a fleet).
+    pub fn endpoints(&self) -> Vec<String> {
+        self.base_url
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+            .map(|s| s.trim_end_matches('/').to_string())
+            .collect()
     }
 
     /// Reads `OTB_LLM_BASE_URL` (default [`DEFAULT_BASE_URL`]), the key from
@@ -87,19 +113,43 @@ impl OpenAiConfig {
     }
 }
 
-/// Client for one OpenAI-compatible endpoint. Cheap to share behind an `Arc`;
-/// all users of one instance share its concurrency bound.
+/// Client for an OpenAI-compatible endpoint, or a fleet of them. Cheap to share
+/// behind an `Arc`; all users of one instance share its concurrency bounds.
 pub struct OpenAiBackend {
     http: reqwest::Client,
-    url: String,
     cfg: OpenAiConfig,
-    permits: Arc<Semaphore>,
+    endpoints: Vec<Endpoint>,
+}
+
+/// One server of the backend, with what the fleet's choice reads.
+struct Endpoint {
+    /// Its chat-completions URL.
+    url: String,
+    permits: Semaphore,
+    in_flight: AtomicUsize,
+    /// Attempts answered (any status) and failed for the server's own reason.
+    answered: AtomicU64,
+    failed: AtomicU64,
+    /// Failures in a row (the backoff doubles with them), and until when it is out.
+    streak: AtomicU32,
+    out_until: Mutex<Option<Instant>>,
+}
+
+impl Endpoint {
+    fn is_out(&self, now: Instant) -> bool {
+        self.out_until
+            .lock()
+            .map(|u| u.is_some_and(|t| t > now))
+            .unwrap_or(false)
+    }
 }
 
 /// One failed attempt: the error and the server's `Retry-After`, if any.
 struct AttemptError {
     err: LlmError,
     retry_after: Option<Duration>,
+    /// The HTTP status, when the server answered.
+    status: Option<u16>,
 }
 
 impl From<LlmError> for AttemptError {
@@ -107,6 +157,7 @@ impl From<LlmError> for AttemptError {
         AttemptError {
             err,
             retry_after: None,
+            status: None,
         }
     }
 }
@@ -115,13 +166,21 @@ impl OpenAiBackend {
     /// A backend for `cfg`; `fatal` unless the base URL starts with
     /// `http://` or `https://`. Makes no request.
     pub fn new(cfg: OpenAiConfig) -> Result<Self, LlmError> {
-        let base = cfg.base_url.trim_end_matches('/');
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
+        let bases = cfg.endpoints();
+        if bases.is_empty() {
+            return Err(LlmError::new(
+                ErrorKind::Fatal,
+                "no LLM base URL given (set OTB_LLM_BASE_URL)",
+            ));
+        }
+        if let Some(bad) = bases
+            .iter()
+            .find(|b| !(b.starts_with("http://") || b.starts_with("https://")))
+        {
             return Err(LlmError::new(
                 ErrorKind::Fatal,
                 format!(
-                    "LLM base URL {:?} must start with http:// or https:// (set OTB_LLM_BASE_URL)",
-                    cfg.base_url
+                    "LLM base URL {bad:?} must start with http:// or https:// (set OTB_LLM_BASE_URL)"
                 ),
             ));
         }
@@ -129,11 +188,22 @@ impl OpenAiBackend {
             .connect_timeout(cfg.timeout.min(Duration::from_secs(30)))
             .build()
             .map_err(|e| LlmError::new(ErrorKind::Fatal, format!("building HTTP client: {e}")))?;
+        let endpoints = bases
+            .iter()
+            .map(|b| Endpoint {
+                url: format!("{b}/chat/completions"),
+                permits: Semaphore::new(cfg.max_concurrency.max(1)),
+                in_flight: AtomicUsize::new(0),
+                answered: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
+                streak: AtomicU32::new(0),
+                out_until: Mutex::new(None),
+            })
+            .collect();
         Ok(OpenAiBackend {
             http,
-            url: format!("{base}/chat/completions"),
-            permits: Arc::new(Semaphore::new(cfg.max_concurrency.max(1))),
             cfg,
+            endpoints,
         })
     }
 
@@ -142,30 +212,87 @@ impl OpenAiBackend {
         Self::new(OpenAiConfig::from_env()?)
     }
 
-    /// The full chat-completions URL.
+    /// The full chat-completions URL (the first server's, for a fleet).
     pub fn url(&self) -> &str {
-        &self.url
+        &self.endpoints[0].url
     }
 
-    async fn attempt(&self, body: &serde_json::Value) -> Result<ChatResponse, AttemptError> {
-        let _permit = self
+    /// The server for the next attempt: of those not taken out, the one with the
+    /// fewest requests in flight (the first of equals); when all are out, the one
+    /// back soonest.
+    fn pick(&self) -> usize {
+        let now = Instant::now();
+        let up = (0..self.endpoints.len()).filter(|&i| !self.endpoints[i].is_out(now));
+        let best = up.min_by_key(|&i| self.endpoints[i].in_flight.load(Ordering::Relaxed));
+        best.unwrap_or_else(|| {
+            (0..self.endpoints.len())
+                .min_by_key(|&i| {
+                    self.endpoints[i]
+                        .out_until
+                        .lock()
+                        .ok()
+                        .and_then(|u| *u)
+                        .unwrap_or(now)
+                })
+                .unwrap_or(0)
+        })
+    }
+
+    /// Whether a failure of kind `kind` is the server's own (it is then taken out
+    /// of a fleet for a while): it could not be reached, did not answer in time,
+    /// or failed inside.
+    fn server_fault(kind: ErrorKind, status: Option<u16>) -> bool {
+        matches!(kind, ErrorKind::Transient | ErrorKind::Timeout) && status.is_none_or(|s| s >= 500)
+    }
+
+    fn mark(&self, i: usize, ok: bool) {
+        let e = &self.endpoints[i];
+        if ok {
+            e.streak.store(0, Ordering::Relaxed);
+            if let Ok(mut u) = e.out_until.lock() {
+                *u = None;
+            }
+            return;
+        }
+        e.failed.fetch_add(1, Ordering::Relaxed);
+        if self.endpoints.len() < 2 {
+            return;
+        }
+        let streak = e.streak.fetch_add(1, Ordering::Relaxed).min(4);
+        let wait = self.cfg.backoff.saturating_mul(1 << streak);
+        if let Ok(mut u) = e.out_until.lock() {
+            *u = Some(Instant::now() + wait);
+        }
+    }
+
+    async fn attempt(
+        &self,
+        i: usize,
+        body: &serde_json::Value,
+    ) -> Result<ChatResponse, AttemptError> {
+        let ep = &self.endpoints[i];
+        let _permit = ep
             .permits
             .acquire()
             .await
             .map_err(|_| LlmError::new(ErrorKind::Fatal, "concurrency limiter closed"))?;
+        ep.in_flight.fetch_add(1, Ordering::Relaxed);
+        let r = self.attempt_at(&ep.url, body).await;
+        ep.in_flight.fetch_sub(1, Ordering::Relaxed);
+        r
+    }
+
+    async fn attempt_at(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Result<ChatResponse, AttemptError> {
         let start = Instant::now();
-        let mut rb = self
-            .http
-            .post(&self.url)
-            .timeout(self.cfg.timeout)
-            .json(body);
+        let mut rb = self.http.post(url).timeout(self.cfg.timeout).json(body);
         if let Some(key) = &self.cfg.api_key {
             rb = rb.bearer_auth(key);
         }
-        let resp = rb
-            .send()
-            .await
-            .map_err(|e| transport_error(&e, &self.url))?;
+        let resp = rb.send().await.map_err(|e| transport_error(&e, url))?;
         let status = resp.status().as_u16();
         let retry_after = resp
             .headers()
@@ -174,17 +301,12 @@ impl OpenAiBackend {
             .and_then(parse_retry_after);
         let mut resp = resp;
         let mut bytes = Vec::new();
-        while let Some(chunk) = resp
-            .chunk()
-            .await
-            .map_err(|e| transport_error(&e, &self.url))?
-        {
+        while let Some(chunk) = resp.chunk().await.map_err(|e| transport_error(&e, url))? {
             if bytes.len() + chunk.len() > MAX_RESPONSE_BODY {
                 return Err(LlmError::new(
                     ErrorKind::Malformed,
                     format!(
-                        "response from {} is larger than {MAX_RESPONSE_BODY} bytes; not read further",
-                        self.url
+                        "response from {url} is larger than {MAX_RESPONSE_BODY} bytes; not read further"
                     ),
                 )
                 .into());
@@ -200,13 +322,13 @@ impl OpenAiBackend {
                 .unwrap_or_else(|| ErrorKind::from_status(status));
             let err = LlmError::new(
                 kind,
-                format!(
-                    "HTTP {status} from {}: {}",
-                    self.url,
-                    wire::truncate(&text, 500)
-                ),
+                format!("HTTP {status} from {url}: {}", wire::truncate(&text, 500)),
             );
-            return Err(AttemptError { err, retry_after });
+            return Err(AttemptError {
+                err,
+                retry_after,
+                status: Some(status),
+            });
         }
         let mut out = wire::parse_response_body(&text)?;
         out.latency_ms = start.elapsed().as_millis() as u64;
@@ -234,11 +356,33 @@ impl Backend for OpenAiBackend {
         Box::pin(async move {
             let body = wire::request_body(req);
             let mut attempt = 0;
+            // A fleet: a server's own failure moves the request to another at once,
+            // and such moves (one per other server) do not use up the retries.
+            let mut moves = self.endpoints.len() - 1;
             loop {
                 attempt += 1;
-                match self.attempt(&body).await {
-                    Ok(resp) => return Ok(resp),
-                    Err(AttemptError { err, retry_after }) => {
+                let i = self.pick();
+                match self.attempt(i, &body).await {
+                    Ok(resp) => {
+                        self.endpoints[i].answered.fetch_add(1, Ordering::Relaxed);
+                        self.mark(i, true);
+                        return Ok(resp);
+                    }
+                    Err(AttemptError {
+                        err,
+                        retry_after,
+                        status,
+                    }) => {
+                        let own = Self::server_fault(err.kind, status);
+                        if status.is_some() {
+                            self.endpoints[i].answered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        self.mark(i, !own);
+                        if own && moves > 0 {
+                            moves -= 1;
+                            attempt -= 1;
+                            continue;
+                        }
                         if !self.cfg.retry.should_retry(err.kind, attempt) {
                             return Err(err.with_attempts(attempt));
                         }
@@ -256,5 +400,30 @@ impl Backend for OpenAiBackend {
 
     fn name(&self) -> &str {
         "openai"
+    }
+
+    /// For a fleet: the requests each server answered and the failures that took
+    /// it out.
+    fn metrics_summary(&self) -> Option<String> {
+        if self.endpoints.len() < 2 {
+            return None;
+        }
+        let parts: Vec<String> = self
+            .endpoints
+            .iter()
+            .map(|e| {
+                let base = e.url.trim_end_matches("/chat/completions");
+                format!(
+                    "{base} {} answered, {} failed",
+                    e.answered.load(Ordering::Relaxed),
+                    e.failed.load(Ordering::Relaxed)
+                )
+            })
+            .collect();
+        Some(format!(
+            "fleet of {}: {}",
+            self.endpoints.len(),
+            parts.join("; ")
+        ))
     }
 }
