@@ -67,6 +67,13 @@ enum Command {
         /// No progress bars or per-stage lines; only the summary.
         #[arg(long)]
         quiet: bool,
+        /// Be worker I of N cooperating on the store (`2/4`; `auto`: the scheduler's
+        /// array index and count, SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT or
+        /// JOB_COMPLETION_INDEX with OTB_SHARDS): this worker computes its share of
+        /// the grid's chains and waits for the others' (taking over a dead worker's
+        /// after OTB_LEASE_S, default 60 s).
+        #[arg(long, value_name = "I/N|auto")]
+        shard: Option<String>,
     },
     /// Show each stage as fresh / would run / blocked, and why a stale one is stale.
     Status { experiment: PathBuf },
@@ -330,7 +337,11 @@ pub fn main() -> Result<ExitCode> {
     }
     let root = store_root(&cli.store);
     match cli.command {
-        Command::Run { experiment, quiet } => run(&root, &experiment, quiet),
+        Command::Run {
+            experiment,
+            quiet,
+            shard,
+        } => run(&root, &experiment, quiet, shard.as_deref()),
         Command::Status { experiment } => status(&root, &experiment),
         Command::Plan { experiment, format } => plan(&root, &experiment, format),
         Command::Export {
@@ -534,6 +545,7 @@ fn drive_with_heartbeat(
     exp: &Experiment,
     session: &Session<'_>,
     every: std::time::Duration,
+    who: &str,
 ) -> Result<(), stages::env::DriveError> {
     use std::io::IsTerminal;
     if every.is_zero() || std::io::stderr().is_terminal() {
@@ -544,7 +556,7 @@ fn drive_with_heartbeat(
         sc.spawn(move || {
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
                 eprintln!(
-                    "otb: {} {}: {}",
+                    "otb: {} {}{who}: {}",
                     clock(),
                     exp.name,
                     session.heartbeat(&stages::models::calls_line())
@@ -557,18 +569,61 @@ fn drive_with_heartbeat(
     })
 }
 
-/// `otb run`: every stage of the experiment that is not in the store yet.
-fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
+/// `OTB_LEASE_S`: after how long without a heartbeat a worker's lease or record
+/// counts as dead (default 60 s).
+fn lease_timeout() -> Result<std::time::Duration> {
+    match std::env::var("OTB_LEASE_S") {
+        Err(_) => Ok(std::time::Duration::from_secs(60)),
+        Ok(v) => v
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.2 && *s <= 86_400.0)
+            .map(std::time::Duration::from_secs_f64)
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "OTB_LEASE_S={v:?}: expected the seconds after which a silent worker counts as dead (0.2 to 86400)"
+                ))
+                .into()
+            }),
+    }
+}
+
+/// `otb run`: every stage of the experiment that is not in the store yet (with
+/// `--shard`, as one of several cooperating workers).
+fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<ExitCode> {
     let exp = load(experiment)?;
     let every = if quiet {
         std::time::Duration::ZERO
     } else {
         heartbeat_interval()?
     };
+    let shard = shard
+        .map(|t| pipeline::lease::parse_shard(t, &|k| std::env::var(k).ok()))
+        .transpose()
+        .map_err(BadInput)?;
+    let lease = lease_timeout()?;
     stages::driver::preflight(&exp)?;
-    let store = Store::open(root, Access::ReadWrite)?;
-    let session = Session::new(&store, Mode::Run, quiet);
-    drive_with_heartbeat(&exp, &session, every)?;
+    let access = if shard.is_some() {
+        Access::Shared
+    } else {
+        Access::ReadWrite
+    };
+    let store = Store::open(root, access)?;
+    let mut session = Session::new(&store, Mode::Run, quiet);
+    let mut coop = None;
+    if let Some(sh) = shard {
+        let owners = stages::plan::plan(&exp, &store)?.owners(sh.count);
+        let c = pipeline::lease::Coop::join(store.root(), sh, lease, owners)?;
+        session = session.with_coop(c.clone());
+        coop = Some(c);
+    }
+    let who = shard.map(|s| format!(" [shard {s}]")).unwrap_or_default();
+    let driven = drive_with_heartbeat(&exp, &session, every, &who);
+    if let Some(c) = &coop {
+        c.leave();
+    }
+    driven?;
     let reports = session.reports();
     let ran = session.executed();
     let errors: u64 = reports
@@ -576,11 +631,17 @@ fn run(root: &Path, experiment: &Path, quiet: bool) -> Result<ExitCode> {
         .filter(|r| r.state == NodeState::Ran)
         .map(|r| r.usage.errors)
         .sum();
+    let others = session.computed_by_others() as usize;
     outln!(
-        "{}: {} stages, {ran} ran, {} fresh{}",
+        "{}{who}: {} stages, {ran} ran, {} fresh{}{}",
         exp.name,
         reports.len(),
-        reports.len() - ran,
+        reports.len() - ran - others,
+        if others > 0 {
+            format!(", {others} computed by other workers")
+        } else {
+            String::new()
+        },
         if errors > 0 {
             format!(", {errors} model-call errors recorded")
         } else {

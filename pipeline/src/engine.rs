@@ -7,7 +7,7 @@
 //! [`Mode::Run`]) and `otb status` ([`Mode::Status`], which never computes anything).
 
 use crate::digest::Digest;
-use crate::error::StageError;
+use crate::error::{StageError, StoreError};
 use crate::key::KeyComponents;
 use crate::store::{Entry, Lookup, Staging, Store, Usage};
 use crate::table::{Row, TableMeta};
@@ -332,6 +332,26 @@ impl StageCtx<'_> {
     }
 }
 
+/// Who holds a lease, where and since when: `shard 2/4 on host h (pid 12) since
+/// 12:01:02 UTC, last heartbeat 3s ago`.
+fn lease_text(h: &crate::lease::Holder) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let s = h.started_ms / 1000 % 86_400;
+    format!(
+        "{} on host {} (pid {}) since {:02}:{:02}:{:02} UTC, last heartbeat {} ago",
+        h.worker,
+        h.host,
+        h.pid,
+        s / 3600,
+        s % 3600 / 60,
+        s % 60,
+        short_duration(Duration::from_millis(now.saturating_sub(h.heartbeat_ms)))
+    )
+}
+
 /// `1h 02m`, `4m 10s`, `12s`.
 fn short_duration(d: Duration) -> String {
     let s = d.as_secs();
@@ -374,6 +394,10 @@ pub struct Session<'s> {
     /// The nodes being computed now, since when, and their progress bars (what a
     /// heartbeat line reports).
     active: Mutex<Vec<Active>>,
+    /// Cooperating with other workers on the store (`otb run --shard`).
+    coop: Option<Arc<crate::lease::Coop>>,
+    /// Nodes found computed by another worker in this session.
+    by_others: AtomicU32,
 }
 
 /// A node being computed.
@@ -401,6 +425,61 @@ impl<'s> Session<'s> {
             next: AtomicU32::new(0),
             computing: Mutex::default(),
             active: Mutex::default(),
+            coop: None,
+            by_others: AtomicU32::new(0),
+        }
+    }
+
+    /// Cooperate with the other workers of the store: a missing node is computed
+    /// only under its lease, and another shard's node is waited for while that
+    /// shard's worker is alive (see [`crate::lease`]).
+    pub fn with_coop(mut self, coop: Arc<crate::lease::Coop>) -> Self {
+        self.coop = Some(coop);
+        self
+    }
+
+    /// Nodes of this session that another worker computed while this one waited.
+    pub fn computed_by_others(&self) -> u32 {
+        self.by_others.load(Ordering::Relaxed)
+    }
+
+    /// Until `node` is in the store (another worker published it: `Ok(Err(entry))`)
+    /// or this worker holds its lease (`Ok(Ok(guard))`): a node another live shard
+    /// owns, or one whose lease another worker holds, is polled for, with one line
+    /// saying so.
+    fn cooperate(
+        &self,
+        coop: &crate::lease::Coop,
+        node: &str,
+        components: &KeyComponents,
+        key: &Digest,
+    ) -> Result<Result<crate::lease::LeaseGuard, Entry>, StoreError> {
+        let poll = (coop.timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        let mut told = String::new();
+        loop {
+            if let Lookup::Hit(e) = self.store.inspect(components) {
+                return Ok(Err(*e));
+            }
+            let why = match coop.other_owner(node) {
+                Some(owner) => format!("shard {owner} computes it"),
+                None => match coop.claim(node, key)? {
+                    crate::lease::Claim::Held(guard) => {
+                        // Published between the lookup and the lease?
+                        if let Lookup::Hit(e) = self.store.inspect(components) {
+                            return Ok(Err(*e));
+                        }
+                        return Ok(Ok(guard));
+                    }
+                    crate::lease::Claim::Busy(h) => {
+                        format!("{} computes it (host {}, pid {})", h.worker, h.host, h.pid)
+                    }
+                },
+            };
+            if why != told {
+                self.println(&format!("  waiting for {node}: {why}"));
+                told = why;
+            }
+            std::thread::sleep(poll);
         }
     }
 
@@ -657,7 +736,10 @@ impl<'s> Session<'s> {
                     }
                 }
             };
-            if self.store.in_progress(stage, &key) {
+            if let Some(h) = crate::lease::lease_of(self.store.root(), &key) {
+                reasons.retain(|r| r != "never run");
+                reasons.insert(0, format!("in progress: {}", lease_text(&h)));
+            } else if self.store.in_progress(stage, &key) {
                 // Started but not published: "never run" would say otherwise.
                 reasons.retain(|r| r != "never run");
                 reasons.insert(
@@ -676,6 +758,28 @@ impl<'s> Session<'s> {
                 .quarantine(stage, &key, reason)
                 .map_err(store_err)?;
         }
+        let _lease = match &self.coop {
+            None => None,
+            Some(coop) => match self
+                .cooperate(coop, node, &components, &key)
+                .map_err(store_err)?
+            {
+                Ok(guard) => Some(guard),
+                Err(entry) => {
+                    self.store
+                        .record_slot(node, &components)
+                        .map_err(store_err)?;
+                    self.by_others.fetch_add(1, Ordering::Relaxed);
+                    report.rows = entry.rows();
+                    report.wall_ms = entry.manifest.wall_ms;
+                    report.finished_unix = entry.manifest.created_unix;
+                    report.usage = entry.manifest.usage.clone();
+                    self.println(&format!("  {node}: computed by another worker"));
+                    self.report(seq, report);
+                    return Ok(Handle::ready(node, entry));
+                }
+            },
+        };
         let start = Instant::now();
         let mut ctx = StageCtx {
             inputs: inputs

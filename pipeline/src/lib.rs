@@ -77,6 +77,7 @@ pub mod gc;
 pub mod journal;
 pub mod key;
 mod layout;
+pub mod lease;
 pub mod store;
 pub mod table;
 

@@ -185,6 +185,19 @@ pub enum Access {
     ReadOnly,
     /// Creates the store, takes the exclusive lock, cleans crash leftovers.
     ReadWrite,
+    /// One of several cooperating writers (`otb run --shard`): creates the store,
+    /// takes the lock shared (an exclusive opener such as `gc` or a plain `otb run`
+    /// waits for every worker), leaves `tmp/` alone (it may hold other workers'
+    /// staging directories). Who computes a node is decided by leases
+    /// ([`crate::lease`]); a key published twice keeps its first entry.
+    Shared,
+}
+
+impl Access {
+    /// Whether this access may write.
+    pub fn writes(self) -> bool {
+        self != Access::ReadOnly
+    }
 }
 
 /// `p` as an absolute path with what exists of it resolved (symbolic links, `..`)
@@ -337,14 +350,24 @@ impl Store {
             .write(true)
             .open(&lock_path)
             .map_err(|e| StoreError::new(StoreErrorKind::NotWritable(e.to_string()), &root))?;
-        match lock.try_lock() {
+        let tried = if access == Access::Shared {
+            lock.try_lock_shared()
+        } else {
+            lock.try_lock()
+        };
+        match tried {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 eprintln!(
                     "otb: waiting for the store lock ({}): another otb process is using this store",
                     lock_path.display()
                 );
-                lock.lock().map_err(|e| StoreError::io(&lock_path, e))?;
+                if access == Access::Shared {
+                    lock.lock_shared()
+                } else {
+                    lock.lock()
+                }
+                .map_err(|e| StoreError::io(&lock_path, e))?;
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::io(&lock_path, e)),
         }
@@ -360,7 +383,25 @@ impl Store {
         for d in ["tmp", "slots", "quarantine"] {
             fs::create_dir_all(root.join(d)).map_err(|e| StoreError::io(&root.join(d), e))?;
         }
-        for (path, why) in store.clean_tmp()? {
+        // Other workers' staging directories are in `tmp/` while they run: only an
+        // exclusive opener cleans it, and the leases and worker records that dead
+        // workers left (no worker is alive while the lock is held exclusively).
+        let left = if access == Access::Shared {
+            Vec::new()
+        } else {
+            for d in [
+                crate::lease::lease_dir(&root),
+                crate::lease::worker_dir(&root),
+            ] {
+                for item in fs::read_dir(&d).into_iter().flatten().flatten() {
+                    if item.file_type().is_ok_and(|t| t.is_file()) {
+                        let _ = fs::remove_file(item.path());
+                    }
+                }
+            }
+            store.clean_tmp()?
+        };
+        for (path, why) in left {
             eprintln!(
                 "otb: warning: left {} alone in the store's tmp/: {why}",
                 path.display()
@@ -439,7 +480,7 @@ impl Store {
     pub fn lookup(&self, components: &KeyComponents) -> Lookup {
         let found = self.inspect(components);
         if let Lookup::Corrupt { reason } = &found {
-            if self.access == Access::ReadWrite {
+            if self.access.writes() {
                 let key = components.key();
                 if let Err(e) = self.quarantine(&components.stage, &key, reason) {
                     eprintln!("otb: warning: {e}");
@@ -469,7 +510,7 @@ impl Store {
                 &dir,
             )
         };
-        if self.access != Access::ReadWrite {
+        if !self.access.writes() {
             return Err(stuck("the store is opened read-only".into()));
         }
         if !layout::is_stage_name(stage) || !layout::is_key_name(&key.0) {
@@ -499,7 +540,7 @@ impl Store {
     /// Start writing a stage output into a private staging directory. The staging
     /// directory is deleted when the [`Staging`] is dropped without being committed.
     pub fn begin(&self, components: &KeyComponents) -> Result<Staging, StoreError> {
-        if self.access != Access::ReadWrite {
+        if !self.access.writes() {
             return Err(StoreError::new(
                 StoreErrorKind::NotWritable("opened read-only".into()),
                 &self.root,
@@ -616,7 +657,7 @@ impl Store {
     /// Remember the components `node` was last keyed with (for `status` reasons).
     /// Does nothing in a read-only store.
     pub fn record_slot(&self, node: &str, components: &KeyComponents) -> Result<(), StoreError> {
-        if self.access != Access::ReadWrite {
+        if !self.access.writes() {
             return Ok(());
         }
         let rec = SlotRecord {

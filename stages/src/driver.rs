@@ -39,7 +39,7 @@ pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
 /// Run (or, in status mode, plan) every stage of `exp`. The experiment's models were
 /// checked when it was parsed; they are loaded on first use.
 pub fn drive(exp: &Experiment, s: &Session<'_>) -> Result<RunOutput, DriveError> {
-    let models = Models::for_store(s.store().root());
+    let models = Models::for_store(s.store());
     let out = crate::env::Recorder::default();
     let mut cx = crate::env::Cx::new(s, &models, &out);
     for env in &exp.envs {

@@ -67,6 +67,38 @@ pub fn plan(exp: &Experiment, store: &Store) -> Result<Plan, DriveError> {
 }
 
 impl Plan {
+    /// Each grid node's owner among `shards` cooperating workers (1..=shards): the
+    /// plan's chains -- a setting or tool set with a method, agent and editor -- in
+    /// plan order, dealt out in turn, so independent chains spread evenly and a
+    /// chain's nodes stay with one worker. Nodes outside the grid (`bfcl-data`,
+    /// `opacify`, an environment's positions or questions) are in no chain: the first
+    /// worker to lease one computes it.
+    pub fn owners(&self, shards: u32) -> std::collections::HashMap<String, u32> {
+        let mut chains: Vec<(String, String, String, String)> = Vec::new();
+        let mut out = std::collections::HashMap::new();
+        for n in &self.nodes {
+            let Some(c) = &n.cell else { continue };
+            if c.agent.is_empty() {
+                continue;
+            }
+            let chain = (
+                c.setting.clone(),
+                c.method.clone(),
+                c.agent.clone(),
+                c.editor.clone(),
+            );
+            let i = match chains.iter().position(|x| *x == chain) {
+                Some(i) => i,
+                None => {
+                    chains.push(chain);
+                    chains.len() - 1
+                }
+            };
+            out.insert(n.node.clone(), (i as u32) % shards.max(1) + 1);
+        }
+        out
+    }
+
     /// The plan of a status-mode session's reports: each node once (a node that
     /// several chains share, such as an agent-free opacify, is listed where it first
     /// appears).

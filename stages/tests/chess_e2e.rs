@@ -395,7 +395,7 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
         kind: stages::models::ModelKind::Scripted,
         name: name.into(),
     };
-    let models = stages::models::Models::for_store(store.root())
+    let models = stages::models::Models::for_store(&store)
         .with_agent(spec("random"), agent.clone())
         .with_editor(spec("silent"), editor.clone());
     let s = Session::new(&store, Mode::Run, true);

@@ -31,6 +31,8 @@ type BackendRef = (Arc<dyn Backend>, String);
 #[derive(Default)]
 pub struct Shared {
     inner: Mutex<SharedInner>,
+    /// Open call caches taking their lock per write (cooperating workers share them).
+    pub per_write: bool,
 }
 
 #[derive(Default)]
@@ -66,9 +68,13 @@ impl Shared {
         if let Some(c) = s.caches.get(dir) {
             return Ok(c.clone());
         }
-        let c = Arc::new(
+        let opened = if self.per_write {
+            CallCache::open_per_write(dir)
+        } else {
             CallCache::open(dir)
-                .map_err(|e| Failure::infra(format!("call cache {}: {e}", dir.display())))?,
+        };
+        let c = Arc::new(
+            opened.map_err(|e| Failure::infra(format!("call cache {}: {e}", dir.display())))?,
         );
         s.caches.insert(dir.to_path_buf(), c.clone());
         Ok(c)

@@ -491,12 +491,15 @@ impl Models {
     }
 
     /// Models whose calls are cached in `<store>/cache/llm` and embeddings in
-    /// `<store>/cache/embed`.
-    pub fn for_store(store_root: &Path) -> Models {
-        Models::new(
-            &store_root.join("cache").join("llm"),
-            &store_root.join("cache").join("embed"),
-        )
+    /// `<store>/cache/embed`; a store shared by cooperating workers has its call
+    /// cache locked per write.
+    pub fn for_store(store: &pipeline::Store) -> Models {
+        let mut m = Models::new(
+            &store.root().join("cache").join("llm"),
+            &store.root().join("cache").join("embed"),
+        );
+        m.llm.per_write = store.access() == pipeline::Access::Shared;
+        m
     }
 
     /// Models whose calls are cached in `cache_dir` and embeddings in `embed_cache`.

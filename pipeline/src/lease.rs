@@ -1,0 +1,442 @@
+//! Cooperative workers on one store (`otb run --shard I/N`): who computes a node.
+//!
+//! Every worker walks the whole plan; a node missing from the store is computed by
+//! the worker that holds its **lease**, a file `cache/leases/<key>.json` created with
+//! `create_new` (so exactly one worker gets it) and refreshed by a heartbeat while
+//! the node is computed. A lease whose heartbeat is older than the timeout belongs
+//! to a worker that died: it is taken over (renamed away -- only one worker's rename
+//! succeeds -- and created anew). Each node has an **owner shard** (chains spread
+//! over the shards in plan order); a worker leaves another shard's node to it while
+//! that shard's **worker record** (`cache/workers/shard-I-of-N.json`, also
+//! heartbeated) is alive, and polls the store for the node's output meanwhile. So a
+//! node is computed once on purpose; should two workers compute one anyway, the
+//! store's publish keeps the first entry and drops the other without error.
+
+use crate::digest::Digest;
+use crate::error::StoreError;
+use crate::fsio::write_atomic;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Which of `count` cooperating workers this is (`index` counts from 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This worker, 1..=count.
+    pub index: u32,
+    /// Workers in all.
+    pub count: u32,
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// What a lease or worker record says (the file's JSON).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Holder {
+    /// `shard I/N`, or `otb run` for a worker without a shard.
+    pub worker: String,
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// The node (leases only).
+    #[serde(default)]
+    pub node: String,
+    /// When it was taken (Unix milliseconds).
+    pub started_ms: u64,
+    /// Last heartbeat (Unix milliseconds).
+    pub heartbeat_ms: u64,
+}
+
+impl Holder {
+    /// Whether its heartbeat is older than `timeout`.
+    pub fn expired(&self, timeout: Duration) -> bool {
+        now_ms().saturating_sub(self.heartbeat_ms) > timeout.as_millis() as u64
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn host() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Where the leases of a store live.
+pub fn lease_dir(root: &Path) -> PathBuf {
+    root.join("cache").join("leases")
+}
+
+/// Where the worker records of a store live.
+pub fn worker_dir(root: &Path) -> PathBuf {
+    root.join("cache").join("workers")
+}
+
+fn lease_path(root: &Path, key: &Digest) -> PathBuf {
+    lease_dir(root).join(format!("{}.json", key.0))
+}
+
+fn worker_path(root: &Path, shard: Shard) -> PathBuf {
+    worker_dir(root).join(format!("shard-{}-of-{}.json", shard.index, shard.count))
+}
+
+/// The lease on `key`, if a worker holds one (expired or not).
+pub fn lease_of(root: &Path, key: &Digest) -> Option<Holder> {
+    read_holder(&lease_path(root, key))
+}
+
+fn read_holder(path: &Path) -> Option<Holder> {
+    let bytes = fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// The outcome of asking for a lease.
+pub enum Claim {
+    /// This worker holds it now (released when dropped).
+    Held(LeaseGuard),
+    /// Another worker holds a live lease.
+    Busy(Holder),
+}
+
+/// A held lease: removed when dropped (the node published, or failed).
+pub struct LeaseGuard {
+    path: PathBuf,
+    key: Digest,
+    held: Arc<Mutex<HashSet<Digest>>>,
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Ok(mut h) = self.held.lock() {
+            h.remove(&self.key);
+        }
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// One worker's part in cooperating: its shard, the owner of each node, its
+/// leases, and the heartbeat that keeps them and its worker record alive.
+pub struct Coop {
+    root: PathBuf,
+    /// This worker's shard.
+    pub shard: Shard,
+    /// A lease or record older than this belongs to a dead worker.
+    pub timeout: Duration,
+    owners: HashMap<String, u32>,
+    me: Holder,
+    held: Arc<Mutex<HashSet<Digest>>>,
+    started: std::time::Instant,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Coop {
+    /// Join the workers of `root` as `shard`; `owners` gives each node's owner shard
+    /// (a node not in it is anyone's: the first worker to lease it computes it).
+    /// Writes this worker's record and starts its heartbeat thread.
+    pub fn join(
+        root: &Path,
+        shard: Shard,
+        timeout: Duration,
+        owners: HashMap<String, u32>,
+    ) -> Result<Arc<Coop>, StoreError> {
+        for d in [lease_dir(root), worker_dir(root)] {
+            fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
+        }
+        let now = now_ms();
+        let me = Holder {
+            worker: format!("shard {shard}"),
+            host: host(),
+            pid: std::process::id(),
+            node: String::new(),
+            started_ms: now,
+            heartbeat_ms: now,
+        };
+        let coop = Arc::new(Coop {
+            root: root.to_path_buf(),
+            shard,
+            timeout,
+            owners,
+            me,
+            held: Arc::default(),
+            started: std::time::Instant::now(),
+            stop: Arc::default(),
+        });
+        coop.beat()?;
+        let c = coop.clone();
+        std::thread::spawn(move || {
+            let every = (c.timeout / 4).max(Duration::from_millis(50));
+            while !c.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(every);
+                let _ = c.beat();
+            }
+        });
+        Ok(coop)
+    }
+
+    /// Refresh the worker record and every held lease.
+    fn beat(&self) -> Result<(), StoreError> {
+        let now = now_ms();
+        let me = Holder {
+            heartbeat_ms: now,
+            ..self.me.clone()
+        };
+        write_holder(&worker_path(&self.root, self.shard), &me)?;
+        let held: Vec<Digest> = self
+            .held
+            .lock()
+            .map(|h| h.iter().cloned().collect())
+            .unwrap_or_default();
+        for key in held {
+            let path = lease_path(&self.root, &key);
+            if let Some(mut l) = read_holder(&path) {
+                if l.pid == self.me.pid && l.host == self.me.host {
+                    l.heartbeat_ms = now;
+                    write_holder(&path, &l)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop the heartbeat and remove this worker's record (a clean end).
+    pub fn leave(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = fs::remove_file(worker_path(&self.root, self.shard));
+    }
+
+    /// The shard that owns `node`, when it is not this worker's and that worker is
+    /// alive (its record's heartbeat is fresh; a record not written yet counts as
+    /// alive for one timeout after this worker started): then this worker waits for
+    /// the node instead of computing it.
+    pub fn other_owner(&self, node: &str) -> Option<Shard> {
+        let owner = *self.owners.get(node)?;
+        if owner == self.shard.index {
+            return None;
+        }
+        let other = Shard {
+            index: owner,
+            count: self.shard.count,
+        };
+        match read_holder(&worker_path(&self.root, other)) {
+            Some(h) if !h.expired(self.timeout) => Some(other),
+            None if self.started.elapsed() < self.timeout => Some(other),
+            _ => None,
+        }
+    }
+
+    /// Try to lease `key` for `node`: held, or busy with another worker's live lease.
+    /// An expired lease is taken over.
+    pub fn claim(&self, node: &str, key: &Digest) -> Result<Claim, StoreError> {
+        let path = lease_path(&self.root, key);
+        for _ in 0..3 {
+            let now = now_ms();
+            let mine = Holder {
+                node: node.to_string(),
+                started_ms: now,
+                heartbeat_ms: now,
+                ..self.me.clone()
+            };
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(f) => {
+                    drop(f);
+                    write_holder(&path, &mine)?;
+                    if let Ok(mut h) = self.held.lock() {
+                        h.insert(key.clone());
+                    }
+                    return Ok(Claim::Held(LeaseGuard {
+                        path,
+                        key: key.clone(),
+                        held: self.held.clone(),
+                    }));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    match read_holder(&path) {
+                        // Being written by its creator this instant: busy.
+                        None => {
+                            return Ok(Claim::Busy(Holder {
+                                node: node.to_string(),
+                                ..mine
+                            }))
+                        }
+                        Some(h) if !h.expired(self.timeout) => return Ok(Claim::Busy(h)),
+                        Some(_) => {
+                            // Dead holder: move its lease away (one worker's rename
+                            // wins), then try again.
+                            let aside = path.with_extension(format!(
+                                "expired-{}-{}",
+                                std::process::id(),
+                                now
+                            ));
+                            if fs::rename(&path, &aside).is_ok() {
+                                let _ = fs::remove_file(&aside);
+                            }
+                        }
+                    }
+                }
+                Err(e) => return Err(StoreError::io(&path, e)),
+            }
+        }
+        Ok(Claim::Busy(Holder {
+            node: node.to_string(),
+            ..self.me.clone()
+        }))
+    }
+}
+
+impl Drop for Coop {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+fn write_holder(path: &Path, h: &Holder) -> Result<(), StoreError> {
+    let json = serde_json::to_vec(h).map_err(|e| {
+        StoreError::new(crate::error::StoreErrorKind::Manifest(e.to_string()), path)
+    })?;
+    write_atomic(path, &json)
+}
+
+/// `I/N` (I counts from 1), or `auto`: the scheduler's array index and count
+/// (`SLURM_ARRAY_TASK_ID` with `SLURM_ARRAY_TASK_MIN` and `SLURM_ARRAY_TASK_COUNT`;
+/// a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX`, counted from 0, with
+/// `OTB_SHARDS`). `env` reads a variable.
+pub fn parse_shard(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, String> {
+    let num = |name: &str| -> Result<Option<u32>, String> {
+        match env(name) {
+            None => Ok(None),
+            Some(v) => v
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| format!("{name}={v:?} is not a whole number")),
+        }
+    };
+    let shard = if text.trim() == "auto" {
+        if let (Some(id), Some(count)) =
+            (num("SLURM_ARRAY_TASK_ID")?, num("SLURM_ARRAY_TASK_COUNT")?)
+        {
+            let min = num("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            Shard {
+                index: id
+                    .checked_sub(min)
+                    .ok_or("SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN")?
+                    + 1,
+                count,
+            }
+        } else if let Some(idx) = num("JOB_COMPLETION_INDEX")? {
+            let count = num("OTB_SHARDS")?.ok_or(
+                "JOB_COMPLETION_INDEX is set but OTB_SHARDS (the Job's completions) is not",
+            )?;
+            Shard {
+                index: idx + 1,
+                count,
+            }
+        } else {
+            return Err("--shard auto: no SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT nor JOB_COMPLETION_INDEX / OTB_SHARDS in the environment".into());
+        }
+    } else {
+        let (i, n) = text
+            .split_once('/')
+            .ok_or_else(|| format!("--shard {text:?}: expected I/N (e.g. 2/4) or auto"))?;
+        let parse = |s: &str| {
+            s.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("--shard {text:?}: expected I/N (e.g. 2/4) or auto"))
+        };
+        Shard {
+            index: parse(i)?,
+            count: parse(n)?,
+        }
+    };
+    if shard.count == 0 || shard.index == 0 || shard.index > shard.count {
+        return Err(format!(
+            "--shard {shard}: the index counts from 1 and is at most the count"
+        ));
+    }
+    Ok(shard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_parse_from_text_and_schedulers() {
+        let none = |_: &str| None;
+        assert_eq!(parse_shard("2/4", &none), Ok(Shard { index: 2, count: 4 }));
+        for bad in ["0/4", "5/4", "1/0", "x", "1-4", "auto"] {
+            assert!(parse_shard(bad, &none).is_err(), "{bad}");
+        }
+        let slurm = |k: &str| match k {
+            "SLURM_ARRAY_TASK_ID" => Some("3".into()),
+            "SLURM_ARRAY_TASK_MIN" => Some("1".into()),
+            "SLURM_ARRAY_TASK_COUNT" => Some("4".into()),
+            _ => None,
+        };
+        assert_eq!(
+            parse_shard("auto", &slurm),
+            Ok(Shard { index: 3, count: 4 })
+        );
+        let k8s = |k: &str| match k {
+            "JOB_COMPLETION_INDEX" => Some("0".into()),
+            "OTB_SHARDS" => Some("8".into()),
+            _ => None,
+        };
+        assert_eq!(parse_shard("auto", &k8s), Ok(Shard { index: 1, count: 8 }));
+        let half = |k: &str| (k == "JOB_COMPLETION_INDEX").then(|| "0".to_string());
+        assert!(parse_shard("auto", &half)
+            .unwrap_err()
+            .contains("OTB_SHARDS"));
+    }
+
+    #[test]
+    fn one_worker_gets_a_lease_and_a_dead_workers_lease_is_taken_over() {
+        let d = std::env::temp_dir().join(format!("otb-lease-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        let key = Digest("ab".repeat(32));
+        let shard = Shard { index: 1, count: 2 };
+        let a = Coop::join(&d, shard, Duration::from_millis(300), HashMap::new()).unwrap();
+        let b = Coop::join(
+            &d,
+            Shard { index: 2, count: 2 },
+            Duration::from_millis(300),
+            HashMap::new(),
+        )
+        .unwrap();
+        let Claim::Held(guard) = a.claim("n", &key).unwrap() else {
+            panic!("the first claim holds")
+        };
+        assert!(matches!(b.claim("n", &key).unwrap(), Claim::Busy(h) if h.node == "n"));
+        // a's heartbeat keeps it alive past the timeout.
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(matches!(b.claim("n", &key).unwrap(), Claim::Busy(_)));
+        // a dies (its heartbeat stops, the lease stays): b takes it over.
+        a.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        std::mem::forget(guard);
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(matches!(b.claim("n", &key).unwrap(), Claim::Held(_)));
+        b.leave();
+        let _ = fs::remove_dir_all(&d);
+    }
+}

@@ -1,0 +1,216 @@
+//! `otb run --shard I/N`: cooperating workers on one store. Four workers make the
+//! tables of one process and compute each node once; a worker killed while it holds
+//! a lease is taken over once the lease expires (and `otb status` says who holds a
+//! node meanwhile); bad shard arguments are one line before the store is touched.
+
+mod common;
+
+use common::{one_error_line, otb, stdout_ok};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn scripted() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/scripted.toml")
+}
+
+fn worker(store: &Path, exp: &Path, shard: &str) -> Command {
+    let mut c = otb();
+    c.arg("--store")
+        .arg(store)
+        .arg("run")
+        .arg(exp)
+        .args(["--shard", shard])
+        .env("OTB_HEARTBEAT_S", "0");
+    c
+}
+
+fn table2(store: &Path, exp: &Path) -> String {
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .args(["table", "table2", "--format", "csv", "--experiment"])
+            .arg(exp)
+            .output()
+            .unwrap(),
+    )
+    .lines()
+    .filter(|l| l.contains(",run,"))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// The nodes a worker's stderr says it computed (`  ran NODE in ...`).
+fn ran(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ran "))
+        .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+/// The number of stages of a plain run's summary (`name: N stages, X ran, ...`).
+fn plain_run(store: &Path, exp: &Path) -> String {
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .arg("run")
+            .arg(exp)
+            .arg("--quiet")
+            .output()
+            .unwrap(),
+    )
+}
+
+#[test]
+fn four_workers_make_the_tables_of_one_process_and_compute_each_node_once() {
+    let d = tempfile::tempdir().unwrap();
+    let exp = scripted();
+    let one = d.path().join("one");
+    let summary = plain_run(&one, &exp);
+    let total: usize = summary
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("stage count");
+
+    let shared = d.path().join("shared");
+    let children: Vec<_> = (1..=4)
+        .map(|i| {
+            worker(&shared, &exp, &format!("{i}/4"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut computed = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("[shard "), "{stdout}");
+        let mine = ran(&stderr);
+        assert!(
+            !mine.is_empty(),
+            "every worker computes its share: {stderr}"
+        );
+        computed.extend(mine);
+    }
+    // Each node computed once, all of them.
+    let mut sorted = computed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        computed.len(),
+        "a node computed twice: {computed:?}"
+    );
+    assert_eq!(computed.len(), total);
+    // The tables of one process, and nothing left to do.
+    assert_eq!(table2(&shared, &exp), table2(&one, &exp));
+    assert!(
+        plain_run(&shared, &exp).contains(&format!("{total} stages, 0 ran")),
+        "all fresh"
+    );
+}
+
+#[test]
+fn a_killed_workers_nodes_are_taken_over_after_its_lease_expires() {
+    let d = tempfile::tempdir().unwrap();
+    let exp = scripted();
+    let store = d.path().join("store");
+    // Worker 1 stops at its first publish, holding that node's lease.
+    let mut first = worker(&store, &exp, "1/2")
+        .env("OTB_LEASE_S", "1")
+        .env("OTB_FAULT_PAUSE", "publish")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let paused = store.join("tmp").join("PAUSED");
+    let t = Instant::now();
+    while !paused.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "worker 1 never paused"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // `otb status` says who holds the node being computed.
+    let status = stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(&store)
+            .arg("status")
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        status.contains("in progress: shard 1/2 on host ") && status.contains(" since "),
+        "{status}"
+    );
+    let second = worker(&store, &exp, "2/2")
+        .env("OTB_LEASE_S", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("computes it (host "),
+        "worker 2 waited for the lease first: {stderr}"
+    );
+    let computed = ran(&stderr);
+    let mut sorted = computed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), computed.len(), "a node computed twice");
+
+    let one = d.path().join("one");
+    let summary = plain_run(&one, &exp);
+    assert_eq!(table2(&store, &exp), table2(&one, &exp));
+    let total = summary
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .unwrap();
+    assert_eq!(
+        computed.len().to_string(),
+        total,
+        "worker 2 computed everything"
+    );
+    assert!(plain_run(&store, &exp).contains(" 0 ran"), "all fresh");
+}
+
+#[test]
+fn bad_shards_are_one_line_before_the_store_is_touched() {
+    let d = tempfile::tempdir().unwrap();
+    let store = d.path().join("store");
+    let exp = scripted();
+    for bad in ["0/4", "5/4", "two", "auto"] {
+        let out = worker(&store, &exp, bad)
+            .env_remove("SLURM_ARRAY_TASK_ID")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .output()
+            .unwrap();
+        let err = one_error_line(&out);
+        assert!(err.contains("--shard"), "{err}");
+    }
+    let out = worker(&store, &exp, "1/2")
+        .env("OTB_LEASE_S", "soon")
+        .output()
+        .unwrap();
+    assert!(one_error_line(&out).contains("OTB_LEASE_S"));
+    assert!(!store.exists());
+}
