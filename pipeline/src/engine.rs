@@ -454,7 +454,9 @@ impl<'s> Session<'s> {
         components: &KeyComponents,
         key: &Digest,
     ) -> Result<Result<crate::lease::LeaseGuard, Entry>, StoreError> {
-        let poll = (coop.timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        // Short nodes are common: poll fast at first, then back off.
+        let most = (coop.timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        let mut poll = Duration::from_millis(10);
         let mut told = String::new();
         loop {
             if let Lookup::Hit(e) = self.store.inspect(components) {
@@ -480,6 +482,7 @@ impl<'s> Session<'s> {
                 told = why;
             }
             std::thread::sleep(poll);
+            poll = (poll * 3 / 2).min(most);
         }
     }
 
