@@ -140,4 +140,23 @@ fn embedded_model_runs_each_baseline() {
         assert!(docs > 0, "{method} spent no tokens: {row}");
     }
     assert_eq!(s.run().executed(), 0, "a rerun is answered from the store");
+    // A fully cached rerun opens no model file: with the embedded model and MiniLM
+    // pointed at files that do not exist, it still succeeds and runs nothing.
+    let missing = s.dir.path().join("no-such-model");
+    let out = common::otb()
+        .arg("--store")
+        .arg(s.store())
+        .arg("run")
+        .arg(s.exp())
+        .env("OTB_EMBEDDED_MODEL", missing.join("model.gguf"))
+        .env("OTB_MINILM_DIR", &missing)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "a cached rerun opened a model: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" 0 ran"), "{stdout}");
 }
