@@ -50,6 +50,43 @@ fn ran(stderr: &str) -> Vec<String> {
         .collect()
 }
 
+/// Run `n` workers of `exp` on `store` at once; each must succeed and compute
+/// something. Returns every node they say they computed, asserting none twice.
+fn workers(store: &Path, exp: &Path, n: u32) -> Vec<String> {
+    let children: Vec<_> = (1..=n)
+        .map(|i| {
+            worker(store, exp, &format!("{i}/{n}"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut computed = Vec::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("[shard "), "{stdout}");
+        computed.extend(ran(&stderr));
+    }
+    once(&computed);
+    computed
+}
+
+/// No node in `computed` twice.
+fn once(computed: &[String]) {
+    let mut sorted = computed.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        computed.len(),
+        "a node computed twice: {computed:?}"
+    );
+}
+
 /// The number of stages of a plain run's summary (`name: N stages, X ran, ...`).
 fn plain_run(store: &Path, exp: &Path) -> String {
     stdout_ok(
@@ -78,38 +115,7 @@ fn four_workers_make_the_tables_of_one_process_and_compute_each_node_once() {
         .expect("stage count");
 
     let shared = d.path().join("shared");
-    let children: Vec<_> = (1..=4)
-        .map(|i| {
-            worker(&shared, &exp, &format!("{i}/4"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut computed = Vec::new();
-    for c in children {
-        let out = c.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{stderr}");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains("[shard "), "{stdout}");
-        let mine = ran(&stderr);
-        assert!(
-            !mine.is_empty(),
-            "every worker computes its share: {stderr}"
-        );
-        computed.extend(mine);
-    }
-    // Each node computed once, all of them.
-    let mut sorted = computed.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(
-        sorted.len(),
-        computed.len(),
-        "a node computed twice: {computed:?}"
-    );
+    let computed = workers(&shared, &exp, 4);
     assert_eq!(computed.len(), total);
     // The tables of one process, and nothing left to do.
     assert_eq!(table2(&shared, &exp), table2(&one, &exp));
@@ -172,10 +178,7 @@ fn a_killed_workers_nodes_are_taken_over_after_its_lease_expires() {
         "worker 2 waited for the lease first: {stderr}"
     );
     let computed = ran(&stderr);
-    let mut sorted = computed.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(sorted.len(), computed.len(), "a node computed twice");
+    once(&computed);
 
     let one = d.path().join("one");
     let summary = plain_run(&one, &exp);
@@ -239,30 +242,7 @@ fn search_workers_make_the_table_of_one_process() {
         .and_then(|n| n.parse().ok())
         .expect("ran count");
     let shared = d.path().join("shared");
-    let children: Vec<_> = (1..=3)
-        .map(|i| {
-            worker(&shared, &exp, &format!("{i}/3"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut computed = Vec::new();
-    for c in children {
-        let out = c.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{stderr}");
-        computed.extend(ran(&stderr));
-    }
-    let mut sorted = computed.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(
-        sorted.len(),
-        computed.len(),
-        "a node computed twice: {computed:?}"
-    );
+    let computed = workers(&shared, &exp, 3);
     assert_eq!(computed.len(), ran_once);
     let table4 = |store: &Path| {
         stdout_ok(
