@@ -11,7 +11,10 @@
 
 mod common;
 
-use std::path::Path;
+use common::{one_error_line, otb, stdout_ok};
+use datasets::search::real::encrypt;
+use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -232,4 +235,343 @@ fn engines_that_hang_or_print_garbage_end_with_one_line_or_are_restarted() {
             });
         }
     });
+}
+
+// ---------------------------------------------------------------------------------
+// BrowseComp-Plus files (a small fixture written here, in the dataset's shape)
+
+const CANARY: &str = "hostile fixture canary";
+
+/// One document of a fixture corpus: `docid`, `text`, `url`.
+fn doc(docid: &str, text: &str, url: &str) -> String {
+    json!({"docid": docid, "text": text, "url": url}).to_string()
+}
+
+/// The fixture's documents: three named domains and one outside.
+fn docs() -> Vec<String> {
+    vec![
+        doc(
+            "d1",
+            "The lighthouse keeper of Skerry Point wrote a diary in 1911.",
+            "https://en.wikipedia.org/wiki/Skerry",
+        ),
+        doc(
+            "d2",
+            "Report: the Skerry Point lighthouse was automated in 1987.",
+            "https://www.nytimes.com/skerry",
+        ),
+        doc(
+            "d3",
+            "A survey of tidal energy in northern straits.",
+            "https://arxiv.org/abs/1234",
+        ),
+        doc(
+            "d4",
+            "Orchard Lane bakery sells rye bread on Sundays.",
+            "https://example.org/bakery",
+        ),
+    ]
+}
+
+/// A question row as the dataset publishes it: every string but `query_id` encrypted
+/// with `canary`, the answer's document in `gold_docs`.
+fn query(id: &str, question: &str, answer: &str, gold: &str, canary: &str) -> String {
+    json!({
+        "query_id": id,
+        "query": encrypt(question, canary),
+        "answer": encrypt(answer, canary),
+        "gold_docs": [{"docid": encrypt(gold, canary), "url": encrypt("https://en.wikipedia.org/wiki/Skerry", canary)}],
+    })
+    .to_string()
+}
+
+/// The fixture's questions (four: one for training, three for tests).
+fn queries() -> Vec<String> {
+    vec![
+        query(
+            "1",
+            "Which keeper wrote a diary in 1911?",
+            "The Skerry Point keeper",
+            "d1",
+            CANARY,
+        ),
+        query(
+            "2",
+            "When was the Skerry Point lighthouse automated?",
+            "1987",
+            "d2",
+            CANARY,
+        ),
+        query(
+            "3",
+            "What was surveyed in northern straits?",
+            "tidal energy",
+            "d3",
+            CANARY,
+        ),
+        query(
+            "4",
+            "What does the Orchard Lane bakery sell on Sundays?",
+            "rye bread",
+            "d4",
+            CANARY,
+        ),
+    ]
+}
+
+/// Writes the category map, `corpus` and `queries` (JSON lines) into `dir`, and an
+/// experiment over them whose `[search]` table ends with `search` and whose models are
+/// `models`.
+fn bcp(dir: &Path, corpus: &[String], queries: &[String], search: &str, models: &str) -> PathBuf {
+    std::fs::write(
+        dir.join("categories.json"),
+        r#"{"wikipedia": ["en.wikipedia.org"], "news": ["www.nytimes.com"], "academic": ["arxiv.org"]}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("corpus.jsonl"), corpus.join("\n") + "\n").unwrap();
+    std::fs::write(dir.join("queries.jsonl"), queries.join("\n") + "\n").unwrap();
+    let exp = dir.join("bcp.toml");
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"bcp\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"corpus.jsonl\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{CANARY}\"\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\n{search}\n[models]\n{models}\n"
+        ),
+    )
+    .unwrap();
+    exp
+}
+
+/// `otb run --quiet` of `exp` over `<dir>/store`, killed (and failed) after 60 s.
+fn run_exp(dir: &Path, exp: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = otb();
+    c.arg("--store")
+        .arg(dir.join("store"))
+        .arg("run")
+        .arg(exp)
+        .arg("--quiet");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    bounded(c, dir, 60)
+}
+
+/// Rows of `table` in the store's one entry of `stage`.
+fn stored<T: pipeline::table::Row + serde::de::DeserializeOwned>(
+    store: &Path,
+    stage: &str,
+    table: &str,
+) -> Vec<T> {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(store.join(stage))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{stage}: {dirs:?}");
+    pipeline::table::read_rows(&dirs[0].join(format!("{table}.parquet"))).unwrap()
+}
+
+/// Files a user could hand over by mistake, each one error line, exit 2, and no search
+/// stage published: a docid twice (both lines named), a document without text, a file
+/// cut in the middle of its last row, a 1 MB docid twice (quoted in part), a question
+/// encrypted with another canary, a gold document that is a 1 MB object and not a
+/// docid (quoted in part), a question without an answer.
+#[test]
+fn browsecomp_plus_files_with_broken_rows_are_one_line_each() {
+    let d = tempfile::tempdir().unwrap();
+    let huge = "x".repeat(1_000_000);
+    let mut dup = docs();
+    dup.push(doc(
+        "d2",
+        "Another text under the same docid.",
+        "https://arxiv.org/a",
+    ));
+    let mut no_text = docs();
+    no_text[2] = json!({"docid": "d3", "url": "https://arxiv.org/abs/1234"}).to_string();
+    let mut cut = docs();
+    let last = cut.pop().unwrap();
+    cut.push(last[..last.len() / 2].to_string());
+    let mut huge_dup = docs();
+    huge_dup.push(doc(&huge, "one", "https://arxiv.org/1"));
+    huge_dup.push(doc(&huge, "two", "https://arxiv.org/2"));
+    let mut other_canary = queries();
+    other_canary[2] = query(
+        "3",
+        "What was surveyed?",
+        "tidal energy",
+        "d3",
+        "another canary",
+    );
+    let mut huge_gold = queries();
+    huge_gold[0] = json!({"query_id": "1", "query": encrypt("Which keeper?", CANARY), "answer": encrypt("keeper", CANARY), "gold_docs": [{"note": 1, "blob": [huge.as_str()]}]}).to_string();
+    let mut no_answer = queries();
+    no_answer[1] = json!({"query_id": "2", "query": encrypt("When?", CANARY)}).to_string();
+    let cases: Vec<(&str, Vec<String>, Vec<String>, Vec<&str>)> = vec![
+        (
+            "duplicate",
+            dup,
+            queries(),
+            vec!["corpus.jsonl:5", "\"d2\"", "line 2"],
+        ),
+        (
+            "no text",
+            no_text,
+            queries(),
+            vec!["corpus.jsonl:3", "\"text\""],
+        ),
+        ("cut", cut, queries(), vec!["corpus.jsonl:4", "not JSON"]),
+        (
+            "huge duplicate",
+            huge_dup,
+            queries(),
+            vec!["corpus.jsonl:6", "more than once"],
+        ),
+        (
+            "other canary",
+            docs(),
+            other_canary,
+            vec!["queries.jsonl:3", "canary"],
+        ),
+        (
+            "huge gold",
+            docs(),
+            huge_gold,
+            vec!["queries.jsonl:1", "gold_docs"],
+        ),
+        (
+            "no answer",
+            docs(),
+            no_answer,
+            vec!["queries.jsonl:2", "\"answer\""],
+        ),
+    ];
+    for (name, corpus, qs, expect) in cases {
+        let dir = d.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let exp = bcp(
+            &dir,
+            &corpus,
+            &qs,
+            "train_questions = 1\ntest_questions = 3\nmax_turns = 1",
+            "agent = \"scripted:random\"",
+        );
+        let err = one_error_line(&run_exp(&dir, &exp, &[]));
+        assert!(
+            err.len() < 1000,
+            "{name}: an error line of {} bytes",
+            err.len()
+        );
+        for e in expect {
+            assert!(err.contains(e), "{name}: {e} not in {err}");
+        }
+        let search: Vec<String> = published(&dir.join("store"))
+            .into_iter()
+            .filter(|k| k.starts_with("search-"))
+            .collect();
+        assert_eq!(search, Vec::<String>::new(), "{name}");
+    }
+}
+
+/// Documents that are odd but documents: empty, blanks only, the same text under two
+/// docids, 4 MB of words, and a 2 MB word; and a question whose answer is 1 MB. The
+/// run succeeds; every tool result the agent was shown and every editor's view is
+/// bounded.
+#[test]
+fn empty_duplicate_and_enormous_documents_and_a_1_mb_answer_run() {
+    let d = tempfile::tempdir().unwrap();
+    let mut corpus = docs();
+    corpus.push(doc("empty", "", "https://en.wikipedia.org/wiki/Empty"));
+    corpus.push(doc(
+        "blank",
+        " \n\t ",
+        "https://en.wikipedia.org/wiki/Blank",
+    ));
+    corpus.push(doc(
+        "copy",
+        "The lighthouse keeper of Skerry Point wrote a diary in 1911.",
+        "https://en.wikipedia.org/wiki/Copy",
+    ));
+    corpus.push(doc(
+        "words",
+        &"keeper lighthouse diary tide ".repeat(150_000),
+        "https://en.wikipedia.org/wiki/Words",
+    ));
+    corpus.push(doc(
+        "word",
+        &format!("keeper {}", "y".repeat(2_000_000)),
+        "https://en.wikipedia.org/wiki/Word",
+    ));
+    let mut qs = queries();
+    qs[3] = query(
+        "4",
+        "Which keeper kept a diary?",
+        &"a very long answer ".repeat(55_000),
+        "words",
+        CANARY,
+    );
+    let exp = bcp(
+        d.path(),
+        &corpus,
+        &qs,
+        "max_turns = 1\nshow_queries = true\ntrain_questions = 0\ntest_questions = 4",
+        "agent = \"scripted:search-oracle\"",
+    );
+    let out = run_exp(d.path(), &exp, &[]);
+    stdout_ok(&out);
+    assert!(
+        out.stderr.len() < 4000,
+        "stderr of {} bytes",
+        out.stderr.len()
+    );
+    let store = d.path().join("store");
+    let episodes: Vec<stages::search::EpisodeRow> = stored(
+        &store,
+        stages::search::explore::EXPLORE_STAGE,
+        "search_episodes",
+    );
+    assert_eq!(episodes.len(), 4);
+    let shown = serde_json::to_string(&episodes).unwrap();
+    for docid in ["\\\"words\\\"", "\\\"word\\\"", "output truncated"] {
+        assert!(shown.contains(docid), "{docid} was never shown");
+    }
+    for e in &episodes {
+        for step in e.steps.as_array().unwrap() {
+            for r in step["results"].as_array().unwrap() {
+                let r = r.as_str().unwrap();
+                assert!(
+                    r.len() < 70_000,
+                    "{}: a result of {} bytes",
+                    e.question_id,
+                    r.len()
+                );
+            }
+        }
+        assert!(
+            e.editor_text.len() < 16_000,
+            "{}: an editor's view of {} bytes",
+            e.question_id,
+            e.editor_text.len()
+        );
+    }
+}
+/// The stage results in a store, as `stage/key`.
+fn published(store: &Path) -> Vec<String> {
+    let skip = ["cache", "quarantine", "slots", "tmp", "FORMAT"];
+    let mut keys = Vec::new();
+    let Ok(stages) = std::fs::read_dir(store) else {
+        return keys;
+    };
+    for stage in stages.filter_map(Result::ok) {
+        let name = stage.file_name().to_string_lossy().into_owned();
+        if skip.contains(&name.as_str()) || !stage.path().is_dir() {
+            continue;
+        }
+        for key in std::fs::read_dir(stage.path())
+            .unwrap()
+            .filter_map(Result::ok)
+        {
+            keys.push(format!("{name}/{}", key.file_name().to_string_lossy()));
+        }
+    }
+    keys.sort();
+    keys
 }
