@@ -13,7 +13,7 @@ mod common;
 
 use common::{one_error_line, otb, stdout_ok};
 use datasets::search::real::encrypt;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -574,4 +574,236 @@ fn published(store: &Path) -> Vec<String> {
     }
     keys.sort();
     keys
+}
+
+// ---------------------------------------------------------------------------------
+// Hostile models: a local OpenAI-compatible server on 127.0.0.1
+
+/// What a hostile model does on every turn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Behaviour {
+    /// Calls the first offered tool with 1 MB of arguments; its final answer is 900 KB.
+    Huge,
+    /// Calls a tool that is not offered, whose name is 200 KB.
+    Unknown,
+    /// Calls the first offered tool with the same arguments every turn.
+    Repeat,
+    /// Answers with nothing: no text, no call.
+    Nothing,
+}
+
+/// The behaviour of a search request: by its question (see [`queries`]).
+fn search_behaviour(question: &str) -> Behaviour {
+    if question.contains("diary") {
+        Behaviour::Huge
+    } else if question.contains("automated") {
+        Behaviour::Unknown
+    } else if question.contains("surveyed") {
+        Behaviour::Repeat
+    } else {
+        Behaviour::Nothing
+    }
+}
+
+/// An OpenAI-style reply carrying `message`.
+fn reply(message: Value) -> String {
+    json!({"id": "t", "object": "chat.completion", "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    .to_string()
+}
+
+/// A request answered as `behaviour` says: a tool call while tools are offered, else
+/// (the forced final turn) an answer.
+fn hostile_answer(req: &Value, behaviour: Behaviour) -> String {
+    let tools = req["tools"].as_array().cloned().unwrap_or_default();
+    let first = tools
+        .first()
+        .and_then(|t| t["function"]["name"].as_str())
+        .unwrap_or("none")
+        .to_string();
+    let call = |name: String, args: Value| {
+        reply(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": name, "arguments": args.to_string()}}]}))
+    };
+    let text = |t: String| reply(json!({"role": "assistant", "content": t}));
+    match (behaviour, tools.is_empty()) {
+        (Behaviour::Nothing, _) => text(String::new()),
+        (Behaviour::Huge, false) => call(
+            first,
+            json!({"query": "lighthouse keeper diary ".repeat(41_000)}),
+        ),
+        (Behaviour::Huge, true) => text(format!("Exact Answer: {}", "keeper ".repeat(128_000))),
+        (Behaviour::Unknown, false) => call(
+            format!("no_such_tool_{}", "z".repeat(200_000)),
+            json!({"query": "lighthouse"}),
+        ),
+        (Behaviour::Repeat, false) => call(first, json!({"query": "tidal energy"})),
+        (_, true) => text("tidal energy".into()),
+    }
+}
+
+/// The search model: each question's behaviour is [`search_behaviour`] of its text.
+fn search_model(mut stream: std::net::TcpStream, _: std::sync::Arc<()>) {
+    let Some(body) = common::read_request(&stream) else {
+        return;
+    };
+    let req: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let question = req["messages"][1]["content"].as_str().unwrap_or("");
+    let text = hostile_answer(&req, search_behaviour(question));
+    common::respond(&mut stream, "200 OK", &text);
+}
+
+/// A search agent that sends 1 MB queries (and a 900 KB answer), calls a tool that is
+/// not offered (with a 200 KB name), repeats one call every turn, or answers with
+/// nothing: every episode is a row (no model error: each is an answer), the run goes
+/// on; the agent is told which tools there are, every result it is shown is bounded,
+/// and so is every episode as the editor reads it (queries shown).
+#[test]
+fn hostile_search_agents_end_as_rows_and_the_run_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    let url = common::spawn_server(std::sync::Arc::new(()), search_model);
+    let exp = bcp(
+        d.path(),
+        &docs(),
+        &queries(),
+        "train_questions = 0\ntest_questions = 4\nmax_turns = 2\nshow_queries = true",
+        "agent = \"openai:fake\"",
+    );
+    let out = run_exp(
+        d.path(),
+        &exp,
+        &[("OTB_LLM_BASE_URL", &url), ("OTB_LLM_API_KEY", "test")],
+    );
+    stdout_ok(&out);
+    let episodes: Vec<stages::search::EpisodeRow> = stored(
+        &d.path().join("store"),
+        stages::search::explore::EXPLORE_STAGE,
+        "search_episodes",
+    );
+    assert_eq!(episodes.len(), 4);
+    let by = |b: Behaviour| {
+        let q = match b {
+            Behaviour::Huge => "1",
+            Behaviour::Unknown => "2",
+            Behaviour::Repeat => "3",
+            Behaviour::Nothing => "4",
+        };
+        episodes.iter().find(|e| e.question_id == q).unwrap()
+    };
+    for e in &episodes {
+        assert_eq!(e.error_kind, None, "{}", e.question_id);
+        assert!(
+            e.editor_text.len() < 16_000,
+            "{}: the editor reads {} bytes",
+            e.question_id,
+            e.editor_text.len()
+        );
+        for step in e.steps.as_array().unwrap() {
+            for r in step["results"].as_array().unwrap() {
+                assert!(r.as_str().unwrap().len() < 70_000, "{}", e.question_id);
+            }
+        }
+    }
+    // 1 MB queries: searched (the result bounded), two tool turns, then the answer.
+    let huge = by(Behaviour::Huge);
+    assert_eq!((huge.tool_calls, huge.forced), (2, true));
+    // A tool that is not offered: the agent is told so and which tools there are.
+    let unknown = by(Behaviour::Unknown);
+    let result = unknown.steps[0]["results"][0].as_str().unwrap();
+    assert!(
+        result.starts_with("Error: unknown tool") && result.contains("the tools are: tool_1"),
+        "{}",
+        &result[..result.len().min(300)]
+    );
+    assert!(
+        result.len() < 2000,
+        "an error result of {} bytes",
+        result.len()
+    );
+    // One call repeated: the turn budget ends it, the forced answer is graded.
+    let repeat = by(Behaviour::Repeat);
+    assert_eq!(
+        (repeat.tool_calls, repeat.forced, repeat.correct),
+        (2, true, true)
+    );
+    // Nothing: an empty answer, judged wrong.
+    let nothing = by(Behaviour::Nothing);
+    assert_eq!((nothing.tool_calls, nothing.correct), (0, false));
+    assert!(nothing.answer.as_deref().unwrap_or("").is_empty());
+}
+
+/// The chess model: every request answered as the server's behaviour says.
+fn chess_model(mut stream: std::net::TcpStream, behaviour: std::sync::Arc<Behaviour>) {
+    let Some(body) = common::read_request(&stream) else {
+        return;
+    };
+    let req: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let text = match *behaviour {
+        // Chess tools take no arguments: 1 MB of them.
+        Behaviour::Huge => {
+            let name = req["tools"][0]["function"]["name"].as_str().unwrap_or("");
+            let args = json!({"note": "x".repeat(1_000_000)}).to_string();
+            reply(json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": name, "arguments": args}}]}))
+        }
+        b => hostile_answer(&req, b),
+    };
+    common::respond(&mut stream, "200 OK", &text);
+}
+
+/// A chess agent that sends 1 MB of arguments, calls a tool that is not offered,
+/// repeats one tool every turn, or answers with nothing: each game is a row (the
+/// first and third played to the ply limit, the second forfeited as a failed tool
+/// call, the fourth as no tool call), and the run succeeds. The four runs go side by
+/// side, each with its own model server.
+#[test]
+fn hostile_chess_agents_end_as_rows_and_the_run_goes_on() {
+    if datasets::chess::engine::find_engine(None).is_err() {
+        testkit::skip("engine", "no chess engine");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let cases = [
+        (Behaviour::Huge, "ply_limit"),
+        (Behaviour::Unknown, "failed_tool_call"),
+        (Behaviour::Repeat, "ply_limit"),
+        (Behaviour::Nothing, "no_tool_call"),
+    ];
+    std::thread::scope(|s| {
+        for (behaviour, reason) in cases {
+            let dir = d.path().join(format!("{behaviour:?}"));
+            std::fs::create_dir(&dir).unwrap();
+            s.spawn(move || {
+                let url = common::spawn_server(std::sync::Arc::new(behaviour), chess_model);
+                std::fs::write(dir.join("train.jsonl"), position_line("a")).unwrap();
+                std::fs::write(dir.join("test.jsonl"), position_line("b")).unwrap();
+                let exp = dir.join("exp.toml");
+                std::fs::write(
+                    &exp,
+                    "name = \"c\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\nopponents = [1350]\nmovetime_ms = 10\nmax_plies = 6\nopponent_ratings = \"nominal\"\nconcurrency = 1\n[models]\nagent = \"openai:fake\"\n",
+                )
+                .unwrap();
+                let out = run_exp(
+                    &dir,
+                    &exp,
+                    &[("OTB_LLM_BASE_URL", &url), ("OTB_LLM_API_KEY", "test")],
+                );
+                stdout_ok(&out);
+                let games: Vec<stages::chess::rows::GameRow> = stored(
+                    &dir.join("store"),
+                    stages::chess::EXPLORE_STAGE,
+                    "chess_games",
+                );
+                assert_eq!(games.len(), 1, "{behaviour:?}");
+                let g = &games[0];
+                assert_eq!(g.end_reason, reason, "{behaviour:?}: {g:?}");
+                assert_eq!(g.error_kind, None, "{behaviour:?}");
+                let tools: Vec<&str> = g.plies.as_array().unwrap().iter().filter_map(|p| p["tool"].as_str()).collect();
+                let played = if reason == "ply_limit" { 3 } else { 0 };
+                assert_eq!(tools.len(), played, "{behaviour:?}: {tools:?}");
+                assert!(tools.iter().all(|t| *t == "function_1"), "{behaviour:?}: {tools:?}");
+            });
+        }
+    });
 }
