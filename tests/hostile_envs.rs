@@ -319,6 +319,9 @@ fn queries() -> Vec<String> {
     ]
 }
 
+/// Base play with the opaque domain tools (the `[search]` keys of most tests here).
+const BASE: &str = "tool_sets = [\"domains\"]\nmethods = [\"base\"]\n";
+
 /// Writes the category map, `corpus` and `queries` (JSON lines) into `dir`, and an
 /// experiment over them whose `[search]` table ends with `search` and whose models are
 /// `models`.
@@ -334,7 +337,7 @@ fn bcp(dir: &Path, corpus: &[String], queries: &[String], search: &str, models: 
     std::fs::write(
         &exp,
         format!(
-            "name = \"bcp\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"corpus.jsonl\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{CANARY}\"\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\n{search}\n[models]\n{models}\n"
+            "name = \"bcp\"\n[search]\nsource = \"browsecomp-plus\"\ncorpus_file = \"corpus.jsonl\"\nqueries_file = \"queries.jsonl\"\ncategories_file = \"categories.json\"\ncanary = \"{CANARY}\"\n{search}\n[models]\n{models}\n"
         ),
     )
     .unwrap();
@@ -451,7 +454,7 @@ fn browsecomp_plus_files_with_broken_rows_are_one_line_each() {
             &dir,
             &corpus,
             &qs,
-            "train_questions = 1\ntest_questions = 3\nmax_turns = 1",
+            &format!("{BASE}train_questions = 1\ntest_questions = 3\nmax_turns = 1"),
             "agent = \"scripted:random\"",
         );
         let err = one_error_line(&run_exp(&dir, &exp, &[]));
@@ -512,7 +515,9 @@ fn empty_duplicate_and_enormous_documents_and_a_1_mb_answer_run() {
         d.path(),
         &corpus,
         &qs,
-        "max_turns = 1\nshow_queries = true\ntrain_questions = 0\ntest_questions = 4",
+        &format!(
+            "{BASE}max_turns = 1\nshow_queries = true\ntrain_questions = 0\ntest_questions = 4"
+        ),
         "agent = \"scripted:search-oracle\"",
     );
     let out = run_exp(d.path(), &exp, &[]);
@@ -667,7 +672,9 @@ fn hostile_search_agents_end_as_rows_and_the_run_goes_on() {
         d.path(),
         &docs(),
         &queries(),
-        "train_questions = 0\ntest_questions = 4\nmax_turns = 2\nshow_queries = true",
+        &format!(
+            "{BASE}train_questions = 0\ntest_questions = 4\nmax_turns = 2\nshow_queries = true"
+        ),
         "agent = \"openai:fake\"",
     );
     let out = run_exp(
@@ -806,4 +813,144 @@ fn hostile_chess_agents_end_as_rows_and_the_run_goes_on() {
             });
         }
     });
+}
+
+// ---------------------------------------------------------------------------------
+// Kills
+
+/// `otb table NAME --experiment EXP` over `store` (CSV).
+fn table(store: &Path, name: &str, exp: &Path) -> String {
+    stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .args(["table", name, "--format", "csv", "--experiment"])
+            .arg(exp)
+            .output()
+            .unwrap(),
+    )
+}
+
+/// `otb run --quiet` of `exp` over `store` (a command to spawn or run).
+fn run_cmd(store: &Path, exp: &Path) -> Command {
+    let mut c = otb();
+    c.arg("--store")
+        .arg(store)
+        .arg("run")
+        .arg(exp)
+        .arg("--quiet");
+    c
+}
+
+/// Starts `run_cmd(store, exp)` once per delay of `kills`, killing it with SIGKILL
+/// after that delay; then the same command to its end, which must succeed, and once
+/// more, which must find every stage fresh.
+fn kill_then_finish(store: &Path, exp: &Path, kills: impl Iterator<Item = Duration>) {
+    for at in kills {
+        let mut child = run_cmd(store, exp)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(at);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let out = run_cmd(store, exp).output().unwrap();
+    stdout_ok(&out);
+    let again = stdout_ok(&run_cmd(store, exp).output().unwrap());
+    assert!(again.contains(" 0 ran,"), "{again}");
+    assert_eq!(staging(store), Vec::<String>::new());
+}
+
+/// A search grid (two tool sets; gold, base, two ToolObserver rounds and the
+/// baselines; scripted models: deterministic) killed with SIGKILL at 20 points and run
+/// again ends with the Table 4 of an uninterrupted run, and every entry is fresh on
+/// one more run.
+#[test]
+fn a_search_run_killed_anywhere_ends_with_the_uninterrupted_table() {
+    let d = tempfile::tempdir().unwrap();
+    let exp = bcp(
+        d.path(),
+        &docs(),
+        &queries(),
+        "tool_sets = [\"domains\", \"domains+all\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"play2prompt\"]\ntrain_questions = 1\ntest_questions = 3\nmax_turns = 1\nrounds = 2\nbatch_size = 1",
+        "agent = \"scripted:random\"\neditor = \"scripted:errors\"",
+    );
+    let reference = d.path().join("reference");
+    let t0 = Instant::now();
+    stdout_ok(&run_cmd(&reference, &exp).output().unwrap());
+    let full = t0.elapsed();
+    eprintln!("search run: {full:?}");
+    let want = table(&reference, "table4", &exp);
+    let store = d.path().join("killed");
+    // Kills at 1/11 .. 10/11 of the run's length, twice over (the second time from
+    // wherever the first left the store).
+    let kills = (0..20u32).map(|i| full.mul_f64(f64::from(i % 10 + 1) / 11.0));
+    kill_then_finish(&store, &exp, kills);
+    assert_eq!(table(&store, "table4", &exp), want);
+    assert_eq!(published(&store), published(&reference));
+}
+
+/// A chess run (positions, docs, journaled test games of two methods, evaluation, Elo)
+/// killed with SIGKILL at 8 points and run again completes, leaves no staging folder
+/// and no journal, publishes as many entries per stage as an uninterrupted run, and
+/// finds every entry fresh on one more run. (Games are not
+/// reproducible run to run: the engine searches by time, so Table 3's numbers are not
+/// compared; its rows and game counts are.)
+#[test]
+fn a_chess_run_killed_anywhere_completes_and_is_then_fresh() {
+    if datasets::chess::engine::find_engine(None).is_err() {
+        testkit::skip("engine", "no chess engine");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("train.jsonl"), position_line("a")).unwrap();
+    std::fs::write(
+        d.path().join("test.jsonl"),
+        position_line("b") + &position_line("c").replace("KQkq -", "KQkq - 0 1"),
+    )
+    .unwrap();
+    let exp = d.path().join("exp.toml");
+    std::fs::write(
+        &exp,
+        "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"gold\", \"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\nopponents = [1350]\nmovetime_ms = 10\nmax_plies = 8\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"scripted:random\"\n",
+    )
+    .unwrap();
+    let reference = d.path().join("reference");
+    let t0 = Instant::now();
+    stdout_ok(&run_cmd(&reference, &exp).output().unwrap());
+    let full = t0.elapsed();
+    eprintln!("chess run: {full:?}");
+    // Table 3's rows: tool set, model, method, source, editor, and the games played.
+    let rows = |store: &Path| -> Vec<String> {
+        table(store, "table3", &exp)
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                format!("{} {:?}", f[..5].join(","), f.last())
+            })
+            .collect()
+    };
+    let store = d.path().join("killed");
+    let kills = (0..8u32).map(|i| full.mul_f64(f64::from(i + 1) / 9.0));
+    kill_then_finish(&store, &exp, kills);
+    let per_stage = |store: &Path| -> Vec<(String, usize)> {
+        let mut n = std::collections::BTreeMap::new();
+        for k in published(store) {
+            *n.entry(k.split('/').next().unwrap_or("").to_string())
+                .or_insert(0) += 1;
+        }
+        n.into_iter().collect()
+    };
+    assert_eq!(per_stage(&store), per_stage(&reference));
+    assert_eq!(rows(&store), rows(&reference));
+    let journal: Vec<_> = std::fs::read_dir(store.join("cache").join("journal"))
+        .map(|r| r.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        journal,
+        Vec::<PathBuf>::new(),
+        "a journal outlived its stage"
+    );
 }
