@@ -408,7 +408,9 @@ fn browsecomp_plus_files_with_broken_rows_are_one_line_each() {
     huge_gold[0] = json!({"query_id": "1", "query": encrypt("Which keeper?", CANARY), "answer": encrypt("keeper", CANARY), "gold_docs": [{"note": 1, "blob": [huge.as_str()]}]}).to_string();
     let mut no_answer = queries();
     no_answer[1] = json!({"query_id": "2", "query": encrypt("When?", CANARY)}).to_string();
-    let cases: Vec<(&str, Vec<String>, Vec<String>, Vec<&str>)> = vec![
+    // (case, corpus rows, query rows, what the error line names)
+    type Case<'a> = (&'a str, Vec<String>, Vec<String>, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
         (
             "duplicate",
             dup,
@@ -587,7 +589,8 @@ fn published(store: &Path) -> Vec<String> {
 /// What a hostile model does on every turn.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Behaviour {
-    /// Calls the first offered tool with 1 MB of arguments; its final answer is 900 KB.
+    /// Calls the first offered tool with 1 MB of arguments (a search query of 130,000
+    /// distinct words); its final answer is 900 KB.
     Huge,
     /// Calls a tool that is not offered, whose name is 200 KB.
     Unknown,
@@ -636,7 +639,7 @@ fn hostile_answer(req: &Value, behaviour: Behaviour) -> String {
         (Behaviour::Nothing, _) => text(String::new()),
         (Behaviour::Huge, false) => call(
             first,
-            json!({"query": "lighthouse keeper diary ".repeat(41_000)}),
+            json!({"query": (0..130_000).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")}),
         ),
         (Behaviour::Huge, true) => text(format!("Exact Answer: {}", "keeper ".repeat(128_000))),
         (Behaviour::Unknown, false) => call(
