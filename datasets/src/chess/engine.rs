@@ -8,11 +8,18 @@
 //! depends on the clock, and Stockfish seeds the random choice of its
 //! weakened play from the time.
 //!
-//! A process that dies or stops answering is killed, restarted, and the
-//! search retried ([`EngineConfig::retries`] times); so is one that dies while
-//! it starts. A write to a dead process's input fails with `EPIPE` (the caller
-//! must leave SIGPIPE ignored, Rust's default, or the write ends the whole
-//! program instead). A missing binary is [`EngineError::NotFound`].
+//! A process that dies, stops answering or says something that is not UCI is
+//! killed, restarted, and the search retried ([`EngineConfig::retries`] times);
+//! so is one that fails while it starts. Every wait for an answer is bounded: in
+//! time (the handshake's `uciok` and `readyok` and a timed search's `bestmove`
+//! by [`EngineConfig::answer_timeout_ms`], a depth- or node-limited search by
+//! [`EngineConfig::search_timeout_ms`]) and in size (a line of at most
+//! [`MAX_LINE_BYTES`], at most [`MAX_ANSWER_BYTES`] read while waiting), so an
+//! engine that hangs or prints garbage forever costs a few seconds and bounded
+//! memory. A `bestmove` that is not a legal move of the position searched is a
+//! protocol error too. A write to a dead process's input fails with `EPIPE`
+//! (the caller must leave SIGPIPE ignored, Rust's default, or the write ends
+//! the whole program instead). A missing binary is [`EngineError::NotFound`].
 //!
 //! Scores: UCI scores are from the side to move; [`Eval`] turns them into
 //! White's view. A mate in `n` **moves** (UCI counts full moves) is
@@ -28,7 +35,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use shakmaty::{Chess, Position};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::Semaphore;
 
@@ -39,6 +47,14 @@ pub const ENGINE_ENV: &str = "OTB_CHESS_ENGINE";
 
 /// Centipawn value of a mate (a mate in `n` moves is `MATE_CP - n`).
 pub const MATE_CP: i32 = 32000;
+
+/// The longest line an engine may write (a UCI line is at most a few KiB: a
+/// principal variation of a hundred moves); a longer one is a protocol error.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// The most an engine may write while one answer is awaited (a depth-20 search
+/// writes a few KiB); more is a protocol error.
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 /// Engine errors.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +81,17 @@ pub enum EngineError {
         /// What happened.
         detail: String,
     },
-    /// The engine said something that is not valid UCI here.
+    /// The engine wrote more than a UCI answer can be (see [`MAX_LINE_BYTES`]
+    /// and [`MAX_ANSWER_BYTES`]).
+    #[error("engine {path}: {detail}")]
+    Garbage {
+        /// The binary.
+        path: PathBuf,
+        /// What it wrote.
+        detail: String,
+    },
+    /// The engine said something that is not valid UCI here (a `bestmove`
+    /// that is not a legal move of the position included).
     #[error("engine {path}: unexpected reply {:?}", crate::quote::clip(line))]
     Protocol {
         /// The binary.
@@ -108,7 +134,7 @@ impl EngineError {
     fn is_process_failure(&self) -> bool {
         matches!(
             self,
-            EngineError::Died { .. } | EngineError::Protocol { .. }
+            EngineError::Died { .. } | EngineError::Garbage { .. } | EngineError::Protocol { .. }
         )
     }
 }
@@ -128,8 +154,10 @@ pub struct EngineConfig {
     /// How long a depth- or node-limited search may take before the process
     /// is considered hung (milliseconds).
     pub search_timeout_ms: u64,
-    /// Extra time allowed beyond `movetime` (milliseconds).
-    pub movetime_grace_ms: u64,
+    /// How long an engine may take to answer beyond what it was asked
+    /// (milliseconds): its handshake (`uciok`, `readyok`), and a timed search's
+    /// `bestmove` after its `movetime`.
+    pub answer_timeout_ms: u64,
     /// How often a search is retried on a fresh process after the old one died.
     pub retries: u32,
 }
@@ -142,7 +170,7 @@ impl Default for EngineConfig {
             hash_mb: 16,
             threads: 1,
             search_timeout_ms: 120_000,
-            movetime_grace_ms: 10_000,
+            answer_timeout_ms: 10_000,
             retries: 2,
         }
     }
@@ -325,7 +353,7 @@ struct Engine {
     path: PathBuf,
     child: Child,
     stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
+    out: BufReader<ChildStdout>,
     elo_range: Option<(u32, u32)>,
 }
 
@@ -359,12 +387,14 @@ impl Engine {
             path: path.to_owned(),
             child,
             stdin,
-            lines: BufReader::new(stdout).lines(),
+            out: BufReader::new(stdout),
             elo_range: None,
         };
-        let timeout = Duration::from_millis(cfg.search_timeout_ms.max(1000));
+        let timeout = Duration::from_millis(cfg.answer_timeout_ms.max(1));
         engine.send("uci").await?;
-        let lines = engine.read_until(|l| l == "uciok", timeout).await?;
+        let lines = engine
+            .read_until("uciok", |l| l == "uciok", timeout)
+            .await?;
         engine.elo_range = lines.iter().find_map(|l| parse_spin_range(l, "UCI_Elo"));
         engine
             .send(&format!(
@@ -376,7 +406,9 @@ impl Engine {
             .send(&format!("setoption name Hash value {}", cfg.hash_mb.max(1)))
             .await?;
         engine.send("isready").await?;
-        engine.read_until(|l| l == "readyok", timeout).await?;
+        engine
+            .read_until("readyok", |l| l == "readyok", timeout)
+            .await?;
         Ok(engine)
     }
 
@@ -401,39 +433,72 @@ impl Engine {
         })
     }
 
-    /// Reads lines until `done` accepts one; returns them all.
+    /// Reads lines until `done` accepts one (`want` names it in errors);
+    /// returns them all. Bounded in time (`timeout`) and in size (a line of at
+    /// most [`MAX_LINE_BYTES`], at most [`MAX_ANSWER_BYTES`] in all); bytes that
+    /// are not UTF-8 are read as U+FFFD.
     async fn read_until(
         &mut self,
+        want: &str,
         done: impl Fn(&str) -> bool,
         timeout: Duration,
     ) -> Result<Vec<String>, EngineError> {
+        enum Failed {
+            Died(String),
+            Garbage(String),
+        }
         let mut seen = Vec::new();
+        let out = &mut self.out;
         let read = async {
+            let mut buf = Vec::new();
+            let mut total = 0usize;
             loop {
-                match self.lines.next_line().await {
-                    Ok(Some(line)) => {
-                        let line = line.trim().to_owned();
-                        let stop = done(&line);
-                        seen.push(line);
-                        if stop {
-                            return Ok(());
-                        }
-                    }
-                    Ok(None) => return Err("the engine closed its output (did it exit?)".into()),
-                    Err(e) => return Err(format!("reading from the engine: {e}")),
+                buf.clear();
+                let n = (&mut *out)
+                    .take(MAX_LINE_BYTES as u64 + 1)
+                    .read_until(b'\n', &mut buf)
+                    .await
+                    .map_err(|e| Failed::Died(format!("reading from the engine: {e}")))?;
+                if n == 0 {
+                    return Err(Failed::Died(
+                        "the engine closed its output (did it exit?)".into(),
+                    ));
+                }
+                if n > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
+                    return Err(Failed::Garbage(format!(
+                        "a line of more than {MAX_LINE_BYTES} bytes while awaiting `{want}`"
+                    )));
+                }
+                total += n;
+                if total > MAX_ANSWER_BYTES {
+                    return Err(Failed::Garbage(format!(
+                        "more than {MAX_ANSWER_BYTES} bytes of output without `{want}`"
+                    )));
+                }
+                let line = String::from_utf8_lossy(&buf).trim().to_owned();
+                let stop = done(&line);
+                seen.push(line);
+                if stop {
+                    return Ok(());
                 }
             }
         };
         match tokio::time::timeout(timeout, read).await {
             Ok(Ok(())) => Ok(seen),
-            Ok(Err(detail)) => Err(self.died(detail)),
-            Err(_) => Err(self.died(format!("no answer within {} ms", timeout.as_millis()))),
+            Ok(Err(Failed::Died(detail))) => Err(self.died(detail)),
+            Ok(Err(Failed::Garbage(detail))) => Err(EngineError::Garbage {
+                path: self.path.clone(),
+                detail,
+            }),
+            Err(_) => Err(self.died(format!("no `{want}` within {} ms", timeout.as_millis()))),
         }
     }
 
+    /// One search of `req`, whose position is `pos`.
     async fn search(
         &mut self,
         req: &SearchRequest,
+        pos: &Chess,
         cfg: &EngineConfig,
     ) -> Result<SearchOutcome, EngineError> {
         let s = req.strength;
@@ -462,10 +527,11 @@ impl Engine {
             s.skill_level.unwrap_or(20)
         ))
         .await?;
-        let ready_timeout = Duration::from_millis(cfg.search_timeout_ms.max(1000));
+        let ready_timeout = Duration::from_millis(cfg.answer_timeout_ms.max(1));
         self.send("ucinewgame").await?;
         self.send("isready").await?;
-        self.read_until(|l| l == "readyok", ready_timeout).await?;
+        self.read_until("readyok", |l| l == "readyok", ready_timeout)
+            .await?;
         self.send(&format!("position fen {}", req.fen.trim()))
             .await?;
         let (go, timeout) = match req.limit {
@@ -473,20 +539,31 @@ impl Engine {
             Limit::Nodes(n) => (format!("go nodes {n}"), cfg.search_timeout_ms),
             Limit::MovetimeMs(ms) => (
                 format!("go movetime {ms}"),
-                ms.saturating_add(cfg.movetime_grace_ms),
+                ms.saturating_add(cfg.answer_timeout_ms),
             ),
         };
         self.send(&go).await?;
         let lines = self
             .read_until(
+                "bestmove",
                 |l| l.starts_with("bestmove"),
                 Duration::from_millis(timeout),
             )
             .await?;
-        parse_search(&lines).ok_or_else(|| EngineError::Protocol {
+        let garbage = || EngineError::Protocol {
             path: self.path.clone(),
             line: lines.last().cloned().unwrap_or_default(),
-        })
+        };
+        let out = parse_search(&lines).ok_or_else(garbage)?;
+        // A move that is not legal here, or none where there are moves, is garbage.
+        let legal = match &out.best_move {
+            Some(m) => rules::parse_uci(pos, m).is_ok(),
+            None => pos.legal_moves().is_empty(),
+        };
+        if !legal {
+            return Err(garbage());
+        }
+        Ok(out)
     }
 }
 
@@ -625,7 +702,7 @@ impl EnginePool {
     /// Runs one search on an idle process (starting one if needed), restarting
     /// a process that dies and retrying.
     pub async fn search(&self, req: &SearchRequest) -> Result<SearchOutcome, EngineError> {
-        rules::parse_fen(&req.fen)?;
+        let pos = rules::parse_fen(&req.fen)?;
         let _permit = self
             .permits
             .acquire()
@@ -648,7 +725,7 @@ impl EnginePool {
                     Err(e) => return Err(e),
                 },
             };
-            match engine.search(req, &self.cfg).await {
+            match engine.search(req, &pos, &self.cfg).await {
                 Ok(out) => {
                     self.put_idle(engine);
                     self.searches.fetch_add(1, Ordering::Relaxed);
@@ -862,6 +939,79 @@ mod tests {
         assert_eq!(none.best_move, None);
         assert_eq!(none.score, Some(Score::Mate(0)));
         assert!(parse_search(&["readyok".into()]).is_none());
+    }
+
+    /// Engines that hang, flood their output, write an endless line or play a
+    /// move that is not one: each search ends within the answer timeout with an
+    /// error naming the engine and what it failed to say.
+    #[test]
+    fn hung_flooding_and_illegal_engines_are_bounded_errors() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("otb-engine-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let answers = |on_go: &str| {
+            format!("while read -r l; do case \"$l\" in uci) echo uciok ;; isready) echo readyok ;; go*) {on_go} ;; esac; done")
+        };
+        let cases = [
+            (
+                "silent",
+                "while read -r l; do :; done".to_string(),
+                "no `uciok` within 300 ms",
+            ),
+            (
+                "flood",
+                "exec yes garbage".into(),
+                "more than 4194304 bytes of output without `uciok`",
+            ),
+            (
+                "long_line",
+                answers("head -c 100000 /dev/zero | tr '\\0' x"),
+                "a line of more than 65536 bytes while awaiting `bestmove`",
+            ),
+            ("no_best", answers(":"), "no `bestmove` within 310 ms"),
+            (
+                "illegal",
+                answers("echo 'bestmove e2e5'"),
+                "unexpected reply \"bestmove e2e5\"",
+            ),
+            (
+                "none",
+                answers("echo 'bestmove (none)'"),
+                "unexpected reply \"bestmove (none)\"",
+            ),
+        ];
+        for (name, body, expected) in cases {
+            let path = dir.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let pool = BlockingPool::new(EngineConfig {
+                binary: Some(path.clone()),
+                processes: 1,
+                answer_timeout_ms: 300,
+                retries: 0,
+                ..EngineConfig::default()
+            })
+            .unwrap();
+            let start = std::time::Instant::now();
+            let err = pool
+                .best_move(
+                    "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1",
+                    Limit::MovetimeMs(10),
+                    EngineStrength::default(),
+                )
+                .unwrap_err()
+                .to_string();
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{name}: {:?}",
+                start.elapsed()
+            );
+            assert!(
+                err.contains(&path.display().to_string()) && err.contains(expected),
+                "{name}: {err}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -84,15 +84,19 @@ pub enum SearchError {
     #[error("dense encoder: {0}")]
     Encoder(String),
     /// A tool call names no tool of the set.
-    #[error("unknown tool {name:?}; the tools are: {available}")]
+    #[error(
+        "unknown tool {:?}; the tools are: {available}",
+        crate::quote::clip(name)
+    )]
     UnknownTool {
         /// The name called.
         name: String,
         /// The tool names, comma-separated.
         available: String,
     },
-    /// A tool call's arguments do not fit the tool's parameters.
-    #[error("tool {tool}: {message}")]
+    /// A tool call's arguments do not fit the tool's parameters (the message is cut
+    /// to its ends when it quotes a long argument: [`crate::quote::clip`]).
+    #[error("tool {tool}: {}", crate::quote::clip(message))]
     BadArguments {
         /// The tool called.
         tool: String,

@@ -17,7 +17,7 @@
 //!   [`SearchError::WrongKey`].
 //! - Splits: the reference `*_queries.tsv` files (`query_id<TAB>question`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
@@ -348,11 +348,14 @@ pub fn load_corpus(
 ) -> Result<Corpus, SearchError> {
     categories.check(how)?;
     let mut docs = Vec::new();
-    let mut seen = HashSet::new();
+    // Each docid with the line it was first seen on.
+    let mut seen = HashMap::new();
     for row in jsonl_rows(path)? {
         let docid = row.id("docid")?;
-        if !seen.insert(docid.clone()) {
-            return Err(row.malformed(format!("docid {docid:?} occurs more than once")));
+        if let Some(first) = seen.insert(docid.clone(), row.line) {
+            return Err(row.malformed(format!(
+                "docid {docid:?} occurs more than once (first on line {first})"
+            )));
         }
         let text = row.string("text")?.to_string();
         let url = match row.get("url") {

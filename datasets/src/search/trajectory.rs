@@ -2,9 +2,31 @@
 //! question, final answer, whether it was judged correct, number of calls, the tool
 //! sequence, then per call the tool name, the query (a switch: the reference did not show
 //! queries) and the output cut to a token budget; the first [`EditorView::max_calls`]
-//! calls are shown, the rest counted.
+//! calls are shown, the rest counted. Whatever a model or a dataset wrote is bounded:
+//! the question, the answer, a query and an output keep at most [`MAX_TEXT_CHARS`]
+//! characters (a cut says so), a tool name (the agent may call one that does not
+//! exist) is quoted by its ends ([`crate::quote::clip`]).
 
 use super::tools::truncate_tokens;
+use crate::quote::clip;
+
+/// The most characters of a question, an answer, a query or an output (after its
+/// token budget) the editor is shown: a model's 1 MB answer or query, or one word of
+/// a megabyte in a document, is cut there, saying how long it was.
+pub const MAX_TEXT_CHARS: usize = 2000;
+
+/// `s`, or its first [`MAX_TEXT_CHARS`] characters and how many there were.
+fn bounded(s: &str) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(MAX_TEXT_CHARS) {
+        None => s.into(),
+        Some((cut, _)) => format!(
+            "{} [... cut: {} characters in all]",
+            &s[..cut],
+            s.chars().count()
+        )
+        .into(),
+    }
+}
 
 /// One tool call of an episode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,18 +76,22 @@ impl Default for EditorView {
 /// Renders `t` for the editor.
 pub fn serialize_for_editor(t: &SearchTrajectory, view: &EditorView) -> String {
     let mut s = String::new();
-    s.push_str(&format!("Question: {}\n", t.question.trim()));
+    s.push_str(&format!("Question: {}\n", bounded(t.question.trim())));
     let answer = t.final_answer.trim();
     s.push_str(&format!(
         "Final answer: {}\n",
-        if answer.is_empty() { "(none)" } else { answer }
+        if answer.is_empty() {
+            "(none)".into()
+        } else {
+            bounded(answer)
+        }
     ));
     s.push_str(&format!(
         "Judged: {}\n",
         if t.correct { "correct" } else { "incorrect" }
     ));
     s.push_str(&format!("Tool calls: {}\n", t.calls.len()));
-    let seq: Vec<&str> = t.calls.iter().map(|c| c.tool.as_str()).collect();
+    let seq: Vec<_> = t.calls.iter().map(|c| clip(&c.tool)).collect();
     s.push_str(&format!(
         "Tool sequence: {}\n",
         if seq.is_empty() {
@@ -75,12 +101,12 @@ pub fn serialize_for_editor(t: &SearchTrajectory, view: &EditorView) -> String {
         }
     ));
     for (i, c) in t.calls.iter().take(view.max_calls).enumerate() {
-        s.push_str(&format!("Call {}: {}\n", i + 1, c.tool));
+        s.push_str(&format!("Call {}: {}\n", i + 1, clip(&c.tool)));
         if view.show_queries {
-            s.push_str(&format!("  Query: {}\n", c.query.trim()));
+            s.push_str(&format!("  Query: {}\n", bounded(c.query.trim())));
         }
         let (out, cut) = truncate_tokens(c.output.trim(), view.output_tokens);
-        let out = out.replace('\n', "\n    ");
+        let out = bounded(out).replace('\n', "\n    ");
         s.push_str(&format!(
             "  Output: {out}{}\n",
             if cut { " [...]" } else { "" }
@@ -141,6 +167,31 @@ mod tests {
         assert!(shown.contains("  Query: query 0\n"));
         assert!(shown.contains("three four\n"));
         assert!(!shown.contains("more calls"));
+    }
+
+    /// A 1 MB question, answer, query and output word, and a tool name of 100,000
+    /// characters: the editor's view stays a few KiB and says what was cut.
+    #[test]
+    fn what_a_model_wrote_is_bounded() {
+        let huge = "w".repeat(1_000_000);
+        let t = SearchTrajectory {
+            question: huge.clone(),
+            final_answer: huge.clone(),
+            correct: false,
+            calls: vec![SearchCall {
+                tool: "t".repeat(100_000),
+                query: huge.clone(),
+                output: huge,
+            }],
+        };
+        let view = EditorView {
+            show_queries: true,
+            ..EditorView::default()
+        };
+        let s = serialize_for_editor(&t, &view);
+        assert!(s.len() < 10_000, "{} bytes", s.len());
+        assert_eq!(s.matches("[... cut: 1000000 characters in all]").count(), 4);
+        assert!(s.contains("[100000 characters, 99800 left out]"));
     }
 
     #[test]

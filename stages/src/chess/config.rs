@@ -3,6 +3,7 @@
 //! anything is written.
 
 use crate::InputError;
+use datasets::chess::engine::EngineConfig;
 use datasets::chess::game::{self, Opponent};
 use datasets::chess::metrics::{self, BestToolIndexing};
 use datasets::chess::strength;
@@ -58,6 +59,7 @@ pub struct RawChess {
     calibration_plies: Option<usize>,
     calibrate_tools: Option<bool>,
     engine: Option<String>,
+    engine_timeout_ms: Option<u64>,
 }
 
 /// `opponents`: a profile name or a list of Elos.
@@ -147,6 +149,12 @@ pub struct ChessExperiment {
     /// The engine binary (`None`: `$OTB_CHESS_ENGINE`, `stockfish` on `PATH`, or
     /// `/usr/games/stockfish`).
     pub engine: Option<PathBuf>,
+    /// How long an engine may take to answer beyond what it was asked, in
+    /// milliseconds: its handshake (`uciok`, `readyok`) and, after a move's
+    /// `movetime_ms`, its `bestmove`. An engine that does not answer in time is
+    /// restarted and asked again, then the stage fails naming it. Not in any key
+    /// (it changes no result).
+    pub engine_timeout_ms: u64,
 }
 
 /// The methods chess can run, in table order.
@@ -260,15 +268,19 @@ impl ChessExperiment {
             calibration_plies: raw.calibration_plies.unwrap_or(game::TEST_GAME_PLIES),
             calibrate_tools: raw.calibrate_tools.unwrap_or(false),
             engine: raw.engine.map(|e| resolve(&e)),
+            engine_timeout_ms: raw
+                .engine_timeout_ms
+                .unwrap_or(EngineConfig::default().answer_timeout_ms),
         };
         if c.opponents.is_empty()
             || c.concurrency == 0
             || c.batch_size == 0
             || c.max_plies == 0
             || c.calibration_plies == 0
+            || c.engine_timeout_ms == 0
         {
             return Err(
-                "chess: opponents must not be empty; concurrency, batch_size, max_plies and calibration_plies at least 1"
+                "chess: opponents must not be empty; concurrency, batch_size, max_plies, calibration_plies and engine_timeout_ms at least 1"
                     .into(),
             );
         }

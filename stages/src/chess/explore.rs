@@ -476,6 +476,9 @@ pub(super) mod tests {
         };
         assert!(bad("opponents = \"queens\"").contains("valid: \"elo\", \"levels\""));
         assert!(bad("elo_games = 0").contains("elo_games"));
+        assert!(bad("engine_timeout_ms = 0").contains("engine_timeout_ms"));
+        assert_eq!(c.engine_timeout_ms, 10_000);
+        assert_eq!(experiment("engine_timeout_ms = 500").engine_timeout_ms, 500);
         assert!(c
             .switches()
             .contains(&"chess.mirror = off (agent as White)".to_string()));

@@ -79,11 +79,13 @@ pub struct Engines {
 }
 
 impl Engines {
-    /// The pool of `binary` (default: the `stockfish` found on the system), started on first use.
-    pub fn new(binary: Option<PathBuf>) -> Engines {
+    /// The pool of `binary` (default: the `stockfish` found on the system), started on
+    /// first use; an engine has `answer_timeout_ms` to answer beyond what it was asked.
+    pub fn new(binary: Option<PathBuf>, answer_timeout_ms: u64) -> Engines {
         Engines {
             cfg: EngineConfig {
                 binary,
+                answer_timeout_ms,
                 ..EngineConfig::default()
             },
             pool: BuildOnce::default(),
@@ -162,7 +164,7 @@ pub fn drive<'p>(
         },
         std::sync::Arc::new(Oracle),
     );
-    let engines = Engines::new(c.engine.clone());
+    let engines = Engines::new(c.engine.clone(), c.engine_timeout_ms);
     let cache = cx.session.store().root().join("cache").join("chess");
     // A positions file that cannot be read fails here, never an empty digest in a key.
     let digest = |p: &std::path::Path| {
