@@ -25,8 +25,10 @@ pub const EXPLORE_STAGE: &str = "search-explore";
 /// The episodes' stage: 2 since an agent reply that writes its tool call as text
 /// (`models::llm::calls_in_text`) is that call, not the final answer; 3 since one call
 /// per turn is executed (unless `parallel_tool_calls`) and the empty result is worded
-/// neutrally.
-pub const EXPLORE_VERSION: u32 = 3;
+/// neutrally; 4 since what a model wrote is bounded in the editor's view (2,000
+/// characters of a question, answer, query or output) and an unknown tool's name is
+/// quoted by its ends.
+pub const EXPLORE_VERSION: u32 = 4;
 
 /// `search-explore`'s params: the stage key and what the run reads.
 #[derive(Serialize)]

@@ -15,8 +15,9 @@ use serde::Serialize;
 /// The stage name.
 pub const JUDGE_STAGE: &str = "search-judge";
 /// The judge's stage: 2 since its rows say their split and, for training episodes,
-/// carry the episode as the editor reads it with the judge's verdict.
-pub const JUDGE_VERSION: u32 = 2;
+/// carry the episode as the editor reads it with the judge's verdict; 3 since that
+/// view bounds what a model wrote (as `search-explore` 4).
+pub const JUDGE_VERSION: u32 = 3;
 
 /// `search-judge`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
