@@ -665,3 +665,34 @@ fn the_released_runs_report() {
         "Base vs ToolObserver"
     );
 }
+
+/// The full scripted grid (`experiments/scripted.toml`: 150 instances, every setting
+/// and method, about 27,500 model calls) in one page: every cell lists its
+/// evaluation's instances, and the page's list holds them all.
+#[test]
+fn the_full_scripted_grid_in_one_page() {
+    let Some(browser) = common::chromium() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let exp = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/scripted.toml");
+    let store = d.path().join("store");
+    run(&store, &exp);
+    let page = report(&store, &exp, &d.path().join("rep"), &[]);
+    let dom = common::dom(&browser, &page, "");
+    let listed = cells(&dom);
+    let run = outputs(&store, &exp);
+    let evals: Vec<_> = run.by_stage("evaluate").collect();
+    assert_eq!(listed.len(), evals.len());
+    for o in &evals {
+        let rows: Vec<ScoreRow> = o.entry.read().unwrap();
+        assert_eq!(listed[&o.node].1, rows.len(), "{}", o.node);
+    }
+    let total: usize = listed.values().map(|(_, n)| n).sum();
+    assert!(total >= 150 * 30, "{total} items");
+    assert_eq!(item_rows(&dom), total);
+    assert!(
+        dom.contains(&format!("{total} of {total} items")),
+        "the count line"
+    );
+}
