@@ -315,6 +315,11 @@ fn classify(root: &Path) -> Result<RootState, StoreError> {
         // `.FORMAT.tmp*`: a first open that stopped while writing `FORMAT`.
         let format_tmp = name.to_string_lossy().starts_with(".FORMAT.tmp");
         if !format_tmp && !layout::PRE_FORMAT.iter().any(|p| name == *p) {
+            // Another writer may have written `FORMAT` (and then `tmp/` and the rest)
+            // between the look at `FORMAT` above and this listing: look again.
+            if fs::symlink_metadata(&format).is_ok() {
+                return classify(root);
+            }
             return Err(not_a_store());
         }
     }
