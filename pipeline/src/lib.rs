@@ -78,6 +78,7 @@ pub mod journal;
 pub mod key;
 mod layout;
 pub mod lease;
+pub mod remote;
 pub mod store;
 pub mod table;
 
