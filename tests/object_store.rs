@@ -50,7 +50,14 @@ impl S3 {
             .unwrap()
             .port();
         let child = Command::new(&py)
-            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -100,10 +107,18 @@ impl S3 {
 /// Table 2 of the store `store` (a directory, or a URL with `cmd` set up for it).
 fn table2(mut cmd: Command, store: &str, exp: &Path) -> String {
     stdout_ok(
-        &cmd.args(["--store", store, "table", "table2", "--format", "csv", "--experiment"])
-            .arg(exp)
-            .output()
-            .unwrap(),
+        &cmd.args([
+            "--store",
+            store,
+            "table",
+            "table2",
+            "--format",
+            "csv",
+            "--experiment",
+        ])
+        .arg(exp)
+        .output()
+        .unwrap(),
     )
     .lines()
     .filter(|l| l.contains(",run,"))
@@ -237,7 +252,10 @@ fn a_missing_bucket_is_one_error_line_before_anything_is_written() {
         .output()
         .unwrap();
     let line = one_error_line(&out);
-    assert!(line.contains("NoSuchBucket") || line.contains("bucket"), "{line}");
+    assert!(
+        line.contains("NoSuchBucket") || line.contains("bucket"),
+        "{line}"
+    );
     assert!(!mirror.exists(), "no mirror was made");
     let out = otb()
         .args(["--store", "gs://b/p", "status"])

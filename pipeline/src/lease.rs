@@ -99,7 +99,10 @@ fn lease_rel(key: &Digest) -> String {
 }
 
 fn worker_rel(shard: Shard) -> String {
-    format!("cache/workers/shard-{}-of-{}.json", shard.index, shard.count)
+    format!(
+        "cache/workers/shard-{}-of-{}.json",
+        shard.index, shard.count
+    )
 }
 
 /// Where the leases and worker records of a store live.
@@ -150,7 +153,10 @@ impl Board {
                     Err(e) => Err(StoreError::io(&path, e)),
                 }
             }
-            Board::Remote(r) => Ok(matches!(r.put(rel, holder_json(h)?, true, None)?, Put::Done(_))),
+            Board::Remote(r) => Ok(matches!(
+                r.put(rel, holder_json(h)?, true, None)?,
+                Put::Done(_)
+            )),
         }
     }
 
@@ -159,7 +165,10 @@ impl Board {
     fn write(&self, rel: &str, h: &Holder, old: Option<&Version>) -> Result<bool, StoreError> {
         match self {
             Board::Dir(root) => write_holder(&Self::path(root, rel), h).map(|()| true),
-            Board::Remote(r) => Ok(matches!(r.put(rel, holder_json(h)?, false, old)?, Put::Done(_))),
+            Board::Remote(r) => Ok(matches!(
+                r.put(rel, holder_json(h)?, false, old)?,
+                Put::Done(_)
+            )),
         }
     }
 
@@ -171,11 +180,8 @@ impl Board {
                 // Move the dead holder's lease away (one worker's rename wins), then
                 // create it anew (one worker's create wins).
                 let path = Self::path(root, rel);
-                let aside = path.with_extension(format!(
-                    "expired-{}-{}",
-                    std::process::id(),
-                    now_ms()
-                ));
+                let aside =
+                    path.with_extension(format!("expired-{}-{}", std::process::id(), now_ms()));
                 if fs::rename(&path, &aside).is_ok() {
                     let _ = fs::remove_file(&aside);
                 }

@@ -128,7 +128,10 @@ impl Remote {
                 ));
             };
         if !prefix.is_empty() && ObjPath::parse(&prefix).is_err() {
-            return Err(unusable(&url, format!("prefix `{prefix}` is not a valid path")));
+            return Err(unusable(
+                &url,
+                format!("prefix `{prefix}` is not a valid path"),
+            ));
         }
         let remote = Remote {
             url: url.clone(),
@@ -176,10 +179,7 @@ impl Remote {
 
     /// Run `fut` on the remote's runtime and wait for it (from any thread, also one
     /// of another runtime).
-    fn block<T: Send + 'static>(
-        &self,
-        fut: impl Future<Output = T> + Send + 'static,
-    ) -> T {
+    fn block<T: Send + 'static>(&self, fut: impl Future<Output = T> + Send + 'static) -> T {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.rt.spawn(async move {
             let _ = tx.send(fut.await);
@@ -398,7 +398,13 @@ fn writer_id() -> String {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let host: String = crate::lease::host()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(40)
         .collect();
     let nanos = std::time::SystemTime::now()
@@ -442,13 +448,22 @@ mod tests {
     #[test]
     fn create_only_and_conditional_writes_have_one_winner() {
         let r = memory();
-        assert!(matches!(r.put("a", b"1".to_vec(), true, None).unwrap(), Put::Done(_)));
+        assert!(matches!(
+            r.put("a", b"1".to_vec(), true, None).unwrap(),
+            Put::Done(_)
+        ));
         assert_eq!(r.put("a", b"2".to_vec(), true, None).unwrap(), Put::Lost);
         let (bytes, v) = r.get("a").unwrap().unwrap();
         assert_eq!(bytes, b"1");
-        assert!(matches!(r.put("a", b"3".to_vec(), false, Some(&v)).unwrap(), Put::Done(_)));
+        assert!(matches!(
+            r.put("a", b"3".to_vec(), false, Some(&v)).unwrap(),
+            Put::Done(_)
+        ));
         // The version read before is stale now: a second taker loses.
-        assert_eq!(r.put("a", b"4".to_vec(), false, Some(&v)).unwrap(), Put::Lost);
+        assert_eq!(
+            r.put("a", b"4".to_vec(), false, Some(&v)).unwrap(),
+            Put::Lost
+        );
         assert_eq!(r.get("a").unwrap().unwrap().0, b"3");
         r.delete("a").unwrap();
         assert!(r.get("a").unwrap().is_none());

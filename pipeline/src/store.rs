@@ -528,7 +528,11 @@ impl Store {
             None => return Ok(None),
             Some(Ok(p)) => p,
             Some(Err(reason)) => {
-                eprintln!("otb: warning: {}/{stage}/{}: {reason}; not used", remote.url(), key.0);
+                eprintln!(
+                    "otb: warning: {}/{stage}/{}: {reason}; not used",
+                    remote.url(),
+                    key.0
+                );
                 return Ok(None);
             }
         };
@@ -645,7 +649,10 @@ impl Store {
                 Ok(Some(entry)) => Lookup::Hit(Box::new(entry)),
                 Ok(None) => Lookup::Miss,
                 Err(e) => {
-                    eprintln!("otb: warning: looking {} up in the remote store: {e}", key.short());
+                    eprintln!(
+                        "otb: warning: looking {} up in the remote store: {e}",
+                        key.short()
+                    );
                     Lookup::Miss
                 }
             };

@@ -40,7 +40,11 @@ fn one_mirror_publishes_and_another_fetches() {
     assert!(matches!(b.inspect(&comps()), Lookup::Miss));
     let ours = publish(&a, &[1, 2, 3]);
     let key = comps().key();
-    assert!(remote_dir.join("up").join(&key.0).join("manifest.json").is_file());
+    assert!(remote_dir
+        .join("up")
+        .join(&key.0)
+        .join("manifest.json")
+        .is_file());
     let Lookup::Hit(got) = b.inspect(&comps()) else {
         panic!("fetched from the remote")
     };
@@ -107,7 +111,9 @@ fn a_remote_entry_that_does_not_verify_is_not_used() {
     // Nothing of it was left in b's mirror.
     assert!(!d.path().join("b").join("up").join(&key.0).exists());
     assert_eq!(
-        std::fs::read_dir(d.path().join("b").join("tmp")).unwrap().count(),
+        std::fs::read_dir(d.path().join("b").join("tmp"))
+            .unwrap()
+            .count(),
         0
     );
 }
@@ -122,6 +128,9 @@ fn a_prefix_of_another_store_format_is_refused() {
     let e = Store::open_remote(&d.path().join("m"), remote, Access::ReadWrite)
         .err()
         .expect("refused");
-    assert!(matches!(e.kind, pipeline::StoreErrorKind::Format { .. }), "{e}");
+    assert!(
+        matches!(e.kind, pipeline::StoreErrorKind::Format { .. }),
+        "{e}"
+    );
     assert!(!d.path().join("m").exists(), "nothing written");
 }
