@@ -49,7 +49,10 @@ macro_rules! outln {
     about = "OpaqueToolsBench and ToolObserver as a cached Parquet pipeline"
 )]
 struct Cli {
-    /// Store directory (default: $OTB_STORE, else outputs/store).
+    /// Store directory (default: $OTB_STORE, else outputs/store), or a store on
+    /// object storage: s3://BUCKET/PREFIX (credentials and endpoint from the AWS_*
+    /// variables) or file:///PATH, used through a local mirror under
+    /// $OTB_STORE_CACHE (default ~/.cache/opaquetools/stores).
     #[arg(long, global = true, env = "OTB_STORE")]
     store: Option<PathBuf>,
     /// Let relative paths in experiment files leave the experiment's folder.
@@ -324,10 +327,37 @@ fn load(path: &Path) -> Result<Experiment, ConfigError> {
     }
 }
 
-fn store_root(cli_store: &Option<PathBuf>) -> PathBuf {
-    cli_store
+/// `--store` as an object store URL (`s3://bucket/prefix`, `file:///path`), set
+/// once by [`main`]: the store directory is then its local mirror.
+static REMOTE_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The store directory: `--store`, else `outputs/store`; for an object store URL,
+/// its local mirror (nothing is contacted or written yet).
+fn store_root(cli_store: &Option<PathBuf>) -> Result<PathBuf> {
+    let root = cli_store
         .clone()
-        .unwrap_or_else(|| PathBuf::from("outputs").join("store"))
+        .unwrap_or_else(|| PathBuf::from("outputs").join("store"));
+    match root.to_str() {
+        Some(url) if pipeline::remote::is_url(url) => {
+            let mirror = pipeline::remote::mirror_dir(url)?;
+            let _ = REMOTE_URL.set(url.to_string());
+            Ok(mirror)
+        }
+        _ => Ok(root),
+    }
+}
+
+/// Open the store at `root`, or the object store `--store` named through its
+/// mirror `root` (connecting first: an unusable one is an error before anything
+/// is written).
+fn open_store(root: &Path, access: Access) -> Result<Store, pipeline::StoreError> {
+    match REMOTE_URL.get() {
+        None => Store::open(root, access),
+        Some(url) => {
+            let remote = pipeline::remote::Remote::open(url)?;
+            Store::open_remote(root, remote, access)
+        }
+    }
 }
 
 pub fn main() -> Result<ExitCode> {
@@ -335,7 +365,7 @@ pub fn main() -> Result<ExitCode> {
     if cli.allow_outside_paths {
         ALLOW_OUTSIDE.store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    let root = store_root(&cli.store);
+    let root = store_root(&cli.store)?;
     match cli.command {
         Command::Run {
             experiment,
@@ -419,7 +449,7 @@ pub fn main() -> Result<ExitCode> {
             command: CacheCommand::Import { from },
         } => {
             // A store (created if new), so the seeded cache lives in a real store.
-            let store = Store::open(&root, Access::ReadWrite)?;
+            let store = open_store(&root, Access::ReadWrite)?;
             let r = stages::models::cache_views::import(store.root(), &from)?;
             outln!(
                 "imported {} calls into {} ({} already there, {} refused: request does not match its key)",
@@ -469,7 +499,7 @@ pub fn main() -> Result<ExitCode> {
         } => {
             use stages::bfcl::import_released as imp;
             let plan = imp::prepare(&dir, configs.as_deref(), recorded.as_deref())?;
-            let store = Store::open(&root, Access::ReadWrite)?;
+            let store = open_store(&root, Access::ReadWrite)?;
             let mut session = Session::new(&store, Mode::Run, quiet);
             let imported = imp::import(&plan, &mut session)?;
             out!("{}", imp::render(&imported, &session));
@@ -609,12 +639,12 @@ fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Resu
     } else {
         Access::ReadWrite
     };
-    let store = Store::open(root, access)?;
+    let store = open_store(root, access)?;
     let mut session = Session::new(&store, Mode::Run, quiet);
     let mut coop = None;
     if let Some(sh) = shard {
         let owners = stages::plan::plan(&exp, &store)?.owners(sh.count);
-        let c = pipeline::lease::Coop::join(store.root(), sh, lease, owners)?;
+        let c = pipeline::lease::Coop::join(store.board(), sh, lease, owners)?;
         session = session.with_coop(c.clone());
         coop = Some(c);
     }
@@ -654,7 +684,7 @@ fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Resu
 /// `otb status`: each stage as fresh / would run / blocked, and why.
 fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
     let exp = load(experiment)?;
-    let store = Store::open(root, Access::ReadOnly)?;
+    let store = open_store(root, Access::ReadOnly)?;
     let session = Session::new(&store, Mode::Status, true);
     stages::driver::drive(&exp, &session)?;
     out!(
@@ -679,7 +709,7 @@ enum PlanFormat {
 /// `otb plan`: the experiment's plan, read from the store (never written).
 fn plan(root: &Path, experiment: &Path, format: PlanFormat) -> Result<ExitCode> {
     let exp = load(experiment)?;
-    let store = Store::open(root, Access::ReadOnly)?;
+    let store = open_store(root, Access::ReadOnly)?;
     let plan = stages::plan::plan(&exp, &store)?;
     out!(
         "{}",
@@ -700,7 +730,7 @@ fn export(
     sft: Option<&Path>,
 ) -> Result<ExitCode> {
     let exp = load(experiment)?;
-    let store = Store::open(root, Access::ReadOnly)?;
+    let store = open_store(root, Access::ReadOnly)?;
     let dests: Vec<&Path> = to.into_iter().chain(sft).collect();
     let run = stages::tables::export::finished_run(&store, &exp, &dests)?;
     let mut written = Vec::new();
@@ -766,7 +796,7 @@ fn report(
         ))
         .into());
     }
-    let store = Store::open(root, Access::ReadOnly)?;
+    let store = open_store(root, Access::ReadOnly)?;
     let dir = report_dir(&store, to, &exp.name)?;
     let mut r = stages::report::of_experiment(&store, &exp, other.as_ref(), opts)?;
     let written = stages::report::write(&mut r, &dir, opts)?;
@@ -786,7 +816,7 @@ fn report_released(
 ) -> Result<ExitCode> {
     use stages::bfcl::import_released as imp;
     let plan = imp::prepare(dir, configs, recorded)?;
-    let store = Store::open(root, Access::ReadWrite)?;
+    let store = open_store(root, Access::ReadWrite)?;
     let out = report_dir(&store, to, "released")?;
     let mut session = Session::new(&store, Mode::Run, true);
     let imported = imp::import(&plan, &mut session)?;
@@ -809,7 +839,7 @@ fn gc(root: &Path, keep: &[PathBuf], dry_run: bool) -> Result<ExitCode> {
     } else {
         Access::ReadWrite
     };
-    let store = Store::open(root, access)?;
+    let store = open_store(root, access)?;
     let report = stages::gc::collect(&store, &exps, dry_run)?;
     out!("{}", stages::gc::render(&report));
     Ok(ExitCode::SUCCESS)
@@ -849,7 +879,7 @@ fn table2(
     out: Option<&Path>,
 ) -> Result<ExitCode> {
     let exp = experiment.map(load).transpose()?;
-    let store = Store::open(root, Access::ReadOnly)?;
+    let store = open_store(root, Access::ReadOnly)?;
     let exec = match recorded {
         Some(r) => executor(Backend::Recorded, Some(r))?,
         None => executor(Backend::Simulated, None)?,
@@ -891,7 +921,7 @@ fn render_table(
     };
     let path = experiment.ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
     let exp = load(path)?;
-    let store = Store::open(root, Access::ReadOnly)?;
+    let store = open_store(root, Access::ReadOnly)?;
     let csv = format == Format::Csv;
     match table {
         TableName::Table3 => show(&stages::tables::table3::build(&store, &exp)?, csv, out)?,

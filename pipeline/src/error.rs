@@ -86,6 +86,14 @@ pub enum StoreErrorKind {
     /// node: what the incomplete walks would still need is unknown.
     #[error("gc refused: {0}; nothing was removed")]
     IncompleteKeep(String),
+    /// A `--store` URL that cannot be used: an unsupported scheme, no bucket, or an
+    /// object store that refused the first request (unreachable, missing bucket,
+    /// credentials); nothing was written.
+    #[error("object store unusable: {0}")]
+    RemoteUnusable(String),
+    /// A request to the object store of a remote store failed.
+    #[error("object store request failed: {0}")]
+    Remote(String),
 }
 
 impl StoreError {
@@ -112,12 +120,14 @@ impl Classify for StoreError {
         match self.kind {
             StoreErrorKind::NotWritable(_)
             | StoreErrorKind::Format { .. }
-            | StoreErrorKind::NotAStore { .. } => ErrorClass::User,
+            | StoreErrorKind::NotAStore { .. }
+            | StoreErrorKind::RemoteUnusable(_) => ErrorClass::User,
             StoreErrorKind::Io(_)
             | StoreErrorKind::Table(_)
             | StoreErrorKind::Manifest(_)
             | StoreErrorKind::StuckCorrupt { .. }
-            | StoreErrorKind::IncompleteKeep(_) => ErrorClass::Infrastructure,
+            | StoreErrorKind::IncompleteKeep(_)
+            | StoreErrorKind::Remote(_) => ErrorClass::Infrastructure,
         }
     }
 }

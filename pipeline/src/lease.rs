@@ -11,10 +11,16 @@
 //! heartbeated) is alive, and polls the store for the node's output meanwhile. So a
 //! node is computed once on purpose; should two workers compute one anyway, the
 //! store's publish keeps the first entry and drops the other without error.
+//!
+//! Leases and worker records live on a [`Board`]: the store's directory, or for a
+//! store on object storage the object store itself (a lease created with a
+//! create-only write, refreshed and taken over with writes conditional on the
+//! version read, so of two takers only one wins).
 
 use crate::digest::Digest;
 use crate::error::StoreError;
 use crate::fsio::write_atomic;
+use crate::remote::{Put, Remote, Version};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -69,7 +75,7 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn host() -> String {
+pub(crate) fn host() -> String {
     fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
@@ -88,22 +94,127 @@ pub fn worker_dir(root: &Path) -> PathBuf {
     root.join("cache").join("workers")
 }
 
-fn lease_path(root: &Path, key: &Digest) -> PathBuf {
-    lease_dir(root).join(format!("{}.json", key.0))
+fn lease_rel(key: &Digest) -> String {
+    format!("cache/leases/{}.json", key.0)
 }
 
-fn worker_path(root: &Path, shard: Shard) -> PathBuf {
-    worker_dir(root).join(format!("shard-{}-of-{}.json", shard.index, shard.count))
+fn worker_rel(shard: Shard) -> String {
+    format!(
+        "cache/workers/shard-{}-of-{}.json",
+        shard.index, shard.count
+    )
+}
+
+/// Where the leases and worker records of a store live.
+#[derive(Clone, Debug)]
+pub enum Board {
+    /// Files below the store's directory (a shared filesystem).
+    Dir(PathBuf),
+    /// Objects below the prefix of a store on object storage.
+    Remote(Remote),
+}
+
+impl Board {
+    fn path(root: &Path, rel: &str) -> PathBuf {
+        root.join(rel)
+    }
+
+    /// The holder written at `rel` and its version (a conditional update's
+    /// precondition); `None` when there is none or it does not parse yet.
+    fn read(&self, rel: &str) -> Option<(Holder, Version)> {
+        match self {
+            Board::Dir(root) => {
+                let bytes = fs::read(Self::path(root, rel)).ok()?;
+                Some((serde_json::from_slice(&bytes).ok()?, Version::default()))
+            }
+            Board::Remote(r) => {
+                let (bytes, v) = r.get(rel).ok()??;
+                Some((serde_json::from_slice(&bytes).ok()?, v))
+            }
+        }
+    }
+
+    /// Create `rel` holding `h` unless it exists: whether this call created it.
+    fn create(&self, rel: &str, h: &Holder) -> Result<bool, StoreError> {
+        match self {
+            Board::Dir(root) => {
+                let path = Self::path(root, rel);
+                match fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                {
+                    Ok(f) => {
+                        drop(f);
+                        write_holder(&path, h)?;
+                        Ok(true)
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                    Err(e) => Err(StoreError::io(&path, e)),
+                }
+            }
+            Board::Remote(r) => Ok(matches!(
+                r.put(rel, holder_json(h)?, true, None)?,
+                Put::Done(_)
+            )),
+        }
+    }
+
+    /// Write `h` at `rel`: over anything (`old` `None`), or only over the version
+    /// `old` that was read (whether it was written).
+    fn write(&self, rel: &str, h: &Holder, old: Option<&Version>) -> Result<bool, StoreError> {
+        match self {
+            Board::Dir(root) => write_holder(&Self::path(root, rel), h).map(|()| true),
+            Board::Remote(r) => Ok(matches!(
+                r.put(rel, holder_json(h)?, false, old)?,
+                Put::Done(_)
+            )),
+        }
+    }
+
+    /// Take over the expired lease at `rel` (read at version `old`) for `h`: of
+    /// several workers trying at once, exactly one gets `true`.
+    fn take_over(&self, rel: &str, old: &Version, h: &Holder) -> Result<bool, StoreError> {
+        match self {
+            Board::Dir(root) => {
+                // Move the dead holder's lease away (one worker's rename wins), then
+                // create it anew (one worker's create wins).
+                let path = Self::path(root, rel);
+                let aside =
+                    path.with_extension(format!("expired-{}-{}", std::process::id(), now_ms()));
+                if fs::rename(&path, &aside).is_ok() {
+                    let _ = fs::remove_file(&aside);
+                }
+                self.create(rel, h)
+            }
+            Board::Remote(_) => self.write(rel, h, Some(old)),
+        }
+    }
+
+    fn remove(&self, rel: &str) {
+        match self {
+            Board::Dir(root) => {
+                let _ = fs::remove_file(Self::path(root, rel));
+            }
+            Board::Remote(r) => {
+                let _ = r.delete(rel);
+            }
+        }
+    }
+
+    fn prepare(&self) -> Result<(), StoreError> {
+        if let Board::Dir(root) = self {
+            for d in [lease_dir(root), worker_dir(root)] {
+                fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The lease on `key`, if a worker holds one (expired or not).
-pub fn lease_of(root: &Path, key: &Digest) -> Option<Holder> {
-    read_holder(&lease_path(root, key))
-}
-
-fn read_holder(path: &Path) -> Option<Holder> {
-    let bytes = fs::read(path).ok()?;
-    serde_json::from_slice(&bytes).ok()
+pub fn lease_of(board: &Board, key: &Digest) -> Option<Holder> {
+    board.read(&lease_rel(key)).map(|(h, _)| h)
 }
 
 /// The outcome of asking for a lease.
@@ -116,8 +227,9 @@ pub enum Claim {
 
 /// A held lease: removed when dropped (the node published, or failed).
 pub struct LeaseGuard {
-    path: PathBuf,
+    board: Board,
     key: Digest,
+    me: Holder,
     held: Arc<Mutex<HashSet<Digest>>>,
 }
 
@@ -126,14 +238,20 @@ impl Drop for LeaseGuard {
         if let Ok(mut h) = self.held.lock() {
             h.remove(&self.key);
         }
-        let _ = fs::remove_file(&self.path);
+        let rel = lease_rel(&self.key);
+        // Only this worker's lease: one taken over meanwhile is the taker's.
+        if let Some((l, _)) = self.board.read(&rel) {
+            if l.pid == self.me.pid && l.host == self.me.host {
+                self.board.remove(&rel);
+            }
+        }
     }
 }
 
 /// One worker's part in cooperating: its shard, the owner of each node, its
 /// leases, and the heartbeat that keeps them and its worker record alive.
 pub struct Coop {
-    root: PathBuf,
+    board: Board,
     /// This worker's shard.
     pub shard: Shard,
     /// A lease or record older than this belongs to a dead worker.
@@ -146,18 +264,17 @@ pub struct Coop {
 }
 
 impl Coop {
-    /// Join the workers of `root` as `shard`; `owners` gives each node's owner shard
-    /// (a node not in it is anyone's: the first worker to lease it computes it).
-    /// Writes this worker's record and starts its heartbeat thread.
+    /// Join the workers of the store whose leases are on `board` as `shard`;
+    /// `owners` gives each node's owner shard (a node not in it is anyone's: the
+    /// first worker to lease it computes it). Writes this worker's record and starts
+    /// its heartbeat thread.
     pub fn join(
-        root: &Path,
+        board: Board,
         shard: Shard,
         timeout: Duration,
         owners: HashMap<String, u32>,
     ) -> Result<Arc<Coop>, StoreError> {
-        for d in [lease_dir(root), worker_dir(root)] {
-            fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
-        }
+        board.prepare()?;
         let now = now_ms();
         let me = Holder {
             worker: format!("shard {shard}"),
@@ -168,7 +285,7 @@ impl Coop {
             heartbeat_ms: now,
         };
         let coop = Arc::new(Coop {
-            root: root.to_path_buf(),
+            board,
             shard,
             timeout,
             owners,
@@ -196,18 +313,20 @@ impl Coop {
             heartbeat_ms: now,
             ..self.me.clone()
         };
-        write_holder(&worker_path(&self.root, self.shard), &me)?;
+        self.board.write(&worker_rel(self.shard), &me, None)?;
         let held: Vec<Digest> = self
             .held
             .lock()
             .map(|h| h.iter().cloned().collect())
             .unwrap_or_default();
         for key in held {
-            let path = lease_path(&self.root, &key);
-            if let Some(mut l) = read_holder(&path) {
+            let rel = lease_rel(&key);
+            if let Some((mut l, v)) = self.board.read(&rel) {
                 if l.pid == self.me.pid && l.host == self.me.host {
                     l.heartbeat_ms = now;
-                    write_holder(&path, &l)?;
+                    // Only over the version read: a lease taken over meanwhile stays
+                    // the taker's.
+                    self.board.write(&rel, &l, Some(&v))?;
                 }
             }
         }
@@ -217,7 +336,7 @@ impl Coop {
     /// Stop the heartbeat and remove this worker's record (a clean end).
     pub fn leave(&self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let _ = fs::remove_file(worker_path(&self.root, self.shard));
+        self.board.remove(&worker_rel(self.shard));
     }
 
     /// The shard that owns `node`, when it is not this worker's and that worker is
@@ -233,7 +352,7 @@ impl Coop {
             index: owner,
             count: self.shard.count,
         };
-        match read_holder(&worker_path(&self.root, other)) {
+        match self.board.read(&worker_rel(other)).map(|(h, _)| h) {
             Some(h) if !h.expired(self.timeout) => Some(other),
             None if self.started.elapsed() < self.timeout => Some(other),
             _ => None,
@@ -243,7 +362,7 @@ impl Coop {
     /// Try to lease `key` for `node`: held, or busy with another worker's live lease.
     /// An expired lease is taken over.
     pub fn claim(&self, node: &str, key: &Digest) -> Result<Claim, StoreError> {
-        let path = lease_path(&self.root, key);
+        let rel = lease_rel(key);
         for _ in 0..3 {
             let now = now_ms();
             let mine = Holder {
@@ -252,48 +371,32 @@ impl Coop {
                 heartbeat_ms: now,
                 ..self.me.clone()
             };
-            match fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(f) => {
-                    drop(f);
-                    write_holder(&path, &mine)?;
-                    if let Ok(mut h) = self.held.lock() {
-                        h.insert(key.clone());
+            let held = if self.board.create(&rel, &mine)? {
+                true
+            } else {
+                match self.board.read(&rel) {
+                    // Being written by its creator this instant: busy.
+                    None => {
+                        return Ok(Claim::Busy(Holder {
+                            node: node.to_string(),
+                            ..mine
+                        }))
                     }
-                    return Ok(Claim::Held(LeaseGuard {
-                        path,
-                        key: key.clone(),
-                        held: self.held.clone(),
-                    }));
+                    Some((h, _)) if !h.expired(self.timeout) => return Ok(Claim::Busy(h)),
+                    // Dead holder: take it over (one worker wins), or try again.
+                    Some((_, v)) => self.board.take_over(&rel, &v, &mine)?,
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    match read_holder(&path) {
-                        // Being written by its creator this instant: busy.
-                        None => {
-                            return Ok(Claim::Busy(Holder {
-                                node: node.to_string(),
-                                ..mine
-                            }))
-                        }
-                        Some(h) if !h.expired(self.timeout) => return Ok(Claim::Busy(h)),
-                        Some(_) => {
-                            // Dead holder: move its lease away (one worker's rename
-                            // wins), then try again.
-                            let aside = path.with_extension(format!(
-                                "expired-{}-{}",
-                                std::process::id(),
-                                now
-                            ));
-                            if fs::rename(&path, &aside).is_ok() {
-                                let _ = fs::remove_file(&aside);
-                            }
-                        }
-                    }
+            };
+            if held {
+                if let Ok(mut h) = self.held.lock() {
+                    h.insert(key.clone());
                 }
-                Err(e) => return Err(StoreError::io(&path, e)),
+                return Ok(Claim::Held(LeaseGuard {
+                    board: self.board.clone(),
+                    key: key.clone(),
+                    me: self.me.clone(),
+                    held: self.held.clone(),
+                }));
             }
         }
         Ok(Claim::Busy(Holder {
@@ -309,11 +412,17 @@ impl Drop for Coop {
     }
 }
 
+fn holder_json(h: &Holder) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(h).map_err(|e| {
+        StoreError::new(
+            crate::error::StoreErrorKind::Manifest(e.to_string()),
+            Path::new(&h.node),
+        )
+    })
+}
+
 fn write_holder(path: &Path, h: &Holder) -> Result<(), StoreError> {
-    let json = serde_json::to_vec(h).map_err(|e| {
-        StoreError::new(crate::error::StoreErrorKind::Manifest(e.to_string()), path)
-    })?;
-    write_atomic(path, &json)
+    write_atomic(path, &holder_json(h)?)
 }
 
 /// `I/N` (I counts from 1), or `auto`: the scheduler's array index and count
@@ -414,11 +523,30 @@ mod tests {
         let d = std::env::temp_dir().join(format!("otb-lease-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
+        takes_over(Board::Dir(d.clone()));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn leases_on_an_object_store_work_alike() {
+        let mem = Arc::new(object_store::memory::InMemory::new());
+        takes_over(Board::Remote(Remote::with_store(mem, "leases").unwrap()));
+    }
+
+    /// A lease is held by one worker, kept alive by its heartbeat, and taken over
+    /// by one worker once its holder is dead.
+    fn takes_over(board: Board) {
         let key = Digest("ab".repeat(32));
         let shard = Shard { index: 1, count: 2 };
-        let a = Coop::join(&d, shard, Duration::from_millis(300), HashMap::new()).unwrap();
+        let a = Coop::join(
+            board.clone(),
+            shard,
+            Duration::from_millis(300),
+            HashMap::new(),
+        )
+        .unwrap();
         let b = Coop::join(
-            &d,
+            board.clone(),
             Shard { index: 2, count: 2 },
             Duration::from_millis(300),
             HashMap::new(),
@@ -435,8 +563,21 @@ mod tests {
         a.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         std::mem::forget(guard);
         std::thread::sleep(Duration::from_millis(700));
-        assert!(matches!(b.claim("n", &key).unwrap(), Claim::Held(_)));
+        let c = Coop::join(
+            board.clone(),
+            Shard { index: 2, count: 2 },
+            Duration::from_millis(300),
+            HashMap::new(),
+        )
+        .unwrap();
+        let Claim::Held(taken) = b.claim("n", &key).unwrap() else {
+            panic!("a dead worker's lease is taken over")
+        };
+        // Taken once: a second taker finds the new holder alive.
+        assert!(matches!(c.claim("n", &key).unwrap(), Claim::Busy(_)));
+        drop(taken);
+        assert!(lease_of(&board, &key).is_none());
         b.leave();
-        let _ = fs::remove_dir_all(&d);
+        c.leave();
     }
 }

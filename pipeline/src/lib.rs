@@ -59,6 +59,14 @@
 //!   (a corrupt upstream, a node that would run) it refuses, since it cannot know
 //!   what that experiment's downstream nodes still need.
 //!
+//! # A store on object storage
+//!
+//! A store may live on object storage (`s3://bucket/prefix`, `file:///path`): it is
+//! used through a local store, its mirror, which fetches what it misses and publishes
+//! what it commits with a create-only manifest write, so each key has one winner
+//! ([`remote`]). Leases and worker records then live on the object store
+//! ([`lease::Board`]); the call cache and journals stay in the mirror.
+//!
 //! # Known limitations
 //!
 //! * Code versions are bumped by hand; forgetting to bump one reuses stale outputs.
@@ -78,6 +86,7 @@ pub mod journal;
 pub mod key;
 mod layout;
 pub mod lease;
+pub mod remote;
 pub mod store;
 pub mod table;
 

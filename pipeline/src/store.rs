@@ -7,6 +7,7 @@ use crate::fsio::fsync_dir;
 pub use crate::fsio::write_atomic;
 use crate::key::KeyComponents;
 use crate::layout;
+use crate::remote::Remote;
 use crate::table::{read_rows, write_rows, Row, TableMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -237,6 +238,8 @@ pub struct Store {
     root: PathBuf,
     access: Access,
     _lock: Option<File>,
+    /// A store on object storage, which this one mirrors (see [`crate::remote`]).
+    remote: Option<Remote>,
 }
 
 fn now_unix() -> u64 {
@@ -341,6 +344,7 @@ impl Store {
             root: root.clone(),
             access,
             _lock: None,
+            remote: None,
         };
         classify(&root)?;
         if access == Access::ReadOnly {
@@ -442,6 +446,183 @@ impl Store {
         Ok(left)
     }
 
+    /// The store on object storage `remote`, through its local mirror `mirror` (a
+    /// store directory of its own, see [`crate::remote::mirror_dir`]). The remote's
+    /// `FORMAT` is checked (and written by a writer when there is none). The mirror
+    /// is a cache that every access fills: a read-only open opens it
+    /// [`Access::Shared`] (the remote is never written then).
+    pub fn open_remote(mirror: &Path, remote: Remote, access: Access) -> Result<Store, StoreError> {
+        remote.check_format(access.writes())?;
+        let mirror_access = match access {
+            Access::ReadOnly => Access::Shared,
+            a => a,
+        };
+        let mut store = Store::open(mirror, mirror_access)?;
+        store.remote = Some(remote);
+        Ok(store)
+    }
+
+    /// The store on object storage this one mirrors, if any.
+    pub fn remote(&self) -> Option<&Remote> {
+        self.remote.as_ref()
+    }
+
+    /// Where the leases and worker records of cooperating workers live: the store's
+    /// directory, or the object store of a remote store.
+    pub fn board(&self) -> crate::lease::Board {
+        use crate::lease::Board;
+        match &self.remote {
+            None => Board::Dir(self.root.clone()),
+            Some(r) => match r.local_dir() {
+                Some(dir) => Board::Dir(dir.to_path_buf()),
+                None => Board::Remote(r.clone()),
+            },
+        }
+    }
+
+    /// A staging directory in `tmp/` for `stage`/`key`.
+    fn staging_dir(&self, stage: &str, key: &Digest) -> PathBuf {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+            .wrapping_add(SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        self.root.join("tmp").join(layout::staging_name(
+            stage,
+            key.short(),
+            std::process::id(),
+            nanos,
+        ))
+    }
+
+    /// Download the remote's entry `p` into a verified staging directory (removed
+    /// again when it does not verify: `Err` says why).
+    fn download(
+        &self,
+        remote: &Remote,
+        p: &crate::remote::Published,
+    ) -> Result<Result<PathBuf, String>, StoreError> {
+        let m = &p.manifest;
+        let dir = self.staging_dir(&m.components.stage, &m.key);
+        fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        let got = remote
+            .download(p, &dir)
+            .and_then(|()| fsync_dir(&dir))
+            .map(|()| verify(&dir, &m.key));
+        match got {
+            Ok(Ok(_)) => Ok(Ok(dir)),
+            Ok(Err(reason)) => {
+                let _ = fs::remove_dir_all(&dir);
+                Ok(Err(reason))
+            }
+            Err(e) => {
+                let _ = fs::remove_dir_all(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// On a local miss: the remote's entry of `stage`/`key`, fetched into the
+    /// mirror (`None`: the remote has none, or none that verifies).
+    fn fetch(&self, stage: &str, key: &Digest) -> Result<Option<Entry>, StoreError> {
+        let Some(remote) = &self.remote else {
+            return Ok(None);
+        };
+        let p = match remote.published(stage, key)? {
+            None => return Ok(None),
+            Some(Ok(p)) => p,
+            Some(Err(reason)) => {
+                eprintln!(
+                    "otb: warning: {}/{stage}/{}: {reason}; not used",
+                    remote.url(),
+                    key.0
+                );
+                return Ok(None);
+            }
+        };
+        let staged = match self.download(remote, &p)? {
+            Ok(d) => d,
+            Err(reason) => {
+                eprintln!(
+                    "otb: warning: {}/{stage}/{} failed verification ({reason}); not used",
+                    remote.url(),
+                    key.0
+                );
+                return Ok(None);
+            }
+        };
+        let stage_dir = self.root.join(stage);
+        fs::create_dir_all(&stage_dir).map_err(|e| StoreError::io(&stage_dir, e))?;
+        let dest = stage_dir.join(&key.0);
+        if fs::rename(&staged, &dest).is_err() {
+            // Fetched by another thread or process of this mirror meanwhile.
+            let _ = fs::remove_dir_all(&staged);
+        }
+        let _ = fsync_dir(&stage_dir);
+        Ok(verify(&dest, key).ok().map(|manifest| Entry {
+            dir: dest,
+            manifest,
+        }))
+    }
+
+    /// After a local commit of `ours`: publish it to the remote. When another
+    /// writer published the key first, its entry replaces ours in the mirror (the
+    /// same tables when the stage is deterministic) and is returned. When the
+    /// publish fails, ours is moved out of the mirror (a rerun computes it again,
+    /// resuming from its journal) and the error returned.
+    fn publish(&self, ours: Entry) -> Result<Entry, StoreError> {
+        let Some(remote) = &self.remote else {
+            return Ok(ours);
+        };
+        let stage = ours.manifest.components.stage.clone();
+        let key = ours.manifest.key.clone();
+        let theirs = match remote.publish(&ours.dir, &ours.manifest) {
+            Ok(None) => return Ok(ours),
+            Ok(Some(Ok(theirs))) => theirs,
+            Ok(Some(Err(reason))) => {
+                eprintln!(
+                    "otb: warning: {}/{stage}/{}: {reason}; keeping this run's output",
+                    remote.url(),
+                    key.0
+                );
+                return Ok(ours);
+            }
+            Err(e) => {
+                let aside = self.staging_dir(&stage, &key);
+                if fs::rename(&ours.dir, &aside).is_ok() {
+                    let _ = fs::remove_dir_all(&aside);
+                }
+                return Err(e);
+            }
+        };
+        if theirs.manifest.output_digest == ours.manifest.output_digest {
+            return Ok(ours);
+        }
+        let staged = match self.download(remote, &theirs)? {
+            Ok(d) => d,
+            Err(reason) => {
+                eprintln!(
+                    "otb: warning: {}/{stage}/{} failed verification ({reason}); keeping this run's output",
+                    remote.url(),
+                    key.0
+                );
+                return Ok(ours);
+            }
+        };
+        let aside = self.staging_dir(&stage, &key);
+        fs::rename(&ours.dir, &aside).map_err(|e| StoreError::io(&ours.dir, e))?;
+        fs::rename(&staged, &ours.dir).map_err(|e| StoreError::io(&ours.dir, e))?;
+        let _ = fs::remove_dir_all(&aside);
+        if let Some(parent) = ours.dir.parent() {
+            fsync_dir(parent)?;
+        }
+        Ok(Entry {
+            dir: ours.dir,
+            manifest: theirs.manifest,
+        })
+    }
+
     /// The store's root directory.
     pub fn root(&self) -> &Path {
         &self.root
@@ -469,7 +650,17 @@ impl Store {
         let key = components.key();
         let dir = self.entry_dir(&components.stage, &key);
         if !dir.exists() {
-            return Lookup::Miss;
+            return match self.fetch(&components.stage, &key) {
+                Ok(Some(entry)) => Lookup::Hit(Box::new(entry)),
+                Ok(None) => Lookup::Miss,
+                Err(e) => {
+                    eprintln!(
+                        "otb: warning: looking {} up in the remote store: {e}",
+                        key.short()
+                    );
+                    Lookup::Miss
+                }
+            };
         }
         match verify(&dir, &key) {
             Ok(manifest) => Lookup::Hit(Box::new(Entry { dir, manifest })),
@@ -581,13 +772,27 @@ impl Store {
     }
 
     /// Publish a staging directory: manifest written last (atomically), directory
-    /// fsynced, renamed into place, parent fsynced.
+    /// fsynced, renamed into place, parent fsynced. A store on object storage then
+    /// publishes the entry there (see [`crate::remote`]); when another writer
+    /// published the key first, its entry is returned instead.
     ///
     /// If the key is already published (another writer got there first), a verified
     /// existing entry is kept and returned; a corrupt one is moved to quarantine and
     /// replaced, and if it cannot be moved the commit fails. A corrupt entry is never
     /// returned.
     pub fn commit(
+        &self,
+        staging: Staging,
+        node: &str,
+        wall_ms: u64,
+        usage: Usage,
+    ) -> Result<Entry, StoreError> {
+        let entry = self.commit_local(staging, node, wall_ms, usage)?;
+        self.publish(entry)
+    }
+
+    /// [`Store::commit`] into the local directory only.
+    fn commit_local(
         &self,
         mut staging: Staging,
         node: &str,

@@ -1,0 +1,386 @@
+//! `--store s3://bucket/prefix`: workers on machines that share no filesystem (each
+//! with its own local mirror) share one store on an S3-compatible server that the
+//! test starts on 127.0.0.1 (the Python package `moto`, found via `OTB_PYTHON`;
+//! the tests skip without it). Two workers make the tables of one local process and
+//! compute each node once, a third finds everything fresh; two plain runs racing on
+//! every key both succeed with the same tables; an unusable bucket is one line.
+
+mod common;
+
+use common::{one_error_line, otb, stdout_ok};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn scripted() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/scripted.toml")
+}
+
+/// A moto S3 server on a free port of 127.0.0.1, stopped when dropped.
+struct S3 {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for S3 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl S3 {
+    /// Start one, or `None` (skipped) when no Python with `moto[server]` is there.
+    fn start() -> Option<S3> {
+        let py = std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into());
+        let ok = Command::new(&py)
+            .args(["-c", "import moto.server"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            testkit::skip("s3", "no Python with moto[server] (set OTB_PYTHON)");
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(&py)
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let s3 = S3 { child, port };
+        let until = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < until, "moto did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(s3)
+    }
+
+    /// A plain HTTP PUT of `body` at `path`: the status line.
+    fn put(&self, path: &str, body: &str) -> String {
+        let mut c = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            c,
+            "PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.port,
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        answer.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// Whether the server refuses, as the store relies on it to, a create-only
+    /// write over an object and an update over a version that is not the object's
+    /// (asked through the S3 client moto comes with: the server answers unsigned
+    /// conditional writes differently).
+    fn refuses_conflicting_writes(&self, bucket: &str) -> bool {
+        let script = format!(
+            "import boto3, botocore\n\
+             c = boto3.client('s3', endpoint_url='http://127.0.0.1:{}', region_name='us-east-1', aws_access_key_id='t', aws_secret_access_key='t')\n\
+             c.put_object(Bucket='{bucket}', Key='probe', Body=b'1')\n\
+             codes = []\n\
+             for kw in [dict(IfNoneMatch='*'), dict(IfMatch='\"0123\"')]:\n\
+             \x20   try:\n\
+             \x20       c.put_object(Bucket='{bucket}', Key='probe', Body=b'2', **kw)\n\
+             \x20       codes.append(200)\n\
+             \x20   except botocore.exceptions.ClientError as e:\n\
+             \x20       codes.append(e.response['ResponseMetadata']['HTTPStatusCode'])\n\
+             print(codes)\n",
+            self.port
+        );
+        let out = Command::new(std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into()))
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "[412, 412]"
+    }
+
+    /// Create `bucket` with a plain HTTP PUT.
+    fn bucket(&self, bucket: &str) {
+        let answer = self.put(&format!("/{bucket}"), "");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    /// `otb` talking to this server, with its own local mirror under `mirror`.
+    fn otb(&self, mirror: &Path) -> Command {
+        let mut c = otb();
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("AWS_") {
+                c.env_remove(k);
+            }
+        }
+        c.env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port))
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("OTB_STORE_CACHE", mirror)
+            .env("OTB_HEARTBEAT_S", "0");
+        c
+    }
+}
+
+/// Table 2 of the store `store` (a directory, or a URL with `cmd` set up for it).
+fn table2(mut cmd: Command, store: &str, exp: &Path) -> String {
+    stdout_ok(
+        &cmd.args([
+            "--store",
+            store,
+            "table",
+            "table2",
+            "--format",
+            "csv",
+            "--experiment",
+        ])
+        .arg(exp)
+        .output()
+        .unwrap(),
+    )
+    .lines()
+    .filter(|l| l.contains(",run,"))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// The nodes a run's stderr says it computed (`  ran NODE in ...`).
+fn ran(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ran "))
+        .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+fn finish(c: Child) -> (String, String) {
+    let out: Output = c.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+/// The stage count of a run's summary (`name: N stages, ...`).
+fn stages(summary: &str) -> usize {
+    summary
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("stage count")
+}
+
+#[test]
+fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh() {
+    let Some(s3) = S3::start() else { return };
+    s3.bucket("otb");
+    let d = tempfile::tempdir().unwrap();
+    let exp = scripted();
+    let one = d.path().join("one");
+    let one_store = one.to_string_lossy().into_owned();
+    let total = stages(&stdout_ok(
+        &otb()
+            .args(["--store", &one_store, "run", "--quiet"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    ));
+
+    let url = "s3://otb/runs/a";
+    let children: Vec<Child> = (1..=2)
+        .map(|i| {
+            s3.otb(&d.path().join(format!("mirror{i}")))
+                .args(["--store", url, "run"])
+                .arg(&exp)
+                .args(["--shard", &format!("{i}/2")])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut computed = Vec::new();
+    for c in children {
+        let (stdout, stderr) = finish(c);
+        assert!(stdout.contains("[shard "), "{stdout}");
+        let mine = ran(&stderr);
+        assert!(!mine.is_empty(), "each worker computes its share: {stderr}");
+        computed.extend(mine);
+    }
+    let mut once = computed.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), computed.len(), "a node computed twice");
+    assert_eq!(computed.len(), total, "every node computed once");
+
+    // A third machine (a fresh mirror) finds everything on the remote.
+    let third = d.path().join("mirror3");
+    assert_eq!(
+        table2(s3.otb(&third), url, &exp),
+        table2(otb(), &one_store, &exp)
+    );
+    let again = stdout_ok(
+        &s3.otb(&third)
+            .args(["--store", url, "run", "--quiet"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    assert!(again.contains(&format!("{total} stages, 0 ran")), "{again}");
+}
+
+#[test]
+fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result() {
+    let Some(s3) = S3::start() else { return };
+    s3.bucket("race");
+    assert!(s3.refuses_conflicting_writes("race"));
+    let d = tempfile::tempdir().unwrap();
+    let exp = scripted();
+    let url = "s3://race/p";
+    let children: Vec<Child> = (1..=2)
+        .map(|i| {
+            s3.otb(&d.path().join(format!("m{i}")))
+                .args(["--store", url, "run"])
+                .arg(&exp)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outs: Vec<(String, String)> = children.into_iter().map(finish).collect();
+    // Without leases both compute (nearly) everything; each key is published once.
+    assert!(outs.iter().all(|(_, e)| !ran(e).is_empty()));
+    let t1 = table2(s3.otb(&d.path().join("m1")), url, &exp);
+    let t2 = table2(s3.otb(&d.path().join("m2")), url, &exp);
+    let t3 = table2(s3.otb(&d.path().join("m3")), url, &exp);
+    assert_eq!(t1, t2);
+    assert_eq!(t1, t3);
+    assert!(!t1.is_empty());
+}
+
+#[test]
+fn a_missing_bucket_is_one_error_line_before_anything_is_written() {
+    let Some(s3) = S3::start() else { return };
+    let d = tempfile::tempdir().unwrap();
+    let mirror = d.path().join("mirror");
+    let out = s3
+        .otb(&mirror)
+        .args(["--store", "s3://no-such-bucket/p", "run"])
+        .arg(scripted())
+        .output()
+        .unwrap();
+    let line = one_error_line(&out);
+    assert!(
+        line.contains("NoSuchBucket") || line.contains("bucket"),
+        "{line}"
+    );
+    assert!(!mirror.exists(), "no mirror was made");
+    let out = otb()
+        .args(["--store", "gs://b/p", "status"])
+        .arg(scripted())
+        .output()
+        .unwrap();
+    assert!(one_error_line(&out).contains("s3://"));
+}
+
+#[test]
+fn a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker() {
+    let Some(s3) = S3::start() else { return };
+    s3.bucket("takeover");
+    let d = tempfile::tempdir().unwrap();
+    let exp = scripted();
+    let url = "s3://takeover/p";
+    // Worker 1 stops at its first publish (before the object store has it), holding
+    // that node's lease on the object store.
+    let m1 = d.path().join("m1");
+    let mut first = s3
+        .otb(&m1)
+        .args(["--store", url, "run"])
+        .arg(&exp)
+        .args(["--shard", "1/2"])
+        .env("OTB_LEASE_S", "1")
+        .env("OTB_FAULT_PAUSE", "publish")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let paused = || {
+        std::fs::read_dir(&m1)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().join("tmp").join("PAUSED").exists())
+    };
+    while !paused() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "worker 1 never paused"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Another machine's `otb status` names the lease holder (the lease is remote).
+    let status = stdout_ok(
+        &s3.otb(&d.path().join("m0"))
+            .args(["--store", url, "status"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        status.contains("in progress: shard 1/2 on host "),
+        "{status}"
+    );
+    let second = s3
+        .otb(&d.path().join("m2"))
+        .args(["--store", url, "run"])
+        .arg(&exp)
+        .args(["--shard", "2/2"])
+        .env("OTB_LEASE_S", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let (_, stderr) = finish(second);
+    assert!(
+        stderr.contains("computes it (host "),
+        "worker 2 waited for the lease first: {stderr}"
+    );
+    let computed = ran(&stderr);
+    let mut once = computed.clone();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), computed.len(), "a node computed twice");
+    let again = stdout_ok(
+        &s3.otb(&d.path().join("m3"))
+            .args(["--store", url, "run", "--quiet"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    assert!(again.contains(", 0 ran"), "all fresh: {again}");
+    assert_eq!(
+        stages(&again),
+        computed.len(),
+        "worker 2 computed everything"
+    );
+}
