@@ -644,7 +644,7 @@ fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Resu
     let mut coop = None;
     if let Some(sh) = shard {
         let owners = stages::plan::plan(&exp, &store)?.owners(sh.count);
-        let c = pipeline::lease::Coop::join(store.board(), sh, lease, owners)?;
+        let c = pipeline::lease::Coop::join(pipeline::lease::Board::of(&store), sh, lease, owners)?;
         session = session.with_coop(c.clone());
         coop = Some(c);
     }

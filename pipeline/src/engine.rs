@@ -739,7 +739,7 @@ impl<'s> Session<'s> {
                     }
                 }
             };
-            if let Some(h) = crate::lease::lease_of(&self.store.board(), &key) {
+            if let Some(h) = crate::lease::lease_of(&crate::lease::Board::of(self.store), &key) {
                 reasons.retain(|r| r != "never run");
                 reasons.insert(0, format!("in progress: {}", lease_text(&h)));
             } else if self.store.in_progress(stage, &key) {

@@ -24,6 +24,19 @@ pub fn journal_dir(root: &Path, key: &str) -> PathBuf {
     root.join("cache").join("journal").join(key)
 }
 
+/// Written to `<store>/FORMAT`; bumped when the layout changes incompatibly.
+pub const STORE_FORMAT: &str = "otb-store-1";
+
+/// Where the leases of cooperating workers live (`crate::lease`).
+pub fn lease_dir(root: &Path) -> PathBuf {
+    root.join("cache").join("leases")
+}
+
+/// Where the worker records of cooperating workers live (`crate::lease`).
+pub fn worker_dir(root: &Path) -> PathBuf {
+    root.join("cache").join("workers")
+}
+
 /// A stage name usable as a directory name: ASCII letters, digits, `-`, `_`, `.`,
 /// not starting with `.` or `-`, not a reserved name, at most 100 characters.
 pub fn is_stage_name(s: &str) -> bool {

@@ -75,23 +75,14 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-pub(crate) fn host() -> String {
-    fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into())
-}
-
 /// Where the leases of a store live.
 pub fn lease_dir(root: &Path) -> PathBuf {
-    root.join("cache").join("leases")
+    crate::layout::lease_dir(root)
 }
 
 /// Where the worker records of a store live.
 pub fn worker_dir(root: &Path) -> PathBuf {
-    root.join("cache").join("workers")
+    crate::layout::worker_dir(root)
 }
 
 fn lease_rel(key: &Digest) -> String {
@@ -112,6 +103,20 @@ pub enum Board {
     Dir(PathBuf),
     /// Objects below the prefix of a store on object storage.
     Remote(Remote),
+}
+
+impl Board {
+    /// Where the leases and worker records of `store`'s cooperating workers live:
+    /// the store's directory, or the object store of a remote store.
+    pub fn of(store: &crate::store::Store) -> Board {
+        match store.remote() {
+            None => Board::Dir(store.root().to_path_buf()),
+            Some(r) => match r.local_dir() {
+                Some(dir) => Board::Dir(dir.to_path_buf()),
+                None => Board::Remote(r.clone()),
+            },
+        }
+    }
 }
 
 impl Board {
@@ -278,7 +283,7 @@ impl Coop {
         let now = now_ms();
         let me = Holder {
             worker: format!("shard {shard}"),
-            host: host(),
+            host: crate::remote::host(),
             pid: std::process::id(),
             node: String::new(),
             started_ms: now,

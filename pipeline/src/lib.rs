@@ -86,6 +86,7 @@ pub mod journal;
 pub mod key;
 mod layout;
 pub mod lease;
+pub mod manifest;
 pub mod remote;
 pub mod store;
 pub mod table;

@@ -16,7 +16,7 @@
 
 use crate::digest::Digest;
 use crate::error::{StoreError, StoreErrorKind};
-use crate::store::Manifest;
+use crate::manifest::Manifest;
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
@@ -275,7 +275,7 @@ impl Remote {
     /// Check the remote's `FORMAT` object, writing it (create-only) when there is
     /// none: a prefix holding another store format is refused.
     pub(crate) fn check_format(&self, write: bool) -> Result<(), StoreError> {
-        let want = format!("{}\n", crate::store::STORE_FORMAT);
+        let want = format!("{}\n", crate::layout::STORE_FORMAT);
         let found = match self.get("FORMAT")? {
             Some((b, _)) => b,
             None if write => {
@@ -287,13 +287,13 @@ impl Remote {
             None => return Ok(()),
         };
         let found = String::from_utf8_lossy(&found).trim().to_string();
-        if found == crate::store::STORE_FORMAT {
+        if found == crate::layout::STORE_FORMAT {
             return Ok(());
         }
         Err(StoreError::new(
             StoreErrorKind::Format {
                 found,
-                expected: crate::store::STORE_FORMAT.to_string(),
+                expected: crate::layout::STORE_FORMAT.to_string(),
             },
             Path::new(&format!("{}/FORMAT", self.url)),
         ))
@@ -393,10 +393,20 @@ impl Remote {
     }
 }
 
+/// This machine's host name (for lease holders and writer ids).
+pub(crate) fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
 /// A name unique to this writer and publish: host, process and time.
 fn writer_id() -> String {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let host: String = crate::lease::host()
+    let host: String = host()
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' {

@@ -1,12 +1,13 @@
 //! The on-disk store: content-addressed stage outputs, published atomically.
 
-use crate::digest::{canonical_json, Digest};
+use crate::digest::Digest;
 use crate::error::{StoreError, StoreErrorKind};
 use crate::fsio::fsync_dir;
 /// Atomic file writes (temp file, fsync, rename, fsync the directory).
 pub use crate::fsio::write_atomic;
 use crate::key::KeyComponents;
 use crate::layout;
+pub use crate::manifest::{output_digest, Manifest, Usage, MANIFEST_VERSION};
 use crate::remote::Remote;
 use crate::table::{read_rows, write_rows, Row, TableMeta};
 use serde::{Deserialize, Serialize};
@@ -16,74 +17,12 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Written to `<store>/FORMAT`; bumped when the layout changes incompatibly.
-pub const STORE_FORMAT: &str = "otb-store-1";
-/// Version of `manifest.json`.
-pub const MANIFEST_VERSION: u32 = 1;
+pub use crate::layout::STORE_FORMAT;
 /// Fault injection for crash tests: `OTB_FAULT_PAUSE=publish` makes every publish
 /// stop after the data files and manifest are written into the staging directory and
 /// before the atomic rename; it creates `<store>/tmp/PAUSED` and sleeps, so a test can
 /// SIGKILL the process at exactly that point.
 pub const FAULT_ENV: &str = "OTB_FAULT_PAUSE";
-
-/// Token and call accounting of one stage run (sums of its model calls).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Model calls made, cached ones included.
-    pub calls: u64,
-    /// Calls answered from the call cache (a subset of `calls`).
-    pub cached_calls: u64,
-    /// Calls whose answer was a failure stored as a row (a subset of `calls`).
-    pub errors: u64,
-    /// Prompt (input) tokens, as the model reported them.
-    pub prompt_tokens: u64,
-    /// Completion (output) tokens, as the model reported them.
-    pub completion_tokens: u64,
-    /// Reasoning tokens, as the model reported them.
-    pub reasoning_tokens: u64,
-}
-
-impl Usage {
-    /// Add another run's counts; every counter saturates at `u64::MAX` (a model that
-    /// reports absurd token counts must not wrap a sum around to a small number).
-    pub fn add(&mut self, o: &Usage) {
-        self.calls = self.calls.saturating_add(o.calls);
-        self.cached_calls = self.cached_calls.saturating_add(o.cached_calls);
-        self.errors = self.errors.saturating_add(o.errors);
-        self.prompt_tokens = self.prompt_tokens.saturating_add(o.prompt_tokens);
-        self.completion_tokens = self.completion_tokens.saturating_add(o.completion_tokens);
-        self.reasoning_tokens = self.reasoning_tokens.saturating_add(o.reasoning_tokens);
-    }
-
-    /// Prompt + completion + reasoning tokens (saturating).
-    pub fn total_tokens(&self) -> u64 {
-        self.prompt_tokens
-            .saturating_add(self.completion_tokens)
-            .saturating_add(self.reasoning_tokens)
-    }
-}
-
-/// `manifest.json` of one published stage output. Written last.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    /// Version of this file's layout ([`MANIFEST_VERSION`]).
-    pub manifest_version: u32,
-    /// The stage key: the digest of `components`; also the entry's directory name.
-    pub key: Digest,
-    /// What the key was computed from.
-    pub components: KeyComponents,
-    /// Table name -> file, digest, rows, bytes.
-    pub outputs: BTreeMap<String, TableMeta>,
-    /// Digest over all output tables; this is what downstream keys include.
-    pub output_digest: Digest,
-    /// The experiment node that produced it, e.g. `explore[names/gpt-5/r2]`.
-    pub node: String,
-    /// Wall-clock time of the stage run, in milliseconds.
-    pub wall_ms: u64,
-    /// Model-call accounting of the stage run.
-    pub usage: Usage,
-    /// When the output was committed (Unix seconds).
-    pub created_unix: u64,
-}
 
 /// Create and remove a file in `dir`: whether new files can be made there (what
 /// publishing needs), which permission bits alone do not tell (root, read-only
@@ -103,12 +42,6 @@ fn probe_writable(dir: &Path) -> Result<(), StoreError> {
             dir,
         )),
     }
-}
-
-/// Digest over a set of tables (name -> digest), independent of anything else.
-pub fn output_digest(outputs: &BTreeMap<String, TableMeta>) -> Digest {
-    let m: BTreeMap<&String, &Digest> = outputs.iter().map(|(k, v)| (k, &v.digest)).collect();
-    Digest::of_bytes(canonical_json(&serde_json::json!(m)).as_bytes())
 }
 
 /// A verified, published stage output.
@@ -399,8 +332,8 @@ impl Store {
             Vec::new()
         } else {
             for d in [
-                crate::lease::lease_dir(&root),
-                crate::lease::worker_dir(&root),
+                crate::layout::lease_dir(&root),
+                crate::layout::worker_dir(&root),
             ] {
                 for item in fs::read_dir(&d).into_iter().flatten().flatten() {
                     if item.file_type().is_ok_and(|t| t.is_file()) {
@@ -465,19 +398,6 @@ impl Store {
     /// The store on object storage this one mirrors, if any.
     pub fn remote(&self) -> Option<&Remote> {
         self.remote.as_ref()
-    }
-
-    /// Where the leases and worker records of cooperating workers live: the store's
-    /// directory, or the object store of a remote store.
-    pub fn board(&self) -> crate::lease::Board {
-        use crate::lease::Board;
-        match &self.remote {
-            None => Board::Dir(self.root.clone()),
-            Some(r) => match r.local_dir() {
-                Some(dir) => Board::Dir(dir.to_path_buf()),
-                None => Board::Remote(r.clone()),
-            },
-        }
     }
 
     /// A staging directory in `tmp/` for `stage`/`key`.
