@@ -89,7 +89,7 @@ fn run(store: &std::path::Path, exp: &std::path::Path, url: &str) -> std::proces
 }
 
 fn table(store: &std::path::Path, exp: &std::path::Path) -> String {
-    stdout_ok(
+    common::run_rows(&stdout_ok(
         &otb()
             .arg("--store")
             .arg(store)
@@ -97,11 +97,7 @@ fn table(store: &std::path::Path, exp: &std::path::Path) -> String {
             .arg(exp)
             .output()
             .expect("table"),
-    )
-    .lines()
-    .filter(|l| l.contains(",run,"))
-    .collect::<Vec<_>>()
-    .join("\n")
+    ))
 }
 
 #[test]

@@ -139,7 +139,7 @@ impl S3 {
 
 /// Table 2 of the store `store` (a directory, or a URL with `cmd` set up for it).
 fn table2(mut cmd: Command, store: &str, exp: &Path) -> String {
-    stdout_ok(
+    common::run_rows(&stdout_ok(
         &cmd.args([
             "--store",
             store,
@@ -152,20 +152,7 @@ fn table2(mut cmd: Command, store: &str, exp: &Path) -> String {
         .arg(exp)
         .output()
         .unwrap(),
-    )
-    .lines()
-    .filter(|l| l.contains(",run,"))
-    .collect::<Vec<_>>()
-    .join("\n")
-}
-
-/// The nodes a run's stderr says it computed (`  ran NODE in ...`).
-fn ran(stderr: &str) -> Vec<String> {
-    stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("  ran "))
-        .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
-        .collect()
+    ))
 }
 
 fn finish(c: Child) -> (String, String) {
@@ -218,7 +205,7 @@ fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh
     for c in children {
         let (stdout, stderr) = finish(c);
         assert!(stdout.contains("[shard "), "{stdout}");
-        let mine = ran(&stderr);
+        let mine = common::ran_nodes(&stderr);
         assert!(!mine.is_empty(), "each worker computes its share: {stderr}");
         computed.extend(mine);
     }
@@ -265,7 +252,7 @@ fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result() {
         .collect();
     let outs: Vec<(String, String)> = children.into_iter().map(finish).collect();
     // Without leases both compute (nearly) everything; each key is published once.
-    assert!(outs.iter().all(|(_, e)| !ran(e).is_empty()));
+    assert!(outs.iter().all(|(_, e)| !common::ran_nodes(e).is_empty()));
     let t1 = table2(s3.otb(&d.path().join("m1")), url, &exp);
     let t2 = table2(s3.otb(&d.path().join("m2")), url, &exp);
     let t3 = table2(s3.otb(&d.path().join("m3")), url, &exp);
@@ -365,7 +352,7 @@ fn a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker() {
         stderr.contains("computes it (host "),
         "worker 2 waited for the lease first: {stderr}"
     );
-    let computed = ran(&stderr);
+    let computed = common::ran_nodes(&stderr);
     let mut once = computed.clone();
     once.sort();
     once.dedup();

@@ -26,7 +26,7 @@ fn worker(store: &Path, exp: &Path, shard: &str) -> Command {
 }
 
 fn table2(store: &Path, exp: &Path) -> String {
-    stdout_ok(
+    common::run_rows(&stdout_ok(
         &otb()
             .arg("--store")
             .arg(store)
@@ -34,20 +34,7 @@ fn table2(store: &Path, exp: &Path) -> String {
             .arg(exp)
             .output()
             .unwrap(),
-    )
-    .lines()
-    .filter(|l| l.contains(",run,"))
-    .collect::<Vec<_>>()
-    .join("\n")
-}
-
-/// The nodes a worker's stderr says it computed (`  ran NODE in ...`).
-fn ran(stderr: &str) -> Vec<String> {
-    stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("  ran "))
-        .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
-        .collect()
+    ))
 }
 
 /// Run `n` workers of `exp` on `store` at once; each must succeed and compute
@@ -69,7 +56,7 @@ fn workers(store: &Path, exp: &Path, n: u32) -> Vec<String> {
         assert!(out.status.success(), "{stderr}");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("[shard "), "{stdout}");
-        computed.extend(ran(&stderr));
+        computed.extend(common::ran_nodes(&stderr));
     }
     once(&computed);
     computed
@@ -177,7 +164,7 @@ fn a_killed_workers_nodes_are_taken_over_after_its_lease_expires() {
         stderr.contains("computes it (host "),
         "worker 2 waited for the lease first: {stderr}"
     );
-    let computed = ran(&stderr);
+    let computed = common::ran_nodes(&stderr);
     once(&computed);
 
     let one = d.path().join("one");

@@ -134,11 +134,7 @@ impl From<Output> for RunResult {
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(out.status.success(), "otb run failed:\n{stdout}\n{stderr}");
-        let ran = stderr
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("ran "))
-            .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
-            .collect();
+        let ran = ran_nodes(&stderr);
         // Summary: `mini: N stages, X ran, Y fresh`
         let summary = stdout.lines().last().unwrap_or("").to_string();
         let total = summary
@@ -309,4 +305,21 @@ pub fn dom(browser: &str, page: &Path, fragment: &str) -> String {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     std::fs::read_to_string(&out_file).expect("read dom")
+}
+
+/// The nodes a run's stderr says it computed (`  ran NODE in ...`).
+pub fn ran_nodes(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("ran "))
+        .map(|l| l.split(" in ").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+/// The rows of this run (`,run,`) of a table printed as CSV.
+pub fn run_rows(csv: &str) -> String {
+    csv.lines()
+        .filter(|l| l.contains(",run,"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
