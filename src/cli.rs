@@ -788,7 +788,8 @@ fn report(
 ) -> Result<ExitCode> {
     let exp = load(experiment)?;
     let other = against.map(load).transpose()?;
-    if !root.is_dir() {
+    // A store on object storage is read through a mirror that may not exist yet.
+    if !root.is_dir() && REMOTE_URL.get().is_none() {
         return Err(BadInput(format!(
             "no store at {} (run `otb run {}` first, or give --store)",
             root.display(),

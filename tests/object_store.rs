@@ -229,6 +229,25 @@ fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh
             .unwrap(),
     );
     assert!(again.contains(&format!("{total} stages, 0 ran")), "{again}");
+
+    // A fourth machine reports the run straight from the remote (a fresh mirror).
+    let rep = d.path().join("report");
+    let out = stdout_ok(
+        &s3.otb(&d.path().join("mirror4"))
+            .args(["--store", url, "report"])
+            .arg(&exp)
+            .arg("--to")
+            .arg(&rep)
+            .output()
+            .unwrap(),
+    );
+    assert!(out.contains("report.html"), "{out}");
+    let page = std::fs::read_to_string(rep.join("report.html")).unwrap();
+    assert!(
+        page.contains("data-node=\"evaluate[names r1]\""),
+        "cells listed"
+    );
+    assert!(!page.contains("data-items=\"0\" data-node=\"evaluate[gold r0]\""));
 }
 
 #[test]
