@@ -538,34 +538,31 @@ pub fn main() -> Result<ExitCode> {
     }
 }
 
-/// `OTB_HEARTBEAT_S`: seconds between heartbeat lines when stderr is not a terminal
-/// (default 60; 0: none).
-fn heartbeat_interval() -> Result<std::time::Duration> {
-    match std::env::var("OTB_HEARTBEAT_S") {
-        Err(_) => Ok(std::time::Duration::from_secs(60)),
+/// A duration in seconds from environment variable `name`: `default` when unset,
+/// else a number from `min` to 86400 (bad input otherwise, the line saying `what` it
+/// sets).
+fn env_seconds(name: &str, default: u64, min: f64, what: &str) -> Result<std::time::Duration> {
+    match std::env::var(name) {
+        Err(_) => Ok(std::time::Duration::from_secs(default)),
         Ok(v) => v
             .trim()
             .parse::<f64>()
             .ok()
-            .filter(|s| s.is_finite() && *s >= 0.0 && *s <= 86_400.0)
+            .filter(|s| s.is_finite() && *s >= min && *s <= 86_400.0)
             .map(std::time::Duration::from_secs_f64)
-            .ok_or_else(|| {
-                BadInput(format!(
-                    "OTB_HEARTBEAT_S={v:?}: expected seconds between heartbeat lines (0 to 86400; 0: none)"
-                ))
-                .into()
-            }),
+            .ok_or_else(|| BadInput(format!("{name}={v:?}: expected {what}")).into()),
     }
 }
 
-/// `hh:mm:ss` UTC now.
-fn clock() -> String {
-    let s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-        % 86_400;
-    format!("{:02}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60)
+/// `OTB_HEARTBEAT_S`: seconds between heartbeat lines when stderr is not a terminal
+/// (default 60; 0: none).
+fn heartbeat_interval() -> Result<std::time::Duration> {
+    env_seconds(
+        "OTB_HEARTBEAT_S",
+        60,
+        0.0,
+        "seconds between heartbeat lines (0 to 86400; 0: none)",
+    )
 }
 
 /// Drive `exp` in `session`; without a terminal on stderr (a batch job's log,
@@ -587,7 +584,7 @@ fn drive_with_heartbeat(
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
                 eprintln!(
                     "otb: {} {}{who}: {}",
-                    clock(),
+                    pipeline::clock::utc_time(pipeline::clock::now_unix()),
                     exp.name,
                     session.heartbeat(&stages::models::calls_line())
                 );
@@ -602,21 +599,12 @@ fn drive_with_heartbeat(
 /// `OTB_LEASE_S`: after how long without a heartbeat a worker's lease or record
 /// counts as dead (default 60 s).
 fn lease_timeout() -> Result<std::time::Duration> {
-    match std::env::var("OTB_LEASE_S") {
-        Err(_) => Ok(std::time::Duration::from_secs(60)),
-        Ok(v) => v
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|s| s.is_finite() && *s >= 0.2 && *s <= 86_400.0)
-            .map(std::time::Duration::from_secs_f64)
-            .ok_or_else(|| {
-                BadInput(format!(
-                    "OTB_LEASE_S={v:?}: expected the seconds after which a silent worker counts as dead (0.2 to 86400)"
-                ))
-                .into()
-            }),
-    }
+    env_seconds(
+        "OTB_LEASE_S",
+        60,
+        0.2,
+        "the seconds after which a silent worker counts as dead (0.2 to 86400)",
+    )
 }
 
 /// `otb run`: every stage of the experiment that is not in the store yet (with

@@ -335,19 +335,13 @@ impl StageCtx<'_> {
 /// Who holds a lease, where and since when: `shard 2/4 on host h (pid 12) since
 /// 12:01:02 UTC, last heartbeat 3s ago`.
 fn lease_text(h: &crate::lease::Holder) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
-    let s = h.started_ms / 1000 % 86_400;
+    let now = crate::clock::now_ms();
     format!(
-        "{} on host {} (pid {}) since {:02}:{:02}:{:02} UTC, last heartbeat {} ago",
+        "{} on host {} (pid {}) since {} UTC, last heartbeat {} ago",
         h.worker,
         h.host,
         h.pid,
-        s / 3600,
-        s % 3600 / 60,
-        s % 60,
+        crate::clock::utc_time(h.started_ms / 1000),
         short_duration(Duration::from_millis(now.saturating_sub(h.heartbeat_ms)))
     )
 }

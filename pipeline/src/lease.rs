@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Which of `count` cooperating workers this is (`index` counts from 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,15 +64,8 @@ pub struct Holder {
 impl Holder {
     /// Whether its heartbeat is older than `timeout`.
     pub fn expired(&self, timeout: Duration) -> bool {
-        now_ms().saturating_sub(self.heartbeat_ms) > timeout.as_millis() as u64
+        crate::clock::now_ms().saturating_sub(self.heartbeat_ms) > timeout.as_millis() as u64
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// Where the leases of a store live.
@@ -185,8 +178,11 @@ impl Board {
                 // Move the dead holder's lease away (one worker's rename wins), then
                 // create it anew (one worker's create wins).
                 let path = Self::path(root, rel);
-                let aside =
-                    path.with_extension(format!("expired-{}-{}", std::process::id(), now_ms()));
+                let aside = path.with_extension(format!(
+                    "expired-{}-{}",
+                    std::process::id(),
+                    crate::clock::now_ms()
+                ));
                 if fs::rename(&path, &aside).is_ok() {
                     let _ = fs::remove_file(&aside);
                 }
@@ -280,7 +276,7 @@ impl Coop {
         owners: HashMap<String, u32>,
     ) -> Result<Arc<Coop>, StoreError> {
         board.prepare()?;
-        let now = now_ms();
+        let now = crate::clock::now_ms();
         let me = Holder {
             worker: format!("shard {shard}"),
             host: crate::remote::host(),
@@ -313,7 +309,7 @@ impl Coop {
 
     /// Refresh the worker record and every held lease.
     fn beat(&self) -> Result<(), StoreError> {
-        let now = now_ms();
+        let now = crate::clock::now_ms();
         let me = Holder {
             heartbeat_ms: now,
             ..self.me.clone()
@@ -369,7 +365,7 @@ impl Coop {
     pub fn claim(&self, node: &str, key: &Digest) -> Result<Claim, StoreError> {
         let rel = lease_rel(key);
         for _ in 0..3 {
-            let now = now_ms();
+            let now = crate::clock::now_ms();
             let mine = Holder {
                 node: node.to_string(),
                 started_ms: now,

@@ -76,6 +76,7 @@
 // `#[derive(Row)]` names `::pipeline::...`, which must resolve here too.
 extern crate self as pipeline;
 
+pub mod clock;
 pub mod digest;
 pub mod engine;
 pub mod error;

@@ -175,13 +175,6 @@ pub struct Store {
     remote: Option<Remote>,
 }
 
-fn now_unix() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// What is at a store root before anything is written there.
 #[derive(Debug, PartialEq, Eq)]
 enum RootState {
@@ -729,7 +722,7 @@ impl Store {
             node: node.to_string(),
             wall_ms,
             usage,
-            created_unix: now_unix(),
+            created_unix: crate::clock::now_unix(),
         };
         let json = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| StoreError::new(StoreErrorKind::Manifest(e.to_string()), &staging.dir))?;

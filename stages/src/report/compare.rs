@@ -141,6 +141,7 @@ mod tests {
             n: 3,
             mean: None,
             errors: 0,
+            p_a: None,
             docs: None,
             page: None,
         }

@@ -60,9 +60,11 @@ impl Prices {
 /// Whose model a stage calls.
 fn role(stage: &str) -> &'static str {
     match stage {
-        "explore" | "chess-explore" | "search-explore" => "agent",
-        "batch-reflect" | "consensus-merge" => "editor",
-        "search-judge" => "judge",
+        crate::bfcl::explore::STAGE
+        | crate::chess::EXPLORE_STAGE
+        | crate::search::EXPLORE_STAGE => "agent",
+        crate::batch_reflect::STAGE | crate::offline::MERGE_STAGE => "editor",
+        crate::search::judge::JUDGE_STAGE => "judge",
         _ => "-",
     }
 }

@@ -10,8 +10,6 @@ use pipeline::{Row, StoreError};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
-const BASELINES: [&str; 4] = ["easytool", "play2prompt", "draft", "tracefree"];
-
 fn desc_of(tools: &Value, name: &str) -> Option<String> {
     tools.as_array()?.iter().find_map(|t| {
         (t.get("name")?.as_str()? == name).then(|| {
@@ -82,6 +80,20 @@ pub fn collect(src: &Source, cells: &[Cell], items: &[Item]) -> Result<DocEdits,
     let mut out = DocEdits::default();
     for ((setting, agent, editor), mut rounds) in curves {
         rounds.sort_by_key(|d| d.out.label.round);
+        let online: Vec<(i64, usize)> = rounds
+            .iter()
+            .filter(|d| d.out.stage == crate::batch_reflect::STAGE)
+            .map(|d| {
+                (
+                    d.out.label.round,
+                    d.rows.iter().filter(|r| r.frozen).count(),
+                )
+            })
+            .collect();
+        if !online.is_empty() {
+            out.frozen
+                .insert((setting.clone(), agent.clone(), editor.clone()), online);
+        }
         let env = env_of.get(setting.as_str()).copied().unwrap_or("bfcl");
         let base = all.iter().find(|d| {
             let l = &d.out.label;
@@ -91,15 +103,16 @@ pub fn collect(src: &Source, cells: &[Cell], items: &[Item]) -> Result<DocEdits,
         // BFCL's gold is the `gold` setting's opacify; offline, the tool set's gold docs.
         let gold = all.iter().find(|d| {
             let l = &d.out.label;
-            (env == "bfcl" && l.setting == "gold" && d.out.stage == "opacify")
+            (env == "bfcl" && l.setting == "gold" && d.out.stage == crate::bfcl::opacify::STAGE)
                 || (env != "bfcl" && l.setting == setting && l.method == "gold")
         });
-        let baselines: Vec<&Docs<'_>> = BASELINES
-            .iter()
+        let baselines: Vec<&Docs<'_>> = crate::at::Method::ALL
+            .into_iter()
+            .filter(|m| m.is_baseline())
             .filter_map(|m| {
                 let of = |d: &&Docs<'_>| {
                     let l = &d.out.label;
-                    l.setting == setting && l.method == *m
+                    l.setting == setting && l.method == m.as_str()
                 };
                 all.iter()
                     .filter(of)

@@ -40,26 +40,10 @@ struct Data<'a> {
 }
 
 fn when(unix: u64) -> String {
-    if unix == 0 {
-        return "-".into();
+    match unix {
+        0 => "-".into(),
+        t => pipeline::clock::utc_datetime(t),
     }
-    // Days since the epoch to a civil date (proleptic Gregorian), UTC.
-    let (days, secs) = ((unix / 86_400) as i64, unix % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
 }
 
 /// `1234567` as `1,234,567`.
@@ -623,7 +607,7 @@ mod tests {
     }
 
     #[test]
-    fn dates_are_utc() {
+    fn an_unknown_time_is_a_dash() {
         assert_eq!(when(0), "-");
         assert_eq!(when(1_764_115_200), "2025-11-26 00:00:00 UTC");
     }

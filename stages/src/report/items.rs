@@ -61,13 +61,16 @@ impl Cap {
 
 /// The stages whose nodes hold items.
 pub fn holds_items(stage: &str) -> bool {
-    matches!(stage, "evaluate" | "chess-explore" | "search-explore")
+    matches!(
+        stage,
+        crate::bfcl::evaluate::STAGE | crate::chess::EXPLORE_STAGE | crate::search::EXPLORE_STAGE
+    )
 }
 
 fn env_of(stage: &str) -> &'static str {
     match stage {
-        "chess-explore" => "chess",
-        "search-explore" => "search",
+        crate::chess::EXPLORE_STAGE => "chess",
+        crate::search::EXPLORE_STAGE => "search",
         _ => "bfcl",
     }
 }
@@ -88,19 +91,12 @@ fn split_of(node: &str) -> String {
     String::new()
 }
 
-/// Every cell of the source (computed or not, in grid order) and the items of the
-/// computed ones. `progress` is told after each cell.
-pub fn collect(
-    src: &Source,
-    cap: &mut Cap,
-    mut progress: impl FnMut(),
-) -> Result<(Vec<Cell>, Vec<Item>), StoreError> {
-    let mut cells = Vec::new();
-    let mut items = Vec::new();
+/// The grid nodes that hold items, in plan order, each once, with their stage and
+/// cell: computed ones with their output's label, the others with the drive's; then
+/// any computed output no plan node lists.
+pub fn grid(src: &Source) -> Vec<(String, String, crate::at::Label)> {
     let mut listed = std::collections::HashSet::new();
-    // Grid nodes in plan order: computed ones with their label, the others from the
-    // drive's cells.
-    let mut grid: Vec<(String, String, crate::at::Label)> = Vec::new();
+    let mut grid = Vec::new();
     let labels: HashMap<&str, &crate::at::Label> =
         src.cells.iter().map(|(n, l)| (n.as_str(), l)).collect();
     for n in &src.nodes {
@@ -118,13 +114,24 @@ pub fn collect(
             grid.push((n.node.clone(), n.stage.clone(), label));
         }
     }
-    // Outputs no plan node lists (the released runs' evaluations are all listed,
-    // but keep any stray one).
     for o in &src.outs {
         if holds_items(&o.stage) && listed.insert(o.node.clone()) {
             grid.push((o.node.clone(), o.stage.clone(), o.label.clone()));
         }
     }
+    grid
+}
+
+/// Every cell of `grid` (computed or not, in its order) and the items of the
+/// computed ones. `progress` is told after each cell.
+pub fn collect(
+    src: &Source,
+    grid: Vec<(String, String, crate::at::Label)>,
+    cap: &mut Cap,
+    mut progress: impl FnMut(),
+) -> Result<(Vec<Cell>, Vec<Item>), StoreError> {
+    let mut cells = Vec::new();
+    let mut items = Vec::new();
     for (node, stage, label) in grid {
         let id = cells.len();
         let mut cell = Cell {
@@ -141,6 +148,7 @@ pub fn collect(
             n: 0,
             mean: None,
             errors: 0,
+            p_a: None,
             docs: None,
             page: None,
         };
@@ -149,7 +157,7 @@ pub fn collect(
             let mut its = match cell.env {
                 "chess" => chess(src, o, &mut cell, cap)?,
                 "search" => search(src, o, &mut cell, cap)?,
-                _ => bfcl(src, o, cap)?,
+                _ => bfcl(src, o, &mut cell, cap)?,
             };
             for it in &mut its {
                 it.cell = id;
@@ -165,23 +173,6 @@ pub fn collect(
         progress();
     }
     Ok((cells, items))
-}
-
-/// The cells [`collect`] will list (for a progress bar's length).
-pub fn count(src: &Source) -> usize {
-    let mut seen = std::collections::HashSet::new();
-    src.nodes
-        .iter()
-        .filter(|n| holds_items(&n.stage))
-        .map(|n| n.node.as_str())
-        .chain(
-            src.outs
-                .iter()
-                .filter(|o| holds_items(&o.stage))
-                .map(|o| o.node.as_str()),
-        )
-        .filter(|n| seen.insert(*n))
-        .count()
 }
 
 fn verdict(score: f64, error: &Option<String>) -> &'static str {
@@ -221,8 +212,15 @@ pub fn docs_text(tools: &Value) -> String {
     out
 }
 
-fn bfcl(src: &Source, o: &Out, cap: &mut Cap) -> Result<Vec<Item>, StoreError> {
+fn bfcl(src: &Source, o: &Out, cell: &mut Cell, cap: &mut Cap) -> Result<Vec<Item>, StoreError> {
     let scores: Vec<ScoreRow> = o.entry.read()?;
+    if !scores.is_empty() {
+        let n = scores.len() as f64;
+        cell.p_a = Some((
+            scores.iter().map(|s| s.p).sum::<f64>() / n,
+            scores.iter().map(|s| s.a).sum::<f64>() / n,
+        ));
+    }
     let traj: Vec<TrajectoryRow> = read(src.upstream(&o.node, TrajectoryRow::TABLE, None))?;
     let docs: Vec<DocRow> = read(src.upstream(&o.node, DocRow::TABLE, Some("docs")))?;
     let inst: Vec<InstanceRow> = read(src.upstream(&o.node, InstanceRow::TABLE, None))?;

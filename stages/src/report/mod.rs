@@ -80,17 +80,15 @@ fn bar(n: usize, on: bool, what: &str) -> indicatif::ProgressBar {
 /// Cells, items, documentation edits and cost of a source.
 fn body(src: &Source, opts: &Options, title: &str) -> Result<Report, StageError> {
     let mut cap = items::Cap::new(opts.item_bytes);
-    let pb = bar(items::count(src), opts.progress, "reading the store");
-    let (cells, items) = items::collect(src, &mut cap, || pb.inc(1))?;
+    let grid = items::grid(src);
+    let pb = bar(grid.len(), opts.progress, "reading the store");
+    let (cells, items) = items::collect(src, grid, &mut cap, || pb.inc(1))?;
     pb.finish_and_clear();
     let docs = docs::collect(src, &cells, &items)?;
     let cost = cost::collect(src, opts.prices.as_ref())?;
     let mut r = Report {
         title: title.to_string(),
-        written_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
+        written_unix: pipeline::clock::now_unix(),
         cut: (cap.texts, cap.bytes),
         priced: opts.prices.is_some(),
         cells,
@@ -99,7 +97,7 @@ fn body(src: &Source, opts: &Options, title: &str) -> Result<Report, StageError>
         cost,
         ..Report::default()
     };
-    r.charts = curves(src, &r)?;
+    r.charts = curves(src, &r);
     r.intervals = intervals(src)?;
     r.provenance.nodes = src
         .nodes
@@ -167,7 +165,7 @@ pub fn of_experiment(
             let (run2, reports2) = crate::driver::locate(other, store)?;
             let src2 = Source::of_run(run2, &reports2);
             let mut cap = items::Cap::new(opts.item_bytes);
-            let (cells2, items2) = items::collect(&src2, &mut cap, || {})?;
+            let (cells2, items2) = items::collect(&src2, items::grid(&src2), &mut cap, || {})?;
             let a = compare::Side {
                 name: &exp.name,
                 cells: &r.cells,
@@ -327,9 +325,12 @@ fn tables(store: &Store, exp: &Experiment, r: &Report, opts: &Options) -> Vec<Ta
 
 /// ToolObserver's online curves (BFCL): E, P and A by round with E's bootstrap
 /// interval, instances frozen and tokens per round.
-fn curves(src: &Source, r: &Report) -> Result<Vec<Chart>, StageError> {
-    use crate::rows::{DocRow, ScoreRow};
-    use std::collections::BTreeMap;
+fn curves(src: &Source, r: &Report) -> Vec<Chart> {
+    use std::collections::{BTreeMap, HashMap};
+    let mut scores: HashMap<usize, Vec<f64>> = HashMap::new();
+    for it in &r.items {
+        scores.entry(it.cell).or_default().push(it.score);
+    }
     type Curve = (String, String, String);
     let mut seqs: BTreeMap<Curve, Vec<&model::Cell>> = BTreeMap::new();
     for c in &r.cells {
@@ -360,18 +361,14 @@ fn curves(src: &Source, r: &Report) -> Result<Vec<Chart>, StageError> {
         seq.sort_by_key(|c| c.round);
         let (mut e, mut p, mut a) = (Vec::new(), Vec::new(), Vec::new());
         for c in &seq {
-            let Some(o) = src.out(&c.node) else { continue };
-            let rows: Vec<ScoreRow> = o.entry.read()?;
-            if rows.is_empty() {
+            let (Some(mean), Some((pm, am)), Some(es)) = (c.mean, c.p_a, scores.get(&c.id)) else {
                 continue;
-            }
-            let n = rows.len() as f64;
-            let es: Vec<f64> = rows.iter().map(|r| f64::from(u8::from(r.e))).collect();
-            let (lo, hi) = datasets::stats::bootstrap_mean_ci(&es, 1000, 0);
+            };
+            let (lo, hi) = datasets::stats::bootstrap_mean_ci(es, 1000, 0);
             let x = c.round as f64;
-            e.push((x, es.iter().sum::<f64>() / n, Some(lo), Some(hi)));
-            p.push((x, rows.iter().map(|r| r.p).sum::<f64>() / n, None, None));
-            a.push((x, rows.iter().map(|r| r.a).sum::<f64>() / n, None, None));
+            e.push((x, mean, Some(lo), Some(hi)));
+            p.push((x, pm, None, None));
+            a.push((x, am, None, None));
         }
         let name = if one_pair {
             setting.clone()
@@ -388,7 +385,15 @@ fn curves(src: &Source, r: &Report) -> Result<Vec<Chart>, StageError> {
                 series: vec![("E (95% CI)".into(), e), ("P".into(), p), ("A".into(), a)],
             });
         }
-        let (mut fz, mut tk) = (Vec::new(), Vec::new());
+        let fz: Vec<model::Point> = r
+            .docs
+            .frozen
+            .get(&(setting.clone(), agent.clone(), editor.clone()))
+            .into_iter()
+            .flatten()
+            .map(|&(round, n)| (round as f64, n as f64, None, None))
+            .collect();
+        let mut tk = Vec::new();
         for o in &src.outs {
             let l = &o.label;
             if l.method != "toolobserver"
@@ -409,17 +414,7 @@ fn curves(src: &Source, r: &Report) -> Result<Vec<Chart>, StageError> {
                     None,
                 )),
             }
-            if o.stage == "batch-reflect" && o.entry.manifest.outputs.contains_key(DocRow::TABLE) {
-                let rows: Vec<DocRow> = o.entry.read()?;
-                fz.push((
-                    x,
-                    rows.iter().filter(|d| d.frozen).count() as f64,
-                    None,
-                    None,
-                ));
-            }
         }
-        fz.sort_by(|a, b| a.0.total_cmp(&b.0));
         tk.sort_by(|a, b| a.0.total_cmp(&b.0));
         if !fz.is_empty() {
             frozen.push((name.clone(), fz));
@@ -444,7 +439,7 @@ fn curves(src: &Source, r: &Report) -> Result<Vec<Chart>, StageError> {
             series: tokens,
         });
     }
-    Ok(charts)
+    charts
 }
 
 /// Chess: each test cell's bootstrap Elo (mean, 95% interval); search: each test

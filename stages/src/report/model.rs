@@ -38,6 +38,9 @@ pub struct Cell {
     pub mean: Option<f64>,
     /// Items whose model call failed.
     pub errors: usize,
+    /// BFCL: mean parameter and AST accuracy of the items (the curves' P and A).
+    #[serde(skip)]
+    pub p_a: Option<(f64, f64)>,
     /// The documentation the agent saw, when one text serves every item of the cell
     /// (chess, search); BFCL items carry their own.
     pub docs: Option<String>,
@@ -187,6 +190,9 @@ pub struct DocEdits {
     pub unchanged: usize,
     /// Items that flipped after an edit.
     pub flips: Vec<Flip>,
+    /// Instances frozen after each round of each online curve (setting, agent,
+    /// editor): `(round, frozen)` in round order.
+    pub frozen: std::collections::BTreeMap<(String, String, String), Vec<(i64, usize)>>,
 }
 
 /// A paired comparison of two cells (or two experiments' cells) on their common
