@@ -88,18 +88,6 @@ fn run(store: &std::path::Path, exp: &std::path::Path, url: &str) -> std::proces
     run_with(store, exp, url, false)
 }
 
-fn table(store: &std::path::Path, exp: &std::path::Path) -> String {
-    common::run_rows(&stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(store)
-            .args(["table", "table2", "--format", "csv", "--experiment"])
-            .arg(exp)
-            .output()
-            .expect("table"),
-    ))
-}
-
 #[test]
 fn an_auth_failure_fails_the_stage_and_the_rerun_makes_only_the_missing_calls() {
     // The first explore stage has 5 agent calls (one per instance); calls 3-5 get 401.
@@ -147,8 +135,11 @@ fn an_auth_failure_fails_the_stage_and_the_rerun_makes_only_the_missing_calls() 
     let (url2, _srv2) = serve(vec![]);
     let store2 = dir.path().join("store2");
     stdout_ok(&run(&store2, &exp, &url2));
-    assert_eq!(table(&store, &exp), table(&store2, &exp));
-    assert!(!table(&store, &exp).is_empty());
+    assert_eq!(
+        common::run_table2(&store, &exp),
+        common::run_table2(&store2, &exp)
+    );
+    assert!(!common::run_table2(&store, &exp).is_empty());
 }
 
 #[test]
@@ -193,7 +184,7 @@ fn a_store_seeded_from_an_exported_cache_replays_without_a_model() {
         made,
         "the seeded store made no call"
     );
-    assert_eq!(table(&a, &exp), table(&b, &exp));
+    assert_eq!(common::run_table2(&a, &exp), common::run_table2(&b, &exp));
     // A file that is not an export is one error line, exit 2.
     let junk = dir.path().join("junk.parquet");
     std::fs::write(&junk, b"not parquet").unwrap();
@@ -243,8 +234,11 @@ fn with_concurrent_chains_a_rerun_resends_only_the_failed_calls() {
     let (url2, _srv2) = serve(vec![]);
     let store2 = dir.path().join("store2");
     stdout_ok(&run_with(&store2, &exp, &url2, false));
-    assert_eq!(table(&store, &exp), table(&store2, &exp));
-    assert!(!table(&store, &exp).is_empty());
+    assert_eq!(
+        common::run_table2(&store, &exp),
+        common::run_table2(&store2, &exp)
+    );
+    assert!(!common::run_table2(&store, &exp).is_empty());
 }
 
 /// Two `otb run`s of one experiment at the same time on one store pay for each model
@@ -439,5 +433,8 @@ fn a_fleet_member_killed_mid_run_leaves_the_run_to_the_others() {
     assert_eq!(na + nb, total, "every call answered once");
     assert_eq!(cached_calls(&two), cached_calls(&one));
     assert!(stderr.contains("fleet of 2: "), "{stderr}");
-    assert_eq!(table(&two, &exp), table(&one, &exp));
+    assert_eq!(
+        common::run_table2(&two, &exp),
+        common::run_table2(&one, &exp)
+    );
 }

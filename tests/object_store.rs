@@ -189,30 +189,21 @@ fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh
     ));
 
     let url = "s3://otb/runs/a";
-    let children: Vec<Child> = (1..=2)
-        .map(|i| {
-            s3.otb(&d.path().join(format!("mirror{i}")))
-                .args(["--store", url, "run"])
-                .arg(&exp)
-                .args(["--shard", &format!("{i}/2")])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
+    let outs = common::run_together((1..=2).map(|i| {
+        let mut c = s3.otb(&d.path().join(format!("mirror{i}")));
+        c.args(["--store", url, "run"])
+            .arg(&exp)
+            .args(["--shard", &format!("{i}/2")]);
+        c
+    }));
     let mut computed = Vec::new();
-    for c in children {
-        let (stdout, stderr) = finish(c);
+    for (stdout, stderr) in outs {
         assert!(stdout.contains("[shard "), "{stdout}");
         let mine = common::ran_nodes(&stderr);
         assert!(!mine.is_empty(), "each worker computes its share: {stderr}");
         computed.extend(mine);
     }
-    let mut once = computed.clone();
-    once.sort();
-    once.dedup();
-    assert_eq!(once.len(), computed.len(), "a node computed twice");
+    common::assert_once(&computed);
     assert_eq!(computed.len(), total, "every node computed once");
 
     // A third machine (a fresh mirror) finds everything on the remote.
@@ -258,18 +249,11 @@ fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result() {
     let d = tempfile::tempdir().unwrap();
     let exp = scripted();
     let url = "s3://race/p";
-    let children: Vec<Child> = (1..=2)
-        .map(|i| {
-            s3.otb(&d.path().join(format!("m{i}")))
-                .args(["--store", url, "run"])
-                .arg(&exp)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outs: Vec<(String, String)> = children.into_iter().map(finish).collect();
+    let outs = common::run_together((1..=2).map(|i| {
+        let mut c = s3.otb(&d.path().join(format!("m{i}")));
+        c.args(["--store", url, "run"]).arg(&exp);
+        c
+    }));
     // Without leases both compute (nearly) everything; each key is published once.
     assert!(outs.iter().all(|(_, e)| !common::ran_nodes(e).is_empty()));
     let t1 = table2(s3.otb(&d.path().join("m1")), url, &exp);

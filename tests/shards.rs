@@ -25,53 +25,19 @@ fn worker(store: &Path, exp: &Path, shard: &str) -> Command {
     c
 }
 
-fn table2(store: &Path, exp: &Path) -> String {
-    common::run_rows(&stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(store)
-            .args(["table", "table2", "--format", "csv", "--experiment"])
-            .arg(exp)
-            .output()
-            .unwrap(),
-    ))
-}
-
-/// Run `n` workers of `exp` on `store` at once; each must succeed and compute
-/// something. Returns every node they say they computed, asserting none twice.
-fn workers(store: &Path, exp: &Path, n: u32) -> Vec<String> {
-    let children: Vec<_> = (1..=n)
-        .map(|i| {
-            worker(store, exp, &format!("{i}/{n}"))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+/// Run `n` workers of `exp` on `store` at once; each must succeed. Returns the
+/// nodes each says it computed, asserting no node computed twice.
+fn workers(store: &Path, exp: &Path, n: u32) -> Vec<Vec<String>> {
+    let outs = common::run_together((1..=n).map(|i| worker(store, exp, &format!("{i}/{n}"))));
+    let per: Vec<Vec<String>> = outs
+        .iter()
+        .map(|(stdout, stderr)| {
+            assert!(stdout.contains("[shard "), "{stdout}");
+            common::ran_nodes(stderr)
         })
         .collect();
-    let mut computed = Vec::new();
-    for c in children {
-        let out = c.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{stderr}");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains("[shard "), "{stdout}");
-        computed.extend(common::ran_nodes(&stderr));
-    }
-    once(&computed);
-    computed
-}
-
-/// No node in `computed` twice.
-fn once(computed: &[String]) {
-    let mut sorted = computed.to_vec();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(
-        sorted.len(),
-        computed.len(),
-        "a node computed twice: {computed:?}"
-    );
+    common::assert_once(&per.concat());
+    per
 }
 
 /// The number of stages of a plain run's summary (`name: N stages, X ran, ...`).
@@ -102,10 +68,18 @@ fn four_workers_make_the_tables_of_one_process_and_compute_each_node_once() {
         .expect("stage count");
 
     let shared = d.path().join("shared");
-    let computed = workers(&shared, &exp, 4);
+    let per = workers(&shared, &exp, 4);
+    assert!(
+        per.iter().all(|mine| !mine.is_empty()),
+        "every worker computes its share: {per:?}"
+    );
+    let computed = per.concat();
     assert_eq!(computed.len(), total);
     // The tables of one process, and nothing left to do.
-    assert_eq!(table2(&shared, &exp), table2(&one, &exp));
+    assert_eq!(
+        common::run_table2(&shared, &exp),
+        common::run_table2(&one, &exp)
+    );
     assert!(
         plain_run(&shared, &exp).contains(&format!("{total} stages, 0 ran")),
         "all fresh"
@@ -165,11 +139,14 @@ fn a_killed_workers_nodes_are_taken_over_after_its_lease_expires() {
         "worker 2 waited for the lease first: {stderr}"
     );
     let computed = common::ran_nodes(&stderr);
-    once(&computed);
+    common::assert_once(&computed);
 
     let one = d.path().join("one");
     let summary = plain_run(&one, &exp);
-    assert_eq!(table2(&store, &exp), table2(&one, &exp));
+    assert_eq!(
+        common::run_table2(&store, &exp),
+        common::run_table2(&one, &exp)
+    );
     let total = summary
         .split(": ")
         .nth(1)
@@ -229,7 +206,7 @@ fn search_workers_make_the_table_of_one_process() {
         .and_then(|n| n.parse().ok())
         .expect("ran count");
     let shared = d.path().join("shared");
-    let computed = workers(&shared, &exp, 3);
+    let computed = workers(&shared, &exp, 3).concat();
     assert_eq!(computed.len(), ran_once);
     let table4 = |store: &Path| {
         stdout_ok(

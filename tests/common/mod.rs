@@ -323,3 +323,51 @@ pub fn run_rows(csv: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// This run's rows of Table 2 (`otb table table2 --format csv`) from `store`.
+pub fn run_table2(store: &Path, exp: &Path) -> String {
+    run_rows(&stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(store)
+            .args(["table", "table2", "--format", "csv", "--experiment"])
+            .arg(exp)
+            .output()
+            .expect("otb table"),
+    ))
+}
+
+/// Start every command at once (stdout and stderr captured), wait for all; each
+/// must succeed. Their (stdout, stderr), in order.
+pub fn run_together(cmds: impl IntoIterator<Item = Command>) -> Vec<(String, String)> {
+    let children: Vec<_> = cmds
+        .into_iter()
+        .map(|mut c| {
+            c.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("start otb")
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().expect("wait for otb");
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{stderr}");
+            (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+        })
+        .collect()
+}
+
+/// No node in `computed` twice.
+pub fn assert_once(computed: &[String]) {
+    let mut sorted = computed.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        computed.len(),
+        "a node computed twice: {computed:?}"
+    );
+}
