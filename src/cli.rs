@@ -748,6 +748,13 @@ fn report_dir(store: &Store, to: Option<&Path>, name: &str) -> Result<PathBuf> {
     let dir = to
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("outputs").join("reports").join(name));
+    if dir.exists() && !dir.is_dir() {
+        return Err(BadInput(format!(
+            "{}: is not a folder; --to names the folder the report is written to",
+            dir.display()
+        ))
+        .into());
+    }
     if pipeline::store::is_inside(&dir, store.root()) {
         return Err(BadInput(format!(
             "{}: is inside the store {}; write the report to a folder outside it",

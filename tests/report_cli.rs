@@ -458,6 +458,21 @@ fn bad_input_is_one_line_before_anything_is_written_and_a_half_run_reports() {
         .unwrap();
     let err = one_error_line(&inside);
     assert!(err.contains("is inside the store"), "{err}");
+    let file = d.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let err = one_error_line(
+        &otb()
+            .arg("--store")
+            .arg(&store)
+            .arg("report")
+            .arg(&exp)
+            .arg("--to")
+            .arg(&file)
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("is not a folder"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
     assert!(!rep.exists());
 
     // The half-run store reports: Base's cell done, ToolObserver's not started.
