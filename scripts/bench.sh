@@ -2,7 +2,7 @@
 # make bench: the benchmarks whose numbers go into docs/results.md's performance section.
 #
 #   OTB_BENCH_MODEL=smollm2-135m make bench   # quick embedded run (default: qwen2.5-coder-1.5b)
-#   OTB_BENCH_EMBEDDED=single|batch|parallel|0  # one part of the embedded bench, or none
+#   OTB_BENCH_EMBEDDED=single|batch|parallel|llama|spec|0  # one part of the embedded bench, or none
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
@@ -43,4 +43,10 @@ if [ "$part" != 0 ]; then
   model=${OTB_BENCH_MODEL:-qwen2.5-coder-1.5b}
   echo "== embedded $model: tokens/s, grammar, prefix reuse, 1 vs 4 requests at once, 8 requests at parallel 1/4/8 (minutes with the 1.5B model)"
   cargo run --release -q -p llm --features embedded --example bench_embedded -- "$model" "$part"
+  if [ "$part" = all ]; then
+    echo "== embedded $model against llama.cpp's own llama-bench (pp512, tg128; builds llama-bench once)"
+    bash scripts/bench-llama.sh "$model"
+    echo "== speculative decoding: qwen2.5-coder-0.5b drafting for $model (greedy answers must not change)"
+    cargo run --release -q -p llm --features embedded --example bench_embedded -- "$model" spec
+  fi
 fi

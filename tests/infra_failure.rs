@@ -438,3 +438,94 @@ fn a_fleet_member_killed_mid_run_leaves_the_run_to_the_others() {
         common::run_table2(&one, &exp)
     );
 }
+
+/// The fleet given in the experiment file (`[models] endpoints`) instead of
+/// `OTB_LLM_BASE_URL`: both servers answer, the run equals a run on one server, the
+/// end-of-run line counts the fleet; a URL that is not one is a one-line error before
+/// anything is written; and the variable, when set, wins over the file.
+#[test]
+fn a_fleet_named_in_the_experiment_file_shares_the_calls() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = experiment(dir.path());
+    let (url, srv) = serve(vec![]);
+    let one = dir.path().join("one");
+    assert!(run_with(&one, &exp, &url, true).status.success());
+    let total = srv.log.lock().unwrap().len();
+
+    let a = Arc::new(FleetServer {
+        dies_after: usize::MAX,
+        ..FleetServer::default()
+    });
+    let b = Arc::new(FleetServer {
+        dies_after: usize::MAX,
+        ..FleetServer::default()
+    });
+    let (ua, ub) = (
+        common::spawn_server(a.clone(), fleet_handle),
+        common::spawn_server(b.clone(), fleet_handle),
+    );
+    let with_endpoints = |list: &str| {
+        let text = std::fs::read_to_string(&exp).expect("read exp");
+        let p = dir.path().join(format!("fleet{}.toml", list.len()));
+        std::fs::write(&p, format!("{text}endpoints = [{list}]\n")).expect("write");
+        p
+    };
+    let run = |exp: &std::path::Path, store: &std::path::Path, base: Option<&str>| {
+        let mut c = otb();
+        c.arg("--store")
+            .arg(store)
+            .arg("run")
+            .arg(exp)
+            .env_remove("OTB_LLM_BASE_URL")
+            .env("OTB_LLM_API_KEY", "test")
+            .env("OTB_LLM_MAX_CONCURRENCY", "1");
+        if let Some(b) = base {
+            c.env("OTB_LLM_BASE_URL", b);
+        }
+        c.output().expect("run otb")
+    };
+
+    let bad = with_endpoints("\"ftp://example\"");
+    let out = run(&bad, &dir.path().join("bad"), None);
+    let err = common::one_error_line(&out);
+    assert!(
+        err.contains("models.endpoints") && err.contains("ftp://example"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("bad").exists(),
+        "nothing written before the error"
+    );
+
+    let fleet = with_endpoints(&format!("\"{ua}\", \"{ub}\""));
+    let two = dir.path().join("two");
+    let out = run(&fleet, &two, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let (na, nb) = (
+        a.answered.load(Ordering::SeqCst),
+        b.answered.load(Ordering::SeqCst),
+    );
+    assert!(na > 0 && nb > 0, "both servers answered: {na} and {nb}");
+    assert_eq!(na + nb, total, "every call answered once");
+    assert!(stderr.contains("fleet of 2: "), "{stderr}");
+    assert_eq!(
+        common::run_table2(&two, &fleet),
+        common::run_table2(&one, &exp)
+    );
+
+    // OTB_LLM_BASE_URL wins: the file's fleet gets nothing.
+    let (url3, srv3) = serve(vec![]);
+    let three = dir.path().join("three");
+    let out = run(&fleet, &three, Some(&url3));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(srv3.log.lock().unwrap().len(), total);
+    assert_eq!(
+        a.answered.load(Ordering::SeqCst) + b.answered.load(Ordering::SeqCst),
+        total
+    );
+}

@@ -20,6 +20,16 @@
 //!    `parallel` = 1, 4 and 8 (`OTB_LLAMA_PARALLEL`), which is how the
 //!    pipeline's stages send work (explore sends every instance at once):
 //!    wall time, aggregate tokens/s, and whether the answers agree.
+//! 4. `llama` (not in `all`): the rates llama.cpp's `llama-bench` reports
+//!    (`pp512`, `tg128`), measured in the backend's own context
+//!    ([`llm::embedded::bench_raw`]), and the same through requests: a
+//!    512-token prompt evaluated cold, then 128 generated tokens.
+//!    `scripts/bench-llama.sh` runs it beside `llama-bench` itself.
+//! 5. `spec` (not in `all`): speculative decoding, the draft model
+//!    (`OTB_BENCH_DRAFT`, default `qwen2.5-coder-0.5b`) proposing up to
+//!    2, 4 and 8 tokens, against none: the 8 tool-call requests one at a time
+//!    and all at once, and a 128-token code answer; generation tokens/s, the
+//!    share of proposals kept, and whether every answer is the same.
 //!
 //! Prompt tokens/s counts evaluated tokens only (reused ones are free);
 //! generation time covers sampling, grammar and the decode of each new token
@@ -195,8 +205,8 @@ async fn main() {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let part = std::env::args().nth(2).unwrap_or_else(|| "all".into());
-    if !["all", "single", "batch", "parallel"].contains(&part.as_str()) {
-        eprintln!("error: PART must be all, single, batch or parallel, not {part:?}");
+    if !["all", "single", "batch", "parallel", "llama", "spec"].contains(&part.as_str()) {
+        eprintln!("error: PART must be all, single, batch, parallel, llama or spec, not {part:?}");
         std::process::exit(2);
     }
     let threads = EmbeddedConfig::new(&path).n_threads;
@@ -210,6 +220,152 @@ async fn main() {
     }
     if part == "all" || part == "parallel" {
         parallel(&path).await;
+    }
+    if part == "llama" {
+        llama(&path).await;
+    }
+    if part == "spec" {
+        spec(&path).await;
+    }
+}
+
+/// A plain-text request (greedy, no tools) whose prompt is about `words`
+/// words long.
+fn plain(words: usize, ask: &str, max_tokens: u32) -> ChatRequest {
+    let filler = "The quick brown fox jumps over the lazy dog while the committee reviews the annual budget report. "
+        .repeat(words / 18 + 1);
+    let mut req = ChatRequest::new("bench", vec![Message::user(format!("{filler}\n\n{ask}"))]);
+    req.sampling = Sampling::Standard {
+        temperature: Some(0.0),
+        top_p: None,
+        max_tokens: Some(max_tokens),
+    };
+    req
+}
+
+async fn llama(path: &std::path::Path) {
+    let cfg = EmbeddedConfig::new(path);
+    println!(
+        "\n4. llama-bench's tests in the backend's context (n_ctx {}, n_batch = n_ubatch {}, {} sequences, unified KV cache, {} threads), 3 repetitions after a warm-up",
+        cfg.n_ctx, cfg.n_batch, cfg.parallel, cfg.n_threads
+    );
+    let rates = llm::embedded::bench_raw(&cfg, 512, 128, 3).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    });
+    let (pp, pp_sd) = llm::embedded::mean_sd(&rates.prompt);
+    let (tg, tg_sd) = llm::embedded::mean_sd(&rates.generation);
+    println!("| test | tokens/s | sd |");
+    println!("|---|---:|---:|");
+    println!("| pp512 | {pp:.2} | {pp_sd:.2} |");
+    println!("| tg128 | {tg:.2} | {tg_sd:.2} |");
+    println!("RAW pp512={pp:.2} tg128={tg:.2}");
+    // Through requests: prefix reuse off, so every prompt is evaluated cold.
+    let mut cfg = EmbeddedConfig::new(path);
+    cfg.reuse_prefix = false;
+    let (b, _) = load(cfg);
+    let ask = "Write a long Python module with many small functions about dates.";
+    let _ = b.chat(&plain(40, ask, 8)).await; // warm-up
+    let (mut pps, mut tgs) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let before = b.metrics();
+        if let Err(e) = b.chat(&plain(440, ask, 128)).await {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+        let m = b.metrics().since(&before);
+        pps.push(m.prompt_tokens_per_s());
+        tgs.push(m.generated_tokens_per_s());
+        println!(
+            "request: prompt {} tokens at {:.2} tokens/s, generated {} at {:.2} tokens/s",
+            m.prompt_tokens,
+            m.prompt_tokens_per_s(),
+            m.generated_tokens,
+            m.generated_tokens_per_s()
+        );
+    }
+    let (pp, _) = llm::embedded::mean_sd(&pps);
+    let (tg, _) = llm::embedded::mean_sd(&tgs);
+    println!("REQUESTS pp={pp:.2} tg={tg:.2}");
+}
+
+async fn spec(path: &std::path::Path) {
+    let draft_name =
+        std::env::var("OTB_BENCH_DRAFT").unwrap_or_else(|_| "qwen2.5-coder-0.5b".into());
+    let draft = if std::path::Path::new(&draft_name).is_file() {
+        std::path::PathBuf::from(&draft_name)
+    } else {
+        llm::fetch_model(&draft_name, &llm::models::default_cache_dir()).unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(2)
+        })
+    };
+    println!("\n5. speculative decoding, draft model {draft_name} (greedy requests)");
+    println!("| draft tokens | workload | wall s | CPU s | generated | gen tok/s (generation time) | proposed | kept | same answers as without |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---|");
+    let code = "Write a Python function that parses an ISO 8601 date string and returns the weekday name, with a docstring and three doctest examples.";
+    let mut base: Vec<Vec<String>> = Vec::new();
+    for k in [0u32, 2, 4, 8] {
+        let mut cfg = EmbeddedConfig::new(path);
+        if k > 0 {
+            cfg.draft_model = Some(draft.clone());
+            cfg.draft_tokens = k;
+        }
+        let (b, _) = load(cfg);
+        let mut runs: Vec<(&str, Run)> = Vec::new();
+        runs.push((
+            "8 tool calls, one at a time",
+            timed(&b, &QUESTIONS, 1).await,
+        ));
+        runs.push((
+            "8 tool calls at once",
+            timed(&b, &QUESTIONS, QUESTIONS.len()).await,
+        ));
+        let before = b.metrics();
+        let cpu0 = cpu_seconds();
+        let t = Instant::now();
+        let r = b.chat(&plain(0, code, 128)).await.unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(1)
+        });
+        runs.push((
+            "a 128-token code answer",
+            Run {
+                answers: vec![answer(&r)],
+                wall: t.elapsed().as_secs_f64(),
+                cpu: cpu_seconds() - cpu0,
+                m: b.metrics().since(&before),
+            },
+        ));
+        for (j, (label, run)) in runs.iter().enumerate() {
+            let same = if k == 0 {
+                "-".to_owned()
+            } else {
+                let differ = run
+                    .answers
+                    .iter()
+                    .zip(&base[j])
+                    .filter(|(x, y)| x != y)
+                    .count();
+                if differ == 0 {
+                    "yes".to_owned()
+                } else {
+                    format!("{differ} of {} differ", run.answers.len())
+                }
+            };
+            println!(
+                "| {k} | {label} | {:.2} | {:.2} | {} | {:.2} | {} | {} | {same} |",
+                run.wall,
+                run.cpu,
+                run.m.generated_tokens,
+                run.m.generated_tokens_per_s(),
+                run.m.drafted,
+                run.m.accepted
+            );
+        }
+        if k == 0 {
+            base = runs.into_iter().map(|(_, r)| r.answers).collect();
+        }
     }
 }
 

@@ -45,7 +45,9 @@ pub use models::{fetch_model, ModelError};
 pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::RetryPolicy;
 pub use serve::{serve, serve_with, ServeConfig};
-pub use spec::{open_backend, Fault, ModelKind, ModelSpec, OpenError, SpecError};
+pub use spec::{
+    open_backend, open_backend_with, Fault, ModelKind, ModelSpec, OpenError, SpecError,
+};
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,
     MAX_JSON_DEPTH, MAX_REPLY_BYTES,

@@ -5,7 +5,8 @@
 //! per-request timeout, retries with backoff, and a per-endpoint bound on
 //! concurrent requests. None of them is part of a cache key.
 //!
-//! A fleet: `OTB_LLM_BASE_URL` may name several servers of one model (commas or
+//! A fleet: `OTB_LLM_BASE_URL` (or an experiment's `[models] endpoints`, see
+//! [`OpenAiConfig::from_env_with`]) may name several servers of one model (commas or
 //! spaces between them, e.g. vLLM replicas). Each attempt goes to the server with
 //! the fewest requests in flight; a server whose attempt fails for a reason of its
 //! own (connection refused or reset, a timeout, a 5xx) is taken out for a backoff
@@ -83,9 +84,18 @@ impl OpenAiConfig {
     /// `OTB_LLM_API_KEY` or else `OPENAI_API_KEY`, and optionally
     /// `OTB_LLM_MAX_CONCURRENCY` and `OTB_LLM_TIMEOUT_S`.
     pub fn from_env() -> Result<Self, LlmError> {
+        Self::from_env_with(&[])
+    }
+
+    /// [`OpenAiConfig::from_env`], with `endpoints` (an experiment's `[models]
+    /// endpoints`) as the servers when `OTB_LLM_BASE_URL` is unset: the variable,
+    /// set for one machine or job, wins over the file.
+    pub fn from_env_with(endpoints: &[String]) -> Result<Self, LlmError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let mut cfg =
-            OpenAiConfig::new(var("OTB_LLM_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.into()));
+        let base = var("OTB_LLM_BASE_URL")
+            .or_else(|| (!endpoints.is_empty()).then(|| endpoints.join(",")))
+            .unwrap_or_else(|| DEFAULT_BASE_URL.into());
+        let mut cfg = OpenAiConfig::new(base);
         cfg.api_key = var("OTB_LLM_API_KEY").or_else(|| var("OPENAI_API_KEY"));
         if let Some(v) = var("OTB_LLM_MAX_CONCURRENCY") {
             cfg.max_concurrency = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
@@ -210,6 +220,12 @@ impl OpenAiBackend {
     /// Reads the configuration from the environment ([`OpenAiConfig::from_env`]).
     pub fn from_env() -> Result<Self, LlmError> {
         Self::new(OpenAiConfig::from_env()?)
+    }
+
+    /// Reads the configuration from the environment, with `endpoints` when
+    /// `OTB_LLM_BASE_URL` is unset ([`OpenAiConfig::from_env_with`]).
+    pub fn from_env_with(endpoints: &[String]) -> Result<Self, LlmError> {
+        Self::new(OpenAiConfig::from_env_with(endpoints)?)
     }
 
     /// The full chat-completions URL (the first server's, for a fleet).

@@ -129,6 +129,16 @@ pub fn open_backend(
     spec: &ModelSpec,
     cache: &Arc<CallCache>,
 ) -> Result<(Arc<dyn Backend>, String), OpenError> {
+    open_backend_with(spec, cache, &[])
+}
+
+/// [`open_backend`], an `openai:` model reaching `endpoints` (an experiment's
+/// `[models] endpoints`) unless `OTB_LLM_BASE_URL` names its servers.
+pub fn open_backend_with(
+    spec: &ModelSpec,
+    cache: &Arc<CallCache>,
+    endpoints: &[String],
+) -> Result<(Arc<dyn Backend>, String), OpenError> {
     // Configuring an endpoint fails only on what the user set (the base URL, the
     // API key variables).
     let user = |e: LlmError| OpenError {
@@ -137,7 +147,10 @@ pub fn open_backend(
     };
     let m = spec.name.clone();
     match spec.kind {
-        ModelKind::OpenAi => Ok((Arc::new(crate::OpenAiBackend::from_env().map_err(user)?), m)),
+        ModelKind::OpenAi => Ok((
+            Arc::new(crate::OpenAiBackend::from_env_with(endpoints).map_err(user)?),
+            m,
+        )),
         ModelKind::Replay => Ok((Arc::new(crate::Replay::new(cache.clone(), "replay")), m)),
         ModelKind::Embedded => embedded(spec, &m),
         ModelKind::Scripted => Err(OpenError {
@@ -167,18 +180,45 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
             }
         })?,
     };
+    let mut cfg = crate::EmbeddedConfig::new(path);
+    cfg.draft_model = draft_model(spec)?;
     // A file the user named that does not load is theirs to fix; the verified
     // file this crate fetched failing to load is not.
-    let backend =
-        crate::EmbeddedBackend::load(crate::EmbeddedConfig::new(path)).map_err(|e| OpenError {
-            fault: if user_file.is_some() {
-                Fault::User
-            } else {
-                Fault::Infrastructure
-            },
-            message: format!("model `{spec}`: {e}"),
-        })?;
+    let backend = crate::EmbeddedBackend::load(cfg).map_err(|e| OpenError {
+        fault: if user_file.is_some() || std::env::var_os("OTB_EMBEDDED_DRAFT").is_some() {
+            Fault::User
+        } else {
+            Fault::Infrastructure
+        },
+        message: format!("model `{spec}`: {e}"),
+    })?;
     Ok((Arc::new(backend), name.to_string()))
+}
+
+/// The draft model of speculative decoding: `OTB_EMBEDDED_DRAFT`, a known
+/// model's name (fetched like the model) or a GGUF file; unset or empty: none.
+#[cfg(feature = "embedded")]
+fn draft_model(spec: &ModelSpec) -> Result<Option<std::path::PathBuf>, OpenError> {
+    let Some(v) = std::env::var("OTB_EMBEDDED_DRAFT")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(None);
+    };
+    let p = std::path::PathBuf::from(&v);
+    if p.is_file() {
+        return Ok(Some(p));
+    }
+    crate::fetch_model(&v, &crate::models::default_cache_dir())
+        .map(Some)
+        .map_err(|e| OpenError {
+            fault: match e {
+                crate::ModelError::Io { .. } | crate::ModelError::Fetch(_) => Fault::Infrastructure,
+                _ => Fault::User,
+            },
+            message: format!("model `{spec}`: OTB_EMBEDDED_DRAFT={v}: {e}"),
+        })
 }
 
 #[cfg(not(feature = "embedded"))]

@@ -39,7 +39,7 @@ pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
 /// Run (or, in status mode, plan) every stage of `exp`. The experiment's models were
 /// checked when it was parsed; they are loaded on first use.
 pub fn drive(exp: &Experiment, s: &Session<'_>) -> Result<RunOutput, DriveError> {
-    let models = Models::for_store(s.store());
+    let models = Models::for_store(s.store()).with_endpoints(&exp.endpoints);
     let out = crate::env::Recorder::default();
     let mut cx = crate::env::Cx::new(s, &models, &out);
     for env in &exp.envs {
@@ -69,7 +69,7 @@ pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
         .chain(exp.envs.iter().flat_map(|e| e.models()))
         .find(|m| m.kind == crate::models::ModelKind::OpenAi)
     {
-        llm::OpenAiBackend::from_env()
+        llm::OpenAiBackend::from_env_with(&exp.endpoints)
             .map_err(|e| crate::InputError(format!("model `{spec}`: {e}")))?;
     }
     for env in &exp.envs {

@@ -115,6 +115,7 @@ struct RawModels {
     test_temperature: Option<f64>,
     explore_reasoning_effort: Option<String>,
     reasoning_effort: Option<String>,
+    endpoints: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -160,6 +161,34 @@ pub struct Experiment {
     /// (`[models] explore_temperature`, `test_temperature`, `explore_reasoning_effort`,
     /// `reasoning_effort`).
     pub sampling: SplitSampling,
+    /// The OpenAI-compatible servers of its `openai:` models (`[models] endpoints`;
+    /// `OTB_LLM_BASE_URL`, when set, wins): a fleet, each request sent to the one
+    /// with the fewest in flight. Where calls go is in no key.
+    pub endpoints: Vec<String>,
+}
+
+/// `[models] endpoints`, checked: each an http(s) URL, none twice.
+fn endpoints(path: &Path, list: Option<&[String]>) -> Result<Vec<String>, ConfigError> {
+    let Some(list) = list else {
+        return Ok(Vec::new());
+    };
+    if list.is_empty() {
+        return Err(cfg_err(path, "models.endpoints is empty"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for e in list {
+        let e = e.trim();
+        if !(e.starts_with("http://") || e.starts_with("https://")) || e.contains([',', ' ']) {
+            return Err(cfg_err(
+                path,
+                format!("models.endpoints: {e:?} is not an http:// or https:// URL"),
+            ));
+        }
+        if !seen.insert(e.trim_end_matches('/')) {
+            return Err(cfg_err(path, format!("models.endpoints lists {e:?} twice")));
+        }
+    }
+    Ok(list.iter().map(|e| e.trim().to_owned()).collect())
 }
 
 /// The paper's exploration samples (toolobserver.md: "temperature sampling, or the
@@ -540,7 +569,9 @@ impl Experiment {
             test_temperature: None,
             explore_reasoning_effort: None,
             reasoning_effort: None,
+            endpoints: None,
         });
+        let endpoints = endpoints(path, models.endpoints.as_deref())?;
         let sampling = sampling(path, &models)?;
         let one_or_many = |role: &str,
                            one: Option<String>,
@@ -757,6 +788,7 @@ impl Experiment {
             merge_prompt,
             prompt_set: set.name,
             sampling,
+            endpoints,
         })
     }
 

@@ -9,7 +9,7 @@
 //!                                     |               |
 //!                                     +-> batch-reflect[r1] -> explore[r1] -> evaluate[r1] -> ... (+TO)
 //!                -> easytool | play2prompt | draft [setting] -> explore -> evaluate   (baselines)
-//! all evaluate outputs -> summarize (polars aggregates + bootstrap intervals)
+//! all evaluate outputs -> summarize (means + bootstrap intervals)
 //! ```
 
 pub mod at;

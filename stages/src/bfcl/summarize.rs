@@ -1,18 +1,19 @@
 //! Stage `summarize`: per (setting, round) aggregates of the instance scores --
-//! E, P, A and corrected A as means over instances (polars), with bootstrap 95%
+//! E, P, A and corrected A as means over instances, with bootstrap 95%
 //! percentile intervals over instances, and error counts.
 
 use crate::rows::ScoreRow;
 use datasets::stats::bootstrap_mean_ci;
 use pipeline::{Handle, Row, StageCtx, StageError};
-use polars::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// The stage name.
 pub const STAGE: &str = "summarize";
 /// 3: the interval is `datasets::stats::bootstrap_mean_ci` (unbiased draws,
 /// interpolated percentiles), shared with the other environments.
-pub const VERSION: u32 = 3;
+/// 4: means summed in row order (polars summed in stripes, which can differ in
+/// the last bit).
+pub const VERSION: u32 = 4;
 /// Bootstrap settings (part of the key).
 pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 
@@ -80,17 +81,12 @@ pub struct SummaryRow {
     pub errors: i64,
 }
 
-fn polars_err(e: PolarsError) -> StageError {
-    StageError::infra(STAGE, format!("polars: {e}"))
-}
-
-fn f64_column(df: &DataFrame, name: &str) -> Result<Vec<f64>, StageError> {
-    let c = df.column(name).map_err(polars_err)?;
-    let c = c.cast(&DataType::Float64).map_err(polars_err)?;
-    let ca = c.f64().map_err(polars_err)?;
-    Ok((0..ca.len())
-        .map(|i| ca.get(i).unwrap_or(f64::NAN))
-        .collect())
+/// Mean of `xs`, summed in order (NaN for none).
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.iter().sum::<f64>() / xs.len() as f64
 }
 
 /// One score table to aggregate, with where it sits in the experiment's grid.
@@ -135,35 +131,14 @@ pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError>
     let mut out = Vec::new();
     for input in inputs {
         let (label, entry) = (&input.label, input.entry.get()?);
-        let path = entry.table_path(ScoreRow::TABLE);
-        let file = std::fs::File::open(&path)
-            .map_err(|e| StageError::infra(STAGE, format!("{}: {e}", path.display())))?;
-        let df = ParquetReader::new(file).finish().map_err(polars_err)?;
-        let agg = df
-            .clone()
-            .lazy()
-            .select([
-                len().alias("n"),
-                col("e").cast(DataType::Float64).mean().alias("e"),
-                col("p").mean().alias("p"),
-                col("a").mean().alias("a"),
-                col("a_corrected").mean().alias("a_corrected"),
-                col("error_kind")
-                    .is_not_null()
-                    .cast(DataType::Int64)
-                    .sum()
-                    .alias("errors"),
-            ])
-            .collect()
-            .map_err(polars_err)?;
-        let get = |name: &str| -> Result<f64, StageError> {
-            Ok(f64_column(&agg, name)?.first().copied().unwrap_or(f64::NAN))
-        };
+        let rows: Vec<ScoreRow> = entry.read()?;
+        let col = |f: fn(&ScoreRow) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
         let (e, p, a) = (
-            f64_column(&df, "e")?,
-            f64_column(&df, "p")?,
-            f64_column(&df, "a")?,
+            col(|r| if r.e { 1.0 } else { 0.0 }),
+            col(|r| r.p),
+            col(|r| r.a),
         );
+        let errors = rows.iter().filter(|r| r.error_kind.is_some()).count() as i64;
         let (bn, seed) = BOOTSTRAP;
         let (e_lo, e_hi) = bootstrap_mean_ci(&e, bn, seed);
         let (p_lo, p_hi) = bootstrap_mean_ci(&p, bn, seed);
@@ -175,18 +150,18 @@ pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError>
             agent: input.agent.clone(),
             editor: input.editor.clone(),
             round: input.round,
-            n: get("n")? as i64,
-            e: get("e")?,
-            p: get("p")?,
-            a: get("a")?,
-            a_corrected: get("a_corrected")?,
+            n: rows.len() as i64,
+            e: mean(&e),
+            p: mean(&p),
+            a: mean(&a),
+            a_corrected: mean(&col(|r| r.a_corrected)),
             e_lo,
             e_hi,
             p_lo,
             p_hi,
             a_lo,
             a_hi,
-            errors: get("errors")? as i64,
+            errors,
         });
     }
     Ok(out)

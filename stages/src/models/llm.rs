@@ -33,6 +33,9 @@ pub struct Shared {
     inner: Mutex<SharedInner>,
     /// Open call caches taking their lock per write (cooperating workers share them).
     pub per_write: bool,
+    /// The experiment's `[models] endpoints`, for `openai:` models when
+    /// `OTB_LLM_BASE_URL` is unset.
+    pub endpoints: Vec<String>,
 }
 
 #[derive(Default)]
@@ -86,7 +89,7 @@ impl Shared {
         if let Some(b) = s.backends.get(&key) {
             return Ok(b.clone());
         }
-        let b = backend_for(spec, cache)?;
+        let b = backend_for(spec, cache, &self.endpoints)?;
         s.backends.insert(key, b.clone());
         Ok(b)
     }
@@ -121,8 +124,9 @@ pub struct LlmModel {
 fn backend_for(
     spec: &ModelSpec,
     cache: &Arc<CallCache>,
+    endpoints: &[String],
 ) -> Result<(Arc<dyn Backend>, String), Failure> {
-    llm::open_backend(spec, cache).map_err(|e| Failure {
+    llm::open_backend_with(spec, cache, endpoints).map_err(|e| Failure {
         class: match e.fault {
             llm::Fault::User => crate::error::ErrorClass::User,
             llm::Fault::Infrastructure => crate::error::ErrorClass::Infrastructure,
@@ -588,7 +592,7 @@ pub fn serve_blocking(
         CallCache::open_per_write(cache_dir)
             .map_err(|e| Failure::infra(format!("call cache {}: {e}", cache_dir.display())))?,
     );
-    let (backend, model) = backend_for(spec, &cache)?;
+    let (backend, model) = backend_for(spec, &cache, &[])?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -502,6 +502,13 @@ impl Models {
         m
     }
 
+    /// `openai:` models reach `endpoints` (an experiment's `[models] endpoints`)
+    /// unless `OTB_LLM_BASE_URL` names the servers.
+    pub fn with_endpoints(mut self, endpoints: &[String]) -> Models {
+        self.llm.endpoints = endpoints.to_vec();
+        self
+    }
+
     /// Models whose calls are cached in `cache_dir` and embeddings in `embed_cache`.
     pub fn new(cache_dir: &Path, embed_cache: &Path) -> Models {
         Models {

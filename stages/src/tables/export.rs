@@ -9,9 +9,15 @@ use crate::offline::{AnalysisRow, MergeRow};
 use crate::rows::{
     DocCallRow, DocRow, EditRow, Exported, InstanceRow, ScoreRow, ToolRunRow, TrajectoryRow,
 };
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
 use pipeline::StageError;
-use polars::prelude::*;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 fn fail(e: impl std::fmt::Display) -> StageError {
     StageError::infra("export", e.to_string())
@@ -36,44 +42,70 @@ pub fn tables(registry: &crate::experiment::Registry) -> Vec<Exported> {
     t
 }
 
+/// The label columns of a labelled table, after the table's own.
+const LABELS: [&str; 4] = ["node", "method", "agent", "editor"];
+
+/// Stacks table `table` of every output that has it into `dest/<table>.parquet`
+/// (the first such table's schema, plus the label columns when `labelled`);
+/// `None` when no output has it.
 fn concat_table(
     run: &RunOutput,
     table: &str,
     labelled: bool,
     dest: &Path,
 ) -> Result<Option<PathBuf>, StageError> {
-    let mut acc: Option<DataFrame> = None;
+    let path = dest.join(format!("{table}.parquet"));
+    let mut out: Option<(ArrowWriter<std::fs::File>, Arc<Schema>)> = None;
     for o in &run.outputs {
         if !o.entry.manifest.outputs.contains_key(table) {
             continue;
         }
-        let path = o.entry.table_path(table);
-        let file =
-            std::fs::File::open(&path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
-        let mut df = ParquetReader::new(file).finish().map_err(fail)?;
-        let h = df.height();
-        if labelled {
-            df.with_column(Column::new("node".into(), vec![o.node.clone(); h]))
-                .map_err(fail)?;
-            df.with_column(Column::new("method".into(), vec![o.method.clone(); h]))
-                .map_err(fail)?;
-            df.with_column(Column::new("agent".into(), vec![o.agent.clone(); h]))
-                .map_err(fail)?;
-            df.with_column(Column::new("editor".into(), vec![o.editor.clone(); h]))
-                .map_err(fail)?;
-        }
-        match acc.as_mut() {
-            None => acc = Some(df),
-            Some(a) => {
-                a.vstack_mut(&df).map_err(fail)?;
+        let src = o.entry.table_path(table);
+        let at = |e: &dyn std::fmt::Display| fail(format!("{}: {e}", src.display()));
+        let file = std::fs::File::open(&src).map_err(|e| at(&e))?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| at(&e))?;
+        if out.is_none() {
+            let mut fields: Vec<Field> = reader
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone())
+                .collect();
+            if labelled {
+                fields.extend(LABELS.map(|l| Field::new(l, DataType::Utf8, false)));
             }
+            let schema = Arc::new(Schema::new(fields));
+            let file = std::fs::File::create(&path)
+                .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            let props = WriterProperties::builder()
+                .set_compression(Compression::SNAPPY)
+                .build();
+            let writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
+                .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            out = Some((writer, schema));
+        }
+        let Some((writer, schema)) = out.as_mut() else {
+            continue;
+        };
+        for batch in reader.build().map_err(|e| at(&e))? {
+            let batch = batch.map_err(|e| at(&e))?;
+            let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+            if labelled {
+                let n = batch.num_rows();
+                for v in [&o.node, &o.method, &o.agent, &o.editor] {
+                    columns.push(Arc::new(StringArray::from(vec![v.as_str(); n])));
+                }
+            }
+            let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| at(&e))?;
+            writer.write(&batch).map_err(|e| at(&e))?;
         }
     }
-    let Some(mut df) = acc else { return Ok(None) };
-    let path = dest.join(format!("{table}.parquet"));
-    let file =
-        std::fs::File::create(&path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
-    ParquetWriter::new(file).finish(&mut df).map_err(fail)?;
+    let Some((writer, _)) = out else {
+        return Ok(None);
+    };
+    writer
+        .close()
+        .map_err(|e| fail(format!("{}: {e}", path.display())))?;
     Ok(Some(path))
 }
 

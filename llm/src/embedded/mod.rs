@@ -78,6 +78,18 @@ use crate::{grammar, prompt};
 /// Most requests decoded together (llama.cpp allows 256 sequences).
 pub const MAX_PARALLEL: u32 = 64;
 
+/// Tokens the draft model proposes per request and step unless
+/// `OTB_LLAMA_DRAFT_TOKENS` says otherwise (at most 16).
+pub const DEFAULT_DRAFT_TOKENS: usize = 4;
+
+mod bench;
+mod draft;
+mod kv;
+
+pub use bench::{bench_raw, mean_sd, RawRates};
+use draft::{Draft, Want};
+use kv::{common_prefix, KvSeqs};
+
 /// Settings of the embedded backend.
 #[derive(Debug, Clone)]
 pub struct EmbeddedConfig {
@@ -102,6 +114,13 @@ pub struct EmbeddedConfig {
     /// Check the grammar on the sampled token first and run it over the
     /// whole vocabulary only on rejection (switch off only to measure).
     pub grammar_check_first: bool,
+    /// Speculative decoding: a smaller model of the same family (the same
+    /// vocabulary, e.g. Qwen2.5-Coder-0.5B for the 1.5B) that proposes
+    /// tokens of greedy requests for this model to check in one decode.
+    /// Answers are this model's own either way. `None`: off.
+    pub draft_model: Option<PathBuf>,
+    /// Most tokens the draft model proposes per request and step.
+    pub draft_tokens: u32,
 }
 
 impl EmbeddedConfig {
@@ -117,6 +136,7 @@ impl EmbeddedConfig {
         };
         let threads = env_usize("OTB_LLAMA_THREADS").unwrap_or_else(default_threads);
         let parallel = env_usize("OTB_LLAMA_PARALLEL").unwrap_or(4);
+        let draft_tokens = env_usize("OTB_LLAMA_DRAFT_TOKENS").unwrap_or(DEFAULT_DRAFT_TOKENS);
         EmbeddedConfig {
             model_path: model_path.into(),
             n_ctx: 8192,
@@ -129,6 +149,8 @@ impl EmbeddedConfig {
             use_grammar: true,
             reuse_prefix: true,
             grammar_check_first: true,
+            draft_model: None,
+            draft_tokens: u32::try_from(draft_tokens).unwrap_or(16).min(16),
         }
     }
 }
@@ -187,6 +209,10 @@ pub struct EmbeddedMetrics {
     pub gen_seqs: u64,
     /// Time the worker waited with no request at all.
     pub idle: Duration,
+    /// Tokens the draft model proposed (speculative decoding).
+    pub drafted: u64,
+    /// Of those, the ones the model chose too (kept).
+    pub accepted: u64,
 }
 
 impl EmbeddedMetrics {
@@ -214,6 +240,8 @@ impl EmbeddedMetrics {
             gen_rounds: self.gen_rounds - earlier.gen_rounds,
             gen_seqs: self.gen_seqs - earlier.gen_seqs,
             idle: self.idle.saturating_sub(earlier.idle),
+            drafted: self.drafted - earlier.drafted,
+            accepted: self.accepted - earlier.accepted,
         }
     }
 
@@ -246,7 +274,16 @@ impl EmbeddedMetrics {
             self.occupancy(),
             self.generation_batch(),
             self.idle.as_secs_f64(),
-        )
+        ) + &if self.drafted > 0 {
+            format!(
+                "; draft model: {} tokens proposed, {} kept ({:.0}%)",
+                self.drafted,
+                self.accepted,
+                100.0 * self.accepted as f64 / self.drafted as f64
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -336,20 +373,68 @@ impl Backend for EmbeddedBackend {
     }
 }
 
+/// The context the worker decodes in: `n_seq` sequences over one unified KV
+/// cache of `n_ctx` cells (so a request may use the whole context and
+/// sequences can share prefix cells), prompts in batches of `n_batch`.
+/// [`bench_raw`] measures this very configuration.
+fn context_params(cfg: &EmbeddedConfig, n_ctx: u32, n_seq: u32) -> LlamaContextParams {
+    let n_batch = cfg.n_batch.max(1);
+    LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(n_ctx))
+        .with_n_batch(n_batch)
+        .with_n_ubatch(n_batch)
+        .with_n_seq_max(n_seq)
+        .with_kv_unified(true)
+        .with_n_threads(cfg.n_threads)
+        .with_n_threads_batch(cfg.n_threads)
+}
+
+/// Loads a GGUF file.
+fn load_model(backend: &LlamaBackend, path: &std::path::Path) -> Result<LlamaModel, LlmError> {
+    LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
+        .map_err(|e| fatal(format!("loading {}: {e}", path.display())))
+}
+
+/// Whether `draft` can propose tokens for `model`: the same vocabulary (size
+/// and the tokens of a chat turn).
+fn check_draft(
+    model: &LlamaModel,
+    draft: &LlamaModel,
+    path: &std::path::Path,
+) -> Result<(), LlmError> {
+    let probe = "<|im_start|>user\nCall get_weather(city=\"Paris\") {\"a\": [1, 2]}<|im_end|>";
+    let ids = |m: &LlamaModel| m.vocab().tokenize(probe.as_bytes(), false, true);
+    if model.n_vocab() != draft.n_vocab() || ids(model) != ids(draft) {
+        return Err(fatal(format!(
+            "draft model {} does not share the model's vocabulary ({} tokens vs {}); speculative decoding needs a model of the same family",
+            path.display(),
+            draft.n_vocab(),
+            model.n_vocab()
+        )));
+    }
+    Ok(())
+}
+
 fn worker(
     cfg: EmbeddedConfig,
     ready: mpsc::Sender<Result<(), LlmError>>,
     jobs: mpsc::Receiver<Job>,
     metrics: Arc<Mutex<EmbeddedMetrics>>,
 ) {
-    let setup = || -> Result<(LlamaModel, &'static LlamaBackend), LlmError> {
+    let setup = || -> Result<(LlamaModel, Option<LlamaModel>, &'static LlamaBackend), LlmError> {
         let backend = llama_backend()?;
-        let model =
-            LlamaModel::load_from_file(backend, &cfg.model_path, &LlamaModelParams::default())
-                .map_err(|e| fatal(format!("loading {}: {e}", cfg.model_path.display())))?;
-        Ok((model, backend))
+        let model = load_model(backend, &cfg.model_path)?;
+        let draft = match &cfg.draft_model {
+            Some(p) => {
+                let d = load_model(backend, p)?;
+                check_draft(&model, &d, p)?;
+                Some(d)
+            }
+            None => None,
+        };
+        Ok((model, draft, backend))
     };
-    let (model, backend) = match setup() {
+    let (model, draft_model, backend) = match setup() {
         Ok(x) => x,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -359,22 +444,35 @@ fn worker(
     let n_ctx = cfg.n_ctx.min(model.n_ctx_train()).max(256);
     let n_batch = cfg.n_batch.max(1);
     let n_seq = cfg.parallel.clamp(1, MAX_PARALLEL).min(n_batch);
-    // Unified KV cache: all sequences share one buffer of n_ctx cells, so a
-    // request may use the whole context and sequences can share prefix cells.
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(n_ctx))
-        .with_n_batch(n_batch)
-        .with_n_ubatch(n_batch)
-        .with_n_seq_max(n_seq)
-        .with_kv_unified(true)
-        .with_n_threads(cfg.n_threads)
-        .with_n_threads_batch(cfg.n_threads);
-    let ctx = match model.new_context(backend, params) {
+    let ctx = match model.new_context(backend, context_params(&cfg, n_ctx, n_seq)) {
         Ok(c) => c,
         Err(e) => {
             let _ = ready.send(Err(fatal(format!("creating a llama.cpp context: {e}"))));
             return;
         }
+    };
+    let max_draft = (cfg.draft_tokens as usize).min(16);
+    let draft = match &draft_model {
+        Some(d) if max_draft > 0 => {
+            // Room for every sequence's proposals beside what the target holds.
+            let cells = n_ctx + n_seq * (max_draft as u32 + 1);
+            match d.new_context(backend, context_params(&cfg, cells, n_seq)) {
+                Ok(c) => Some(Draft::new(
+                    d,
+                    c,
+                    n_seq as usize,
+                    n_batch as usize,
+                    max_draft,
+                )),
+                Err(e) => {
+                    let _ = ready.send(Err(fatal(format!(
+                        "creating the draft model's llama.cpp context: {e}"
+                    ))));
+                    return;
+                }
+            }
+        }
+        _ => None,
     };
     let _ = ready.send(Ok(()));
     let mut w = Worker {
@@ -384,6 +482,8 @@ fn worker(
         n_ctx: n_ctx as usize,
         n_batch: n_batch as usize,
         slots: (0..n_seq).map(|_| Slot::default()).collect(),
+        kv: KvSeqs::new(n_seq as usize),
+        draft,
         seqs: Vec::new(),
         waiting: VecDeque::new(),
         batch: LlamaBatch::new(n_batch as usize, 1),
@@ -399,8 +499,6 @@ fn worker(
 /// cells hold.
 #[derive(Default)]
 struct Slot {
-    /// Tokens whose KV this sequence holds, at positions `0..len`.
-    cached: Vec<LlamaToken>,
     /// Whether a request is using the slot.
     busy: bool,
     /// KV cells the request in the slot may come to hold (for admission).
@@ -416,6 +514,8 @@ struct Seq {
     tokens: Vec<LlamaToken>,
     /// Answer plain text (no tools offered, or tool_choice none).
     plain_text: bool,
+    /// Greedy sampling (the draft model proposes tokens only then).
+    greedy: bool,
     max_new: u32,
     grammar: Option<LlamaSampler>,
     chain: LlamaSampler,
@@ -447,6 +547,10 @@ struct Worker<'m> {
     n_ctx: usize,
     n_batch: usize,
     slots: Vec<Slot>,
+    /// What each slot's sequence holds in the KV cache.
+    kv: KvSeqs,
+    /// The draft model, when speculative decoding is on.
+    draft: Option<Draft<'m>>,
     /// Requests in slots, in admission order.
     seqs: Vec<Seq>,
     /// Prepared requests waiting for a slot or for room in the KV cache.
@@ -464,11 +568,6 @@ fn decode_error(e: impl std::fmt::Display) -> LlmError {
         ErrorKind::Transient,
         format!("llama.cpp decode failed: {e}"),
     )
-}
-
-/// Length of the common prefix of `a` and `b`.
-fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 impl Worker<'_> {
@@ -511,6 +610,7 @@ impl Worker<'_> {
                 slot: 0,
                 tokens: parts.tokens,
                 plain_text: job.req.tools.is_empty() || job.req.tool_choice == ToolChoice::None,
+                greedy: job.req.sampling.temperature().unwrap_or(0.0) <= 0.0,
                 max_new: parts.max_new,
                 grammar: parts.grammar,
                 chain: parts.chain,
@@ -596,9 +696,9 @@ impl Worker<'_> {
             let free = self.slots.iter().enumerate().filter(|(_, s)| !s.busy);
             // The free slot sharing the longest prefix, else the least recently used.
             let pick = if self.cfg.reuse_prefix {
-                free.max_by_key(|(_, s)| {
+                free.max_by_key(|(i, s)| {
                     (
-                        common_prefix(&s.cached, &front.tokens),
+                        common_prefix(&self.kv.cached[*i], &front.tokens),
                         std::cmp::Reverse(s.last_used),
                     )
                 })
@@ -608,7 +708,8 @@ impl Worker<'_> {
             let Some(slot) = pick.map(|(i, _)| i) else {
                 return;
             };
-            let need = front.tokens.len() + front.max_new as usize;
+            // Rejected draft tokens hold cells until the verification ends.
+            let need = front.tokens.len() + front.max_new as usize + self.draft_room();
             if !self.make_room(slot, need) {
                 return;
             }
@@ -618,7 +719,7 @@ impl Worker<'_> {
             self.clock += 1;
             let s = &mut self.slots[slot];
             s.busy = true;
-            s.reserved = need.max(s.cached.len());
+            s.reserved = need.max(self.kv.cached[slot].len());
             s.last_used = self.clock;
             seq.slot = slot;
             self.seqs.push(seq);
@@ -636,9 +737,15 @@ impl Worker<'_> {
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| *i != slot)
-                .map(|(_, s)| if s.busy { s.reserved } else { s.cached.len() })
+                .map(|(i, s)| {
+                    if s.busy {
+                        s.reserved
+                    } else {
+                        self.kv.cached[i].len()
+                    }
+                })
                 .sum();
-            let own = need.max(self.slots[slot].cached.len());
+            let own = need.max(self.kv.cached[slot].len());
             if others + own <= self.n_ctx {
                 return true;
             }
@@ -646,7 +753,7 @@ impl Worker<'_> {
                 .slots
                 .iter()
                 .enumerate()
-                .filter(|(i, s)| *i != slot && !s.busy && !s.cached.is_empty())
+                .filter(|(i, s)| *i != slot && !s.busy && !self.kv.cached[*i].is_empty())
                 .min_by_key(|(_, s)| s.last_used)
                 .map(|(i, _)| i);
             match victim {
@@ -657,11 +764,12 @@ impl Worker<'_> {
         }
     }
 
-    /// Drops the KV cells of `slot`'s sequence.
+    /// Drops the KV cells of `slot`'s sequence (the draft model's too).
     fn forget(&mut self, slot: usize) {
-        // Removing a whole sequence always succeeds.
-        let _ = self.ctx.clear_kv_cache_seq(Some(slot as u32), None, None);
-        self.slots[slot].cached.clear();
+        self.kv.forget(&mut self.ctx, slot);
+        if let Some(d) = self.draft.as_mut() {
+            d.forget(slot);
+        }
     }
 
     /// One step: a prompt chunk of the oldest request still evaluating its
@@ -688,38 +796,9 @@ impl Worker<'_> {
             self.forget(slot);
             return 0;
         }
-        let tokens = &self.seqs[i].tokens;
         // Keep at least one token to evaluate, so there are fresh logits.
-        let cap = tokens.len() - 1;
-        let own = common_prefix(&self.slots[slot].cached, tokens).min(cap);
-        let donor = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != slot)
-            .map(|(j, s)| (common_prefix(&s.cached, tokens).min(cap), j))
-            .max();
-        if let Some((n, d)) = donor.filter(|(n, _)| *n > own) {
-            self.forget(slot);
-            let copied = self
-                .ctx
-                .copy_kv_cache_seq(d as i32, slot as i32, Some(0), Some(n as u32));
-            if copied.is_ok() {
-                self.slots[slot].cached = self.seqs[i].tokens[..n].to_vec();
-                return n;
-            }
-            return 0;
-        }
-        let removed = self
-            .ctx
-            .clear_kv_cache_seq(Some(slot as u32), Some(own as u32), None)
-            .unwrap_or(false);
-        if !removed {
-            self.forget(slot);
-            return 0;
-        }
-        self.slots[slot].cached.truncate(own);
-        own
+        let tokens = &self.seqs[i].tokens;
+        self.kv.reuse(&mut self.ctx, slot, tokens, tokens.len() - 1)
     }
 
     /// Evaluates the next chunk of request `i`'s prompt (the same chunks as
@@ -752,9 +831,7 @@ impl Worker<'_> {
             return;
         }
         seq.prompt_eval += t.elapsed();
-        self.slots[seq.slot]
-            .cached
-            .extend_from_slice(&seq.tokens[start..end]);
+        self.kv.cached[seq.slot].extend_from_slice(&seq.tokens[start..end]);
         seq.evaluated = Some(end);
         if end == seq.tokens.len() {
             let t = Instant::now();
@@ -769,8 +846,52 @@ impl Worker<'_> {
         }
     }
 
+    /// Cells a request's rejected draft tokens may hold for a moment.
+    fn draft_room(&self) -> usize {
+        self.draft.as_ref().map_or(0, |d| d.max)
+    }
+
+    /// The draft model's proposals for the generating requests `active`
+    /// (nothing for requests that sample, or without a draft model).
+    fn proposals(&mut self, active: &[usize]) -> Vec<Vec<LlamaToken>> {
+        let Some(draft) = self.draft.as_mut() else {
+            return vec![Vec::new(); active.len()];
+        };
+        // Every request's token and proposals fit one batch.
+        let per = (self.n_batch / active.len().max(1))
+            .saturating_sub(1)
+            .min(draft.max);
+        let wants: Vec<Want> = active
+            .iter()
+            .map(|&i| {
+                let seq = &self.seqs[i];
+                let mut tokens = Vec::new();
+                let mut n = 0;
+                if let (true, Some(next)) = (seq.greedy, seq.next) {
+                    n = per.min(seq.max_new.saturating_sub(seq.n_gen) as usize);
+                    if n > 0 {
+                        tokens.reserve(self.kv.cached[seq.slot].len() + 1);
+                        tokens.extend_from_slice(&self.kv.cached[seq.slot]);
+                        tokens.push(next);
+                    }
+                }
+                Want {
+                    slot: seq.slot,
+                    tokens,
+                    n,
+                }
+            })
+            .collect();
+        draft.propose(&wants)
+    }
+
     /// Decodes the last sampled token of every generating request in one
-    /// batch and samples the next ones.
+    /// batch and samples the next ones. With a draft model, a greedy
+    /// request's token goes in with the draft's proposals after it; the
+    /// model samples from each of their rows in turn, as it would have after
+    /// decoding them one by one, for as long as its choice equals the next
+    /// proposal, and the cells of the proposals it did not choose are
+    /// dropped.
     fn generate_round(&mut self) {
         let active: Vec<usize> = (0..self.seqs.len())
             .filter(|&i| self.seqs[i].done.is_none() && self.seqs[i].next.is_some())
@@ -779,16 +900,25 @@ impl Worker<'_> {
             return;
         }
         let t = Instant::now();
+        let drafts = self.proposals(&active);
         self.batch.clear();
-        for &i in &active {
+        let mut first_rows = Vec::with_capacity(active.len());
+        for (a, &i) in active.iter().enumerate() {
             let seq = &mut self.seqs[i];
             let (Some(token), slot) = (seq.next, seq.slot) else {
+                first_rows.push(None);
                 continue;
             };
-            let pos = self.slots[slot].cached.len() as i32;
-            if let Err(e) = self.batch.add(token, pos, &[slot as i32], true) {
-                seq.done = Some(Err(fatal(format!("batch: {e}"))));
+            let pos = self.kv.cached[slot].len();
+            let first = self.batch.n_tokens();
+            let tokens = std::iter::once(token).chain(drafts[a].iter().copied());
+            for (j, t) in tokens.enumerate() {
+                if let Err(e) = self.batch.add(t, (pos + j) as i32, &[slot as i32], true) {
+                    seq.done = Some(Err(fatal(format!("batch: {e}"))));
+                    break;
+                }
             }
+            first_rows.push(Some(first));
         }
         if let Err(e) = self.ctx.decode(&mut self.batch) {
             let msg = decode_error(e).message;
@@ -800,22 +930,50 @@ impl Worker<'_> {
             }
             return;
         }
-        if let Ok(mut m) = self.metrics.lock() {
-            m.max_batch = m.max_batch.max(self.batch.n_tokens() as u32);
-            m.gen_rounds += 1;
-            m.gen_seqs += active.len() as u64;
-        }
-        let mut row = 0i32;
-        for &i in &active {
+        let (mut drafted, mut accepted) = (0u64, 0u64);
+        for (a, &i) in active.iter().enumerate() {
             let seq = &mut self.seqs[i];
+            let Some(first) = first_rows[a] else { continue };
             if seq.done.is_some() {
                 continue;
             }
-            if let Some(token) = seq.next.take() {
-                self.slots[seq.slot].cached.push(token);
+            let slot = seq.slot;
+            let proposed = &drafts[a];
+            drafted += proposed.len() as u64;
+            let mut row = first;
+            while let Some(token) = seq.next.take() {
+                self.kv.cached[slot].push(token);
+                sample_next(seq, &self.ctx, self.model, self.cfg, row);
+                let j = (row - first) as usize;
+                match (seq.done.is_none(), seq.next, proposed.get(j)) {
+                    (true, Some(n), Some(p)) if n == *p => {
+                        accepted += 1;
+                        row += 1;
+                    }
+                    _ => break,
+                }
             }
-            sample_next(seq, &self.ctx, self.model, self.cfg, row);
-            row += 1;
+            if !proposed.is_empty() {
+                // The cells of the proposals not chosen (and of those after a
+                // finish) go; the sequence holds exactly its tokens again.
+                let keep = self.kv.cached[slot].len() as u32;
+                let cut = self
+                    .ctx
+                    .clear_kv_cache_seq(Some(slot as u32), Some(keep), None)
+                    .unwrap_or(false);
+                if !cut && seq.done.is_none() {
+                    seq.done = Some(Err(fatal(
+                        "could not drop rejected draft tokens from the KV cache",
+                    )));
+                }
+            }
+        }
+        if let Ok(mut m) = self.metrics.lock() {
+            m.max_batch = m.max_batch.max(active.len() as u32);
+            m.gen_rounds += 1;
+            m.gen_seqs += active.len() as u64;
+            m.drafted += drafted;
+            m.accepted += accepted;
         }
         self.generation += t.elapsed();
     }
@@ -960,8 +1118,20 @@ fn try_sample_next(
                     seq.grammar_full_passes += 1;
                     g.apply(&mut cand);
                     seq.chain.apply(&mut cand);
-                    cand.selected_token()
-                        .ok_or_else(|| fatal("grammar left no token to sample"))?
+                    // A token the grammar rejects must never reach `accept`
+                    // (llama.cpp throws there, and an exception cannot cross
+                    // into Rust): a dead end of the grammar is the answer's
+                    // failure, not the process's.
+                    cand.selected
+                        .and_then(|i| cand.data.get(i))
+                        .filter(|d| d.logit().is_finite())
+                        .map(|d| d.id())
+                        .ok_or_else(|| {
+                            LlmError::new(
+                                ErrorKind::Malformed,
+                                "the tool-call grammar admits no token here",
+                            )
+                        })?
                 }
             };
             seq.grammar_time += g_start.elapsed();

@@ -1,0 +1,127 @@
+//! Prompt-processing and generation rates of the backend's own llama.cpp
+//! configuration, measured the way llama.cpp's `llama-bench` measures them,
+//! so that the two can be compared on one GGUF file and thread count
+//! (`scripts/bench-llama.sh`).
+//!
+//! As `llama-bench` does: one warm-up run of each test first; `pp N` decodes
+//! N pseudo-random tokens (the first one the BOS token) in batches of
+//! `n_batch` from an empty KV cache; `tg N` decodes N tokens one at a time
+//! from an empty cache; the cache is cleared before each repetition and each
+//! rate is N over the repetition's time. What differs is only what the
+//! backend itself sets: its context (the unified cache of `n_ctx` cells for
+//! `parallel` sequences, `n_batch` = `n_ubatch`) and its threads.
+
+use std::time::Instant;
+
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::token::LlamaToken;
+
+use super::{context_params, llama_backend, load_model, EmbeddedConfig, MAX_PARALLEL};
+use crate::error::LlmError;
+
+/// Rates of each repetition, in tokens per second.
+#[derive(Debug, Clone, Default)]
+pub struct RawRates {
+    /// Prompt processing (`pp`), one rate per repetition.
+    pub prompt: Vec<f64>,
+    /// Generation (`tg`), one rate per repetition.
+    pub generation: Vec<f64>,
+}
+
+/// Mean and sample standard deviation.
+pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len().max(1) as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = if xs.len() > 1 {
+        xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var.sqrt())
+}
+
+/// Measures `pp n_prompt` and `tg n_gen` (`reps` repetitions each, after a
+/// warm-up) on the model of `cfg`, in the context the backend would create.
+pub fn bench_raw(
+    cfg: &EmbeddedConfig,
+    n_prompt: usize,
+    n_gen: usize,
+    reps: usize,
+) -> Result<RawRates, LlmError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| super::fatal(format!("{what}: {e}"));
+    let backend = llama_backend()?;
+    let model = load_model(backend, &cfg.model_path)?;
+    let n_ctx = cfg.n_ctx.min(model.n_ctx_train()).max(256);
+    let n_batch = cfg.n_batch.max(1) as usize;
+    let n_seq = cfg.parallel.clamp(1, MAX_PARALLEL).min(n_batch as u32);
+    let mut ctx = model
+        .new_context(backend, context_params(cfg, n_ctx, n_seq))
+        .map_err(|e| fail("creating a llama.cpp context", &e))?;
+    let n_vocab = model.n_vocab().max(1) as u64;
+    let bos = model.vocab().bos();
+    let bos = if bos.0 < 0 { LlamaToken::new(1) } else { bos };
+    // llama-bench draws tokens with rand(); any fixed sequence will do.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut random = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        LlamaToken::new((state % n_vocab) as i32)
+    };
+    let mut batch = LlamaBatch::new(n_batch, 1);
+    let mut prompt = |ctx: &mut llama_cpp_2::context::LlamaContext<'_>, n: usize| {
+        let mut pos = 0;
+        while pos < n {
+            batch.clear();
+            let end = (pos + n_batch).min(n);
+            for p in pos..end {
+                let t = if p == 0 { bos } else { random() };
+                batch
+                    .add(t, p as i32, &[0], p + 1 == end)
+                    .map_err(|e| fail("batch", &e))?;
+            }
+            ctx.decode(&mut batch).map_err(|e| fail("decode", &e))?;
+            pos = end;
+        }
+        ctx.synchronize();
+        Ok::<(), LlmError>(())
+    };
+    let mut one = LlamaBatch::new(1, 1);
+    let mut generate = |ctx: &mut llama_cpp_2::context::LlamaContext<'_>, n: usize| {
+        let mut t = bos;
+        for p in 0..n {
+            one.clear();
+            one.add(t, p as i32, &[0], true)
+                .map_err(|e| fail("batch", &e))?;
+            ctx.decode(&mut one).map_err(|e| fail("decode", &e))?;
+            ctx.synchronize();
+            t = LlamaToken::new((p as i32 * 7919 + 13) % n_vocab as i32);
+        }
+        Ok::<(), LlmError>(())
+    };
+    let mut rates = RawRates::default();
+    if n_prompt > 0 {
+        prompt(&mut ctx, n_prompt.min(n_batch))?; // warm-up
+        for _ in 0..reps {
+            ctx.clear_kv_cache();
+            let t = Instant::now();
+            prompt(&mut ctx, n_prompt)?;
+            rates
+                .prompt
+                .push(n_prompt as f64 / t.elapsed().as_secs_f64());
+        }
+    }
+    if n_gen > 0 {
+        ctx.clear_kv_cache();
+        generate(&mut ctx, 1)?; // warm-up
+        for _ in 0..reps {
+            ctx.clear_kv_cache();
+            let t = Instant::now();
+            generate(&mut ctx, n_gen)?;
+            rates
+                .generation
+                .push(n_gen as f64 / t.elapsed().as_secs_f64());
+        }
+    }
+    Ok(rates)
+}
