@@ -4,6 +4,31 @@
 mod common;
 
 use common::{one_error_line, Scratch, MODELS};
+use serde::{Deserialize, Serialize};
+
+/// A row of the exported `scores.parquet`: some of the score's columns and the labels.
+#[derive(Debug, Serialize, Deserialize, pipeline::Row)]
+#[row(table = "scores", doc = "exported scores")]
+struct LabelledScore {
+    #[row(doc = "instance")]
+    instance_id: String,
+    #[row(doc = "E")]
+    e: bool,
+    #[row(doc = "node")]
+    node: String,
+    #[row(doc = "method")]
+    method: String,
+    #[row(doc = "agent")]
+    agent: String,
+}
+
+/// The instance count of an exported summary row.
+#[derive(Debug, Serialize, Deserialize, pipeline::Row)]
+#[row(table = "summary", doc = "exported summary")]
+struct SummaryCount {
+    #[row(doc = "instances")]
+    n: i64,
+}
 use std::time::{Duration, Instant};
 
 #[test]
@@ -322,6 +347,36 @@ fn export_writes_documented_flat_tables_and_gc_removes_only_unreferenced() {
     }
     let schema = std::fs::read_to_string(dest.join("SCHEMA.md")).unwrap();
     assert!(schema.contains("| e_reason | string |"), "{schema}");
+    // The stacked scores: every evaluate table's rows once, each labelled with its
+    // node and method; each node has as many rows as the summary counts instances.
+    let scores: Vec<LabelledScore> =
+        pipeline::table::read_rows(&dest.join("scores.parquet")).unwrap();
+    let counts: std::collections::BTreeSet<i64> =
+        pipeline::table::read_rows::<SummaryCount>(&dest.join("summary.parquet"))
+            .unwrap()
+            .iter()
+            .map(|r| r.n)
+            .collect();
+    let mut per_node = std::collections::BTreeMap::<&str, i64>::new();
+    for r in &scores {
+        *per_node.entry(r.node.as_str()).or_default() += 1;
+    }
+    assert!(per_node.len() >= 4, "{per_node:?}");
+    let n = *counts.iter().next().unwrap();
+    assert!(
+        counts.len() == 1 && per_node.values().all(|c| *c == n),
+        "{per_node:?} vs {counts:?}"
+    );
+    assert!(
+        scores.iter().all(|r| r.node.starts_with("evaluate")),
+        "{scores:?}"
+    );
+    for m in ["gold", "base", "toolobserver"] {
+        assert!(scores.iter().any(|r| r.method == m), "no {m} rows");
+    }
+    assert!(scores
+        .iter()
+        .all(|r| !r.instance_id.is_empty() && r.agent.starts_with("scripted:")));
 
     // Make an unreferenced entry by changing the agent, then gc keeping the new experiment.
     s.write_exp(
