@@ -366,6 +366,30 @@ fn fleet_handle(mut stream: TcpStream, srv: Arc<FleetServer>) {
     }
 }
 
+fn fleet_server(dies_after: usize) -> Arc<FleetServer> {
+    Arc::new(FleetServer {
+        dies_after,
+        ..FleetServer::default()
+    })
+}
+
+/// The reference for the fleet tests: the experiment run against one server. Returns
+/// the scratch folder, the experiment, the store and the number of calls it made.
+fn reference_run() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    usize,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exp = experiment(dir.path());
+    let (url, srv) = serve(vec![]);
+    let one = dir.path().join("one");
+    assert!(run_with(&one, &exp, &url, true).status.success());
+    let total = srv.log.lock().unwrap().len();
+    (dir, exp, one, total)
+}
+
 fn cached_calls(store: &std::path::Path) -> String {
     stdout_ok(
         &otb()
@@ -390,23 +414,9 @@ fn cached_calls(store: &std::path::Path) -> String {
 /// per server.
 #[test]
 fn a_fleet_member_killed_mid_run_leaves_the_run_to_the_others() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let exp = experiment(dir.path());
-    // The reference: one server.
-    let (url, srv) = serve(vec![]);
-    let one = dir.path().join("one");
-    assert!(run_with(&one, &exp, &url, true).status.success());
-    let total = srv.log.lock().unwrap().len();
+    let (dir, exp, one, total) = reference_run();
     assert!(total > 4);
-
-    let a = Arc::new(FleetServer {
-        dies_after: 3,
-        ..FleetServer::default()
-    });
-    let b = Arc::new(FleetServer {
-        dies_after: usize::MAX,
-        ..FleetServer::default()
-    });
+    let (a, b) = (fleet_server(3), fleet_server(usize::MAX));
     let urls = format!(
         "{},{}",
         common::spawn_server(a.clone(), fleet_handle),
@@ -445,21 +455,8 @@ fn a_fleet_member_killed_mid_run_leaves_the_run_to_the_others() {
 /// anything is written; and the variable, when set, wins over the file.
 #[test]
 fn a_fleet_named_in_the_experiment_file_shares_the_calls() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let exp = experiment(dir.path());
-    let (url, srv) = serve(vec![]);
-    let one = dir.path().join("one");
-    assert!(run_with(&one, &exp, &url, true).status.success());
-    let total = srv.log.lock().unwrap().len();
-
-    let a = Arc::new(FleetServer {
-        dies_after: usize::MAX,
-        ..FleetServer::default()
-    });
-    let b = Arc::new(FleetServer {
-        dies_after: usize::MAX,
-        ..FleetServer::default()
-    });
+    let (dir, exp, one, total) = reference_run();
+    let (a, b) = (fleet_server(usize::MAX), fleet_server(usize::MAX));
     let (ua, ub) = (
         common::spawn_server(a.clone(), fleet_handle),
         common::spawn_server(b.clone(), fleet_handle),
@@ -527,5 +524,35 @@ fn a_fleet_named_in_the_experiment_file_shares_the_calls() {
     assert_eq!(
         a.answered.load(Ordering::SeqCst) + b.answered.load(Ordering::SeqCst),
         total
+    );
+}
+
+/// Two agents whose evaluations come out byte for byte the same (`replay:fake`
+/// answers with the calls `openai:fake` made) each get their own summary rows: the
+/// summary's key holds each input's grid position (it once held only the labels, so
+/// the second agent found the first one's summary and its table row was missing).
+#[test]
+fn a_second_agent_with_the_same_answers_gets_its_own_summary() {
+    let (dir, exp, one, _) = reference_run();
+    let text = std::fs::read_to_string(&exp).expect("read exp");
+    let replay = dir.path().join("replay.toml");
+    std::fs::write(&replay, text.replace("openai:fake", "replay:fake")).expect("write");
+    let out = otb()
+        .arg("--store")
+        .arg(&one)
+        .arg("run")
+        .arg(&replay)
+        .output()
+        .expect("run otb");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replayed = common::run_table2(&one, &replay);
+    assert!(replayed.contains("replay:fake"), "{replayed}");
+    assert_eq!(
+        replayed,
+        common::run_table2(&one, &exp).replace("openai:fake", "replay:fake")
     );
 }

@@ -374,3 +374,93 @@ fn a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker() {
         "worker 2 computed everything"
     );
 }
+
+/// A canned chat completion: one call of `function_1` with no arguments.
+const REPLY: &str = r#"{"id":"t","object":"chat.completion","model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"function_1","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
+
+fn answer(mut stream: TcpStream, answered: std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    if common::read_request(&stream).is_some() && common::respond(&mut stream, "200 OK", REPLY) {
+        answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An experiment on the mini BFCL fixture with `agent`.
+fn mini(dir: &Path, agent: &str) -> PathBuf {
+    let exp = dir.join(format!("{}.toml", agent.replace(':', "-")));
+    std::fs::write(
+        &exp,
+        format!(
+            "name = \"calls\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names\", \"names+params\"]\nmethods = [\"base\"]\n[models]\nagent = \"{agent}\"\n",
+            common::fixture("mini_bfcl.jsonl").display()
+        ),
+    )
+    .unwrap();
+    exp
+}
+
+/// The call cache reaches the shared store: a run on one machine with a model server,
+/// then a run on another machine (a fresh mirror, no server) of the same grid with
+/// the model replayed from the cache only (`replay:fake`: other stage keys, the same
+/// calls) makes the same Table 2 from the calls the first machine made; a third run
+/// there sends nothing new. Lines of a segment that do not check are refused.
+#[test]
+fn calls_made_on_one_machine_replay_on_another() {
+    let Some(s3) = S3::start() else { return };
+    s3.bucket("otb");
+    let d = tempfile::tempdir().unwrap();
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = common::spawn_server(answered.clone(), answer);
+    let url = "s3://otb/calls";
+    let (exp_a, exp_b) = (mini(d.path(), "openai:fake"), mini(d.path(), "replay:fake"));
+    let (mirror_a, mirror_b) = (d.path().join("a"), d.path().join("b"));
+
+    let out = s3
+        .otb(&mirror_a)
+        .args(["--store", url, "run"])
+        .arg(&exp_a)
+        .env("OTB_LLM_BASE_URL", &server)
+        .env("OTB_LLM_API_KEY", "test")
+        .output()
+        .unwrap();
+    stdout_ok(&out);
+    let calls = answered.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(calls > 4, "{calls} calls");
+
+    // A line that fails its checksum, in a segment of its own: refused, not merged.
+    let bad = r#"{"v":2,"key":"0","sum":"0000000000000000"}"#;
+    assert!(s3
+        .put("/otb/calls/cache/llm/bad.jsonl", &format!("{bad}\n"))
+        .starts_with("HTTP/1.1 200"));
+
+    let run_b = || {
+        s3.otb(&mirror_b)
+            .args(["--store", url, "run"])
+            .arg(&exp_b)
+            .env_remove("OTB_LLM_BASE_URL")
+            .output()
+            .unwrap()
+    };
+    let out = run_b();
+    let text = format!(
+        "{}{}",
+        stdout_ok(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!(
+            "shared call cache: {calls} call(s) from 2 segment(s)"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("1 line(s) refused"), "{text}");
+    assert_eq!(
+        table2(s3.otb(&mirror_b), url, &exp_b),
+        table2(s3.otb(&mirror_a), url, &exp_a).replace("openai:fake", "replay:fake")
+    );
+    assert_eq!(answered.load(std::sync::atomic::Ordering::SeqCst), calls);
+
+    // Again on the second machine: nothing new to fetch, nothing new to send.
+    let out = run_b();
+    let text = stdout_ok(&out);
+    assert!(!text.contains("shared call cache"), "{text}");
+}

@@ -302,6 +302,18 @@ fn check_line(line: &[u8]) -> Result<(String, bool), String> {
     Ok((k.key, !sealed))
 }
 
+/// What [`CallCache::merge`] did with a segment's lines.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MergeReport {
+    /// Records added.
+    pub added: usize,
+    /// Records this cache had already.
+    pub present: usize,
+    /// Lines refused: a failed checksum, a record that does not parse, a
+    /// request that does not hash to its key, or a record without a checksum.
+    pub refused: usize,
+}
+
 /// A line of the log that is not used, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DroppedLine {
@@ -705,7 +717,12 @@ impl CallCache {
                 max: MAX_RECORD_DEPTH,
             });
         }
-        let line = seal(json);
+        self.append(key, &seal(json))
+    }
+
+    /// Appends a sealed `line` under the writer lock (taken per write in
+    /// per-write mode).
+    fn append(&self, key: &str, line: &[u8]) -> Result<(), CacheError> {
         let mut log = self.log.lock().map_err(|_| self.poisoned())?;
         if self.mode == LockMode::PerWrite
             && !lock_within(&self.lock, PUT_LOCK_WAIT).map_err(|e| self.io(e))?
@@ -715,11 +732,70 @@ impl CallCache {
                 lock: self.lock_path.clone(),
             });
         }
-        let out = self.append_locked(&mut log, key, &line);
+        let out = self.append_locked(&mut log, key, line);
         if self.mode == LockMode::PerWrite {
             let _ = self.lock.unlock();
         }
         out
+    }
+
+    /// The log's good records from byte `from` on, as they are on disk, and the
+    /// offset where they end: what another machine's cache lacks of this one
+    /// since `from` (see [`CallCache::merge`]). Lines that fail their check
+    /// are left out. `from` past the end (a log that was moved aside and
+    /// started again) reads from the start.
+    pub fn tail_from(&self, from: u64) -> Result<(Vec<u8>, u64), CacheError> {
+        let mut log = self.log.lock().map_err(|_| self.poisoned())?;
+        self.catch_up(&mut log)?;
+        let end = log.end;
+        let from = if from > end { 0 } else { from };
+        let mut buf = vec![0u8; (end - from) as usize];
+        log.file
+            .read_exact_at(&mut buf, from)
+            .map_err(|e| self.io(e))?;
+        drop(log);
+        let mut out = Vec::with_capacity(buf.len());
+        for line in buf.split_inclusive(|b| *b == b'\n') {
+            let body = line.strip_suffix(b"\n").unwrap_or(line);
+            if !body.is_empty() && check_line(body).is_ok_and(|(_, unchecked)| !unchecked) {
+                out.extend_from_slice(line);
+            }
+        }
+        Ok((out, end))
+    }
+
+    /// Adds the records of `segment` (lines of another cache's log, from
+    /// [`CallCache::tail_from`]) that this cache lacks. A line is taken only
+    /// when it passes its checksum and parses, and its request hashes to its
+    /// key; each is appended and fsynced like [`CallCache::put`].
+    pub fn merge(&self, segment: &[u8]) -> Result<MergeReport, CacheError> {
+        let mut report = MergeReport::default();
+        for line in segment.split(|b| *b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let usable = check_line(line)
+                .ok()
+                .filter(|(_, unchecked)| !unchecked && json_depth(line) <= MAX_RECORD_DEPTH);
+            let rec = usable.and_then(|(key, _)| {
+                serde_json::from_slice::<Record>(line)
+                    .ok()
+                    .filter(|r| r.key == key && request_key(&r.request) == key)
+            });
+            let Some(rec) = rec else {
+                report.refused += 1;
+                continue;
+            };
+            if self.contains(&rec.key) {
+                report.present += 1;
+                continue;
+            }
+            let mut sealed = line.to_vec();
+            sealed.push(b'\n');
+            self.append(&rec.key, &sealed)?;
+            report.added += 1;
+        }
+        Ok(report)
     }
 
     /// The part of `put` that runs under the writer lock.

@@ -36,7 +36,7 @@ pub mod wire;
 pub use backend::{chat_all, Backend, BoxFuture, Scripted};
 pub use cache::{
     read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, DroppedLine,
-    LockMode, OpenReport, Replay, StatsSnapshot,
+    LockMode, MergeReport, OpenReport, Replay, StatsSnapshot,
 };
 #[cfg(feature = "embedded")]
 pub use embedded::{EmbeddedBackend, EmbeddedConfig, EmbeddedMetrics};

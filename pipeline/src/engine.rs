@@ -347,6 +347,14 @@ fn lease_text(h: &crate::lease::Holder) -> String {
 }
 
 /// `1h 02m`, `4m 10s`, `12s`.
+/// The time left at the mean pace so far: `elapsed` for `done` of `total` items.
+/// (indicatif's own estimate weighs recent steps and decays while none comes: in a
+/// log, between the rare items of a model-bound stage, it grew to millions of
+/// hours.)
+fn linear_eta(elapsed: Duration, done: u64, total: u64) -> Option<Duration> {
+    (done > 0 && done < total).then(|| elapsed.mul_f64((total - done) as f64 / done as f64))
+}
+
 fn short_duration(d: Duration) -> String {
     let s = d.as_secs();
     if s >= 3600 {
@@ -491,10 +499,9 @@ impl<'s> Session<'s> {
             parts.push(match bar {
                 Some(b) => {
                     let (pos, len) = (b.position(), b.length().unwrap_or(0));
-                    let eta = if pos > 0 && pos < len {
-                        format!(", ETA {}", short_duration(b.eta()))
-                    } else {
-                        String::new()
+                    let eta = match linear_eta(b.elapsed(), pos, len) {
+                        Some(d) => format!(", ETA {}", short_duration(d)),
+                        None => String::new(),
                     };
                     format!("{} {pos}/{len}{eta}", a.node)
                 }
@@ -833,5 +840,21 @@ impl<'s> Session<'s> {
         ));
         self.report(seq, report);
         Ok(Handle::ready(node, entry))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heartbeat_eta_is_the_mean_pace_so_far() {
+        let s = Duration::from_secs;
+        assert_eq!(linear_eta(s(120), 4, 8), Some(s(120)));
+        assert_eq!(linear_eta(s(30), 1, 4), Some(s(90)));
+        // Nothing done yet, or all of it: no estimate.
+        assert_eq!(linear_eta(s(30), 0, 4), None);
+        assert_eq!(linear_eta(s(30), 4, 4), None);
+        assert_eq!(short_duration(s(3 * 3600 + 65)), "3h 01m");
     }
 }

@@ -262,6 +262,33 @@ impl Remote {
         }
     }
 
+    /// The bytes of the object at `rel` (below the prefix), or `None`.
+    pub fn get_bytes(&self, rel: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.get(rel)?.map(|(b, _)| b))
+    }
+
+    /// Write `bytes` at `rel` unless an object is there (create-only): whether
+    /// this wrote it.
+    pub fn put_new(&self, rel: &str, bytes: Vec<u8>) -> Result<bool, StoreError> {
+        Ok(matches!(self.put(rel, bytes, true, None)?, Put::Done(_)))
+    }
+
+    /// The names of the objects directly below the folder `rel` (not below its
+    /// sub-folders), sorted.
+    pub fn list(&self, rel: &str) -> Result<Vec<String>, StoreError> {
+        let path = self.path(rel)?;
+        let store = self.store.clone();
+        let listed = self.block(async move { store.list_with_delimiter(Some(&path)).await });
+        let mut names: Vec<String> = listed
+            .map_err(|e| self.err(rel, e))?
+            .objects
+            .into_iter()
+            .filter_map(|o| o.location.filename().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Remove the object at `rel` (nothing when there is none).
     pub(crate) fn delete(&self, rel: &str) -> Result<(), StoreError> {
         let path = self.path(rel)?;

@@ -40,12 +40,30 @@ pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
 /// checked when it was parsed; they are loaded on first use.
 pub fn drive(exp: &Experiment, s: &Session<'_>) -> Result<RunOutput, DriveError> {
     let models = Models::for_store(s.store()).with_endpoints(&exp.endpoints);
+    // A store on object storage: the other machines' calls first, this one's after
+    // (also after a failure: the calls were paid for).
+    let mut sync = match s.mode() {
+        pipeline::Mode::Status => None,
+        _ => crate::models::cache_sync::CacheSync::pull(s.store(), &models)?,
+    };
+    if let Some((segments @ 1.., calls)) = sync.as_ref().map(|c| c.pulled) {
+        s.println(&format!(
+            "shared call cache: {calls} call(s) from {segments} segment(s) of other runs"
+        ));
+    }
     let out = crate::env::Recorder::default();
     let mut cx = crate::env::Cx::new(s, &models, &out);
-    for env in &exp.envs {
-        env.drive(exp, &mut cx)?;
-    }
+    let driven = exp.envs.iter().try_for_each(|env| env.drive(exp, &mut cx));
     drop(cx);
+    if let Some(sync) = sync.as_mut() {
+        if let Err(e) = sync.push(&models) {
+            eprintln!(
+                "otb: warning: {} (the calls stay in this mirror; the next run sends them)",
+                e.message
+            );
+        }
+    }
+    driven?;
     let out = out.finish();
     // What the run used, after it (an error line stays the only line of a failed run).
     s.println(&exp.models_line());

@@ -67,13 +67,15 @@ impl<'m> Draft<'m> {
     }
 
     /// Up to `w.n` tokens the draft model would choose (greedily) after each
-    /// `w.tokens`; nothing for a request whose draft decode failed.
+    /// `w.tokens`; nothing when a draft decode failed. A failure (e.g. no room
+    /// left: idle sequences keep what they held) clears the draft's whole cache,
+    /// which the next proposals fill again.
     pub(super) fn propose(&mut self, wants: &[Want]) -> Vec<Vec<LlamaToken>> {
         match self.try_propose(wants) {
             Ok(d) => d,
-            Err(_) => {
-                for w in wants {
-                    self.forget(w.slot);
+            Err(()) => {
+                for s in 0..self.kv.cached.len() {
+                    self.forget(s);
                 }
                 vec![Vec::new(); wants.len()]
             }

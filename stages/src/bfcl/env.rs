@@ -421,6 +421,11 @@ struct OpacifyParams<'a> {
 struct SummarizeParams<B: serde::Serialize> {
     bootstrap: B,
     inputs: Vec<String>,
+    /// Each input's place in the grid as its rows name it (setting, method, agent,
+    /// editor, round): the rows carry it, so the key must (two agents whose
+    /// evaluations came out byte for byte the same got one summary, labelled with
+    /// the first one's agent).
+    grid: Vec<[String; 5]>,
 }
 
 /// Expand the `[bfcl]` grid into stage calls.
@@ -511,6 +516,18 @@ pub fn drive<'p>(
             SummarizeParams {
                 bootstrap: summarize::BOOTSTRAP,
                 inputs: labels,
+                grid: summary
+                    .iter()
+                    .map(|i| {
+                        [
+                            i.setting.clone(),
+                            i.method.clone(),
+                            i.agent.clone(),
+                            i.editor.clone(),
+                            i.round.to_string(),
+                        ]
+                    })
+                    .collect(),
             },
             &inputs,
             {

@@ -66,7 +66,7 @@ impl Shared {
             .map_err(|_| Failure::bug("model registry poisoned"))
     }
 
-    fn cache(&self, dir: &Path) -> Result<Arc<CallCache>, Failure> {
+    pub(crate) fn cache(&self, dir: &Path) -> Result<Arc<CallCache>, Failure> {
         let mut s = self.lock()?;
         if let Some(c) = s.caches.get(dir) {
             return Ok(c.clone());

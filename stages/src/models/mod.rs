@@ -13,6 +13,7 @@
 //! every stage of a drive: agent and editor often name the same model, and the call
 //! cache directory is locked by whoever opens it.
 
+pub mod cache_sync;
 pub mod cache_views;
 pub mod embed;
 pub mod llm;
@@ -500,6 +501,11 @@ impl Models {
         );
         m.llm.per_write = store.access() == pipeline::Access::Shared;
         m
+    }
+
+    /// The call cache of this drive's models (opened on first use, then shared).
+    pub fn call_cache(&self) -> Result<std::sync::Arc<::llm::CallCache>, Failure> {
+        self.llm.cache(&self.cache_dir)
     }
 
     /// `openai:` models reach `endpoints` (an experiment's `[models] endpoints`)
