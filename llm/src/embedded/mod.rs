@@ -23,6 +23,10 @@
 //! - **Grammar check on the chosen token first**: the unconstrained sampler
 //!   picks a token, the grammar checks only that token, and the grammar runs
 //!   over the whole vocabulary only when the token is rejected.
+//! - **Speculative decoding** (optional, [`EmbeddedConfig::draft_model`]): a
+//!   smaller model of the same family proposes tokens of greedy requests
+//!   (`draft.rs`), and the model keeps those it would have chosen itself; off
+//!   by default, as it lost on 2 cores (docs/results.md).
 //!
 //! Sampling: temperature `None` or `<= 0` is greedy (deterministic); otherwise
 //! top-k 40, top-p, temperature, seeded from `seed` and `sample_index`, with a
