@@ -739,6 +739,14 @@ impl CallCache {
         out
     }
 
+    /// Where the log's last complete line ends (records other writers
+    /// appended included): the offset [`CallCache::tail_from`] would stop at.
+    pub fn end(&self) -> Result<u64, CacheError> {
+        let mut log = self.log.lock().map_err(|_| self.poisoned())?;
+        self.catch_up(&mut log)?;
+        Ok(log.end)
+    }
+
     /// The log's good records from byte `from` on, as they are on disk, and the
     /// offset where they end: what another machine's cache lacks of this one
     /// since `from` (see [`CallCache::merge`]). Lines that fail their check

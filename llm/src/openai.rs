@@ -31,6 +31,11 @@ use crate::wire;
 /// several times larger, hence the margin. A larger body is `malformed`.
 pub const MAX_RESPONSE_BODY: usize = 16 << 20;
 
+/// Whether `url` can be a server's base URL (`http://` or `https://`).
+pub fn is_base_url(url: &str) -> bool {
+    url.starts_with("http://") || url.starts_with("https://")
+}
+
 /// Default endpoint when `OTB_LLM_BASE_URL` is unset.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
@@ -183,10 +188,7 @@ impl OpenAiBackend {
                 "no LLM base URL given (set OTB_LLM_BASE_URL)",
             ));
         }
-        if let Some(bad) = bases
-            .iter()
-            .find(|b| !(b.starts_with("http://") || b.starts_with("https://")))
-        {
+        if let Some(bad) = bases.iter().find(|b| !is_base_url(b)) {
             return Err(LlmError::new(
                 ErrorKind::Fatal,
                 format!(

@@ -5,6 +5,10 @@
 
 #![cfg(feature = "embedded")]
 
+mod answer;
+
+use answer::answer_of;
+
 use llm::models::default_cache_dir;
 use llm::{
     Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef,
@@ -151,19 +155,6 @@ fn question(q: &str, seed: Option<u64>) -> ChatRequest {
     };
     req.seed = seed;
     req
-}
-
-/// What must not depend on batching: calls, text, token counts, finish reason.
-fn answer_of(r: &llm::ChatResponse) -> String {
-    let calls: Vec<String> = r
-        .tool_calls
-        .iter()
-        .map(|c| format!("{}({})", c.name, c.arguments_raw))
-        .collect();
-    format!(
-        "{calls:?} {:?} {} {:?}",
-        r.content, r.usage.completion, r.finish_reason
-    )
 }
 
 async fn all_at_once(b: std::sync::Arc<EmbeddedBackend>, reqs: &[ChatRequest]) -> Vec<String> {

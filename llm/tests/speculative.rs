@@ -17,6 +17,10 @@
 
 #![cfg(feature = "embedded")]
 
+mod answer;
+
+use answer::answer_of;
+
 use std::sync::Arc;
 
 use llm::models::default_cache_dir;
@@ -89,20 +93,7 @@ async fn answers(b: Arc<EmbeddedBackend>) -> Vec<String> {
     llm::chat_all(&b, &requests())
         .await
         .into_iter()
-        .map(|r| {
-            let r = r.expect("request failed");
-            let calls: Vec<String> = r
-                .tool_calls
-                .iter()
-                .map(|c| format!("{}({})", c.name, c.arguments_raw))
-                .collect();
-            format!(
-                "{} | {:?} {:?}",
-                calls.join(" "),
-                r.content,
-                r.finish_reason
-            )
-        })
+        .map(|r| answer_of(&r.expect("request failed")))
         .collect()
 }
 

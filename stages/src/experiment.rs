@@ -178,7 +178,7 @@ fn endpoints(path: &Path, list: Option<&[String]>) -> Result<Vec<String>, Config
     let mut seen = std::collections::BTreeSet::new();
     for e in list {
         let e = e.trim();
-        if !(e.starts_with("http://") || e.starts_with("https://")) || e.contains([',', ' ']) {
+        if !llm::openai::is_base_url(e) || e.contains([',', ' ']) {
             return Err(cfg_err(
                 path,
                 format!("models.endpoints: {e:?} is not an http:// or https:// URL"),

@@ -13,6 +13,7 @@
 
 use std::time::Instant;
 
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::token::LlamaToken;
 
@@ -69,7 +70,7 @@ pub fn bench_raw(
         LlamaToken::new((state % n_vocab) as i32)
     };
     let mut batch = LlamaBatch::new(n_batch, 1);
-    let mut prompt = |ctx: &mut llama_cpp_2::context::LlamaContext<'_>, n: usize| {
+    let mut prompt = |ctx: &mut LlamaContext<'_>, n: usize| {
         let mut pos = 0;
         while pos < n {
             batch.clear();
@@ -87,7 +88,7 @@ pub fn bench_raw(
         Ok::<(), LlmError>(())
     };
     let mut one = LlamaBatch::new(1, 1);
-    let mut generate = |ctx: &mut llama_cpp_2::context::LlamaContext<'_>, n: usize| {
+    let mut generate = |ctx: &mut LlamaContext<'_>, n: usize| {
         let mut t = bos;
         for p in 0..n {
             one.clear();
@@ -99,29 +100,29 @@ pub fn bench_raw(
         }
         Ok::<(), LlmError>(())
     };
+    // A warm-up run, then `reps` timed runs of `n` tokens from an empty cache.
+    let repeat = |ctx: &mut LlamaContext<'_>,
+                  n: usize,
+                  warm_up: usize,
+                  run: &mut dyn FnMut(&mut LlamaContext<'_>, usize) -> Result<(), LlmError>|
+     -> Result<Vec<f64>, LlmError> {
+        ctx.clear_kv_cache();
+        run(ctx, warm_up)?;
+        let mut rates = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            ctx.clear_kv_cache();
+            let t = Instant::now();
+            run(ctx, n)?;
+            rates.push(n as f64 / t.elapsed().as_secs_f64());
+        }
+        Ok(rates)
+    };
     let mut rates = RawRates::default();
     if n_prompt > 0 {
-        prompt(&mut ctx, n_prompt.min(n_batch))?; // warm-up
-        for _ in 0..reps {
-            ctx.clear_kv_cache();
-            let t = Instant::now();
-            prompt(&mut ctx, n_prompt)?;
-            rates
-                .prompt
-                .push(n_prompt as f64 / t.elapsed().as_secs_f64());
-        }
+        rates.prompt = repeat(&mut ctx, n_prompt, n_prompt.min(n_batch), &mut prompt)?;
     }
     if n_gen > 0 {
-        ctx.clear_kv_cache();
-        generate(&mut ctx, 1)?; // warm-up
-        for _ in 0..reps {
-            ctx.clear_kv_cache();
-            let t = Instant::now();
-            generate(&mut ctx, n_gen)?;
-            rates
-                .generation
-                .push(n_gen as f64 / t.elapsed().as_secs_f64());
-        }
+        rates.generation = repeat(&mut ctx, n_gen, 1, &mut generate)?;
     }
     Ok(rates)
 }

@@ -15,10 +15,10 @@
 //!   gained since the last push, as one segment.
 //!
 //! What each mirror has pushed (an offset in its log) and merged (segment names) is
-//! kept beside its cache in `remote-sync.json` (written to a temporary file, synced, renamed). A worker killed
-//! mid-run keeps its calls in its mirror and the next run there pushes them; a
-//! failed push is a warning (the stages' results are published already) and the
-//! next run retries it.
+//! kept beside its cache in `remote-sync.json` (written to a temporary file, synced,
+//! renamed). A worker killed mid-run keeps its calls in its mirror and the next run
+//! there pushes them; a failed push is a warning (the stages' results are published
+//! already) and the next run retries it.
 
 use super::Models;
 use crate::error::Failure;
@@ -73,9 +73,8 @@ impl CacheSync {
             .map_err(|e| infra("listing the segments", e))?;
         // With nothing of its own waiting to be sent, what the mirror merges now is
         // not sent back.
-        let (pending, end) = cache
-            .tail_from(state.pushed)
-            .map_err(|e| infra("reading the mirror's cache", e))?;
+        let reading = |e| infra("reading the mirror's cache", e);
+        let clean = cache.tail_from(state.pushed).map_err(reading)?.0.is_empty();
         let (mut segments, mut calls) = (0, 0);
         for name in names {
             if !name.ends_with(".jsonl") || state.seen.contains(&name) {
@@ -97,11 +96,8 @@ impl CacheSync {
             calls += report.added;
             state.seen.insert(name);
         }
-        if pending.is_empty() {
-            state.pushed = cache
-                .tail_from(end)
-                .map_err(|e| infra("reading the mirror's cache", e))?
-                .1;
+        if clean {
+            state.pushed = cache.end().map_err(reading)?;
         }
         let mut sync = CacheSync {
             remote,
