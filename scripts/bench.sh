@@ -12,6 +12,9 @@ cargo run --release -q -p pipeline --example bench_store -- 200 2000
 echo "== the full scripted grid with 1, 2 and 4 cooperating workers (otb run --shard)"
 bash scripts/bench-shards.sh target/release/otb
 
+echo "== the store on object storage: the scripted grid on a local S3 server (moto), and a cached rerun from it"
+bash scripts/bench-object-store.sh target/release/otb
+
 echo "== otb report of the full scripted grid (time and size; goal under 5 s and 50 MB)"
 bash scripts/bench-report.sh target/release/otb
 

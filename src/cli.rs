@@ -565,6 +565,17 @@ fn heartbeat_interval() -> Result<std::time::Duration> {
     )
 }
 
+/// `OTB_CACHE_PUSH_S`: on a store on object storage, seconds between sends of the
+/// calls made so far to the shared call cache (default 30; 0: only when the run ends).
+fn cache_push_interval() -> Result<std::time::Duration> {
+    env_seconds(
+        "OTB_CACHE_PUSH_S",
+        30,
+        0.0,
+        "seconds between sends of new calls to the shared call cache (0 to 86400; 0: at the end only)",
+    )
+}
+
 /// Drive `exp` in `session`; without a terminal on stderr (a batch job's log,
 /// `nohup`, CI), a heartbeat line every `every` says what is being computed, how far
 /// each stage is, what is done and how many model calls were made.
@@ -573,10 +584,11 @@ fn drive_with_heartbeat(
     session: &Session<'_>,
     every: std::time::Duration,
     who: &str,
+    opts: stages::driver::DriveOptions,
 ) -> Result<(), stages::env::DriveError> {
     use std::io::IsTerminal;
     if every.is_zero() || std::io::stderr().is_terminal() {
-        return stages::driver::drive(exp, session).map(|_| ());
+        return stages::driver::drive_with(exp, session, opts).map(|_| ());
     }
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|sc| {
@@ -590,7 +602,7 @@ fn drive_with_heartbeat(
                 );
             }
         });
-        let r = stages::driver::drive(exp, session).map(|_| ());
+        let r = stages::driver::drive_with(exp, session, opts).map(|_| ());
         drop(tx);
         r
     })
@@ -621,6 +633,9 @@ fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Resu
         .transpose()
         .map_err(BadInput)?;
     let lease = lease_timeout()?;
+    let opts = stages::driver::DriveOptions {
+        push_every: cache_push_interval()?,
+    };
     stages::driver::preflight(&exp)?;
     let access = if shard.is_some() {
         Access::Shared
@@ -637,7 +652,7 @@ fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Resu
         coop = Some(c);
     }
     let who = shard.map(|s| format!(" [shard {s}]")).unwrap_or_default();
-    let driven = drive_with_heartbeat(&exp, &session, every, &who);
+    let driven = drive_with_heartbeat(&exp, &session, every, &who, opts);
     if let Some(c) = &coop {
         c.leave();
     }

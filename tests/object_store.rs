@@ -1,9 +1,12 @@
-//! `--store s3://bucket/prefix`: workers on machines that share no filesystem (each
-//! with its own local mirror) share one store on an S3-compatible server that the
-//! test starts on 127.0.0.1 (the Python package `moto`, found via `OTB_PYTHON`;
-//! the tests skip without it). Two workers make the tables of one local process and
-//! compute each node once, a third finds everything fresh; two plain runs racing on
-//! every key both succeed with the same tables; an unusable bucket is one line.
+//! `--store s3://bucket/prefix` and `az://container/prefix`: workers on machines that
+//! share no filesystem (each with its own local mirror) share one store on an object
+//! store server that the test starts on 127.0.0.1 (S3: the Python package `moto`,
+//! found via `OTB_PYTHON`; Azure Blob: Azurite from npm, `OTB_AZURITE` or
+//! `azurite-blob` on `PATH`; the tests skip without them). Two workers make the tables
+//! of one local process and compute each node once, a third finds everything fresh;
+//! two plain runs racing on every key both succeed with the same tables; a killed
+//! worker's lease is taken over; an unusable bucket is one line; the call cache
+//! reaches the shared store.
 
 mod common;
 
@@ -18,24 +21,84 @@ fn scripted() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/scripted.toml")
 }
 
-/// A moto S3 server on a free port of 127.0.0.1, stopped when dropped.
-struct S3 {
-    child: Child,
-    port: u16,
+/// Which object store a test server speaks.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// S3 (the Python package `moto` in its server mode).
+    S3,
+    /// Azure Blob storage (Azurite's blob service, from npm).
+    Azure,
 }
 
-impl Drop for S3 {
+/// An object store server on a free port of 127.0.0.1, stopped when dropped.
+struct Cloud {
+    child: Child,
+    port: u16,
+    kind: Kind,
+}
+
+impl Drop for Cloud {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-impl S3 {
-    /// Start one, or `None` (skipped) when no Python with `moto[server]` is there.
-    fn start() -> Option<S3> {
-        let py = std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into());
-        let ok = Command::new(&py)
+fn python() -> String {
+    std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `req(method, path, query, headers, body)`: a request to Azurite (port `AZ_PORT`)
+/// signed with the development account's shared key, in Python's standard library;
+/// its HTTP status.
+const AZ_PY: &str = r#"
+import base64, hmac, hashlib, email.utils, os, urllib.request, urllib.error, urllib.parse
+def req(method, path, query, headers, body):
+    if body:
+        headers = dict(headers, **{'Content-Type': 'application/octet-stream'})
+    h = {'x-ms-date': email.utils.formatdate(usegmt=True), 'x-ms-version': '2021-08-06'}
+    h.update({k: v for k, v in headers.items() if k.startswith('x-ms-')})
+    std = ['Content-Encoding', 'Content-Language', 'Content-Length', 'Content-MD5', 'Content-Type', 'Date',
+           'If-Modified-Since', 'If-Match', 'If-None-Match', 'If-Unmodified-Since', 'Range']
+    plain = dict(headers, **{'Content-Length': str(len(body)) if body else ''})
+    s = method + '\n' + ''.join(plain.get(k, '') + '\n' for k in std)
+    s += ''.join(k + ':' + v + '\n' for k, v in sorted(h.items()))
+    s += '/devstoreaccount1/devstoreaccount1/' + path + ''.join('\n' + k + ':' + v for k, v in sorted(query.items()))
+    key = base64.b64decode('Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==')
+    sig = base64.b64encode(hmac.new(key, s.encode(), hashlib.sha256).digest()).decode()
+    h.update({k: v for k, v in headers.items() if not k.startswith('x-ms-')})
+    h['Authorization'] = 'SharedKey devstoreaccount1:' + sig
+    h['Content-Length'] = str(len(body))
+    url = 'http://127.0.0.1:' + os.environ['AZ_PORT'] + '/devstoreaccount1/' + path
+    if query:
+        url += '?' + urllib.parse.urlencode(query)
+    r = urllib.request.Request(url, method=method, headers=h, data=body if body else None)
+    try:
+        return urllib.request.urlopen(r).status
+    except urllib.error.HTTPError as e:
+        return e.code
+"#;
+
+impl Cloud {
+    /// The server of `kind`, or `None` (skipped) when it is not installed.
+    fn start(kind: Kind) -> Option<Cloud> {
+        match kind {
+            Kind::S3 => Cloud::s3(),
+            Kind::Azure => Cloud::azure(),
+        }
+    }
+
+    /// A moto S3 server, or `None` (skipped) when no Python with `moto[server]` is there.
+    fn s3() -> Option<Cloud> {
+        let ok = Command::new(python())
             .args(["-c", "import moto.server"])
             .stderr(Stdio::null())
             .status()
@@ -44,12 +107,8 @@ impl S3 {
             testkit::skip("s3", "no Python with moto[server] (set OTB_PYTHON)");
             return None;
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(&py)
+        let port = free_port();
+        let child = Command::new(python())
             .args([
                 "-m",
                 "moto.server",
@@ -62,13 +121,47 @@ impl S3 {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let s3 = S3 { child, port };
+        Some(Cloud::up(child, port, Kind::S3))
+    }
+
+    /// Azurite's blob service (in memory), or `None` (skipped) when there is no
+    /// `azurite-blob` (`OTB_AZURITE`, else on `PATH`).
+    fn azure() -> Option<Cloud> {
+        let bin = std::env::var("OTB_AZURITE").unwrap_or_else(|_| "azurite-blob".into());
+        let port = free_port();
+        let spawned = Command::new(&bin)
+            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+            .args(["--inMemoryPersistence", "--skipApiVersionCheck", "--loose"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let Ok(child) = spawned else {
+            testkit::skip("azure", format!("no Azurite (`{bin}`; set OTB_AZURITE)"));
+            return None;
+        };
+        Some(Cloud::up(child, port, Kind::Azure))
+    }
+
+    fn up(child: Child, port: u16, kind: Kind) -> Cloud {
+        let cloud = Cloud { child, port, kind };
         let until = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < until, "moto did not start");
+            assert!(
+                Instant::now() < until,
+                "the object store server did not start"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
-        Some(s3)
+        cloud
+    }
+
+    /// The store URL of `prefix` in `bucket` (Azure: the container).
+    fn url(&self, bucket: &str, prefix: &str) -> String {
+        let scheme = match self.kind {
+            Kind::S3 => "s3",
+            Kind::Azure => "az",
+        };
+        format!("{scheme}://{bucket}/{prefix}")
     }
 
     /// A plain HTTP PUT of `body` at `path`: the status line.
@@ -88,51 +181,89 @@ impl S3 {
 
     /// Whether the server refuses, as the store relies on it to, a create-only
     /// write over an object and an update over a version that is not the object's
-    /// (asked through the S3 client moto comes with: the server answers unsigned
-    /// conditional writes differently).
+    /// (S3: asked through the S3 client moto comes with, as the server answers
+    /// unsigned conditional writes differently; Azure: signed requests).
     fn refuses_conflicting_writes(&self, bucket: &str) -> bool {
-        let script = format!(
-            "import boto3, botocore\n\
-             c = boto3.client('s3', endpoint_url='http://127.0.0.1:{}', region_name='us-east-1', aws_access_key_id='t', aws_secret_access_key='t')\n\
-             c.put_object(Bucket='{bucket}', Key='probe', Body=b'1')\n\
-             codes = []\n\
-             for kw in [dict(IfNoneMatch='*'), dict(IfMatch='\"0123\"')]:\n\
-             \x20   try:\n\
-             \x20       c.put_object(Bucket='{bucket}', Key='probe', Body=b'2', **kw)\n\
-             \x20       codes.append(200)\n\
-             \x20   except botocore.exceptions.ClientError as e:\n\
-             \x20       codes.append(e.response['ResponseMetadata']['HTTPStatusCode'])\n\
-             print(codes)\n",
-            self.port
-        );
-        let out = Command::new(std::env::var("OTB_PYTHON").unwrap_or_else(|_| "python3".into()))
+        let script = match self.kind {
+            Kind::S3 => format!(
+                "import boto3, botocore\n\
+                 c = boto3.client('s3', endpoint_url='http://127.0.0.1:{}', region_name='us-east-1', aws_access_key_id='t', aws_secret_access_key='t')\n\
+                 c.put_object(Bucket='{bucket}', Key='probe', Body=b'1')\n\
+                 codes = []\n\
+                 for kw in [dict(IfNoneMatch='*'), dict(IfMatch='\"0123\"')]:\n\
+                 \x20   try:\n\
+                 \x20       c.put_object(Bucket='{bucket}', Key='probe', Body=b'2', **kw)\n\
+                 \x20       codes.append(200)\n\
+                 \x20   except botocore.exceptions.ClientError as e:\n\
+                 \x20       codes.append(e.response['ResponseMetadata']['HTTPStatusCode'])\n\
+                 print(codes)\n",
+                self.port
+            ),
+            Kind::Azure => format!(
+                "{AZ_PY}\n\
+                 blob = {{'x-ms-blob-type': 'BlockBlob'}}\n\
+                 req('PUT', '{bucket}/probe', {{}}, blob, b'1')\n\
+                 print([req('PUT', '{bucket}/probe', {{}}, dict(blob, **c), b'2') for c in [{{'If-None-Match': '*'}}, {{'If-Match': '\"0x0123\"'}}]])\n"
+            ),
+        };
+        let out = Command::new(python())
             .args(["-c", &script])
+            .env("AZ_PORT", self.port.to_string())
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim() == "[412, 412]"
+        let codes = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        match self.kind {
+            Kind::S3 => codes == "[412, 412]",
+            // A create-only write over a blob: 409 (BlobAlreadyExists).
+            Kind::Azure => codes == "[409, 412]",
+        }
     }
 
-    /// Create `bucket` with a plain HTTP PUT.
+    /// Create `bucket` (Azure: a container).
     fn bucket(&self, bucket: &str) {
-        let answer = self.put(&format!("/{bucket}"), "");
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        if self.kind == Kind::S3 {
+            let answer = self.put(&format!("/{bucket}"), "");
+            assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            return;
+        }
+        let script = format!(
+            "{AZ_PY}\nprint(req('PUT', '{bucket}', {{'restype': 'container'}}, {{}}, b''))\n"
+        );
+        let out = Command::new(python())
+            .args(["-c", &script])
+            .env("AZ_PORT", self.port.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "201",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// `otb` talking to this server, with its own local mirror under `mirror`.
     fn otb(&self, mirror: &Path) -> Command {
         let mut c = otb();
         for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("AWS_") {
+            let k_text = k.to_string_lossy();
+            if k_text.starts_with("AWS_") || k_text.starts_with("AZURE") {
                 c.env_remove(k);
             }
         }
-        c.env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port))
-            .env("AWS_ALLOW_HTTP", "true")
-            .env("OTB_STORE_CACHE", mirror)
-            .env("OTB_HEARTBEAT_S", "0");
+        match self.kind {
+            Kind::S3 => c
+                .env("AWS_ACCESS_KEY_ID", "test")
+                .env("AWS_SECRET_ACCESS_KEY", "test")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port))
+                .env("AWS_ALLOW_HTTP", "true"),
+            Kind::Azure => c.env("AZURE_STORAGE_USE_EMULATOR", "true").env(
+                "AZURITE_BLOB_STORAGE_URL",
+                format!("http://127.0.0.1:{}", self.port),
+            ),
+        };
+        c.env("OTB_STORE_CACHE", mirror).env("OTB_HEARTBEAT_S", "0");
         c
     }
 }
@@ -172,9 +303,10 @@ fn stages(summary: &str) -> usize {
         .expect("stage count")
 }
 
-#[test]
-fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh() {
-    let Some(s3) = S3::start() else { return };
+/// Two workers make the tables of one local process, each node computed once; a
+/// third machine finds everything fresh and a fourth reports from the remote.
+fn two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(kind: Kind) {
+    let Some(s3) = Cloud::start(kind) else { return };
     s3.bucket("otb");
     let d = tempfile::tempdir().unwrap();
     let exp = scripted();
@@ -188,7 +320,7 @@ fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh
             .unwrap(),
     ));
 
-    let url = "s3://otb/runs/a";
+    let url = &s3.url("otb", "runs/a");
     let outs = common::run_together((1..=2).map(|i| {
         let mut c = s3.otb(&d.path().join(format!("mirror{i}")));
         c.args(["--store", url, "run"])
@@ -242,13 +374,24 @@ fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh
 }
 
 #[test]
-fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result() {
-    let Some(s3) = S3::start() else { return };
+fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh() {
+    two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(Kind::S3);
+}
+
+#[test]
+fn two_workers_on_azure_make_the_tables_of_one_process_and_a_third_finds_them_fresh() {
+    two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(Kind::Azure);
+}
+
+/// Two plain runs (no leases) racing to publish every key both succeed, and every
+/// machine reads the same tables: of each key's two writers, one won.
+fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result(kind: Kind) {
+    let Some(s3) = Cloud::start(kind) else { return };
     s3.bucket("race");
     assert!(s3.refuses_conflicting_writes("race"));
     let d = tempfile::tempdir().unwrap();
     let exp = scripted();
-    let url = "s3://race/p";
+    let url = &s3.url("race", "p");
     let outs = common::run_together((1..=2).map(|i| {
         let mut c = s3.otb(&d.path().join(format!("m{i}")));
         c.args(["--store", url, "run"]).arg(&exp);
@@ -265,8 +408,18 @@ fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result() {
 }
 
 #[test]
+fn two_runs_racing_on_s3_to_publish_every_key_both_succeed_with_one_result() {
+    two_runs_racing_to_publish_every_key_both_succeed_with_one_result(Kind::S3);
+}
+
+#[test]
+fn two_runs_racing_on_azure_to_publish_every_key_both_succeed_with_one_result() {
+    two_runs_racing_to_publish_every_key_both_succeed_with_one_result(Kind::Azure);
+}
+
+#[test]
 fn a_missing_bucket_is_one_error_line_before_anything_is_written() {
-    let Some(s3) = S3::start() else { return };
+    let Some(s3) = Cloud::s3() else { return };
     let d = tempfile::tempdir().unwrap();
     let mirror = d.path().join("mirror");
     let out = s3
@@ -282,20 +435,22 @@ fn a_missing_bucket_is_one_error_line_before_anything_is_written() {
     );
     assert!(!mirror.exists(), "no mirror was made");
     let out = otb()
-        .args(["--store", "gs://b/p", "status"])
+        .args(["--store", "ftp://b/p", "status"])
         .arg(scripted())
         .output()
         .unwrap();
-    assert!(one_error_line(&out).contains("s3://"));
+    let line = one_error_line(&out);
+    assert!(line.contains("s3://") && line.contains("az://"), "{line}");
 }
 
-#[test]
-fn a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker() {
-    let Some(s3) = S3::start() else { return };
+/// Worker 1 holds a node's lease on the object store and is killed; worker 2 waits
+/// for the lease to expire, takes the node over, and no node is computed twice.
+fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
+    let Some(s3) = Cloud::start(kind) else { return };
     s3.bucket("takeover");
     let d = tempfile::tempdir().unwrap();
     let exp = scripted();
-    let url = "s3://takeover/p";
+    let url = &s3.url("takeover", "p");
     // Worker 1 stops at its first publish (before the object store has it), holding
     // that node's lease on the object store.
     let m1 = d.path().join("m1");
@@ -375,6 +530,16 @@ fn a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker() {
     );
 }
 
+#[test]
+fn a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker() {
+    a_killed_workers_lease_is_taken_over_by_the_other_worker(Kind::S3);
+}
+
+#[test]
+fn a_killed_workers_lease_on_azure_is_taken_over_by_the_other_worker() {
+    a_killed_workers_lease_is_taken_over_by_the_other_worker(Kind::Azure);
+}
+
 /// A canned chat completion: one call of `function_1` with no arguments.
 const REPLY: &str = r#"{"id":"t","object":"chat.completion","model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"function_1","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
 
@@ -405,7 +570,7 @@ fn mini(dir: &Path, agent: &str) -> PathBuf {
 /// there sends nothing new. Lines of a segment that do not check are refused.
 #[test]
 fn calls_made_on_one_machine_replay_on_another() {
-    let Some(s3) = S3::start() else { return };
+    let Some(s3) = Cloud::s3() else { return };
     s3.bucket("otb");
     let d = tempfile::tempdir().unwrap();
     let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -463,4 +628,95 @@ fn calls_made_on_one_machine_replay_on_another() {
     let out = run_b();
     let text = stdout_ok(&out);
     assert!(!text.contains("shared call cache"), "{text}");
+}
+
+/// Answers the first `FIRST` requests and holds every later one unanswered (a
+/// worker stuck in its calls until it is killed).
+fn answer_first(mut stream: TcpStream, answered: std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    const FIRST: usize = 3;
+    if common::read_request(&stream).is_none() {
+        return;
+    }
+    if answered.load(std::sync::atomic::Ordering::SeqCst) >= FIRST {
+        std::thread::sleep(Duration::from_secs(120));
+        return;
+    }
+    if common::respond(&mut stream, "200 OK", REPLY) {
+        answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A worker killed mid-run has already sent the calls it completed (it pushes every
+/// `OTB_CACHE_PUSH_S` while it runs): another machine with a fresh mirror takes them
+/// from the shared store and asks its server only for the rest.
+#[test]
+fn a_killed_workers_completed_calls_reach_the_shared_store() {
+    let Some(s3) = Cloud::s3() else { return };
+    s3.bucket("kill");
+    let d = tempfile::tempdir().unwrap();
+    let url = &s3.url("kill", "calls");
+    let exp = mini(d.path(), "openai:fake");
+    let stuck = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stuck_server = common::spawn_server(stuck.clone(), answer_first);
+    let mut first = s3
+        .otb(&d.path().join("a"))
+        .args(["--store", url, "run"])
+        .arg(&exp)
+        .env("OTB_LLM_BASE_URL", &stuck_server)
+        .env("OTB_LLM_API_KEY", "test")
+        .env("OTB_CACHE_PUSH_S", "0.2")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while stuck.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        assert!(t.elapsed() < Duration::from_secs(60), "no calls answered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Several push intervals, then the kill (the held calls are in flight).
+    std::thread::sleep(Duration::from_secs(2));
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = common::spawn_server(answered.clone(), answer);
+    let out = s3
+        .otb(&d.path().join("b"))
+        .args(["--store", url, "run"])
+        .arg(&exp)
+        .env("OTB_LLM_BASE_URL", &server)
+        .env("OTB_LLM_API_KEY", "test")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        stdout_ok(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("shared call cache: 3 call(s) from "),
+        "{text}"
+    );
+    // Without the pushes during the run, the second machine would have asked again.
+    let total = answered.load(std::sync::atomic::Ordering::SeqCst) + 3;
+    let again = tempfile::tempdir().unwrap();
+    let counted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let server = common::spawn_server(counted.clone(), answer);
+    stdout_ok(
+        &otb()
+            .args(["--store"])
+            .arg(again.path())
+            .arg("run")
+            .arg(&exp)
+            .env("OTB_LLM_BASE_URL", &server)
+            .env("OTB_LLM_API_KEY", "test")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        counted.load(std::sync::atomic::Ordering::SeqCst),
+        total,
+        "the grid's calls: the first machine's 3 and the second's"
+    );
 }

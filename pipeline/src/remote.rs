@@ -86,10 +86,41 @@ fn is_segment(s: &str) -> bool {
     crate::layout::is_table_name(s)
 }
 
+/// The object store of a cloud `scheme` (`s3`, `gs`, `az`) for `bucket` (Azure: the
+/// container), configured from that cloud's usual environment variables:
+/// - `s3`: `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT`
+///   (an S3-compatible server), ...; create-only writes with `If-None-Match`,
+///   conditional updates by ETag;
+/// - `gs`: `GOOGLE_APPLICATION_CREDENTIALS` or `GOOGLE_SERVICE_ACCOUNT`,
+///   `GOOGLE_BASE_URL` (an emulator), ...; conditions by object generation;
+/// - `az`: `AZURE_STORAGE_ACCOUNT_NAME`, `AZURE_STORAGE_ACCOUNT_KEY` (or a token, a
+///   managed identity, ...), `AZURE_STORAGE_USE_EMULATOR` (Azurite); conditions by
+///   ETag.
+fn cloud(scheme: &str, bucket: &str) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
+    Ok(match scheme {
+        "s3" => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
+                .build()?,
+        ),
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(bucket)
+                .build()?,
+        ),
+        _ => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_container_name(bucket)
+                .build()?,
+        ),
+    })
+}
+
 impl Remote {
-    /// Parse `url` and connect: `s3://bucket/prefix` (credentials, region and
-    /// endpoint from the usual `AWS_*` environment variables; conditional writes
-    /// by ETag) or `file:///abs/path`. The store is listed once, so an unreachable
+    /// Parse `url` and connect: `s3://bucket/prefix`, `gs://bucket/prefix`,
+    /// `az://container/prefix` (credentials and endpoints from each cloud's usual
+    /// environment variables, see [`cloud`]) or `file:///abs/path`. The store is listed once, so an unreachable
     /// endpoint, a missing bucket or refused credentials are an error here, before
     /// any work ([`StoreErrorKind::RemoteUnusable`]).
     pub fn open(url: &str) -> Result<Remote, StoreError> {
@@ -101,17 +132,30 @@ impl Remote {
             .build()
             .map_err(|e| unusable(&url, e))?;
         let (store, prefix, local): (Arc<dyn ObjectStore>, String, Option<PathBuf>) =
-            if let Some(rest) = url.strip_prefix("s3://") {
+            if let Some((scheme, rest)) = ["s3", "gs", "az"]
+                .iter()
+                .find_map(|s| Some((*s, url.strip_prefix(&format!("{s}://"))?)))
+            {
                 let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
                 if bucket.is_empty() {
-                    return Err(unusable(&url, "no bucket: expected s3://BUCKET/PREFIX"));
+                    let what = if scheme == "az" {
+                        "CONTAINER"
+                    } else {
+                        "BUCKET"
+                    };
+                    return Err(unusable(
+                        &url,
+                        format!(
+                            "no {}: expected {scheme}://{what}/PREFIX",
+                            what.to_lowercase()
+                        ),
+                    ));
                 }
-                let s3 = object_store::aws::AmazonS3Builder::from_env()
-                    .with_bucket_name(bucket)
-                    .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
-                    .build()
-                    .map_err(|e| unusable(&url, e))?;
-                (Arc::new(s3), prefix.to_string(), None)
+                (
+                    cloud(scheme, bucket).map_err(|e| unusable(&url, e))?,
+                    prefix.to_string(),
+                    None,
+                )
             } else if let Some(path) = url.strip_prefix("file://") {
                 let dir = PathBuf::from(path);
                 if !dir.is_absolute() {
@@ -124,7 +168,8 @@ impl Remote {
             } else {
                 return Err(unusable(
                     &url,
-                    "unsupported object store (use s3://BUCKET/PREFIX or file:///PATH)",
+                    "unsupported object store (use s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, \
+                     az://CONTAINER/PREFIX or file:///PATH)",
                 ));
             };
         if !prefix.is_empty() && ObjPath::parse(&prefix).is_err() {
@@ -513,7 +558,13 @@ mod tests {
         assert!(is_url("file:///tmp/x"));
         assert!(!is_url("outputs/store"));
         assert!(!is_url("/a/b://c"));
-        for bad in ["s3://", "gs://b/p", "file://relative/path"] {
+        for bad in [
+            "s3://",
+            "gs://",
+            "az:///p",
+            "ftp://b/p",
+            "file://relative/path",
+        ] {
             let e = Remote::open(bad).unwrap_err();
             assert!(
                 matches!(e.kind, StoreErrorKind::RemoteUnusable(_)),

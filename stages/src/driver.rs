@@ -36,27 +36,56 @@ pub fn load(path: &Path) -> Result<Experiment, ConfigError> {
     Experiment::load(&environments(), path)
 }
 
+/// How a run goes beyond its experiment and session.
+#[derive(Clone, Copy, Debug)]
+pub struct DriveOptions {
+    /// On a store on object storage: how often the calls made so far are sent to
+    /// the shared call cache while the run goes on (zero: only when it ends).
+    pub push_every: std::time::Duration,
+}
+
+impl Default for DriveOptions {
+    fn default() -> Self {
+        DriveOptions {
+            push_every: std::time::Duration::from_secs(30),
+        }
+    }
+}
+
 /// Run (or, in status mode, plan) every stage of `exp`. The experiment's models were
 /// checked when it was parsed; they are loaded on first use.
 pub fn drive(exp: &Experiment, s: &Session<'_>) -> Result<RunOutput, DriveError> {
+    drive_with(exp, s, DriveOptions::default())
+}
+
+/// [`drive`] with `opts`.
+pub fn drive_with(
+    exp: &Experiment,
+    s: &Session<'_>,
+    opts: DriveOptions,
+) -> Result<RunOutput, DriveError> {
+    use crate::models::cache_sync::{push_while, CacheSync};
     let models = Models::for_store(s.store()).with_endpoints(&exp.endpoints);
-    // A store on object storage: the other machines' calls first, this one's after
-    // (also after a failure: the calls were paid for).
-    let mut sync = match s.mode() {
+    // A store on object storage: the other machines' calls first, this one's while
+    // it runs and after (also after a failure: the calls were paid for).
+    let sync = match s.mode() {
         pipeline::Mode::Status => None,
-        _ => crate::models::cache_sync::CacheSync::pull(s.store(), &models)?,
+        _ => CacheSync::pull(s.store(), &models)?.map(std::sync::Mutex::new),
     };
-    if let Some((segments @ 1.., calls)) = sync.as_ref().map(|c| c.pulled) {
+    if let Some((segments @ 1.., calls)) =
+        sync.as_ref().and_then(|c| c.lock().ok().map(|c| c.pulled))
+    {
         s.println(&format!(
             "shared call cache: {calls} call(s) from {segments} segment(s) of other runs"
         ));
     }
     let out = crate::env::Recorder::default();
-    let mut cx = crate::env::Cx::new(s, &models, &out);
-    let driven = exp.envs.iter().try_for_each(|env| env.drive(exp, &mut cx));
-    drop(cx);
-    if let Some(sync) = sync.as_mut() {
-        if let Err(e) = sync.push(&models) {
+    let driven = push_while(sync.as_ref(), opts.push_every, || {
+        let mut cx = crate::env::Cx::new(s, &models, &out);
+        exp.envs.iter().try_for_each(|env| env.drive(exp, &mut cx))
+    });
+    if let Some(mut sync) = sync.and_then(|m| m.into_inner().ok()) {
+        if let Err(e) = sync.push() {
             eprintln!(
                 "otb: warning: {} (the calls stay in this mirror; the next run sends them)",
                 e.message

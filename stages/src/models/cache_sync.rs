@@ -11,14 +11,17 @@
 //! - **pulls** before it starts: the segments its mirror has not merged are
 //!   downloaded and merged ([`llm::CallCache::merge`]: a line is taken only when it
 //!   passes its checksum and its request hashes to its key);
-//! - **pushes** when it ends, also after a failure: the records its mirror's log
-//!   gained since the last push, as one segment.
+//! - **pushes** while it runs, every `OTB_CACHE_PUSH_S` seconds (default 30; a
+//!   background thread, [`CacheSync::push_while`]), and when it ends, also after a
+//!   failure: the records its mirror's log gained since the last push, as one
+//!   segment.
 //!
 //! What each mirror has pushed (an offset in its log) and merged (segment names) is
 //! kept beside its cache in `remote-sync.json` (written to a temporary file, synced,
-//! renamed). A worker killed mid-run keeps its calls in its mirror and the next run
-//! there pushes them; a failed push is a warning (the stages' results are published
-//! already) and the next run retries it.
+//! renamed). A worker killed mid-run has sent every call that completed up to the
+//! last push (a push interval before the kill at most); the rest stay in its mirror
+//! and the next run there sends them. A failed push is a warning (the stages' results
+//! are published already) and the next push retries it.
 
 use super::Models;
 use crate::error::Failure;
@@ -26,6 +29,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 /// Where the segments live, below the remote store's prefix.
 const SEGMENTS: &str = "cache/llm";
@@ -41,6 +46,7 @@ struct State {
 /// The sync of one run: what the pull did, and what the push needs.
 pub struct CacheSync {
     remote: pipeline::remote::Remote,
+    cache: Arc<llm::CallCache>,
     state_path: PathBuf,
     state: State,
     /// Segments merged by the pull, and the calls they added.
@@ -101,6 +107,7 @@ impl CacheSync {
         }
         let mut sync = CacheSync {
             remote,
+            cache,
             state_path,
             state,
             pulled: (segments, calls),
@@ -119,9 +126,9 @@ impl CacheSync {
 
     /// Sends the records the mirror's cache gained since the last push as one
     /// segment; returns how many bytes went.
-    pub fn push(&mut self, models: &Models) -> Result<usize, Failure> {
-        let cache = models.call_cache()?;
-        let (bytes, end) = cache
+    pub fn push(&mut self) -> Result<usize, Failure> {
+        let (bytes, end) = self
+            .cache
             .tail_from(self.state.pushed)
             .map_err(|e| infra("reading the mirror's cache", e))?;
         if bytes.is_empty() {
@@ -142,4 +149,37 @@ impl CacheSync {
         self.save()?;
         Ok(n)
     }
+}
+
+/// Runs `work` while a background thread pushes `sync`'s new calls every `every`
+/// (nothing when `sync` is `None` or `every` is zero). A failed push is a warning,
+/// said once until a push succeeds again; the next push retries it.
+pub fn push_while<R>(
+    sync: Option<&Mutex<CacheSync>>,
+    every: Duration,
+    work: impl FnOnce() -> R,
+) -> R {
+    let Some(sync) = sync.filter(|_| !every.is_zero()) else {
+        return work();
+    };
+    let (stop, stopped) = mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut warned = false;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
+                let Ok(mut sync) = sync.lock() else { return };
+                match sync.push() {
+                    Ok(_) => warned = false,
+                    Err(e) if !warned => {
+                        warned = true;
+                        eprintln!("otb: warning: {} (retried at the next push)", e.message);
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+        let r = work();
+        drop(stop);
+        r
+    })
 }
