@@ -99,15 +99,49 @@ fn tools_section(tools: &[ToolDef], choice: &ToolChoice) -> String {
     s
 }
 
+/// A call as the tool-call grammar makes the model write it (one space after
+/// `:` and `,`), so that the cells of the generated call are reused when the
+/// conversation comes back with it.
 fn render_call(c: &ToolCall) -> String {
     let args = c
         .arguments
         .clone()
         .unwrap_or_else(|| Value::String(c.arguments_raw.clone()));
-    format!(
-        "{CALL_OPEN}{}{CALL_CLOSE}",
-        json!({"name": c.name, "arguments": args})
-    )
+    let mut out = format!("{CALL_OPEN}{{\"name\": {}, \"arguments\": ", json!(c.name));
+    spaced_json(&args, &mut out);
+    out.push('}');
+    out.push_str(CALL_CLOSE);
+    out
+}
+
+/// `v` as JSON with one space after `:` and `,` (the grammar's layout), keys
+/// in their order.
+fn spaced_json(v: &Value, out: &mut String) {
+    match v {
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                spaced_json(x, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&json!(k).to_string());
+                out.push_str(": ");
+                spaced_json(x, out);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// Splits generated text into free content and tool calls. A call whose JSON
@@ -174,6 +208,17 @@ mod tests {
     use super::*;
     use crate::types::Message;
 
+    /// A call comes back into the prompt exactly as the model wrote it under
+    /// the grammar, so its KV cells are reused on the next turn.
+    #[test]
+    fn a_generated_call_renders_back_as_written() {
+        let written = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"q\": \"caf\u{e9} \\\"x\\\"\", \"n\": [1, 2.5, -3], \"o\": {\"b\": true, \"a\": null}}}\n</tool_call>";
+        let (content, calls) = parse_output(written);
+        assert_eq!(content, None);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(render_call(&calls[0]), written);
+    }
+
     #[test]
     fn renders_tools_calls_and_results() {
         let mut req = ChatRequest::new(
@@ -203,7 +248,7 @@ mod tests {
             "{p}"
         );
         assert!(p.contains(
-            "<|im_start|>assistant\n<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}\n</tool_call><|im_end|>"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>"
         ), "{p}");
         assert!(p.contains("<tool_response>\n-3C\n</tool_response>"));
         assert!(p.ends_with("<|im_start|>assistant\n"));

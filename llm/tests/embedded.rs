@@ -247,3 +247,56 @@ async fn batched_answers_equal_answers_alone() {
     assert_eq!(b.metrics().requests, 5);
     compare("tight KV cache", &tight);
 }
+
+/// The prompt tokens of a conversation's second turn found in the KV cache when
+/// another conversation ran between its turns, with `cache_slots` sequences kept
+/// (one request decoded at a time), and the first turn's prompt tokens.
+async fn second_turn_reuse(path: &std::path::Path, cache_slots: u32) -> (u64, u64) {
+    let mut cfg = EmbeddedConfig::new(path);
+    cfg.parallel = 1;
+    cfg.cache_slots = cache_slots;
+    let b = EmbeddedBackend::load(cfg).unwrap();
+    let turn = |messages: Vec<Message>| {
+        let mut req = ChatRequest::new("smollm2-135m", messages);
+        req.sampling = Sampling::Standard {
+            temperature: None,
+            top_p: None,
+            max_tokens: Some(8),
+        };
+        req
+    };
+    let first = vec![
+        Message::system("You are a travel guide for the cities of northern Europe."),
+        Message::user("Describe the harbour of Bergen, its fish market and the old wharf."),
+    ];
+    let a = b.chat(&turn(first.clone())).await.unwrap();
+    b.chat(&turn(vec![
+        Message::system("Answer arithmetic questions with one number."),
+        Message::user("What is 17 times 23?"),
+    ]))
+    .await
+    .unwrap();
+    let before = b.metrics().reused_tokens;
+    let mut second = first;
+    second.push(Message::assistant(a.content.clone().unwrap_or_default()));
+    second.push(Message::user("And what is there to see nearby?"));
+    b.chat(&turn(second)).await.unwrap();
+    (b.metrics().reused_tokens - before, a.usage.prompt)
+}
+
+/// More sequences than requests decoded together keep idle prefixes: with two
+/// kept for one request at a time, a conversation's second turn reuses its whole
+/// first prompt although another conversation ran in between; with one, that
+/// conversation took the only sequence and the second turn shares only the
+/// chat template's first tokens.
+#[tokio::test]
+async fn an_idle_sequence_keeps_a_conversation_for_its_next_turn() {
+    let Some(path) = model() else { return };
+    let (kept, first) = second_turn_reuse(&path, 2).await;
+    assert!(
+        kept >= first,
+        "reused {kept} of the first turn's {first} tokens"
+    );
+    let (lost, _) = second_turn_reuse(&path, 1).await;
+    assert!(lost < 8, "one sequence: reused {lost} tokens");
+}
