@@ -107,52 +107,77 @@ impl Cloud {
             testkit::skip("s3", "no Python with moto[server] (set OTB_PYTHON)");
             return None;
         }
-        let port = free_port();
-        let child = Command::new(python())
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Some(Cloud::up(child, port, Kind::S3))
+        Some(Cloud::launch(Kind::S3, |port| {
+            Command::new(python())
+                .args([
+                    "-m",
+                    "moto.server",
+                    "-H",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        }))
     }
 
     /// Azurite's blob service (in memory), or `None` (skipped) when there is no
     /// `azurite-blob` (`OTB_AZURITE`, else on `PATH`).
     fn azure() -> Option<Cloud> {
         let bin = std::env::var("OTB_AZURITE").unwrap_or_else(|_| "azurite-blob".into());
-        let port = free_port();
-        let spawned = Command::new(&bin)
-            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
-            .args(["--inMemoryPersistence", "--skipApiVersionCheck", "--loose"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let Ok(child) = spawned else {
+        let spawn = |port: u16| {
+            Command::new(&bin)
+                .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+                .args(["--inMemoryPersistence", "--skipApiVersionCheck", "--loose"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+        };
+        let Ok(probe) = spawn(free_port()) else {
             testkit::skip("azure", format!("no Azurite (`{bin}`; set OTB_AZURITE)"));
             return None;
         };
-        Some(Cloud::up(child, port, Kind::Azure))
+        drop(Cloud {
+            child: probe,
+            port: 0,
+            kind: Kind::Azure,
+        });
+        Some(Cloud::launch(Kind::Azure, |port| spawn(port).unwrap()))
     }
 
-    fn up(child: Child, port: u16, kind: Kind) -> Cloud {
-        let cloud = Cloud { child, port, kind };
-        let until = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < until,
-                "the object store server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(100));
+    /// A server started by `spawn` on a free port, once it accepts connections and
+    /// is still running a moment later. Tests start servers at the same time, so a
+    /// port found free may be taken before the server binds it: then the server
+    /// exits (or never answers) and another port is tried.
+    fn launch(kind: Kind, spawn: impl Fn(u16) -> Child) -> Cloud {
+        for _ in 0..5 {
+            let port = free_port();
+            let mut cloud = Cloud {
+                child: spawn(port),
+                port,
+                kind,
+            };
+            let until = Instant::now() + Duration::from_secs(30);
+            let mut up = false;
+            while Instant::now() < until {
+                if cloud.child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    std::thread::sleep(Duration::from_millis(300));
+                    up = cloud.child.try_wait().ok().flatten().is_none();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if up {
+                return cloud;
+            }
         }
-        cloud
+        panic!("the object store server did not start on any of 5 ports");
     }
 
     /// The store URL of `prefix` in `bucket` (Azure: the container).
@@ -630,19 +655,31 @@ fn calls_made_on_one_machine_replay_on_another() {
     assert!(!text.contains("shared call cache"), "{text}");
 }
 
-/// Answers the first `FIRST` requests and holds every later one unanswered (a
-/// worker stuck in its calls until it is killed).
-fn answer_first(mut stream: TcpStream, answered: std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// Requests taken (each gets a ticket on arrival) and answered.
+#[derive(Default)]
+struct Gate {
+    tickets: std::sync::atomic::AtomicUsize,
+    answered: std::sync::atomic::AtomicUsize,
+}
+
+/// Answers the first `FIRST` requests to arrive and holds every later one
+/// unanswered (a worker stuck in its calls until it is killed).
+fn answer_first(mut stream: TcpStream, gate: std::sync::Arc<Gate>) {
     const FIRST: usize = 3;
     if common::read_request(&stream).is_none() {
         return;
     }
-    if answered.load(std::sync::atomic::Ordering::SeqCst) >= FIRST {
+    if gate
+        .tickets
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        >= FIRST
+    {
         std::thread::sleep(Duration::from_secs(120));
         return;
     }
     if common::respond(&mut stream, "200 OK", REPLY) {
-        answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        gate.answered
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -656,7 +693,7 @@ fn a_killed_workers_completed_calls_reach_the_shared_store() {
     let d = tempfile::tempdir().unwrap();
     let url = &s3.url("kill", "calls");
     let exp = mini(d.path(), "openai:fake");
-    let stuck = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stuck = std::sync::Arc::new(Gate::default());
     let stuck_server = common::spawn_server(stuck.clone(), answer_first);
     let mut first = s3
         .otb(&d.path().join("a"))
@@ -670,7 +707,7 @@ fn a_killed_workers_completed_calls_reach_the_shared_store() {
         .spawn()
         .unwrap();
     let t = Instant::now();
-    while stuck.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+    while stuck.answered.load(std::sync::atomic::Ordering::SeqCst) < 3 {
         assert!(t.elapsed() < Duration::from_secs(60), "no calls answered");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -120,9 +120,10 @@ fn cloud(scheme: &str, bucket: &str) -> Result<Arc<dyn ObjectStore>, object_stor
 impl Remote {
     /// Parse `url` and connect: `s3://bucket/prefix`, `gs://bucket/prefix`,
     /// `az://container/prefix` (credentials and endpoints from each cloud's usual
-    /// environment variables, see [`cloud`]) or `file:///abs/path`. The store is listed once, so an unreachable
-    /// endpoint, a missing bucket or refused credentials are an error here, before
-    /// any work ([`StoreErrorKind::RemoteUnusable`]).
+    /// environment variables: `AWS_*`, `GOOGLE_*`, `AZURE_*`) or `file:///abs/path`.
+    /// The store is listed once, so an unreachable endpoint, a missing bucket or
+    /// refused credentials are an error here, before any work
+    /// ([`StoreErrorKind::RemoteUnusable`]).
     pub fn open(url: &str) -> Result<Remote, StoreError> {
         let url = url.trim_end_matches('/').to_string();
         let rt = tokio::runtime::Builder::new_multi_thread()

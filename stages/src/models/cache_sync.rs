@@ -12,7 +12,7 @@
 //!   downloaded and merged ([`llm::CallCache::merge`]: a line is taken only when it
 //!   passes its checksum and its request hashes to its key);
 //! - **pushes** while it runs, every `OTB_CACHE_PUSH_S` seconds (default 30; a
-//!   background thread, [`CacheSync::push_while`]), and when it ends, also after a
+//!   background thread, [`push_while`]), and when it ends, also after a
 //!   failure: the records its mirror's log gained since the last push, as one
 //!   segment.
 //!
