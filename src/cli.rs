@@ -587,24 +587,21 @@ fn drive_with_heartbeat(
     opts: stages::driver::DriveOptions,
 ) -> Result<(), stages::env::DriveError> {
     use std::io::IsTerminal;
-    if every.is_zero() || std::io::stderr().is_terminal() {
-        return stages::driver::drive_with(exp, session, opts).map(|_| ());
-    }
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    std::thread::scope(|sc| {
-        sc.spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
-                eprintln!(
-                    "otb: {} {}{who}: {}",
-                    pipeline::clock::utc_time(pipeline::clock::now_unix()),
-                    exp.name,
-                    session.heartbeat(&stages::models::calls_line())
-                );
-            }
-        });
-        let r = stages::driver::drive_with(exp, session, opts).map(|_| ());
-        drop(tx);
-        r
+    let every = if std::io::stderr().is_terminal() {
+        std::time::Duration::ZERO
+    } else {
+        every
+    };
+    let beat = || {
+        eprintln!(
+            "otb: {} {}{who}: {}",
+            pipeline::clock::utc_time(pipeline::clock::now_unix()),
+            exp.name,
+            session.heartbeat(&stages::models::calls_line())
+        );
+    };
+    pipeline::clock::ticking(every, beat, || {
+        stages::driver::drive_with(exp, session, opts).map(|_| ())
     })
 }
 

@@ -331,8 +331,10 @@ fn stages(summary: &str) -> usize {
 /// Two workers make the tables of one local process, each node computed once; a
 /// third machine finds everything fresh and a fourth reports from the remote.
 fn two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(kind: Kind) {
-    let Some(s3) = Cloud::start(kind) else { return };
-    s3.bucket("otb");
+    let Some(cloud) = Cloud::start(kind) else {
+        return;
+    };
+    cloud.bucket("otb");
     let d = tempfile::tempdir().unwrap();
     let exp = scripted();
     let one = d.path().join("one");
@@ -345,9 +347,9 @@ fn two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(kind:
             .unwrap(),
     ));
 
-    let url = &s3.url("otb", "runs/a");
+    let url = &cloud.url("otb", "runs/a");
     let outs = common::run_together((1..=2).map(|i| {
-        let mut c = s3.otb(&d.path().join(format!("mirror{i}")));
+        let mut c = cloud.otb(&d.path().join(format!("mirror{i}")));
         c.args(["--store", url, "run"])
             .arg(&exp)
             .args(["--shard", &format!("{i}/2")]);
@@ -366,11 +368,12 @@ fn two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(kind:
     // A third machine (a fresh mirror) finds everything on the remote.
     let third = d.path().join("mirror3");
     assert_eq!(
-        table2(s3.otb(&third), url, &exp),
+        table2(cloud.otb(&third), url, &exp),
         table2(otb(), &one_store, &exp)
     );
     let again = stdout_ok(
-        &s3.otb(&third)
+        &cloud
+            .otb(&third)
             .args(["--store", url, "run", "--quiet"])
             .arg(&exp)
             .output()
@@ -381,7 +384,8 @@ fn two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(kind:
     // A fourth machine reports the run straight from the remote (a fresh mirror).
     let rep = d.path().join("report");
     let out = stdout_ok(
-        &s3.otb(&d.path().join("mirror4"))
+        &cloud
+            .otb(&d.path().join("mirror4"))
             .args(["--store", url, "report"])
             .arg(&exp)
             .arg("--to")
@@ -411,22 +415,24 @@ fn two_workers_on_azure_make_the_tables_of_one_process_and_a_third_finds_them_fr
 /// Two plain runs (no leases) racing to publish every key both succeed, and every
 /// machine reads the same tables: of each key's two writers, one won.
 fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result(kind: Kind) {
-    let Some(s3) = Cloud::start(kind) else { return };
-    s3.bucket("race");
-    assert!(s3.refuses_conflicting_writes("race"));
+    let Some(cloud) = Cloud::start(kind) else {
+        return;
+    };
+    cloud.bucket("race");
+    assert!(cloud.refuses_conflicting_writes("race"));
     let d = tempfile::tempdir().unwrap();
     let exp = scripted();
-    let url = &s3.url("race", "p");
+    let url = &cloud.url("race", "p");
     let outs = common::run_together((1..=2).map(|i| {
-        let mut c = s3.otb(&d.path().join(format!("m{i}")));
+        let mut c = cloud.otb(&d.path().join(format!("m{i}")));
         c.args(["--store", url, "run"]).arg(&exp);
         c
     }));
     // Without leases both compute (nearly) everything; each key is published once.
     assert!(outs.iter().all(|(_, e)| !common::ran_nodes(e).is_empty()));
-    let t1 = table2(s3.otb(&d.path().join("m1")), url, &exp);
-    let t2 = table2(s3.otb(&d.path().join("m2")), url, &exp);
-    let t3 = table2(s3.otb(&d.path().join("m3")), url, &exp);
+    let t1 = table2(cloud.otb(&d.path().join("m1")), url, &exp);
+    let t2 = table2(cloud.otb(&d.path().join("m2")), url, &exp);
+    let t3 = table2(cloud.otb(&d.path().join("m3")), url, &exp);
     assert_eq!(t1, t2);
     assert_eq!(t1, t3);
     assert!(!t1.is_empty());
@@ -471,15 +477,17 @@ fn a_missing_bucket_is_one_error_line_before_anything_is_written() {
 /// Worker 1 holds a node's lease on the object store and is killed; worker 2 waits
 /// for the lease to expire, takes the node over, and no node is computed twice.
 fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
-    let Some(s3) = Cloud::start(kind) else { return };
-    s3.bucket("takeover");
+    let Some(cloud) = Cloud::start(kind) else {
+        return;
+    };
+    cloud.bucket("takeover");
     let d = tempfile::tempdir().unwrap();
     let exp = scripted();
-    let url = &s3.url("takeover", "p");
+    let url = &cloud.url("takeover", "p");
     // Worker 1 stops at its first publish (before the object store has it), holding
     // that node's lease on the object store.
     let m1 = d.path().join("m1");
-    let mut first = s3
+    let mut first = cloud
         .otb(&m1)
         .args(["--store", url, "run"])
         .arg(&exp)
@@ -507,7 +515,8 @@ fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
     }
     // Another machine's `otb status` names the lease holder (the lease is remote).
     let status = stdout_ok(
-        &s3.otb(&d.path().join("m0"))
+        &cloud
+            .otb(&d.path().join("m0"))
             .args(["--store", url, "status"])
             .arg(&exp)
             .output()
@@ -517,7 +526,7 @@ fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
         status.contains("in progress: shard 1/2 on host "),
         "{status}"
     );
-    let second = s3
+    let second = cloud
         .otb(&d.path().join("m2"))
         .args(["--store", url, "run"])
         .arg(&exp)
@@ -541,7 +550,8 @@ fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
     once.dedup();
     assert_eq!(once.len(), computed.len(), "a node computed twice");
     let again = stdout_ok(
-        &s3.otb(&d.path().join("m3"))
+        &cloud
+            .otb(&d.path().join("m3"))
             .args(["--store", url, "run", "--quiet"])
             .arg(&exp)
             .output()

@@ -254,7 +254,7 @@ async fn batched_answers_equal_answers_alone() {
 async fn second_turn_reuse(path: &std::path::Path, cache_slots: u32) -> (u64, u64) {
     let mut cfg = EmbeddedConfig::new(path);
     cfg.parallel = 1;
-    cfg.cache_slots = cache_slots;
+    cfg.cache_slots = Some(cache_slots);
     let b = EmbeddedBackend::load(cfg).unwrap();
     let turn = |messages: Vec<Message>| {
         let mut req = ChatRequest::new("smollm2-135m", messages);

@@ -1,7 +1,8 @@
 //! Wall-clock readings and how they are written: Unix seconds or milliseconds, and
-//! UTC times of day and dates (no time-zone database; a clock before 1970 reads 0).
+//! UTC times of day and dates (no time-zone database; a clock before 1970 reads 0);
+//! and work done at an interval beside other work ([`ticking`]).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -14,6 +15,26 @@ pub fn now_ms() -> u64 {
 /// Seconds since the Unix epoch.
 pub fn now_unix() -> u64 {
     now_ms() / 1000
+}
+
+/// Runs `work` while a background thread calls `tick` every `every` (not at all
+/// when `every` is zero); the thread stops when `work` returns.
+pub fn ticking<R>(every: Duration, mut tick: impl FnMut() + Send, work: impl FnOnce() -> R) -> R {
+    if every.is_zero() {
+        return work();
+    }
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
+            {
+                tick();
+            }
+        });
+        let r = work();
+        drop(stop);
+        r
+    })
 }
 
 /// `hh:mm:ss` of Unix time `unix`, UTC.

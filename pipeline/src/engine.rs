@@ -346,7 +346,6 @@ fn lease_text(h: &crate::lease::Holder) -> String {
     )
 }
 
-/// `1h 02m`, `4m 10s`, `12s`.
 /// The time left at the mean pace so far: `elapsed` for `done` of `total` items.
 /// (indicatif's own estimate weighs recent steps and decays while none comes: in a
 /// log, between the rare items of a model-bound stage, it grew to millions of
@@ -355,6 +354,7 @@ fn linear_eta(elapsed: Duration, done: u64, total: u64) -> Option<Duration> {
     (done > 0 && done < total).then(|| elapsed.mul_f64((total - done) as f64 / done as f64))
 }
 
+/// `1h 02m`, `4m 10s`, `12s`.
 fn short_duration(d: Duration) -> String {
     let s = d.as_secs();
     if s >= 3600 {

@@ -15,17 +15,18 @@
 //! - **Batching**: on a CPU, one decode of N sequences' tokens costs far less
 //!   than N decodes (the weights are read and dequantised once per step).
 //! - **KV-cache prefix reuse**: every sequence slot remembers the tokens in its
-//!   KV cells. A new request takes the free slot whose tokens share the
-//!   longest prefix with its prompt, or, when another slot (busy or not) shares
-//!   a longer one, gets that prefix with `llama_memory_seq_cp`: the KV cache is
-//!   unified, so the cells are shared, not copied. Only the rest of the prompt
-//!   is evaluated (system prompt + tool docs are usually shared). There are
-//!   more slots than requests decoded together (`cache_slots`, default four
-//!   times `parallel`): the idle ones only keep their cells (least recently used
-//!   evicted first when the `n_ctx` cells run short), so an agent's next turn
+//!   KV cells. There are more slots than requests decoded together
+//!   (`cache_slots`, default four times `parallel`): the idle ones only keep
+//!   their cells (least recently used evicted first when the `n_ctx` cells run
+//!   short). A new request takes the free slot whose tokens all continue into
+//!   its prompt (an agent's earlier turn), else an empty one, else the least
+//!   recently used (`Worker::pick_slot`), and gets the longest prefix any slot
+//!   holds, busy or not, with `llama_memory_seq_cp`: the KV cache is unified, so
+//!   the cells are shared, not copied. Only the rest of the prompt is evaluated
+//!   (system prompt + tool docs are usually shared, and an agent's next turn
 //!   usually finds its whole conversation although other requests ran in
-//!   between (on the default Table 4 grid, replayed offline from its call log:
-//!   55% of prompt tokens reused with 4 slots, 64% with 8).
+//!   between; on the default Table 4 grid 54% -> 58% of prompt tokens reused,
+//!   docs/results.md).
 //! - **Grammar check on the chosen token first**: the unconstrained sampler
 //!   picks a token, the grammar checks only that token, and the grammar runs
 //!   over the whole vocabulary only when the token is rejected.
@@ -117,8 +118,8 @@ pub struct EmbeddedConfig {
     /// Sequences whose KV cells are kept for prefix reuse (at least
     /// `parallel`; the cells of all of them share the `n_ctx` cells): a
     /// conversation's next turn finds its earlier turns although other
-    /// requests ran in between.
-    pub cache_slots: u32,
+    /// requests ran in between. `None`: four times `parallel`.
+    pub cache_slots: Option<u32>,
     /// Output limit when the request sets none.
     pub default_max_tokens: u32,
     /// Apply the tool-call grammar (switch off only to measure its cost).
@@ -152,7 +153,6 @@ impl EmbeddedConfig {
         };
         let threads = env_usize("OTB_LLAMA_THREADS").unwrap_or_else(default_threads);
         let parallel = env_usize("OTB_LLAMA_PARALLEL").unwrap_or(4);
-        let cache_slots = env_usize("OTB_LLAMA_CACHE_SLOTS").unwrap_or(4 * parallel);
         let draft_tokens = env_usize("OTB_LLAMA_DRAFT_TOKENS").unwrap_or(DEFAULT_DRAFT_TOKENS);
         EmbeddedConfig {
             model_path: model_path.into(),
@@ -162,9 +162,8 @@ impl EmbeddedConfig {
             parallel: u32::try_from(parallel)
                 .unwrap_or(MAX_PARALLEL)
                 .min(MAX_PARALLEL),
-            cache_slots: u32::try_from(cache_slots)
-                .unwrap_or(MAX_PARALLEL)
-                .min(MAX_PARALLEL),
+            cache_slots: env_usize("OTB_LLAMA_CACHE_SLOTS")
+                .map(|n| u32::try_from(n).unwrap_or(MAX_PARALLEL).min(MAX_PARALLEL)),
             default_max_tokens: 512,
             use_grammar: true,
             reuse_prefix: true,
@@ -464,7 +463,10 @@ fn worker(
     let n_ctx = cfg.n_ctx.min(model.n_ctx_train()).max(256);
     let n_batch = cfg.n_batch.max(1);
     let parallel = cfg.parallel.clamp(1, MAX_PARALLEL).min(n_batch);
-    let n_seq = cfg.cache_slots.clamp(parallel, MAX_PARALLEL);
+    let n_seq = cfg
+        .cache_slots
+        .unwrap_or(4 * parallel)
+        .clamp(parallel, MAX_PARALLEL);
     let ctx = match model.new_context(backend, context_params(&cfg, n_ctx, n_seq)) {
         Ok(c) => c,
         Err(e) => {

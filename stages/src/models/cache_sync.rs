@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Where the segments live, below the remote store's prefix.
@@ -159,27 +159,20 @@ pub fn push_while<R>(
     every: Duration,
     work: impl FnOnce() -> R,
 ) -> R {
-    let Some(sync) = sync.filter(|_| !every.is_zero()) else {
+    let Some(sync) = sync else {
         return work();
     };
-    let (stop, stopped) = mpsc::channel::<()>();
-    std::thread::scope(|scope| {
-        scope.spawn(move || {
-            let mut warned = false;
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every) {
-                let Ok(mut sync) = sync.lock() else { return };
-                match sync.push() {
-                    Ok(_) => warned = false,
-                    Err(e) if !warned => {
-                        warned = true;
-                        eprintln!("otb: warning: {} (retried at the next push)", e.message);
-                    }
-                    Err(_) => {}
-                }
+    let mut warned = false;
+    let push = move || {
+        let Ok(mut sync) = sync.lock() else { return };
+        match sync.push() {
+            Ok(_) => warned = false,
+            Err(e) if !warned => {
+                warned = true;
+                eprintln!("otb: warning: {} (retried at the next push)", e.message);
             }
-        });
-        let r = work();
-        drop(stop);
-        r
-    })
+            Err(_) => {}
+        }
+    };
+    pipeline::clock::ticking(every, push, work)
 }
