@@ -125,6 +125,9 @@ impl Remote {
     /// refused credentials are an error here, before any work
     /// ([`StoreErrorKind::RemoteUnusable`]).
     pub fn open(url: &str) -> Result<Remote, StoreError> {
+        // A cloud's scheme is read before trailing slashes go (`s3://` names no
+        // bucket, it is not an unknown scheme `s3:`).
+        let given = url;
         let url = url.trim_end_matches('/').to_string();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -133,10 +136,10 @@ impl Remote {
             .build()
             .map_err(|e| unusable(&url, e))?;
         let (store, prefix, local): (Arc<dyn ObjectStore>, String, Option<PathBuf>) =
-            if let Some((scheme, rest)) = ["s3", "gs", "az"]
-                .iter()
-                .find_map(|s| Some((*s, url.strip_prefix(&format!("{s}://"))?)))
-            {
+            if let Some((scheme, rest)) = ["s3", "gs", "az"].iter().find_map(|s| {
+                let rest = given.strip_prefix(&format!("{s}://"))?;
+                Some((*s, rest.trim_end_matches('/')))
+            }) {
                 let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
                 if bucket.is_empty() {
                     let what = if scheme == "az" {
@@ -571,6 +574,16 @@ mod tests {
                 matches!(e.kind, StoreErrorKind::RemoteUnusable(_)),
                 "{bad}: {e:?}"
             );
+        }
+        // A known scheme without a bucket says what is missing.
+        for (bad, says) in [
+            ("s3://", "expected s3://BUCKET/PREFIX"),
+            ("gs://", "expected gs://BUCKET/PREFIX"),
+            ("az://", "expected az://CONTAINER/PREFIX"),
+            ("az:///p", "expected az://CONTAINER/PREFIX"),
+        ] {
+            let e = Remote::open(bad).unwrap_err();
+            assert!(format!("{e}").contains(says), "{bad}: {e}");
         }
     }
 
