@@ -1288,7 +1288,8 @@ pub(crate) mod tests {
             resp.usage.completion = r.messages.len() as u64;
             Ok(resp)
         });
-        let cache = Arc::new(CallCache::open(tempdir("sat")).unwrap());
+        let dir = tempdir("sat");
+        let cache = Arc::new(CallCache::open(&dir).unwrap());
         let c = CachedClient::new(Arc::new(b), cache);
         c.chat(&req("a")).await.unwrap();
         c.chat(&req("b")).await.unwrap();
@@ -1582,16 +1583,7 @@ pub(crate) mod tests {
         ));
     }
 
-    pub(crate) fn tempdir(tag: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!(
-            "otb-llm-{tag}-{}-{}",
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    pub(crate) fn tempdir(tag: &str) -> testkit::TempDir {
+        testkit::TempDir::new(&format!("llm-{tag}"))
     }
 }

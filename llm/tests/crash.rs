@@ -30,7 +30,7 @@ async fn killed_client_resumes_without_repeating_completed_calls() {
         cmd.args(["crash_child", "--exact", "--nocapture", "--test-threads=1"])
             .env("OTB_CRASH_CHILD", "1")
             .env("OTB_CRASH_URL", &srv.base_url)
-            .env("OTB_CRASH_DIR", &dir);
+            .env("OTB_CRASH_DIR", dir.path());
         if let Some(n) = abort_after {
             cmd.env("OTB_CRASH_ABORT_AFTER", n.to_string());
         }

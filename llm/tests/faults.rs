@@ -21,9 +21,11 @@ fn backend(base_url: &str, attempts: u32) -> OpenAiBackend {
     OpenAiBackend::new(cfg).unwrap()
 }
 
-fn cached(b: OpenAiBackend, tag: &str) -> CachedClient {
-    let cache = CallCache::open(common::tempdir(tag)).unwrap();
-    CachedClient::new(Arc::new(b), Arc::new(cache))
+/// A client with a fresh cache; the cache's directory goes when the guard is dropped.
+fn cached(b: OpenAiBackend, tag: &str) -> (CachedClient, testkit::TempDir) {
+    let dir = common::tempdir(tag);
+    let cache = CallCache::open(&dir).unwrap();
+    (CachedClient::new(Arc::new(b), Arc::new(cache)), dir)
 }
 
 fn req(q: &str) -> ChatRequest {
@@ -38,7 +40,7 @@ async fn rate_limit_honours_retry_after_then_succeeds() {
         _ => Reply::json(200, completion("ok")),
     })
     .await;
-    let c = cached(backend(&srv.base_url, 3), "ratelimit");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "ratelimit");
     let t = Instant::now();
     let r = c.chat(&req("a")).await.unwrap();
     assert!(
@@ -58,7 +60,7 @@ async fn server_error_is_retried_and_success_is_cached() {
         _ => Reply::json(200, completion("fine")),
     })
     .await;
-    let c = cached(backend(&srv.base_url, 3), "5xx");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "5xx");
     assert_eq!(
         c.chat(&req("a")).await.unwrap().content.as_deref(),
         Some("fine")
@@ -85,14 +87,14 @@ async fn error_object_in_200_is_classified() {
         )
     })
     .await;
-    let c = cached(backend(&srv.base_url, 3), "err200");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "err200");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Fatal, 1));
     assert!(c.cache().is_empty());
 
     // An untyped one: the server failed; retried as transient until attempts run out.
     let srv = start(|_, _| Reply::json(200, json!({"error": {"message": "upstream died"}}))).await;
-    let c = cached(backend(&srv.base_url, 3), "err200b");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "err200b");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Transient, 3));
     assert_eq!(srv.count(), 3);
@@ -106,7 +108,7 @@ async fn truncated_json_is_malformed_and_not_cached() {
         Reply::raw(200, full[..full.len() / 2].to_owned())
     })
     .await;
-    let c = cached(backend(&srv.base_url, 3), "trunc");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "trunc");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Malformed, 1));
     assert!(c.cache().is_empty());
@@ -123,7 +125,7 @@ async fn slow_response_times_out_after_retries() {
     let mut cfg = OpenAiConfig::new(&srv.base_url);
     cfg.retry = RetryPolicy::fast(2);
     cfg.timeout = Duration::from_millis(300);
-    let c = cached(OpenAiBackend::new(cfg).unwrap(), "slow");
+    let (c, _dir) = cached(OpenAiBackend::new(cfg).unwrap(), "slow");
     let t = Instant::now();
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Timeout, 2));
@@ -134,7 +136,7 @@ async fn slow_response_times_out_after_retries() {
 #[tokio::test]
 async fn non_json_tool_arguments_are_kept_and_flagged() {
     let srv = start(|_, _| Reply::json(200, tool_completion("lookup", "{query: 'oslo'"))).await;
-    let c = cached(backend(&srv.base_url, 3), "badargs");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "badargs");
     let r = c.chat(&req("a")).await.unwrap();
     assert_eq!(r.tool_calls.len(), 1);
     assert_eq!(r.tool_calls[0].name, "lookup");
@@ -156,7 +158,7 @@ async fn auth_failure_is_infrastructure_without_retry() {
         )
     })
     .await;
-    let c = cached(backend(&srv.base_url, 5), "auth");
+    let (c, _dir) = cached(backend(&srv.base_url, 5), "auth");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Auth, 1));
     assert!(e.is_infrastructure() && !e.belongs_to_answer());
@@ -180,7 +182,7 @@ async fn context_length_400_belongs_to_the_answer() {
         )
     })
     .await;
-    let c = cached(backend(&srv.base_url, 5), "ctx");
+    let (c, _dir) = cached(backend(&srv.base_url, 5), "ctx");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::ContextOverflow, 1));
     assert!(e.belongs_to_answer() && !e.is_infrastructure());
@@ -207,7 +209,7 @@ async fn context_length_400_belongs_to_the_answer() {
 #[tokio::test]
 async fn endless_503_is_infrastructure_after_retries() {
     let srv = start(|_, _| Reply::raw(503, "upstream unavailable")).await;
-    let c = cached(backend(&srv.base_url, 4), "503");
+    let (c, _dir) = cached(backend(&srv.base_url, 4), "503");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Transient, 4));
     assert_eq!(srv.count(), 4);
@@ -317,7 +319,7 @@ async fn request_body_carries_tools_and_sampling() {
 #[tokio::test]
 async fn replay_answers_hits_and_names_misses() {
     let srv = start(|_, _| Reply::json(200, completion("stored"))).await;
-    let c = cached(backend(&srv.base_url, 1), "replay");
+    let (c, _dir) = cached(backend(&srv.base_url, 1), "replay");
     c.for_stage("explore").chat(&req("a")).await.unwrap();
     let replay = Replay::new(c.cache().clone(), "explore");
     assert_eq!(
@@ -354,7 +356,7 @@ async fn one_depth_limit_for_tool_call_arguments() {
         Reply::json(200, tool_completion("f", &nested(d)))
     })
     .await;
-    let c = cached(backend(&srv.base_url, 3), "depth");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "depth");
     for d in [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH] {
         let r = c.chat(&req(&d.to_string())).await.unwrap();
         assert!(!r.tool_calls[0].arguments_malformed());
@@ -382,7 +384,7 @@ async fn one_depth_limit_for_tool_call_arguments() {
 async fn an_oversized_reply_is_malformed() {
     let big = "x".repeat(llm::types::MAX_REPLY_BYTES + 1);
     let srv = start(move |_, _| Reply::json(200, completion(&big))).await;
-    let c = cached(backend(&srv.base_url, 3), "big");
+    let (c, _dir) = cached(backend(&srv.base_url, 3), "big");
     let e = c.chat(&req("a")).await.unwrap_err();
     assert_eq!((e.kind, e.attempts), (ErrorKind::Malformed, 1));
     assert!(e.message.contains("larger than the limit"), "{e}");

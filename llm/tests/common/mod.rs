@@ -164,15 +164,6 @@ async fn read_body(s: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
     Some(body)
 }
 
-pub fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "otb-llm-it-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+pub fn tempdir(tag: &str) -> testkit::TempDir {
+    testkit::TempDir::new(&format!("llm-it-{tag}"))
 }
