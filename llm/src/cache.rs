@@ -1253,7 +1253,7 @@ pub(crate) mod tests {
                     .unwrap();
             }
         }
-        let log = dir.join(LOG_FILE);
+        let log = dir.path().join(LOG_FILE);
         let mut f = OpenOptions::new().append(true).open(&log).unwrap();
         f.write_all(br#"{"v":1,"key":"abc","stag"#).unwrap();
         drop(f);
@@ -1269,7 +1269,7 @@ pub(crate) mod tests {
         let rows = c.entries().unwrap();
         let contents: Vec<_> = rows.iter().map(|r| r.content.clone().unwrap()).collect();
         assert_eq!(contents, ["a", "b", "c"]);
-        assert_eq!(read_entries(&dir).unwrap(), rows);
+        assert_eq!(read_entries(dir.path()).unwrap(), rows);
         assert_eq!(
             c.get(&request_key(&req("b")))
                 .unwrap()
@@ -1328,8 +1328,8 @@ pub(crate) mod tests {
     #[test]
     fn a_flipped_byte_in_a_middle_record_is_dropped_and_reported() {
         let dir = tempdir("flip");
-        let (starts, len) = three_records(&dir);
-        let log = dir.join(LOG_FILE);
+        let (starts, len) = three_records(dir.path());
+        let log = dir.path().join(LOG_FILE);
         let mut bytes = std::fs::read(&log).unwrap();
         // Inside the middle record's JSON text ("stage":"s" -> "stage":"t"):
         // still valid JSON, so only the checksum can tell.
@@ -1356,15 +1356,15 @@ pub(crate) mod tests {
         assert_eq!(answer(&c, "b"), None);
         assert_eq!(answer(&c, "c").as_deref(), Some("c"));
         // The export skips it too; the file is left as it was.
-        assert_eq!(read_entries(&dir).unwrap().len(), 2);
+        assert_eq!(read_entries(dir.path()).unwrap().len(), 2);
         assert_eq!(std::fs::metadata(&log).unwrap().len(), len);
     }
 
     #[test]
     fn a_truncated_last_record_is_cut_and_reported() {
         let dir = tempdir("cut");
-        let (starts, len) = three_records(&dir);
-        let log = dir.join(LOG_FILE);
+        let (starts, len) = three_records(dir.path());
+        let log = dir.path().join(LOG_FILE);
         let f = OpenOptions::new().write(true).open(&log).unwrap();
         f.set_len(len - 10).unwrap();
         drop(f);
@@ -1390,12 +1390,12 @@ pub(crate) mod tests {
     #[test]
     fn a_file_of_garbage_is_moved_aside_not_emptied() {
         let dir = tempdir("garbage");
-        let log = dir.join(LOG_FILE);
+        let log = dir.path().join(LOG_FILE);
         let garbage = b"\x00\x01 not a record\n{\"also\": \"not\"}\n\xff\xfe".to_vec();
         std::fs::write(&log, &garbage).unwrap();
         let c = CallCache::open(&dir).unwrap();
         let rep = c.open_report();
-        let aside = dir.join("calls.jsonl.corrupt-1");
+        let aside = dir.path().join("calls.jsonl.corrupt-1");
         assert_eq!(rep.moved_aside.as_deref(), Some(aside.as_path()));
         assert_eq!(rep.records, 0);
         assert_eq!(rep.dropped.len(), 3, "{rep:?}");
@@ -1414,15 +1414,15 @@ pub(crate) mod tests {
         let c = CallCache::open(&dir).unwrap();
         assert_eq!(
             c.open_report().moved_aside,
-            Some(dir.join("calls.jsonl.corrupt-2"))
+            Some(dir.path().join("calls.jsonl.corrupt-2"))
         );
     }
 
     #[test]
     fn bad_complete_lines_at_the_end_are_saved_before_the_cut() {
         let dir = tempdir("badtail");
-        let (_, len) = three_records(&dir);
-        let log = dir.join(LOG_FILE);
+        let (_, len) = three_records(dir.path());
+        let log = dir.path().join(LOG_FILE);
         let mut f = OpenOptions::new().append(true).open(&log).unwrap();
         f.write_all(b"{\"v\":2,\"key\":\"x\"}\npartial").unwrap();
         drop(f);
@@ -1482,7 +1482,7 @@ pub(crate) mod tests {
         };
         let mut line = serde_json::to_vec(&rec).unwrap();
         line.push(b'\n');
-        std::fs::write(dir.join(LOG_FILE), &line).unwrap();
+        std::fs::write(dir.path().join(LOG_FILE), &line).unwrap();
         let c = CallCache::open(&dir).unwrap();
         let rep = c.open_report();
         assert_eq!((rep.records, rep.unchecked_records), (1, 1));
@@ -1492,10 +1492,10 @@ pub(crate) mod tests {
         c.put(&request_key(&n), &n, &ChatResponse::text("new"), None, "t")
             .unwrap();
         drop(c);
-        let rows = read_entries(&dir).unwrap();
+        let rows = read_entries(dir.path()).unwrap();
         assert_eq!(rows.len(), 2);
         // A version-2 line that lost its checksum is not taken for an old one.
-        let text = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap();
+        let text = std::fs::read_to_string(dir.path().join(LOG_FILE)).unwrap();
         let second = text.lines().nth(1).unwrap();
         let cut = second.find(r#","sum":""#).unwrap();
         assert!(check_line(format!("{}}}", &second[..cut]).as_bytes())
@@ -1583,7 +1583,11 @@ pub(crate) mod tests {
         ));
     }
 
-    pub(crate) fn tempdir(tag: &str) -> testkit::TempDir {
-        testkit::TempDir::new(&format!("llm-{tag}"))
+    /// A fresh folder, removed when the value is dropped.
+    pub(crate) fn tempdir(tag: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("otb-llm-{tag}-"))
+            .tempdir()
+            .unwrap()
     }
 }

@@ -22,7 +22,7 @@ fn backend(base_url: &str, attempts: u32) -> OpenAiBackend {
 }
 
 /// A client with a fresh cache; the cache's directory goes when the guard is dropped.
-fn cached(b: OpenAiBackend, tag: &str) -> (CachedClient, testkit::TempDir) {
+fn cached(b: OpenAiBackend, tag: &str) -> (CachedClient, tempfile::TempDir) {
     let dir = common::tempdir(tag);
     let cache = CallCache::open(&dir).unwrap();
     (CachedClient::new(Arc::new(b), Arc::new(cache)), dir)

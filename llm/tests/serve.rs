@@ -259,7 +259,7 @@ async fn keep_alive_chunked_bodies_and_body_bounds() {
 async fn a_caching_server_takes_the_lock_per_write() {
     let dir = common::tempdir("serve-cache");
     let cfg = ServeConfig {
-        cache_dir: Some(dir.to_path_buf()),
+        cache_dir: Some(dir.path().to_path_buf()),
         ..ServeConfig::default()
     };
     let (client, calls) = served_with(cfg).await;

@@ -10,10 +10,6 @@
 //! broken installation cannot pass as a row of skipped tests.
 
 use std::fmt::Display;
-use std::ops::Deref;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The resources a test may need, as `OTB_REQUIRE` names them.
 pub const RESOURCES: [&str; 10] = [
@@ -60,53 +56,6 @@ pub fn skip(resource: &str, why: impl Display) {
     eprintln!("skipping: {why}");
 }
 
-/// A fresh directory under the system's temporary folder, removed with everything in
-/// it when this value is dropped (so a test run leaves nothing behind). It reads as a
-/// [`Path`] (`dir.join(..)`, `&dir` where a path is asked for).
-#[derive(Debug)]
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    /// Creates `otb-<tag>-<pid>-<n>`: unique within and across test processes.
-    ///
-    /// # Panics
-    /// When the directory cannot be created.
-    pub fn new(tag: &str) -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let d = std::env::temp_dir().join(format!("otb-{tag}-{}-{nanos}-{n}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("creating {}: {e}", d.display()));
-        TempDir(d)
-    }
-
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Deref for TempDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl AsRef<Path> for TempDir {
-    fn as_ref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,17 +73,5 @@ mod tests {
     #[should_panic(expected = "unknown resource")]
     fn an_unknown_resource_is_a_mistake_of_the_test() {
         skip("gpu", "none here");
-    }
-
-    #[test]
-    fn a_temporary_directory_goes_when_dropped() {
-        let (a, b) = (TempDir::new("testkit"), TempDir::new("testkit"));
-        assert_ne!(a.path(), b.path());
-        std::fs::write(a.join("f"), "x").unwrap();
-        let kept = a.to_path_buf();
-        assert!(kept.join("f").is_file());
-        drop(a);
-        assert!(!kept.exists(), "{} is left behind", kept.display());
-        assert!(b.is_dir());
     }
 }

@@ -164,6 +164,10 @@ async fn read_body(s: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
     Some(body)
 }
 
-pub fn tempdir(tag: &str) -> testkit::TempDir {
-    testkit::TempDir::new(&format!("llm-it-{tag}"))
+/// A fresh folder, removed when the value is dropped.
+pub fn tempdir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("otb-llm-it-{tag}-"))
+        .tempdir()
+        .unwrap()
 }
