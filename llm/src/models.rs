@@ -235,7 +235,10 @@ fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, Mod
             })
             .collect(),
     };
-    let partial = cache_dir.join(format!("{}.partial", s.file_name));
+    // In this fetch's own work folder (same file system as the cache, so the rename
+    // below is atomic): two fetches of one model at once (two tests of a process, two
+    // runs) each write their own copy and publish the same bytes.
+    let partial = work.join(format!("{}.partial", s.file_name));
     let mut out = File::create(&partial).map_err(io(format!("creating {}", partial.display())))?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
