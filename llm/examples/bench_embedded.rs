@@ -31,6 +31,13 @@
 //!    and all at once, and a 128-token code answer; generation tokens/s, the
 //!    share of proposals kept, and whether every answer is the same.
 //!
+//! 6. `admission` (not in `all`): the shape of a pipeline run's end -- one
+//!    stage sending rounds of 12 requests at once while two chains of
+//!    dependent calls (one request each, the next when it is answered) run
+//!    beside it -- under first-come admission and under fair share
+//!    ([`llm::embedded::Admission`]): when the chains and the batch finish,
+//!    the batch occupancy, and whether the answers agree.
+//!
 //! Prompt tokens/s counts evaluated tokens only (reused ones are free);
 //! generation time covers sampling, grammar and the decode of each new token
 //! (`EmbeddedMetrics`). Every part also prints the process's CPU time, which
@@ -205,8 +212,20 @@ async fn main() {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let part = std::env::args().nth(2).unwrap_or_else(|| "all".into());
-    if !["all", "single", "batch", "parallel", "llama", "spec"].contains(&part.as_str()) {
-        eprintln!("error: PART must be all, single, batch, parallel, llama or spec, not {part:?}");
+    if ![
+        "all",
+        "single",
+        "batch",
+        "parallel",
+        "llama",
+        "spec",
+        "admission",
+    ]
+    .contains(&part.as_str())
+    {
+        eprintln!(
+            "error: PART must be all, single, batch, parallel, llama, spec or admission, not {part:?}"
+        );
         std::process::exit(2);
     }
     let threads = EmbeddedConfig::new(&path).n_threads;
@@ -227,6 +246,107 @@ async fn main() {
     if part == "spec" {
         spec(&path).await;
     }
+    if part == "admission" {
+        admission(&path).await;
+    }
+}
+
+/// Sends `reqs` at once (one request group) and returns the answers; exits on
+/// the first failure.
+async fn answers_of(b: &Arc<EmbeddedBackend>, reqs: &[ChatRequest]) -> Vec<String> {
+    llm::chat_all(b, reqs)
+        .await
+        .into_iter()
+        .map(|r| match r {
+            Ok(r) => answer(&r),
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1)
+            }
+        })
+        .collect()
+}
+
+/// Part 6 (see the module docs).
+async fn admission(path: &std::path::Path) {
+    use llm::embedded::Admission;
+    const ROUNDS: usize = 2;
+    const WIDE: usize = 12;
+    const CHAINS: usize = 2;
+    const CALLS: usize = 6;
+    let ask = |k: usize| {
+        let q = QUESTIONS[k % QUESTIONS.len()];
+        request(&format!("{q} (request {k})"))
+    };
+    println!(
+        "\n6. {ROUNDS} rounds of {WIDE} requests at once beside {CHAINS} chains of {CALLS} dependent calls (parallel {})",
+        EmbeddedConfig::new(path).parallel
+    );
+    println!("| admission | wall s | batch done s | chains done s | slowest chain, s per call | requests in flight per step | generated tok/s (wall) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut all_answers = Vec::new();
+    for adm in [Admission::Fifo, Admission::FairShare] {
+        let mut cfg = EmbeddedConfig::new(path);
+        cfg.admission = adm;
+        let (b, _) = load(cfg);
+        let t = Instant::now();
+        let wide = {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                for round in 0..ROUNDS {
+                    let reqs: Vec<_> = (0..WIDE).map(|i| ask(100 + round * WIDE + i)).collect();
+                    out.extend(answers_of(&b, &reqs).await);
+                }
+                (out, t.elapsed().as_secs_f64())
+            })
+        };
+        let chains: Vec<_> = (0..CHAINS)
+            .map(|c| {
+                let b = b.clone();
+                tokio::spawn(async move {
+                    let mut out = Vec::new();
+                    for i in 0..CALLS {
+                        out.extend(answers_of(&b, &[ask(c * CALLS + i)]).await);
+                    }
+                    (out, t.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        let mut chains_done: f64 = 0.0;
+        for c in chains {
+            let (a, done) = c.await.unwrap_or_else(|e| {
+                eprintln!("error: {e}");
+                std::process::exit(1)
+            });
+            answers.extend(a);
+            chains_done = chains_done.max(done);
+        }
+        let (a, wide_done) = wide.await.unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(1)
+        });
+        answers.extend(a);
+        let wall = t.elapsed().as_secs_f64();
+        let m = b.metrics();
+        println!(
+            "| {adm:?} | {wall:.1} | {wide_done:.1} | {chains_done:.1} | {:.1} | {:.2} | {:.2} |",
+            chains_done / CALLS as f64,
+            m.occupancy(),
+            m.generated_tokens as f64 / wall
+        );
+        all_answers.push(answers);
+    }
+    let differ = all_answers[0]
+        .iter()
+        .zip(&all_answers[1])
+        .filter(|(x, y)| x != y)
+        .count();
+    println!(
+        "answers that differ between the two: {differ} of {}",
+        all_answers[0].len()
+    );
 }
 
 /// A plain-text request (greedy, no tools) whose prompt is about `words`

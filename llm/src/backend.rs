@@ -44,16 +44,21 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
 /// Sends every request to `backend` at once (each on its own tokio task, so
 /// the backend's own limit decides how many run together) and returns the
-/// results in request order. A task that panicked becomes a `Fatal` error.
+/// results in request order, all of them in one [request group](crate::group)
+/// (the caller's, or a new one). A task that panicked becomes a `Fatal` error.
 pub async fn chat_all<B: Backend + ?Sized + 'static>(
     backend: &Arc<B>,
     reqs: &[ChatRequest],
 ) -> Vec<Result<ChatResponse, LlmError>> {
+    let group = crate::group::current_or_new();
     let handles: Vec<_> = reqs
         .iter()
         .map(|r| {
             let (b, r) = (backend.clone(), r.clone());
-            tokio::spawn(async move { b.chat(&r).await })
+            tokio::spawn(crate::group::in_group(
+                group,
+                async move { b.chat(&r).await },
+            ))
         })
         .collect();
     let mut out = Vec::with_capacity(handles.len());

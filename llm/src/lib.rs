@@ -24,6 +24,7 @@ pub mod cache;
 pub mod embedded;
 pub mod error;
 pub mod grammar;
+pub mod group;
 pub mod models;
 pub mod openai;
 pub mod prompt;

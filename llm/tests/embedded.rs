@@ -9,9 +9,11 @@ mod answer;
 
 use answer::answer_of;
 
+use llm::embedded::Admission;
 use llm::models::default_cache_dir;
 use llm::{
-    Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice, ToolDef,
+    group, Backend, ChatRequest, EmbeddedBackend, EmbeddedConfig, Message, Sampling, ToolChoice,
+    ToolDef,
 };
 use serde_json::json;
 
@@ -299,4 +301,67 @@ async fn an_idle_sequence_keeps_a_conversation_for_its_next_turn() {
     );
     let (lost, _) = second_turn_reuse(&path, 1).await;
     assert!(lost < 8, "one sequence: reused {lost} tokens");
+}
+
+/// The order in which the requests finish when a batch of eight equal requests
+/// (one group) is sent first, and one more equal request of another group (one
+/// call of a chain) just after, with two decoded together: "a" for the batch's,
+/// "b" for the other.
+async fn finish_order(path: &std::path::Path, admission: Admission) -> Vec<&'static str> {
+    let mut cfg = EmbeddedConfig::new(path);
+    cfg.parallel = 2;
+    cfg.admission = admission;
+    let b = std::sync::Arc::new(EmbeddedBackend::load(cfg).unwrap());
+    let mut req = ChatRequest::new(
+        "smollm2-135m",
+        vec![Message::user(
+            "Write the numbers from one to fifty in words, separated by commas.",
+        )],
+    );
+    req.sampling = Sampling::Standard {
+        temperature: None,
+        top_p: None,
+        max_tokens: Some(24),
+    };
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let send = |label: &'static str| {
+        let (b, req, order) = (b.clone(), req.clone(), order.clone());
+        async move {
+            // The same greedy request each time: the same work.
+            b.chat(&req).await.unwrap();
+            order.lock().unwrap().push(label);
+        }
+    };
+    let mut set = tokio::task::JoinSet::new();
+    let batch = group::new_group();
+    for _ in 0..8 {
+        set.spawn(group::in_group(batch, send("a")));
+    }
+    // The batch reaches the model first (two of it start at once).
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    set.spawn(group::in_group(group::new_group(), send("b")));
+    while let Some(r) = set.join_next().await {
+        r.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    order
+}
+
+/// A call sent while a wide batch waits gets one of the next free slots under
+/// the default fair-share admission (it finishes before most of the batch),
+/// and only after the whole batch first come, first served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chains_call_does_not_wait_behind_a_whole_batch() {
+    let Some(path) = model() else { return };
+    let after = |order: &[&str]| {
+        let b = order.iter().position(|l| *l == "b").unwrap();
+        order.len() - 1 - b
+    };
+    let fair = finish_order(&path, Admission::FairShare).await;
+    assert!(
+        after(&fair) >= 3,
+        "fair share: the chain's call finished after most of the batch: {fair:?}"
+    );
+    let fifo = finish_order(&path, Admission::Fifo).await;
+    assert_eq!(after(&fifo), 0, "first come, first served: {fifo:?}");
 }

@@ -2,10 +2,15 @@
 //! llama.cpp (crate `llama-cpp-2`, feature `embedded`).
 //!
 //! One worker thread owns the model and a context, and decodes up to
-//! `parallel` requests together. Each request in flight is a llama.cpp
+//! `parallel` requests together. A free slot goes to a waiting request of the
+//! [group](crate::group) with the fewest requests in slots (the longest
+//! waiting of those; [`Admission`]): a chain of dependent calls then waits
+//! for a slot, not behind every request of the wide batches sent before it,
+//! which under first-come order set the end of a run (docs/results.md).
+//! Each request in flight is a llama.cpp
 //! sequence (its own sequence id and KV cells, its own sampler chain and
 //! grammar). Every step the worker evaluates at most one prompt chunk of one
-//! request (prompts in arrival order, each in its own `llama_decode`, chunked
+//! request (prompts in admission order, each in its own `llama_decode`, chunked
 //! exactly as if the request were alone), then one new token of every request
 //! that is generating, all of them in one `llama_batch`. Prompts are rendered
 //! by [`crate::prompt`] (ChatML, tools in the system turn); tool calls are
@@ -93,10 +98,13 @@ pub const MAX_PARALLEL: u32 = 64;
 /// `OTB_LLAMA_DRAFT_TOKENS` says otherwise (at most 16).
 pub const DEFAULT_DRAFT_TOKENS: usize = 4;
 
+mod admission;
 mod bench;
 mod draft;
 mod kv;
 
+use admission::next_in_line;
+pub use admission::Admission;
 pub use bench::{bench_raw, mean_sd, RawRates};
 use draft::{Draft, Want};
 use kv::{common_prefix, KvSeqs};
@@ -137,13 +145,16 @@ pub struct EmbeddedConfig {
     pub draft_model: Option<PathBuf>,
     /// Most tokens the draft model proposes per request and step.
     pub draft_tokens: u32,
+    /// Which waiting request gets the next free slot.
+    pub admission: Admission,
 }
 
 impl EmbeddedConfig {
     /// Defaults; `OTB_LLAMA_THREADS` sets the thread count,
     /// `OTB_LLAMA_PARALLEL` the number of requests decoded together
-    /// (default 4) and `OTB_LLAMA_CACHE_SLOTS` the sequences kept for prefix
-    /// reuse (default four times `parallel`).
+    /// (default 4), `OTB_LLAMA_CACHE_SLOTS` the sequences kept for prefix
+    /// reuse (default four times `parallel`) and `OTB_LLAMA_ADMISSION`
+    /// (`fair`, the default, or `fifo`) the order waiting requests get slots.
     pub fn new(model_path: impl Into<PathBuf>) -> Self {
         let env_usize = |k: &str| {
             std::env::var(k)
@@ -170,7 +181,20 @@ impl EmbeddedConfig {
             grammar_check_first: true,
             draft_model: None,
             draft_tokens: u32::try_from(draft_tokens).unwrap_or(16).min(16),
+            admission: admission_from_env(),
         }
+    }
+}
+
+/// `OTB_LLAMA_ADMISSION`, the default when unset; an unknown value is
+/// reported and the default used.
+fn admission_from_env() -> Admission {
+    match std::env::var("OTB_LLAMA_ADMISSION") {
+        Ok(v) => Admission::parse(&v).unwrap_or_else(|| {
+            eprintln!("otb: warning: OTB_LLAMA_ADMISSION={v:?} is neither `fair` nor `fifo`; using `fair`");
+            Admission::default()
+        }),
+        Err(_) => Admission::default(),
     }
 }
 
@@ -192,6 +216,8 @@ fn default_threads() -> usize {
 
 struct Job {
     req: ChatRequest,
+    /// The sender's [group](crate::group).
+    group: u64,
     reply: oneshot::Sender<Result<ChatResponse, LlmError>>,
 }
 
@@ -370,6 +396,7 @@ impl Backend for EmbeddedBackend {
             let (reply, rx) = oneshot::channel();
             let job = Job {
                 req: req.clone(),
+                group: crate::group::current_or_new(),
                 reply,
             };
             self.jobs
@@ -534,6 +561,8 @@ struct Slot {
 /// A request: waiting for a slot, evaluating its prompt, or generating.
 struct Seq {
     reply: oneshot::Sender<Result<ChatResponse, LlmError>>,
+    /// The sender's [group](crate::group) (for admission).
+    group: u64,
     slot: usize,
     tokens: Vec<LlamaToken>,
     /// Answer plain text (no tools offered, or tool_choice none).
@@ -633,6 +662,7 @@ impl Worker<'_> {
         match self.prepare(&job.req) {
             Ok(parts) => self.waiting.push_back(Seq {
                 reply: job.reply,
+                group: job.group,
                 slot: 0,
                 tokens: parts.tokens,
                 plain_text: job.req.tools.is_empty() || job.req.tool_choice == ToolChoice::None,
@@ -716,12 +746,23 @@ impl Worker<'_> {
         })
     }
 
-    /// Moves waiting requests into free slots while the KV cache has room.
+    /// Moves waiting requests into free slots while the KV cache has room,
+    /// in the order [`EmbeddedConfig::admission`] says. A request that does
+    /// not fit yet is not passed over (it would wait for ever behind smaller
+    /// ones).
     fn admit(&mut self) {
-        while let Some(front) = self.waiting.front() {
-            if self.seqs.len() >= self.parallel {
+        while self.seqs.len() < self.parallel {
+            let next = match self.cfg.admission {
+                Admission::Fifo => 0,
+                Admission::FairShare => next_in_line(
+                    self.waiting.iter().map(|s| s.group),
+                    self.seqs.iter().map(|s| s.group),
+                )
+                .unwrap_or(0),
+            };
+            let Some(front) = self.waiting.get(next) else {
                 return;
-            }
+            };
             let Some(slot) = self.pick_slot(&front.tokens) else {
                 return;
             };
@@ -730,7 +771,7 @@ impl Worker<'_> {
             if !self.make_room(slot, need) {
                 return;
             }
-            let Some(mut seq) = self.waiting.pop_front() else {
+            let Some(mut seq) = self.waiting.remove(next) else {
                 return;
             };
             self.clock += 1;

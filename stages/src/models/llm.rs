@@ -175,8 +175,10 @@ impl LlmModel {
         Ok(m)
     }
 
-    /// Send all requests concurrently (the backend bounds concurrency); results in
-    /// request order.
+    /// Send all requests concurrently (the backend bounds concurrency), as one
+    /// [request group](llm::group) (a backend that queues shares its slots
+    /// between groups, so one call of a chain does not wait behind all of a wide
+    /// batch); results in request order.
     fn chat_all(
         &self,
         reqs: Vec<ChatRequest>,
@@ -185,9 +187,12 @@ impl LlmModel {
         let n = reqs.len();
         self.rt.block_on(async {
             let mut set = tokio::task::JoinSet::new();
+            let group = llm::group::new_group();
             for (i, req) in reqs.into_iter().enumerate() {
                 let client = self.client.clone();
-                set.spawn(async move { (i, client.chat(&req).await) });
+                set.spawn(llm::group::in_group(group, async move {
+                    (i, client.chat(&req).await)
+                }));
             }
             let mut out: Vec<Option<Result<ChatResponse, LlmError>>> =
                 (0..n).map(|_| None).collect();
