@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::data::Category;
@@ -308,9 +309,75 @@ pub struct ReleasedVerdict {
     pub a: f64,
 }
 
+/// `text` read as `T` when it is a JSON object (serde would also read a struct from
+/// a list of its fields' values, which no file here means).
+fn object<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Option<T> {
+    if !text.trim_start().starts_with('{') {
+        return None;
+    }
+    serde_json::from_str(text).ok()
+}
+
+/// A scored file as the grader reads it: only the verdicts (serde skips the rest
+/// without building values for it).
+#[derive(serde::Deserialize)]
+struct ScoredFile<'a> {
+    #[serde(borrow)]
+    detailed_evaluations: Vec<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct ScoredEvaluation<'a> {
+    index: u64,
+    valid: bool,
+    #[serde(borrow)]
+    parameter_metrics: &'a RawValue,
+    #[serde(borrow)]
+    ast_metrics: &'a RawValue,
+}
+
+impl ScoredEvaluation<'_> {
+    fn verdict(&self) -> Option<(usize, ReleasedVerdict)> {
+        let p: ScoredAccuracy = object(self.parameter_metrics.get())?;
+        let a: ScoredScore = object(self.ast_metrics.get())?;
+        Some((
+            usize::try_from(self.index).ok()?,
+            ReleasedVerdict {
+                valid: self.valid,
+                p: p.accuracy,
+                a: a.score,
+            },
+        ))
+    }
+}
+
+/// The verdicts of a well-formed scored file; `None` when it is not one.
+fn read_scored_fast(text: &str) -> Option<BTreeMap<usize, ReleasedVerdict>> {
+    let file: ScoredFile<'_> = object(text)?;
+    file.detailed_evaluations
+        .iter()
+        .map(|e| object::<ScoredEvaluation<'_>>(e.get())?.verdict())
+        .collect()
+}
+
+#[derive(serde::Deserialize)]
+struct ScoredAccuracy {
+    accuracy: f64,
+}
+
+#[derive(serde::Deserialize)]
+struct ScoredScore {
+    score: f64,
+}
+
 /// Reads `detailed_evaluations` of a scored file.
 pub fn read_scored(path: &Path) -> Result<BTreeMap<usize, ReleasedVerdict>, ReleasedError> {
     let text = fs::read_to_string(path).map_err(io_err(path))?;
+    // The released files parse straight into the verdicts; anything else goes the
+    // slow way below, which says what is wrong.
+    if let Some(verdicts) = read_scored_fast(&text) {
+        return Ok(verdicts);
+    }
     let malformed = |message: String| ReleasedError::Malformed {
         path: path.to_path_buf(),
         line: 1,
@@ -355,9 +422,135 @@ pub struct ToolConfig {
     pub result_types: BTreeMap<usize, Vec<String>>,
 }
 
+/// A tool-config file as the grader reads it: per test its id, tools, result types,
+/// and the expected values as raw text (read by [`parse_json`] for exact numbers);
+/// serde skips the other fields without building values for them.
+#[derive(serde::Deserialize)]
+struct ConfigFile<'a> {
+    #[serde(borrow)]
+    tests: Vec<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct ConfigTest<'a> {
+    test_id: u64,
+    #[serde(borrow)]
+    tools: Vec<&'a RawValue>,
+    #[serde(default)]
+    execution_result_type: Option<Value>,
+    #[serde(borrow, default)]
+    execution_result: Option<&'a RawValue>,
+}
+
+/// What the grader reads of a tool (the hallucination checks of [`grade`]): its `name`,
+/// whether it has `parameters`, and the names in `parameters.properties`.
+#[derive(serde::Deserialize)]
+struct GradedTool<'a> {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    parameters: Option<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct GradedParams<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    properties: Option<&'a RawValue>,
+}
+
+/// A field that is there, `null` included (a plain `Option` reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// A tool as it is.
+fn whole_tool(raw: &RawValue) -> Option<Value> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// A tool cut to what the grader reads of it ([`GradedTool`]): the name, and the
+/// parameters' property names (each with `null`); anything in another shape than an
+/// object at those places is kept whole, so the grader sees the same.
+fn graded_tool(raw: &RawValue) -> Option<Value> {
+    let Some(tool) = object::<GradedTool<'_>>(raw.get()) else {
+        return whole_tool(raw);
+    };
+    let mut out = serde_json::Map::new();
+    if let Some(name) = tool.name {
+        out.insert("name".into(), name);
+    }
+    if let Some(params) = tool.parameters {
+        let value = match object::<GradedParams<'_>>(params.get()) {
+            Some(GradedParams { properties }) => {
+                let mut p = serde_json::Map::new();
+                if let Some(props) = properties {
+                    let names = object::<BTreeMap<String, serde::de::IgnoredAny>>(props.get());
+                    let props = match names {
+                        Some(names) => names.into_keys().map(|k| (k, Value::Null)).collect(),
+                        None => whole_tool(props)?,
+                    };
+                    p.insert("properties".into(), props);
+                }
+                Value::Object(p)
+            }
+            None => whole_tool(params)?,
+        };
+        out.insert("parameters".into(), value);
+    }
+    Some(Value::Object(out))
+}
+
+/// The result types of a test (`execution_result_type`; a non-string entry reads as "").
+fn result_types(types: &Value) -> Option<Vec<String>> {
+    types.as_array().map(|types| {
+        types
+            .iter()
+            .map(|t| t.as_str().unwrap_or_default().to_string())
+            .collect()
+    })
+}
+
+/// Reads a well-formed tool-config file in one pass, each tool through `tool`; `None`
+/// when it is not one (the caller then reads it the slow way, which says what is wrong).
+fn read_tool_config_fast(text: &str, tool: fn(&RawValue) -> Option<Value>) -> Option<ToolConfig> {
+    let file: ConfigFile<'_> = object(text)?;
+    let mut out = ToolConfig::default();
+    for test in file.tests {
+        let test: ConfigTest<'_> = object(test.get())?;
+        let id = usize::try_from(test.test_id).ok()?;
+        if let Some(types) = test.execution_result_type.as_ref().and_then(result_types) {
+            out.result_types.insert(id, types);
+        }
+        if let Some(raw) = test.execution_result {
+            if let PyValue::List(values) = parse_json(raw.get()).ok()? {
+                out.execution_result.insert(id, values);
+            }
+        }
+        let tools = test.tools.into_iter().map(tool).collect::<Option<_>>()?;
+        out.tools.insert(id, tools);
+    }
+    Some(out)
+}
+
 /// Reads a tool-config file.
 pub fn read_tool_config(path: &Path) -> Result<ToolConfig, ReleasedError> {
+    read_config(path, whole_tool)
+}
+
+/// Reads a tool-config file for grading: each tool holds only what the grader reads
+/// of it (name, parameter names), which spares building the descriptions.
+fn read_graded_config(path: &Path) -> Result<ToolConfig, ReleasedError> {
+    read_config(path, graded_tool)
+}
+
+fn read_config(
+    path: &Path,
+    tool: fn(&RawValue) -> Option<Value>,
+) -> Result<ToolConfig, ReleasedError> {
     let text = fs::read_to_string(path).map_err(io_err(path))?;
+    if let Some(config) = read_tool_config_fast(&text, tool) {
+        return Ok(config);
+    }
     let malformed = |message: String| ReleasedError::Malformed {
         path: path.to_path_buf(),
         line: 1,
@@ -390,11 +583,7 @@ pub fn read_tool_config(path: &Path) -> Result<ToolConfig, ReleasedError> {
             .and_then(Value::as_array)
             .ok_or_else(|| malformed(format!("test {id} has no `tools` list")))?;
         out.tools.insert(id, tools.clone());
-        if let Some(types) = test.get("execution_result_type").and_then(Value::as_array) {
-            let types = types
-                .iter()
-                .map(|t| t.as_str().unwrap_or_default().to_string())
-                .collect();
+        if let Some(types) = test.get("execution_result_type").and_then(result_types) {
             out.result_types.insert(id, types);
         }
         if let Some(PyValue::List(values)) = exact_tests
@@ -447,21 +636,9 @@ pub fn score_tree(
     executor: &Executor,
     expected_configs: Option<&Path>,
 ) -> Result<Vec<ScoreRow>, ReleasedError> {
-    // Each tool config is parsed once (run versions share them), then the runs are
-    // graded in parallel, rows in run order.
-    let mut cache: BTreeMap<PathBuf, std::sync::Arc<ToolConfig>> = BTreeMap::new();
-    let mut load = |path: PathBuf| -> Result<Option<std::sync::Arc<ToolConfig>>, ReleasedError> {
-        if !path.is_file() {
-            return Ok(None);
-        }
-        if let Some(c) = cache.get(&path) {
-            return Ok(Some(c.clone()));
-        }
-        let c = std::sync::Arc::new(read_tool_config(&path)?);
-        cache.insert(path, c.clone());
-        Ok(Some(c))
-    };
-    let mut jobs = Vec::new();
+    // Each tool config is parsed once (run versions share them), the configs in
+    // parallel, then the runs are graded in parallel, rows in run order.
+    let mut wanted = Vec::new();
     for run in discover_runs(root)? {
         let category = run.category().ok_or_else(|| ReleasedError::Malformed {
             path: run.results_path.clone(),
@@ -469,42 +646,53 @@ pub fn score_tree(
             message: format!("config {:?} names no known category", run.config),
         })?;
         let configs = match expected_configs {
-            Some(dir) => (
-                match &run.config_path {
-                    Some(p) => load(p.clone())?,
-                    None => load(dir.join(format!("{}_config.json", run.config)))?,
-                },
-                load(dir.join(format!("{}_base_config.json", category.reference_name())))?,
-                if category == Category::Multiple {
-                    load(dir.join(format!("{}_config.json", run.config)))?.or(load(
-                        dir.join(format!("{}_base_config.json", category.reference_name())),
-                    )?)
+            Some(dir) => {
+                let base = dir.join(format!("{}_base_config.json", category.reference_name()));
+                let own = dir.join(format!("{}_config.json", run.config));
+                let stored = if category == Category::Multiple {
+                    some_file(own.clone()).or_else(|| some_file(base.clone()))
                 } else {
                     None
-                },
-            ),
-            None => (
-                match &run.config_path {
-                    Some(p) => load(p.clone())?,
-                    None => None,
-                },
-                None,
-                None,
-            ),
+                };
+                (
+                    run.config_path.clone().or_else(|| some_file(own)),
+                    some_file(base),
+                    stored,
+                )
+            }
+            None => (run.config_path.clone(), None, None),
         };
-        jobs.push((run, category, configs));
+        wanted.push((run, category, configs));
     }
     use rayon::prelude::*;
+    let paths: std::collections::BTreeSet<&PathBuf> = wanted
+        .iter()
+        .flat_map(|(_, _, (a, b, c))| [a, b, c])
+        .flatten()
+        .collect();
+    let read: Vec<_> = paths
+        .into_par_iter()
+        .map(|p| (p, read_graded_config(p)))
+        .collect();
+    // The first bad file in path order is the error, whichever thread read it.
+    let mut loaded = BTreeMap::new();
+    for (p, config) in read {
+        loaded.insert(p, config?);
+    }
+    let config = |p: &Option<PathBuf>| p.as_ref().and_then(|p| loaded.get(p));
+    let jobs: Vec<_> = wanted
+        .iter()
+        .map(|(run, category, (seen, original, stored))| {
+            (
+                run.clone(),
+                *category,
+                (config(seen), config(original), config(stored)),
+            )
+        })
+        .collect();
     jobs.into_par_iter()
         .map(|(run, category, (seen, original, stored))| {
-            score_run(
-                executor,
-                run,
-                category,
-                seen.as_deref(),
-                original.as_deref(),
-                stored.as_deref(),
-            )
+            score_run(executor, run, category, seen, original, stored)
         })
         .collect()
 }
@@ -769,6 +957,49 @@ mod tests {
     }
 
     #[test]
+    fn a_graded_tool_keeps_what_the_grader_reads() {
+        let graded = |text: &str| {
+            let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+            graded_tool(&raw).unwrap()
+        };
+        let full = r#"{"name": "f", "description": "long text", "parameters": {"type": "object",
+            "properties": {"a": {"type": "integer", "description": "x"}, "b": {}}, "required": ["a"]}}"#;
+        assert_eq!(
+            graded(full),
+            serde_json::json!({"name": "f", "parameters": {"properties": {"a": null, "b": null}}})
+        );
+        // Present but null, or without properties: still there.
+        assert_eq!(
+            graded(r#"{"name": "g", "parameters": null}"#),
+            serde_json::json!({"name": "g", "parameters": null})
+        );
+        assert_eq!(
+            graded(r#"{"name": "g", "parameters": {"type": "object"}}"#),
+            serde_json::json!({"name": "g", "parameters": {}})
+        );
+        assert_eq!(graded(r#"{"description": "d"}"#), serde_json::json!({}));
+        // Other shapes are kept whole; a repeated key keeps the last value, as serde_json's.
+        for text in [
+            r#""a string""#,
+            r#"{"name": "h", "parameters": [1, 2]}"#,
+            r#"["h", {"properties": {"a": 1}}]"#,
+            r#"{"name": "h", "parameters": {"properties": ["a"]}}"#,
+            r#"{"name": "h", "name": "i"}"#,
+        ] {
+            let whole: Value = serde_json::from_str(text).unwrap();
+            let cut = graded(text);
+            assert_eq!(cut.get("name"), whole.get("name"), "{text}");
+            assert_eq!(
+                cut.get("parameters").map(|p| p.get("properties").cloned()),
+                whole
+                    .get("parameters")
+                    .map(|p| p.get("properties").cloned()),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn malformed_args_are_error_rows() {
         let calls = parse_model_result(
             r#"[{"function": "function_1", "args": "{\"n\": 3}"}, {"function": "function_2", "args": "{oops"}, {"function": "function_3"}]"#,
@@ -795,6 +1026,72 @@ mod tests {
         fs::write(&path, format!("{good}\n{}", &good[..40])).unwrap();
         let err = read_results(&path).unwrap_err().to_string();
         assert!(err.contains("v0_results.json:2:"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The scored and tool-config readers' one-pass way gives what the slow way gives, and
+    /// a file in another shape still gets the slow way's error.
+    #[test]
+    fn scored_and_config_files_read_the_same_either_way() {
+        let dir = std::env::temp_dir().join(format!("otb-released-fast-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("scored.json");
+        let eval = |i: u32, valid: bool| {
+            format!(
+                r#"{{"index": {i}, "valid": {valid}, "x": [1, {{"y": null}}], "parameter_metrics": {{"accuracy": 0.5, "n": 2}}, "ast_metrics": {{"score": 1}}}}"#
+            )
+        };
+        fs::write(
+            &path,
+            format!(
+                r#"{{"summary": {{}}, "detailed_evaluations": [{}, {}]}}"#,
+                eval(3, true),
+                eval(0, false)
+            ),
+        )
+        .unwrap();
+        let v = read_scored(&path).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(
+            v[&3],
+            ReleasedVerdict {
+                valid: true,
+                p: 0.5,
+                a: 1.0
+            }
+        );
+        assert!(!v[&0].valid);
+        for bad in [
+            format!("[{}]", eval(0, true)),
+            r#"{"detailed_evaluations": [[0, true, {"accuracy": 1}, {"score": 1}]]}"#.to_string(),
+        ] {
+            fs::write(&path, bad).unwrap();
+            assert!(read_scored(&path).is_err());
+        }
+
+        let path = dir.join("config.json");
+        let config = r#"{"config_name": "c", "tests": [{"test_id": 2, "question": "q",
+            "tools": [{"name": "f", "description": "d", "parameters": {"properties": {"a": {}}}}],
+            "execution_result": [0.1, 10000000000000000000001, "s"], "execution_result_type": ["exact_match", 3]}]}"#;
+        fs::write(&path, config).unwrap();
+        let full = read_tool_config(&path).unwrap();
+        let graded = read_graded_config(&path).unwrap();
+        assert_eq!(full.tools[&2][0]["description"], "d");
+        assert_eq!(
+            graded.tools[&2][0],
+            serde_json::json!({"name": "f", "parameters": {"properties": {"a": null}}})
+        );
+        for c in [&full, &graded] {
+            assert_eq!(
+                c.result_types[&2],
+                vec!["exact_match".to_string(), String::new()]
+            );
+            let reprs: Vec<String> = c.execution_result[&2].iter().map(PyValue::repr).collect();
+            assert_eq!(reprs, ["0.1", "10000000000000000000001", "'s'"]);
+        }
+        fs::write(&path, r#"{"tests": [[2, []]]}"#).unwrap();
+        let err = read_tool_config(&path).unwrap_err().to_string();
+        assert!(err.contains("test #0 has no integer test_id"), "{err}");
         fs::remove_dir_all(&dir).unwrap();
     }
 
