@@ -186,15 +186,7 @@ async fn timed(b: &Arc<EmbeddedBackend>, questions: &[&str], group: usize) -> Ru
     let t = Instant::now();
     let mut answers = Vec::new();
     for chunk in reqs.chunks(group.max(1)) {
-        for r in llm::chat_all(b, chunk).await {
-            match r {
-                Ok(r) => answers.push(answer(&r)),
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    std::process::exit(1);
-                }
-            }
-        }
+        answers.extend(answers_of(b, chunk).await);
     }
     Run {
         answers,

@@ -680,19 +680,17 @@ pub fn score_tree(
         loaded.insert(p, config?);
     }
     let config = |p: &Option<PathBuf>| p.as_ref().and_then(|p| loaded.get(p));
-    let jobs: Vec<_> = wanted
-        .iter()
+    wanted
+        .par_iter()
         .map(|(run, category, (seen, original, stored))| {
-            (
+            score_run(
+                executor,
                 run.clone(),
                 *category,
-                (config(seen), config(original), config(stored)),
+                config(seen),
+                config(original),
+                config(stored),
             )
-        })
-        .collect();
-    jobs.into_par_iter()
-        .map(|(run, category, (seen, original, stored))| {
-            score_run(executor, run, category, seen, original, stored)
         })
         .collect()
 }
