@@ -20,7 +20,7 @@
 //! `json.loads` does (exact ints, correctly rounded floats), which serde_json's default
 //! float parsing does not guarantee.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -34,6 +34,7 @@ use super::grader::{
     ModelCall,
 };
 use super::opacify::Setting;
+use super::python::exception::PyException;
 use super::python::exec::parse_call;
 use super::python::json;
 use super::python::value::PyValue;
@@ -312,51 +313,66 @@ pub struct ReleasedVerdict {
 /// `text` read as `T` when it is a JSON object (serde would also read a struct from
 /// a list of its fields' values, which no file here means).
 fn object<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Option<T> {
-    if !text.trim_start().starts_with('{') {
-        return None;
+    serde_json::from_str::<MapOnly<T>>(text).ok().map(|m| m.0)
+}
+
+/// A `T` read only from a JSON object: derived structs also accept a list of their
+/// fields' values, which no file here means. Nested in a struct, it keeps the one pass
+/// over the text that [`object`] on a raw slice would repeat.
+struct MapOnly<T>(T);
+
+impl<'de, T: serde::Deserialize<'de>> serde::Deserialize<'de> for MapOnly<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Only<T>(std::marker::PhantomData<T>);
+        impl<'de, T: serde::Deserialize<'de>> serde::de::Visitor<'de> for Only<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Only(std::marker::PhantomData))
+            .map(MapOnly)
     }
-    serde_json::from_str(text).ok()
 }
 
 /// A scored file as the grader reads it: only the verdicts (serde skips the rest
 /// without building values for it).
 #[derive(serde::Deserialize)]
-struct ScoredFile<'a> {
-    #[serde(borrow)]
-    detailed_evaluations: Vec<&'a RawValue>,
+struct ScoredFile {
+    detailed_evaluations: Vec<MapOnly<ScoredEvaluation>>,
 }
 
 #[derive(serde::Deserialize)]
-struct ScoredEvaluation<'a> {
+struct ScoredEvaluation {
     index: u64,
     valid: bool,
-    #[serde(borrow)]
-    parameter_metrics: &'a RawValue,
-    #[serde(borrow)]
-    ast_metrics: &'a RawValue,
+    parameter_metrics: MapOnly<ScoredAccuracy>,
+    ast_metrics: MapOnly<ScoredScore>,
 }
 
-impl ScoredEvaluation<'_> {
+impl ScoredEvaluation {
     fn verdict(&self) -> Option<(usize, ReleasedVerdict)> {
-        let p: ScoredAccuracy = object(self.parameter_metrics.get())?;
-        let a: ScoredScore = object(self.ast_metrics.get())?;
         Some((
             usize::try_from(self.index).ok()?,
             ReleasedVerdict {
                 valid: self.valid,
-                p: p.accuracy,
-                a: a.score,
+                p: self.parameter_metrics.0.accuracy,
+                a: self.ast_metrics.0.score,
             },
         ))
     }
 }
 
-/// The verdicts of a well-formed scored file; `None` when it is not one.
+/// The verdicts of a well-formed scored file (one pass over the text); `None` when it
+/// is not one.
 fn read_scored_fast(text: &str) -> Option<BTreeMap<usize, ReleasedVerdict>> {
-    let file: ScoredFile<'_> = object(text)?;
+    let file: ScoredFile = object(text)?;
     file.detailed_evaluations
         .iter()
-        .map(|e| object::<ScoredEvaluation<'_>>(e.get())?.verdict())
+        .map(|e| e.0.verdict())
         .collect()
 }
 
@@ -428,7 +444,7 @@ pub struct ToolConfig {
 #[derive(serde::Deserialize)]
 struct ConfigFile<'a> {
     #[serde(borrow)]
-    tests: Vec<&'a RawValue>,
+    tests: Vec<MapOnly<ConfigTest<'a>>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -515,8 +531,7 @@ fn result_types(types: &Value) -> Option<Vec<String>> {
 fn read_tool_config_fast(text: &str, tool: fn(&RawValue) -> Option<Value>) -> Option<ToolConfig> {
     let file: ConfigFile<'_> = object(text)?;
     let mut out = ToolConfig::default();
-    for test in file.tests {
-        let test: ConfigTest<'_> = object(test.get())?;
+    for MapOnly(test) in file.tests {
         let id = usize::try_from(test.test_id).ok()?;
         if let Some(types) = test.execution_result_type.as_ref().and_then(result_types) {
             out.result_types.insert(id, types);
@@ -670,49 +685,93 @@ pub fn score_tree(
         .flat_map(|(_, _, (a, b, c))| [a, b, c])
         .flatten()
         .collect();
-    let read: Vec<_> = paths
-        .into_par_iter()
-        .map(|p| (p, read_graded_config(p)))
-        .collect();
-    // The first bad file in path order is the error, whichever thread read it.
+    // The configs and the runs' own files are read side by side (no run waits for
+    // a config to be read, so neither core idles at the end of one kind of file).
+    let (read, runs): (Vec<_>, Vec<_>) = rayon::join(
+        || {
+            paths
+                .into_par_iter()
+                .map(|p| (p, read_graded_config(p)))
+                .collect()
+        },
+        || wanted.par_iter().map(|(run, _, _)| read_run(run)).collect(),
+    );
+    // The first bad file in path order is the error, whichever thread read it;
+    // then the first bad run in run order.
     let mut loaded = BTreeMap::new();
     for (p, config) in read {
         loaded.insert(p, config?);
     }
+    let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
+    // Each distinct ground truth parsed once (run versions share the instances).
+    let distinct: std::collections::HashSet<&Vec<String>> = runs
+        .iter()
+        .flat_map(|f| f.results.iter().map(|r| &r.ground_truth))
+        .collect();
+    let truths: HashMap<&Vec<String>, GroundTruth> = distinct
+        .into_par_iter()
+        .map(|g| (g, GroundTruth::new(g)))
+        .collect();
     let config = |p: &Option<PathBuf>| p.as_ref().and_then(|p| loaded.get(p));
-    wanted
+    let rows: Vec<ScoreRow> = wanted
         .par_iter()
-        .map(|(run, category, (seen, original, stored))| {
+        .zip(&runs)
+        .map(|((run, category, (seen, original, stored)), files)| {
             score_run(
                 executor,
-                run.clone(),
+                run,
+                files,
+                &truths,
                 *category,
                 config(seen),
                 config(original),
                 config(stored),
             )
         })
-        .collect()
+        .collect();
+    // Freeing what was read takes a while; the caller need not wait for it.
+    let loaded: Vec<ToolConfig> = loaded.into_values().collect();
+    let truths: Vec<GroundTruth> = truths.into_values().collect();
+    rayon::spawn(move || drop((loaded, truths, runs)));
+    Ok(rows)
+}
+
+/// A run version's results and, when there is one, its released scored file.
+struct RunFiles {
+    results: Vec<ReleasedRow>,
+    released: Option<BTreeMap<usize, ReleasedVerdict>>,
+}
+
+fn read_run(run: &RunRef) -> Result<RunFiles, ReleasedError> {
+    Ok(RunFiles {
+        results: read_results(&run.results_path)?,
+        released: match &run.scored_path {
+            Some(p) => Some(read_scored(p)?),
+            None => None,
+        },
+    })
 }
 
 /// Grades every row of one run version against its tool configs.
+#[allow(clippy::too_many_arguments)]
 fn score_run(
     executor: &Executor,
-    run: RunRef,
+    run: &RunRef,
+    files: &RunFiles,
+    truths: &HashMap<&Vec<String>, GroundTruth>,
     category: Category,
     seen: Option<&ToolConfig>,
     original: Option<&ToolConfig>,
     stored: Option<&ToolConfig>,
-) -> Result<ScoreRow, ReleasedError> {
-    let results = read_results(&run.results_path)?;
-    let released = match &run.scored_path {
-        Some(p) => Some(read_scored(p)?),
-        None => None,
-    };
+) -> ScoreRow {
+    let (results, released) = (&files.results, &files.released);
     let mut sums = [0.0f64; 4];
     let mut notes = Vec::new();
     for (index, row) in results.iter().enumerate() {
-        let score = score_row(executor, category, index, row, seen, original, stored);
+        let truth = &truths[&row.ground_truth];
+        let score = score_row(
+            executor, category, index, row, truth, seen, original, stored,
+        );
         sums[0] += if score.e { 1.0 } else { 0.0 };
         sums[1] += score.p;
         sums[2] += score.a;
@@ -728,10 +787,10 @@ fn score_run(
     }
     let n = results.len();
     let mean = |s: f64| if n == 0 { 0.0 } else { s / n as f64 };
-    Ok(ScoreRow {
-        method: run.method,
-        config: run.config,
-        gen_hypers: run.gen_hypers,
+    ScoreRow {
+        method: run.method.clone(),
+        config: run.config.clone(),
+        gen_hypers: run.gen_hypers.clone(),
         version: run.version,
         e: mean(sums[0]),
         p: mean(sums[1]),
@@ -740,41 +799,71 @@ fn score_run(
         n,
         disagreements_with_released_scored: notes.len(),
         disagreement_notes: notes,
-    })
+    }
 }
 
-/// Grades one released row. Ground truth that does not parse grades as a call to a
-/// function named by the raw text, which no model call can match.
+/// A row's ground truth parsed, and its values once executed: shared by every run
+/// version that has the instance (the same strings), so each is parsed and run once.
+pub struct GroundTruth {
+    calls: Vec<GroundTruthCall>,
+    executed: std::sync::OnceLock<Vec<Result<PyValue, PyException>>>,
+}
+
+impl GroundTruth {
+    /// Parses the ground-truth call strings. One that does not parse is a call to a
+    /// function named by the raw text, which no model call can match.
+    pub fn new(ground_truth: &[String]) -> Self {
+        let calls = ground_truth
+            .iter()
+            .map(|g| match parse_call(g) {
+                Ok(call) => GroundTruthCall {
+                    source: g.clone(),
+                    name: call.name,
+                    args: call.kwargs,
+                },
+                Err(_) => GroundTruthCall {
+                    source: g.clone(),
+                    name: g.clone(),
+                    args: Vec::new(),
+                },
+            })
+            .collect();
+        GroundTruth {
+            calls,
+            executed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The values the ground truth gives, executed on first use.
+    fn executed(&self, executor: &Executor) -> &[Result<PyValue, PyException>] {
+        self.executed
+            .get_or_init(|| execute_ground_truth(executor, &self.calls))
+    }
+}
+
+/// Grades one released row against its parsed ground truth ([`GroundTruth`] of
+/// `row.ground_truth`).
+#[allow(clippy::too_many_arguments)]
 pub fn score_row(
     executor: &Executor,
     category: Category,
     index: usize,
     row: &ReleasedRow,
+    truth: &GroundTruth,
     seen: Option<&ToolConfig>,
     original: Option<&ToolConfig>,
     stored: Option<&ToolConfig>,
 ) -> InstanceScore {
-    let ground_truth: Vec<GroundTruthCall> = row
-        .ground_truth
-        .iter()
-        .map(|g| match parse_call(g) {
-            Ok(call) => GroundTruthCall {
-                source: g.clone(),
-                name: call.name,
-                args: call.kwargs,
-            },
-            Err(_) => GroundTruthCall {
-                source: g.clone(),
-                name: g.clone(),
-                args: Vec::new(),
-            },
-        })
-        .collect();
+    let ground_truth = &truth.calls;
     let calls = row.model_calls();
     let outputs = execute_model_calls(executor, calls, &row.name_mapping);
+    let stored_values: Vec<Result<PyValue, PyException>>;
     let expected = match stored.and_then(|s| s.execution_result.get(&index)) {
-        Some(values) => values.iter().cloned().map(Ok).collect(),
-        None => execute_ground_truth(executor, &ground_truth),
+        Some(values) => {
+            stored_values = values.iter().cloned().map(Ok).collect();
+            &stored_values
+        }
+        None => truth.executed(executor),
     };
     // Result types are not in the results file; the configs carry them. Without any
     // config every comparison is exact.
@@ -791,8 +880,8 @@ pub fn score_row(
         category,
         model_calls: calls,
         outputs: &outputs,
-        ground_truth: &ground_truth,
-        expected: &expected,
+        ground_truth,
+        expected,
         result_types: &result_types,
         name_mapping: &row.name_mapping,
         tools_seen,
@@ -1062,6 +1151,9 @@ mod tests {
         for bad in [
             format!("[{}]", eval(0, true)),
             r#"{"detailed_evaluations": [[0, true, {"accuracy": 1}, {"score": 1}]]}"#.to_string(),
+            // A list where a nested object belongs: refused in the one pass too.
+            r#"{"detailed_evaluations": [{"index": 0, "valid": true, "parameter_metrics": [1], "ast_metrics": {"score": 1}}]}"#.to_string(),
+            r#"{"detailed_evaluations": [{"index": 0, "valid": true, "parameter_metrics": {"accuracy": 1}, "ast_metrics": [1]}]}"#.to_string(),
         ] {
             fs::write(&path, bad).unwrap();
             assert!(read_scored(&path).is_err());
@@ -1087,9 +1179,18 @@ mod tests {
             let reprs: Vec<String> = c.execution_result[&2].iter().map(PyValue::repr).collect();
             assert_eq!(reprs, ["0.1", "10000000000000000000001", "'s'"]);
         }
-        fs::write(&path, r#"{"tests": [[2, []]]}"#).unwrap();
-        let err = read_tool_config(&path).unwrap_err().to_string();
-        assert!(err.contains("test #0 has no integer test_id"), "{err}");
+        for bad in [
+            r#"{"tests": [[2, []]]}"#,
+            r#"{"tests": [{"test_id": 1, "tools": []}, [2, []]]}"#,
+        ] {
+            fs::write(&path, bad).unwrap();
+            for err in [
+                read_tool_config(&path).unwrap_err().to_string(),
+                read_graded_config(&path).unwrap_err().to_string(),
+            ] {
+                assert!(err.contains("has no integer test_id"), "{err}");
+            }
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 
