@@ -37,6 +37,12 @@
 //!    beside it -- under first-come admission and under fair share
 //!    ([`llm::embedded::Admission`]): when the chains and the batch finish,
 //!    the batch occupancy, and whether the answers agree.
+//! 7. `depth` (not in `all`): what attention over the cells of idle
+//!    sequences costs in the backend's unified KV cache (every row attends
+//!    over the cells in use): prompt and generation rates with 0, 4,096 and
+//!    7,168 cells held by sequences not in the work
+//!    ([`llm::embedded::bench_depth`]); `OTB_BENCH_UNIFIED=0` gives each
+//!    sequence a stream of its own instead, for comparison.
 //!
 //! Prompt tokens/s counts evaluated tokens only (reused ones are free);
 //! generation time covers sampling, grammar and the decode of each new token
@@ -212,11 +218,12 @@ async fn main() {
         "llama",
         "spec",
         "admission",
+        "depth",
     ]
     .contains(&part.as_str())
     {
         eprintln!(
-            "error: PART must be all, single, batch, parallel, llama, spec or admission, not {part:?}"
+            "error: PART must be all, single, batch, parallel, llama, spec, admission or depth, not {part:?}"
         );
         std::process::exit(2);
     }
@@ -240,6 +247,43 @@ async fn main() {
     }
     if part == "admission" {
         admission(&path).await;
+    }
+    if part == "depth" {
+        depth(&path);
+    }
+}
+
+/// Part 7 (see the module docs).
+fn depth(path: &std::path::Path) {
+    let unified = std::env::var("OTB_BENCH_UNIFIED").map_or(true, |v| v != "0");
+    let mut cfg = EmbeddedConfig::new(path);
+    let n_seq = 16;
+    if !unified {
+        // A stream per sequence as large as a request may be in the backend.
+        cfg.n_ctx *= n_seq;
+    }
+    println!(
+        "\n7. attention over idle sequences' cells: pp256 of a fresh sequence and 4 sequences generating 32 tokens together, while other sequences hold the cells shown ({} KV cache, {n_seq} sequences, n_ctx {}, {} threads)",
+        if unified { "unified" } else { "per-sequence" },
+        cfg.n_ctx,
+        cfg.n_threads
+    );
+    let rates = llm::embedded::bench_depth(&cfg, n_seq, unified, &[0, 4096, 7168], 256, 32, 4)
+        .unwrap_or_else(|e| {
+            eprintln!("error: {e}");
+            std::process::exit(1)
+        });
+    println!("| cells held by others | pp256 tokens/s (3 runs) | mean | tg, 4 rows, tokens/s |");
+    println!("|---:|---|---:|---:|");
+    for r in rates {
+        let runs: Vec<String> = r.prompt.iter().map(|x| format!("{x:.1}")).collect();
+        println!(
+            "| {} | {} | {:.1} | {:.1} |",
+            r.cells,
+            runs.join(" "),
+            llm::embedded::mean_sd(&r.prompt).0,
+            r.generation
+        );
     }
 }
 

@@ -126,3 +126,119 @@ pub fn bench_raw(
     }
     Ok(rates)
 }
+
+/// Rates with other sequences holding cells of the cache ([`bench_depth`]).
+#[derive(Debug, Clone)]
+pub struct DepthRates {
+    /// Cells the other sequences held.
+    pub cells: usize,
+    /// Prompt processing of a fresh sequence, one rate per repetition.
+    pub prompt: Vec<f64>,
+    /// Generation, all rows together (tokens of every row over the time).
+    pub generation: f64,
+}
+
+/// What attention over other sequences' cells costs: `pp n_prompt` of a fresh
+/// sequence (3 repetitions) and `rows` sequences generating one token each for
+/// `n_gen` steps, while sequences that are not part of the work hold `depth`
+/// cells, for each depth in `depths` (ascending; the cache is filled further
+/// between depths, 1,024 cells a sequence, as idle conversations fill it in a
+/// run). `unified`: the backend's one cache for all `n_seq` sequences, where
+/// every row attends over the cells in use; otherwise a stream of
+/// `n_ctx / n_seq` cells for each sequence.
+#[allow(clippy::too_many_arguments)]
+pub fn bench_depth(
+    cfg: &EmbeddedConfig,
+    n_seq: u32,
+    unified: bool,
+    depths: &[usize],
+    n_prompt: usize,
+    n_gen: usize,
+    rows: usize,
+) -> Result<Vec<DepthRates>, LlmError> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| super::fatal(format!("{what}: {e}"));
+    let backend = llama_backend()?;
+    let model = load_model(backend, &cfg.model_path)?;
+    let n_ctx = cfg.n_ctx.max(256);
+    let n_batch = cfg.n_batch.max(1) as usize;
+    let mut ctx = model
+        .new_context(
+            backend,
+            context_params(cfg, n_ctx, n_seq).with_kv_unified(unified),
+        )
+        .map_err(|e| fail("creating a llama.cpp context", &e))?;
+    let n_vocab = model.n_vocab().max(1) as u64;
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut random = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        LlamaToken::new((state % n_vocab) as i32)
+    };
+    let mut batch = LlamaBatch::new(n_batch, n_seq as i32);
+    let mut eval =
+        |ctx: &mut LlamaContext<'_>, seq: i32, n: usize, random: &mut dyn FnMut() -> LlamaToken| {
+            let mut pos = 0;
+            while pos < n {
+                batch.clear();
+                let end = (pos + n_batch).min(n);
+                for p in pos..end {
+                    batch
+                        .add(random(), p as i32, &[seq], p + 1 == end)
+                        .map_err(|e| fail("batch", &e))?;
+                }
+                ctx.decode(&mut batch).map_err(|e| fail("decode", &e))?;
+                pos = end;
+            }
+            ctx.synchronize();
+            Ok::<(), LlmError>(())
+        };
+    let per_seq = if unified {
+        1024
+    } else {
+        (n_ctx / n_seq) as usize
+    };
+    // Sequence 0 evaluates the prompt, 1..=rows generate, the rest hold cells.
+    let mut out = Vec::new();
+    let (mut filled, mut next_seq) = (0usize, rows as i32 + 1);
+    let mut one = LlamaBatch::new(rows, n_seq as i32);
+    for &depth in depths {
+        while filled < depth && (next_seq as u32) < n_seq {
+            let n = (depth - filled).min(per_seq);
+            eval(&mut ctx, next_seq, n, &mut random)?;
+            filled += n;
+            next_seq += 1;
+        }
+        let mut prompt = Vec::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            eval(&mut ctx, 0, n_prompt, &mut random)?;
+            prompt.push(n_prompt as f64 / t.elapsed().as_secs_f64());
+            let _ = ctx.clear_kv_cache_seq(Some(0), None, None);
+        }
+        // Each generating row starts from a 64-token prompt of its own.
+        for s in 1..=rows as i32 {
+            eval(&mut ctx, s, 64, &mut random)?;
+        }
+        let t = Instant::now();
+        for step in 0..n_gen {
+            one.clear();
+            for s in 1..=rows as i32 {
+                one.add(random(), (64 + step) as i32, &[s], true)
+                    .map_err(|e| fail("batch", &e))?;
+            }
+            ctx.decode(&mut one).map_err(|e| fail("decode", &e))?;
+            ctx.synchronize();
+        }
+        let generation = (n_gen * rows) as f64 / t.elapsed().as_secs_f64();
+        for s in 1..=rows as u32 {
+            let _ = ctx.clear_kv_cache_seq(Some(s), None, None);
+        }
+        out.push(DepthRates {
+            cells: filled,
+            prompt,
+            generation,
+        });
+    }
+    Ok(out)
+}

@@ -105,7 +105,7 @@ mod kv;
 
 use admission::next_in_line;
 pub use admission::Admission;
-pub use bench::{bench_raw, mean_sd, RawRates};
+pub use bench::{bench_depth, bench_raw, mean_sd, DepthRates, RawRates};
 use draft::{Draft, Want};
 use kv::{common_prefix, KvSeqs};
 
