@@ -14,7 +14,7 @@ use common::{one_error_line, otb, stdout_ok};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn scripted() -> PathBuf {
@@ -311,13 +311,6 @@ fn table2(mut cmd: Command, store: &str, exp: &Path) -> String {
     ))
 }
 
-fn finish(c: Child) -> (String, String) {
-    let out: Output = c.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
-}
-
 /// The stage count of a run's summary (`name: N stages, ...`).
 fn stages(summary: &str) -> usize {
     summary
@@ -526,24 +519,20 @@ fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
         status.contains("in progress: shard 1/2 on host "),
         "{status}"
     );
-    let second = cloud
-        .otb(&d.path().join("m2"))
-        .args(["--store", url, "run"])
-        .arg(&exp)
-        .args(["--shard", "2/2"])
-        .env("OTB_LEASE_S", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut second = common::Watched::spawn(
+        cloud
+            .otb(&d.path().join("m2"))
+            .args(["--store", url, "run"])
+            .arg(&exp)
+            .args(["--shard", "2/2"])
+            .env("OTB_LEASE_S", "1"),
+    );
+    // Worker 1 dies only once worker 2 has found its lease held (a fixed pause
+    // was not enough on a loaded machine: worker 2 came after the lease expired).
+    second.wait_for("computes it (host ", Duration::from_secs(120));
     first.kill().unwrap();
     first.wait().unwrap();
-    let (_, stderr) = finish(second);
-    assert!(
-        stderr.contains("computes it (host "),
-        "worker 2 waited for the lease first: {stderr}"
-    );
+    let (_, stderr) = second.finish();
     let computed = common::ran_nodes(&stderr);
     let mut once = computed.clone();
     once.sort();

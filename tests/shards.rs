@@ -122,22 +122,13 @@ fn a_killed_workers_nodes_are_taken_over_after_its_lease_expires() {
         status.contains("in progress: shard 1/2 on host ") && status.contains(" since "),
         "{status}"
     );
-    let second = worker(&store, &exp, "2/2")
-        .env("OTB_LEASE_S", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let mut second = common::Watched::spawn(worker(&store, &exp, "2/2").env("OTB_LEASE_S", "1"));
+    // Worker 1 dies only once worker 2 has found its lease held (a fixed pause
+    // was not enough on a loaded machine: worker 2 came after the lease expired).
+    second.wait_for("computes it (host ", Duration::from_secs(120));
     first.kill().unwrap();
     first.wait().unwrap();
-    let out = second.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("computes it (host "),
-        "worker 2 waited for the lease first: {stderr}"
-    );
+    let (_, stderr) = second.finish();
     let computed = common::ran_nodes(&stderr);
     common::assert_once(&computed);
 

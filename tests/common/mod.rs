@@ -371,3 +371,74 @@ pub fn assert_once(computed: &[String]) {
         "a node computed twice: {computed:?}"
     );
 }
+
+/// A running `otb` whose stderr is read line by line as it comes, so a test can wait
+/// for what the process says before it acts (never for a guessed while).
+pub struct Watched {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    reader: std::thread::JoinHandle<()>,
+    seen: String,
+}
+
+impl Watched {
+    /// Starts `cmd` with stdout and stderr piped.
+    pub fn spawn(cmd: &mut Command) -> Self {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start otb");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Watched {
+            child,
+            lines,
+            reader,
+            seen: String::new(),
+        }
+    }
+
+    /// Blocks until a stderr line contains `needle`; panics, showing the stderr so
+    /// far, when the process ends first or `timeout` passes.
+    pub fn wait_for(&mut self, needle: &str, timeout: std::time::Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        while !self.seen.contains(needle) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    let _ = self.child.kill();
+                    panic!("no line with {needle:?} in {timeout:?}: {}", self.seen)
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!(
+                        "the process ended with no line with {needle:?}: {}",
+                        self.seen
+                    )
+                }
+            }
+        }
+    }
+
+    /// Waits for the process to end, which must succeed; its (stdout, whole stderr).
+    pub fn finish(mut self) -> (String, String) {
+        let out = self.child.wait_with_output().expect("wait for otb");
+        let _ = self.reader.join();
+        self.seen.extend(self.lines.try_iter().map(|l| l + "\n"));
+        assert!(out.status.success(), "{}", self.seen);
+        (String::from_utf8_lossy(&out.stdout).into_owned(), self.seen)
+    }
+}

@@ -41,6 +41,18 @@ pub fn mean_sd(xs: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
+/// Pseudo-random tokens below `n_vocab` (llama-bench draws them with `rand()`;
+/// any fixed sequence will do).
+fn random_tokens(n_vocab: u64) -> impl FnMut() -> LlamaToken {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        LlamaToken::new((state % n_vocab) as i32)
+    }
+}
+
 /// Measures `pp n_prompt` and `tg n_gen` (`reps` repetitions each, after a
 /// warm-up) on the model of `cfg`, in the context the backend would create.
 pub fn bench_raw(
@@ -61,14 +73,7 @@ pub fn bench_raw(
     let n_vocab = model.n_vocab().max(1) as u64;
     let bos = model.vocab().bos();
     let bos = if bos.0 < 0 { LlamaToken::new(1) } else { bos };
-    // llama-bench draws tokens with rand(); any fixed sequence will do.
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut random = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        LlamaToken::new((state % n_vocab) as i32)
-    };
+    let mut random = random_tokens(n_vocab);
     let mut batch = LlamaBatch::new(n_batch, 1);
     let mut prompt = |ctx: &mut LlamaContext<'_>, n: usize| {
         let mut pos = 0;
@@ -168,13 +173,7 @@ pub fn bench_depth(
         )
         .map_err(|e| fail("creating a llama.cpp context", &e))?;
     let n_vocab = model.n_vocab().max(1) as u64;
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    let mut random = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        LlamaToken::new((state % n_vocab) as i32)
-    };
+    let mut random = random_tokens(n_vocab);
     let mut batch = LlamaBatch::new(n_batch, n_seq as i32);
     let mut eval =
         |ctx: &mut LlamaContext<'_>, seq: i32, n: usize, random: &mut dyn FnMut() -> LlamaToken| {
