@@ -140,15 +140,18 @@ fn embedded_model_runs_each_baseline() {
         assert!(docs > 0, "{method} spent no tokens: {row}");
     }
     assert_eq!(s.run().executed(), 0, "a rerun is answered from the store");
-    // A fully cached rerun opens no model file: with the embedded model and MiniLM
-    // pointed at files that do not exist, it still succeeds and runs nothing.
+    // A fully cached rerun opens no model file: with the embedded model pointed at an
+    // empty file (no model loads from it; a missing one is refused before the run)
+    // and MiniLM at a folder that does not exist, it still succeeds and runs nothing.
     let missing = s.dir.path().join("no-such-model");
+    let empty = s.dir.path().join("empty.gguf");
+    std::fs::write(&empty, b"").unwrap();
     let out = common::otb()
         .arg("--store")
         .arg(s.store())
         .arg("run")
         .arg(s.exp())
-        .env("OTB_EMBEDDED_MODEL", missing.join("model.gguf"))
+        .env("OTB_EMBEDDED_MODEL", &empty)
         .env("OTB_MINILM_DIR", &missing)
         .output()
         .unwrap();
@@ -159,4 +162,60 @@ fn embedded_model_runs_each_baseline() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(" 0 ran"), "{stdout}");
+}
+
+/// A wrong `OTB_EMBEDDED_MODEL` or `OTB_EMBEDDED_DRAFT` is bad input: one error line
+/// and exit code 2 before anything is written (it used to surface only when the first
+/// model stage started, after the stages before it had been published). Needs no
+/// model file: nothing is loaded.
+#[test]
+fn a_wrong_embedded_model_or_draft_is_refused_before_anything_is_written() {
+    let s = Scratch::new(
+        "",
+        "agent = \"embedded:smollm2-135m\"\neditor = \"embedded:smollm2-135m\"",
+    );
+    let missing = s.dir.path().join("no-such-model.gguf");
+    for (var, value, says) in [
+        (
+            "OTB_EMBEDDED_MODEL",
+            missing.to_str().unwrap(),
+            "does not exist",
+        ),
+        (
+            "OTB_EMBEDDED_DRAFT",
+            "qwen-nonexistent",
+            "neither a file nor a known model",
+        ),
+        (
+            "OTB_EMBEDDED_DRAFT",
+            missing.to_str().unwrap(),
+            "neither a file nor a known model",
+        ),
+    ] {
+        let out = common::otb()
+            .arg("--store")
+            .arg(s.store())
+            .arg("run")
+            .arg(s.exp())
+            .env(var, value)
+            .output()
+            .unwrap();
+        let line = common::one_error_line(&out);
+        assert!(line.contains(var) && line.contains(says), "{line}");
+        assert!(
+            std::fs::read_dir(s.store()).map_or(true, |mut d| d.next().is_none()),
+            "{var}={value} wrote to the store"
+        );
+    }
+    // An experiment without an embedded model does not read them.
+    s.write_exp("", common::MODELS);
+    let out = common::otb()
+        .arg("--store")
+        .arg(s.store())
+        .arg("run")
+        .arg(s.exp())
+        .env("OTB_EMBEDDED_MODEL", &missing)
+        .output()
+        .unwrap();
+    common::stdout_ok(&out);
 }

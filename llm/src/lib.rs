@@ -47,7 +47,8 @@ pub use openai::{OpenAiBackend, OpenAiConfig};
 pub use retry::RetryPolicy;
 pub use serve::{serve, serve_with, ServeConfig};
 pub use spec::{
-    open_backend, open_backend_with, Fault, ModelKind, ModelSpec, OpenError, SpecError,
+    check_embedded_env, open_backend, open_backend_with, Fault, ModelKind, ModelSpec, OpenError,
+    SpecError,
 };
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,

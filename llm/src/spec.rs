@@ -195,6 +195,32 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
     Ok((Arc::new(backend), name.to_string()))
 }
 
+/// What the embedded model's variables name, checked without opening anything (a
+/// run calls it before it writes anything; a fully cached run opens no model, so
+/// only the names are checked): `OTB_EMBEDDED_MODEL`, when set, must be a file, and
+/// `OTB_EMBEDDED_DRAFT`, when set, a file or a known model's name.
+pub fn check_embedded_env() -> Result<(), String> {
+    let var = |k: &str| {
+        std::env::var(k)
+            .ok()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(p) = var("OTB_EMBEDDED_MODEL") {
+        if !std::path::Path::new(&p).is_file() {
+            return Err(crate::ModelError::OverrideMissing(p.into()).to_string());
+        }
+    }
+    if let Some(v) = var("OTB_EMBEDDED_DRAFT") {
+        if !std::path::Path::new(&v).is_file() {
+            crate::models::spec(&v).map_err(|e| {
+                format!("OTB_EMBEDDED_DRAFT={v} is neither a file nor a known model: {e}")
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// The draft model of speculative decoding: `OTB_EMBEDDED_DRAFT`, a known
 /// model's name (fetched like the model) or a GGUF file; unset or empty: none.
 #[cfg(feature = "embedded")]

@@ -119,6 +119,17 @@ pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
         llm::OpenAiBackend::from_env_with(&exp.endpoints)
             .map_err(|e| crate::InputError(format!("model `{spec}`: {e}")))?;
     }
+    // So are the embedded model's variables (files named there must exist), when a
+    // model of the experiment is embedded.
+    if let Some(spec) = exp
+        .agents
+        .iter()
+        .chain(&exp.editors)
+        .chain(exp.envs.iter().flat_map(|e| e.models()))
+        .find(|m| m.kind == crate::models::ModelKind::Embedded)
+    {
+        llm::check_embedded_env().map_err(|e| crate::InputError(format!("model `{spec}`: {e}")))?;
+    }
     for env in &exp.envs {
         env.preflight(exp)?;
     }
