@@ -20,6 +20,13 @@ fn model_available() -> bool {
     }
 }
 
+/// `otb --store STORE run EXP` of a scratch folder, to be given its environment.
+fn run_of(s: &Scratch) -> std::process::Command {
+    let mut c = common::otb();
+    c.arg("--store").arg(s.store()).arg("run").arg(s.exp());
+    c
+}
+
 #[test]
 fn embedded_model_runs_the_online_loop_and_reruns_from_cache() {
     if !model_available() {
@@ -146,11 +153,7 @@ fn embedded_model_runs_each_baseline() {
     let missing = s.dir.path().join("no-such-model");
     let empty = s.dir.path().join("empty.gguf");
     std::fs::write(&empty, b"").unwrap();
-    let out = common::otb()
-        .arg("--store")
-        .arg(s.store())
-        .arg("run")
-        .arg(s.exp())
+    let out = run_of(&s)
         .env("OTB_EMBEDDED_MODEL", &empty)
         .env("OTB_MINILM_DIR", &missing)
         .output()
@@ -192,14 +195,7 @@ fn a_wrong_embedded_model_or_draft_is_refused_before_anything_is_written() {
             "neither a file nor a known model",
         ),
     ] {
-        let out = common::otb()
-            .arg("--store")
-            .arg(s.store())
-            .arg("run")
-            .arg(s.exp())
-            .env(var, value)
-            .output()
-            .unwrap();
+        let out = run_of(&s).env(var, value).output().unwrap();
         let line = common::one_error_line(&out);
         assert!(line.contains(var) && line.contains(says), "{line}");
         assert!(
@@ -209,11 +205,7 @@ fn a_wrong_embedded_model_or_draft_is_refused_before_anything_is_written() {
     }
     // An experiment without an embedded model does not read them.
     s.write_exp("", common::MODELS);
-    let out = common::otb()
-        .arg("--store")
-        .arg(s.store())
-        .arg("run")
-        .arg(s.exp())
+    let out = run_of(&s)
         .env("OTB_EMBEDDED_MODEL", &missing)
         .output()
         .unwrap();

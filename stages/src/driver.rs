@@ -107,28 +107,24 @@ pub fn drive_with(
 /// environment's own checks (a user's BFCL data and frozen-responses files parse;
 /// the chess engine binary exists; ...).
 pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
+    let first_of = |kind| {
+        exp.agents
+            .iter()
+            .chain(&exp.editors)
+            .chain(exp.envs.iter().flat_map(|e| e.models()))
+            .find(|m| m.kind == kind)
+    };
+    let bad = |spec: &crate::models::ModelSpec, e: &dyn std::fmt::Display| {
+        crate::InputError(format!("model `{spec}`: {e}"))
+    };
     // An endpoint's configuration (the variables `openai:` models read) is checked
     // before anything is written; reaching the endpoint is the stages' business.
-    if let Some(spec) = exp
-        .agents
-        .iter()
-        .chain(&exp.editors)
-        .chain(exp.envs.iter().flat_map(|e| e.models()))
-        .find(|m| m.kind == crate::models::ModelKind::OpenAi)
-    {
-        llm::OpenAiBackend::from_env_with(&exp.endpoints)
-            .map_err(|e| crate::InputError(format!("model `{spec}`: {e}")))?;
+    if let Some(spec) = first_of(crate::models::ModelKind::OpenAi) {
+        llm::OpenAiBackend::from_env_with(&exp.endpoints).map_err(|e| bad(spec, &e))?;
     }
-    // So are the embedded model's variables (files named there must exist), when a
-    // model of the experiment is embedded.
-    if let Some(spec) = exp
-        .agents
-        .iter()
-        .chain(&exp.editors)
-        .chain(exp.envs.iter().flat_map(|e| e.models()))
-        .find(|m| m.kind == crate::models::ModelKind::Embedded)
-    {
-        llm::check_embedded_env().map_err(|e| crate::InputError(format!("model `{spec}`: {e}")))?;
+    // So are the embedded model's variables (files named there must exist).
+    if let Some(spec) = first_of(crate::models::ModelKind::Embedded) {
+        llm::check_embedded_env().map_err(|e| bad(spec, &e))?;
     }
     for env in &exp.envs {
         env.preflight(exp)?;
