@@ -200,18 +200,14 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
 /// only the names are checked): `OTB_EMBEDDED_MODEL`, when set, must be a file, and
 /// `OTB_EMBEDDED_DRAFT`, when set, a file or a known model's name.
 pub fn check_embedded_env() -> Result<(), String> {
-    let var = |k: &str| {
-        std::env::var(k)
-            .ok()
-            .map(|v| v.trim().to_owned())
-            .filter(|v| !v.is_empty())
-    };
+    // Read as the loaders read them: the model's path as it is, the draft trimmed.
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     if let Some(p) = var("OTB_EMBEDDED_MODEL") {
         if !std::path::Path::new(&p).is_file() {
             return Err(crate::ModelError::OverrideMissing(p.into()).to_string());
         }
     }
-    if let Some(v) = var("OTB_EMBEDDED_DRAFT") {
+    if let Some(v) = var("OTB_EMBEDDED_DRAFT").map(|v| v.trim().to_owned()) {
         if !std::path::Path::new(&v).is_file() {
             crate::models::spec(&v).map_err(|e| {
                 format!("OTB_EMBEDDED_DRAFT={v} is neither a file nor a known model: {e}")
