@@ -147,6 +147,21 @@ impl<'a> Work<'a> {
         }
     }
 
+    /// An empty record of the same method's work on the same instance, for part of
+    /// the work run on another thread; [`Work::absorb`] takes its record back.
+    pub fn fork(&self) -> Work<'a> {
+        Work::new(self.tb, self.method, self.instance, self.docs)
+    }
+
+    /// Append what `part` (a [`Work::fork`]) recorded: its calls, tool runs, usage
+    /// and infrastructure failures, after this record's own.
+    pub fn absorb(&mut self, part: Work<'a>) {
+        self.calls.extend(part.calls);
+        self.runs.extend(part.runs);
+        self.usage.add(&part.usage);
+        self.infra.extend(part.infra);
+    }
+
     fn record(
         &mut self,
         tool: &str,

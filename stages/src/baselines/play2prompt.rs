@@ -353,27 +353,58 @@ fn optimise(
     beam.into_iter().next().map(|b| b.0).unwrap_or_default()
 }
 
-/// Play2Prompt on one instance, tool by tool.
+/// Up to `budget.examples` judged examples for one tool, best first: tool play, then
+/// a query written from each working call. Reads only the tool itself.
+fn examples_for(w: &mut Work<'_>, tool: &Value, budget: &Play2PromptBudget) -> Vec<Example> {
+    let mut history = Vec::new();
+    let mut examples: Vec<Example> = Vec::new();
+    for k in 0..budget.examples as u64 {
+        let Some((args, output)) = play(w, tool, &mut history, budget, k) else {
+            break; // budget spent without an executable call
+        };
+        if let Some(ex) = make_example(w, tool, args, output, budget, k) {
+            examples.push(ex);
+        }
+    }
+    examples.sort_by_key(|e| std::cmp::Reverse(e.score));
+    examples
+}
+
+/// Play2Prompt on one instance.
+///
+/// A tool's examples depend on that tool alone, so every tool plays at once (each
+/// tool's play is a chain of dependent calls; run one after another they made an
+/// instance's chain as long as all its tools' together). The description searches
+/// then run tool by tool, as before: each validates with the descriptions the earlier
+/// tools got. The calls and tool runs are recorded in the order of the sequential
+/// method (a tool's examples, then its search, then the next tool), so the stage's
+/// rows do not depend on how the threads interleaved.
 pub fn produce(w: &mut Work<'_>, budget: &Play2PromptBudget) -> Produced {
     let mut tools = tools_of(w.docs);
+    let played: Vec<(Work<'_>, Vec<Example>)> = std::thread::scope(|s| {
+        let spawned: Vec<_> = tools
+            .iter()
+            .map(|tool| {
+                let mut own = w.fork();
+                s.spawn(move || {
+                    let examples = examples_for(&mut own, tool, budget);
+                    (own, examples)
+                })
+            })
+            .collect();
+        spawned
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
     let mut demos = Vec::new();
-    for i in 0..tools.len() {
-        let tool = tools[i].clone();
-        let name = tool_name(&tool).to_string();
-        let mut history = Vec::new();
-        let mut examples: Vec<Example> = Vec::new();
-        for k in 0..budget.examples as u64 {
-            let Some((args, output)) = play(w, &tool, &mut history, budget, k) else {
-                break; // budget spent without an executable call
-            };
-            if let Some(ex) = make_example(w, &tool, args, output, budget, k) {
-                examples.push(ex);
-            }
-        }
-        examples.sort_by_key(|e| std::cmp::Reverse(e.score));
+    for (i, (own, examples)) in played.into_iter().enumerate() {
+        w.absorb(own);
         if examples.is_empty() {
             continue;
         }
+        let tool = tools[i].clone();
+        let name = tool_name(&tool).to_string();
         let desc = optimise(w, &tools, &tool, &examples, budget);
         tools = with_description(&tools, &name, &desc);
         for ex in &examples {
@@ -499,6 +530,93 @@ mod tests {
             ]
         );
         assert_eq!(w.calls.iter().filter(|c| c.role == "agent").count(), 2);
+    }
+
+    /// An instance with two tools, `function_1` and `function_2`.
+    fn two_tools() -> (InstanceRow, DocRow) {
+        let (inst, mut doc) = instance();
+        doc.tools = json!([
+            {"name": "function_1", "description": ""},
+            {"name": "function_2", "description": ""}
+        ]);
+        doc.name_mapping = json!([["math_gcd", "function_1"], ["math_lcm", "function_2"]]);
+        (inst, doc)
+    }
+
+    /// Every tool plays at once: each tool's first play waits (up to 5 s) until the
+    /// other tool's play has been asked too. Done one tool after another, the first
+    /// play would wait in vain.
+    #[test]
+    fn the_tools_play_at_once_and_are_recorded_tool_by_tool() {
+        use std::sync::{Condvar, Mutex};
+        use std::time::Duration;
+        let asked = Mutex::new(std::collections::BTreeSet::new());
+        let cv = Condvar::new();
+        let overlapped = Mutex::new(Vec::new());
+        let editor = FnEditor::new(|p: &str| {
+            if p.starts_with("You are testing a tool") {
+                let me = if p.contains("function_2") { 2 } else { 1 };
+                let mut seen = asked.lock().unwrap();
+                seen.insert(me);
+                cv.notify_all();
+                let (seen, _) = cv
+                    .wait_timeout_while(seen, Duration::from_secs(5), |s| s.len() < 2)
+                    .unwrap();
+                overlapped.lock().unwrap().push(seen.len() == 2);
+                "{\"arguments\": {\"a\": 12, \"b\": 18}}".into()
+            } else if p.starts_with("A tool was called") {
+                "{\"status\": \"ok\", \"reflection\": \"works\"}".into()
+            } else if p.starts_with("Below is a call") || p.starts_with("Improve the user request")
+            {
+                "{\"query\": \"gcd of 12 and 18?\", \"answer\": \"6\"}".into()
+            } else if p.starts_with("Rate how good") {
+                "{\"score\": 3, \"feedback\": \"fine\"}".into()
+            } else if p.starts_with("Rewrite the description") {
+                "{\"description\": \"takes integers a and b\"}".into()
+            } else {
+                "It does not name a and b.".into()
+            }
+        });
+        let runner = runner();
+        let mut tb = toolbox(&editor, &runner);
+        tb.agent = Some(&Task);
+        let (inst, doc) = two_tools();
+        let mut w = Work::new(&tb, STAGE, &inst, &doc);
+        let p = produce(&mut w, &Play2PromptBudget::default());
+        assert_eq!(
+            *overlapped.lock().unwrap(),
+            [true, true],
+            "the plays overlapped"
+        );
+        assert_eq!(p.tools[0]["description"], "takes integers a and b");
+        assert_eq!(p.tools[1]["description"], "takes integers a and b");
+        // Recorded as the sequential method ran: function_1's examples and search,
+        // then function_2's.
+        let one_tool = [
+            "play",
+            "critique",
+            "query",
+            "judge",
+            "refine",
+            "judge",
+            "validate",
+            "doc-critique",
+            "rewrite",
+            "validate",
+        ];
+        let recorded: Vec<(&str, &str)> = w
+            .calls
+            .iter()
+            .map(|c| (c.tool.as_str(), c.step.as_str()))
+            .collect();
+        let expected: Vec<(&str, &str)> = ["function_1", "function_2"]
+            .iter()
+            .flat_map(|t| one_tool.iter().map(move |s| (*t, *s)))
+            .collect();
+        assert_eq!(recorded, expected);
+        let runs: Vec<&str> = w.runs.iter().map(|r| r.tool.as_str()).collect();
+        assert_eq!(runs, ["function_1", "function_2"]);
+        assert_eq!(w.usage.calls, 20, "every call's usage is counted once");
     }
 
     #[test]

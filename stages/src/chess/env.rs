@@ -16,15 +16,35 @@ use datasets::chess::rules::Side;
 use datasets::chess::tools::Docs;
 use pipeline::{Handle, StageError};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
-/// Tool play for the baselines: call number n runs the tool on a training position
-/// drawn from the chess seed and n, plays its move and reports the move with the
-/// engine's evaluation before and after (from White's view).
+/// Tool play for the baselines: a tool's n-th call runs it on a training position
+/// drawn from the chess seed, the tool and n, plays its move and reports the move
+/// with the engine's evaluation before and after (from White's view). The draw
+/// depends on the tool's own count, not on the order calls to different tools
+/// arrive in (Play2Prompt plays every tool at once).
 struct ChessRunner<'e, 'a> {
     env: &'e Chess<'a>,
     pool: &'e BlockingPool,
-    calls: AtomicU64,
+    calls: PlayCounts,
+}
+
+/// How many times each tool (by index) has been played.
+#[derive(Default)]
+struct PlayCounts(Mutex<HashMap<usize, u64>>);
+
+impl PlayCounts {
+    /// The draw of `tool`'s next play: its own count, whatever other tools did.
+    fn next_draw(&self, seed: u64, tool: usize) -> datasets::rng::SplitMix64 {
+        let n = {
+            let mut calls = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            let n = calls.entry(tool).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        datasets::rng::SplitMix64::derived(seed, ((tool as u64) << 32) | n)
+    }
 }
 
 impl ChessRunner<'_, '_> {
@@ -34,8 +54,7 @@ impl ChessRunner<'_, '_> {
             .index_of(name, Docs::Opaque)
             .or_else(|| tools.index_of(name, Docs::Gold))
             .ok_or_else(|| format!("there is no tool named {name}"))?;
-        let n = self.calls.fetch_add(1, Ordering::SeqCst);
-        let mut draw = datasets::rng::SplitMix64::derived(self.env.c.seed, n);
+        let mut draw = self.calls.next_draw(self.env.c.seed, i);
         let train = self
             .env
             .positions(Split::Train)
@@ -126,7 +145,7 @@ impl OfflineEnv for Chess<'_> {
         Ok(Box::new(ChessRunner {
             env: self,
             pool: self.engines.get(EXPLORE_STAGE)?,
-            calls: AtomicU64::new(0),
+            calls: PlayCounts::default(),
         }))
     }
 
@@ -136,9 +155,9 @@ impl OfflineEnv for Chess<'_> {
                 // The text no longer names the game phase (it did before); with
                 // `hints` it does.
                 "chess": if self.c.hints {
-                    "a tool on a sampled training position (its phase named), then the evaluation"
+                    "a tool on a training position drawn per tool and call (its phase named), then the evaluation"
                 } else {
-                    "a tool on a sampled training position, then the evaluation (no phase named)"
+                    "a tool on a training position drawn per tool and call, then the evaluation (no phase named)"
                 },
                 "movetime_ms": self.c.movetime_ms,
                 "eval_depth": game::EXPLORATION_EVAL_DEPTH,
@@ -357,5 +376,24 @@ mod tests {
             16,
         );
         assert!(text.contains("late endgame"), "{text}");
+    }
+
+    /// A tool's draws are the same whether other tools were played between its
+    /// calls or not (Play2Prompt plays the tools at once), and differ between tools.
+    #[test]
+    fn a_tools_draws_do_not_depend_on_other_tools_plays() {
+        let alone = PlayCounts::default();
+        let a: Vec<u64> = (0..3).map(|_| alone.next_draw(7, 1).next_u64()).collect();
+        let mixed = PlayCounts::default();
+        let mut b = Vec::new();
+        for _ in 0..3 {
+            mixed.next_draw(7, 0);
+            b.push(mixed.next_draw(7, 1).next_u64());
+            mixed.next_draw(7, 2);
+        }
+        assert_eq!(a, b);
+        let other = PlayCounts::default().next_draw(7, 0).next_u64();
+        assert_ne!(other, a[0]);
+        assert_ne!(a[0], a[1]);
     }
 }
