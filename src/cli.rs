@@ -1,6 +1,6 @@
 //! Command definitions (clap) and dispatch.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use pipeline::{Access, Mode, NodeState, Session, Store};
 use stages::experiment::{ConfigError, Experiment};
@@ -861,9 +861,18 @@ fn released_score(
     expected: Option<&Path>,
     format: Format,
 ) -> Result<ExitCode> {
+    released_dir(dir)?;
     let exec = executor(backend, recorded)?;
-    let rows = stages::bfcl::released::score(dir, &exec, expected)
-        .with_context(|| format!("scoring released runs under {}", dir.display()))?;
+    let rows = stages::bfcl::released::score(dir, &exec, expected).map_err(|e| {
+        let what = format!("scoring released runs under {}", dir.display());
+        match e {
+            // A file not in the released format is the input's fault.
+            e @ datasets::bfcl::released::ReleasedError::Malformed { .. } => {
+                anyhow::Error::new(BadInput(format!("{what}: {e}")))
+            }
+            e => anyhow::Error::new(e).context(what),
+        }
+    })?;
     out!(
         "{}",
         stages::bfcl::released::render(&rows, format == Format::Csv)
@@ -874,6 +883,18 @@ fn released_score(
         stages::bfcl::released::disagreements(&rows)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The released runs' folder must be a directory (exit 2 otherwise).
+fn released_dir(dir: &Path) -> Result<(), BadInput> {
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(BadInput(format!(
+            "{}: not a directory (the folder of the released runs)",
+            dir.display()
+        )))
+    }
 }
 
 /// `otb table table2`.
@@ -887,6 +908,9 @@ fn table2(
     out: Option<&Path>,
 ) -> Result<ExitCode> {
     let exp = experiment.map(load).transpose()?;
+    if let Some(dir) = released {
+        released_dir(dir)?;
+    }
     let store = open_store(root, Access::ReadOnly)?;
     let exec = match recorded {
         Some(r) => executor(Backend::Recorded, Some(r))?,
@@ -901,6 +925,7 @@ fn table2(
 /// against the authors' released runs (each definition tried, labelled).
 fn released_check(table: TableName, dir: &Path) -> Result<ExitCode> {
     use datasets::bfcl::released_checks as rc;
+    released_dir(dir)?;
     let text = match table {
         TableName::Table5 => rc::render_table5(&rc::table5(dir)?),
         TableName::Table7 => rc::render_table7(&rc::table7(dir)?),

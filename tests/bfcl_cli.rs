@@ -62,6 +62,45 @@ fn exec_recorded_backend_answers_from_the_frozen_file() {
     );
 }
 
+/// A released-runs folder that is missing, or holds a file not in the released format,
+/// is the input's fault: one error line naming it, exit code 2.
+#[test]
+fn released_score_refuses_a_missing_folder_and_a_malformed_file_as_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    let score = |dir: &std::path::Path| {
+        let out = otb()
+            .args(["released", "score"])
+            .arg(dir)
+            .args(["--backend", "simulated"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
+    };
+    let missing = d.path().join("missing");
+    let (code, err) = score(&missing);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("otb: error: ") && err.contains("not a directory"),
+        "{err}"
+    );
+
+    let run = d
+        .path()
+        .join("runs/tool_observer/executable_simple_function_name/gen_seed0");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("v0_results.json"),
+        "{\"id\": \"exec_simple_0\", \"resu",
+    )
+    .unwrap();
+    let (code, err) = score(&d.path().join("runs"));
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("v0_results.json:1: invalid JSON"), "{err}");
+}
+
 #[test]
 fn released_score_reproduces_table2_gpt5_cells() {
     let Some(s) = shared() else { return };
