@@ -429,6 +429,19 @@ mod tests {
     use crate::models::{AgentJob, AgentTurn};
     use crate::rows::CallRecord;
 
+    /// The steps after a play that worked: the example's query, judged, refined and
+    /// judged again, then one level of the description search.
+    const AFTER_A_WORKING_PLAY: [&str; 8] = [
+        "query",
+        "judge",
+        "refine",
+        "judge",
+        "validate",
+        "doc-critique",
+        "rewrite",
+        "validate",
+    ];
+
     /// Proposes `{"x": 1}` first, then `{"a": 12, "b": 18}`; the runner fails on `x`.
     fn editor() -> FnEditor<impl Fn(&str) -> String + Send + Sync> {
         FnEditor::new(|p: &str| {
@@ -438,25 +451,31 @@ mod tests {
                 } else {
                     "{\"arguments\": {\"x\": 1}}".into()
                 }
-            } else if p.starts_with("A tool was called") {
-                if p.contains("TypeError") {
-                    "{\"status\": \"error\", \"reflection\": \"it wants a and b\"}".into()
-                } else {
-                    "{\"status\": \"ok\", \"reflection\": \"works\"}".into()
-                }
-            } else if p.starts_with("Below is a call") || p.starts_with("Improve the user request")
-            {
-                "{\"query\": \"gcd of 12 and 18?\", \"answer\": \"6\"}".into()
-            } else if p.starts_with("Rate how good") {
-                "{\"score\": 3, \"feedback\": \"fine\"}".into()
-            } else if p.starts_with("An assistant was given") {
-                "It does not name a and b.".into()
-            } else if p.starts_with("Rewrite the description") {
-                "{\"description\": \"gcd of integers a and b\"}".into()
             } else {
-                String::new()
+                reply(p)
             }
         })
+    }
+
+    /// The scripted editor's answer to every prompt but tool play.
+    fn reply(p: &str) -> String {
+        if p.starts_with("A tool was called") {
+            if p.contains("TypeError") {
+                "{\"status\": \"error\", \"reflection\": \"it wants a and b\"}".into()
+            } else {
+                "{\"status\": \"ok\", \"reflection\": \"works\"}".into()
+            }
+        } else if p.starts_with("Below is a call") || p.starts_with("Improve the user request") {
+            "{\"query\": \"gcd of 12 and 18?\", \"answer\": \"6\"}".into()
+        } else if p.starts_with("Rate how good") {
+            "{\"score\": 3, \"feedback\": \"fine\"}".into()
+        } else if p.starts_with("An assistant was given") {
+            "It does not name a and b.".into()
+        } else if p.starts_with("Rewrite the description") {
+            "{\"description\": \"gcd of integers a and b\"}".into()
+        } else {
+            String::new()
+        }
     }
 
     fn runner() -> FnRunner<impl Fn(&Map<String, Value>) -> ToolOutput + Sync> {
@@ -512,23 +531,8 @@ mod tests {
             json!([{"query": "gcd of 12 and 18?", "function": "function_1", "arguments": {"a": 12, "b": 18}}])
         );
         let steps: Vec<&str> = w.calls.iter().map(|c| c.step.as_str()).collect();
-        assert_eq!(
-            steps,
-            [
-                "play",
-                "critique",
-                "play",
-                "critique",
-                "query",
-                "judge",
-                "refine",
-                "judge",
-                "validate",
-                "doc-critique",
-                "rewrite",
-                "validate"
-            ]
-        );
+        let two_plays = ["play", "critique", "play", "critique"];
+        assert_eq!(steps, [&two_plays[..], &AFTER_A_WORKING_PLAY[..]].concat());
         assert_eq!(w.calls.iter().filter(|c| c.role == "agent").count(), 2);
     }
 
@@ -564,17 +568,8 @@ mod tests {
                     .unwrap();
                 overlapped.lock().unwrap().push(seen.len() == 2);
                 "{\"arguments\": {\"a\": 12, \"b\": 18}}".into()
-            } else if p.starts_with("A tool was called") {
-                "{\"status\": \"ok\", \"reflection\": \"works\"}".into()
-            } else if p.starts_with("Below is a call") || p.starts_with("Improve the user request")
-            {
-                "{\"query\": \"gcd of 12 and 18?\", \"answer\": \"6\"}".into()
-            } else if p.starts_with("Rate how good") {
-                "{\"score\": 3, \"feedback\": \"fine\"}".into()
-            } else if p.starts_with("Rewrite the description") {
-                "{\"description\": \"takes integers a and b\"}".into()
             } else {
-                "It does not name a and b.".into()
+                reply(p)
             }
         });
         let runner = runner();
@@ -588,22 +583,11 @@ mod tests {
             [true, true],
             "the plays overlapped"
         );
-        assert_eq!(p.tools[0]["description"], "takes integers a and b");
-        assert_eq!(p.tools[1]["description"], "takes integers a and b");
+        assert_eq!(p.tools[0]["description"], "gcd of integers a and b");
+        assert_eq!(p.tools[1]["description"], "gcd of integers a and b");
         // Recorded as the sequential method ran: function_1's examples and search,
         // then function_2's.
-        let one_tool = [
-            "play",
-            "critique",
-            "query",
-            "judge",
-            "refine",
-            "judge",
-            "validate",
-            "doc-critique",
-            "rewrite",
-            "validate",
-        ];
+        let one_tool = [&["play", "critique"][..], &AFTER_A_WORKING_PLAY[..]].concat();
         let recorded: Vec<(&str, &str)> = w
             .calls
             .iter()
