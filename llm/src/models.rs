@@ -172,7 +172,8 @@ pub fn cached_model(name: &str, cache_dir: &Path) -> Result<Option<PathBuf>, Mod
     Ok(verified(&path, s.sha256).then_some(path))
 }
 
-fn override_path() -> Result<Option<PathBuf>, ModelError> {
+/// `OTB_EMBEDDED_MODEL`, when set: a file, or [`ModelError::OverrideMissing`].
+pub(crate) fn override_path() -> Result<Option<PathBuf>, ModelError> {
     match std::env::var_os("OTB_EMBEDDED_MODEL").filter(|v| !v.is_empty()) {
         Some(p) => {
             let p = PathBuf::from(p);

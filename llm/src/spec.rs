@@ -200,14 +200,9 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
 /// only the names are checked): `OTB_EMBEDDED_MODEL`, when set, must be a file, and
 /// `OTB_EMBEDDED_DRAFT`, when set, a file or a known model's name.
 pub fn check_embedded_env() -> Result<(), String> {
-    // Read as the loaders read them: the model's path as it is, the draft trimmed.
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-    if let Some(p) = var("OTB_EMBEDDED_MODEL") {
-        if !std::path::Path::new(&p).is_file() {
-            return Err(crate::ModelError::OverrideMissing(p.into()).to_string());
-        }
-    }
-    if let Some(v) = var("OTB_EMBEDDED_DRAFT").map(|v| v.trim().to_owned()) {
+    // The same readers as the loaders use.
+    crate::models::override_path().map_err(|e| e.to_string())?;
+    if let Some(v) = draft_setting() {
         if !std::path::Path::new(&v).is_file() {
             crate::models::spec(&v).map_err(|e| {
                 format!("OTB_EMBEDDED_DRAFT={v} is neither a file nor a known model: {e}")
@@ -217,15 +212,19 @@ pub fn check_embedded_env() -> Result<(), String> {
     Ok(())
 }
 
+/// `OTB_EMBEDDED_DRAFT`, trimmed; unset or blank: `None`.
+fn draft_setting() -> Option<String> {
+    std::env::var("OTB_EMBEDDED_DRAFT")
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
 /// The draft model of speculative decoding: `OTB_EMBEDDED_DRAFT`, a known
 /// model's name (fetched like the model) or a GGUF file; unset or empty: none.
 #[cfg(feature = "embedded")]
 fn draft_model(spec: &ModelSpec) -> Result<Option<std::path::PathBuf>, OpenError> {
-    let Some(v) = std::env::var("OTB_EMBEDDED_DRAFT")
-        .ok()
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-    else {
+    let Some(v) = draft_setting() else {
         return Ok(None);
     };
     let p = std::path::PathBuf::from(&v);
