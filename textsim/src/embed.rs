@@ -3,16 +3,18 @@
 //! The recipe of sentence-transformers for this model (`modules.json`:
 //! Transformer, Pooling(mean), Normalize): WordPiece tokens with `[CLS]` and
 //! `[SEP]`, truncated to [`MAX_TOKENS`]; the BERT encoder's last hidden
-//! states averaged over the attention mask; the mean divided by its L2 norm.
-//! Texts are sorted by token count and run in batches of [`BATCH`] so that
-//! padding stays short; the result is in input order.
+//! states averaged over the tokens; the mean divided by its L2 norm. The texts
+//! of a call go through [`crate::bert::Bert`] in groups of about
+//! [`GROUP_TOKENS`] word pieces, stacked without padding (a vector does not
+//! depend on the other texts of a call), the groups on rayon's threads; the
+//! result is in input order.
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use rayon::prelude::*;
 use tokenizers::{Tokenizer, TruncationParams};
+
+use crate::bert::{Bert, BertConfig};
 
 use crate::model::{self, ModelFile};
 use crate::{io, TextSimError};
@@ -20,8 +22,9 @@ use crate::{io, TextSimError};
 /// Word pieces per text, `[CLS]` and `[SEP]` included
 /// (`sentence_bert_config.json`: `max_seq_length` 256).
 pub const MAX_TOKENS: usize = 256;
-/// Texts per forward pass.
-pub const BATCH: usize = 32;
+/// Word pieces per forward pass (texts are grouped up to this; a longer text is
+/// a group of its own).
+const GROUP_TOKENS: usize = 512;
 
 /// Identifies the embedding recipe in [`Embedder::model_id`]; change it when
 /// the pooling, normalisation or truncation changes.
@@ -29,9 +32,8 @@ const RECIPE: &str = "textsim-embed-v1 mean-pool l2 max_tokens=256";
 
 /// A loaded sentence-embedding model.
 pub struct Embedder {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
-    device: Device,
     dim: usize,
     model_id: String,
     dir: PathBuf,
@@ -103,11 +105,10 @@ impl Embedder {
             format!("{RECIPE}\n{}\n{}\n{}\n", config.2, tokenizer.2, weights.2).as_bytes(),
         );
 
-        let config: Config =
-            serde_json::from_slice(&config.1).map_err(|e| TextSimError::ModelFile {
-                path: config.0.clone(),
-                detail: format!("not a BERT config: {e}"),
-            })?;
+        let cfg = BertConfig::from_json(&config.1).map_err(|e| TextSimError::ModelFile {
+            path: config.0.clone(),
+            detail: format!("not a BERT config: {e}"),
+        })?;
         let mut tok = Tokenizer::from_bytes(&tokenizer.1).map_err(|e| TextSimError::ModelFile {
             path: tokenizer.0.clone(),
             detail: format!("not a tokenizer: {e}"),
@@ -121,17 +122,15 @@ impl Embedder {
         .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
         tok.with_padding(None);
 
-        let device = Device::Cpu;
-        let vb = VarBuilder::from_buffered_safetensors(weights.1, DType::F32, &device)?;
-        let bert = BertModel::load(vb, &config).map_err(|e| TextSimError::ModelFile {
+        let dim = cfg.hidden_size;
+        let bert = Bert::load(cfg, &weights.1).map_err(|e| TextSimError::ModelFile {
             path: weights.0.clone(),
             detail: format!("loading BERT weights: {e}"),
         })?;
         Ok(Self {
             model: bert,
             tokenizer: tok,
-            device,
-            dim: config.hidden_size,
+            dim,
             model_id,
             dir: dir.to_owned(),
         })
@@ -172,55 +171,51 @@ impl Embedder {
             .tokenizer
             .encode_batch(texts.to_vec(), true)
             .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
-        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| ids[i].len());
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i]).collect();
-            for (&i, v) in chunk.iter().zip(self.forward(&batch)?) {
-                out[i] = v;
+        // Groups of texts in input order, each about GROUP_TOKENS word pieces: a group
+        // is one forward pass (its dense layers one matrix product each), and the
+        // groups run on rayon's threads.
+        let mut groups: Vec<Vec<&[u32]>> = Vec::new();
+        let mut tokens = 0;
+        for e in &encodings {
+            let ids = e.get_ids();
+            match groups.last_mut() {
+                Some(g) if tokens + ids.len() <= GROUP_TOKENS => g.push(ids),
+                _ => {
+                    groups.push(vec![ids]);
+                    tokens = 0;
+                }
             }
+            tokens += ids.len();
         }
-        Ok(out)
-    }
-
-    /// Encoder + mean pooling + L2 normalisation for one padded batch.
-    fn forward(&self, batch: &[&[u32]]) -> Result<Vec<Vec<f32>>, TextSimError> {
-        let b = batch.len();
-        let t = batch.iter().map(|s| s.len()).max().unwrap_or(0).max(1);
-        let mut ids = vec![0u32; b * t];
-        let mut mask = vec![0u32; b * t];
-        for (row, seq) in batch.iter().enumerate() {
-            ids[row * t..row * t + seq.len()].copy_from_slice(seq);
-            mask[row * t..row * t + seq.len()].fill(1);
-        }
-        let input_ids = Tensor::from_vec(ids, (b, t), &self.device)?;
-        let type_ids = input_ids.zeros_like()?;
-        let attention = Tensor::from_vec(mask, (b, t), &self.device)?;
-        let hidden = self
-            .model
-            .forward(&input_ids, &type_ids, Some(&attention))?
-            .to_dtype(DType::F32)?
-            .to_vec3::<f32>()?;
-        Ok(hidden
-            .iter()
-            .zip(batch)
-            .map(|(states, seq)| pool(&states[..seq.len()], self.dim))
-            .collect())
+        let pooled: Vec<Vec<Vec<f32>>> = groups
+            .par_iter()
+            .map(|g| {
+                let states = self.model.forward(g).map_err(TextSimError::Inference)?;
+                let mut start = 0;
+                Ok(g.iter()
+                    .map(|ids| {
+                        let end = start + ids.len() * self.dim;
+                        let v = pool(&states[start..end], self.dim);
+                        start = end;
+                        v
+                    })
+                    .collect())
+            })
+            .collect::<Result<_, TextSimError>>()?;
+        Ok(pooled.into_iter().flatten().collect())
     }
 }
 
-/// Mean of the unmasked token states (the first `n` rows), then divided by
-/// its L2 norm (sentence-transformers: `max(norm, 1e-12)`).
-fn pool(states: &[Vec<f32>], dim: usize) -> Vec<f32> {
+/// Mean of the token states (rows of `dim`), then divided by its L2 norm
+/// (sentence-transformers: `max(norm, 1e-12)`).
+fn pool(states: &[f32], dim: usize) -> Vec<f32> {
     let mut sum = vec![0f64; dim];
-    for s in states {
+    for s in states.chunks_exact(dim) {
         for (acc, &x) in sum.iter_mut().zip(s) {
             *acc += f64::from(x);
         }
     }
-    let n = (states.len() as f64).max(1e-9);
+    let n = ((states.len() / dim.max(1)) as f64).max(1e-9);
     let mean: Vec<f64> = sum.iter().map(|x| x / n).collect();
     let norm = mean.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-12);
     mean.iter().map(|x| (x / norm) as f32).collect()
@@ -268,11 +263,11 @@ mod tests {
 
     #[test]
     fn pooling_averages_then_normalises() {
-        let v = pool(&[vec![1.0, 0.0], vec![3.0, 0.0]], 2);
+        let v = pool(&[1.0, 0.0, 3.0, 0.0], 2);
         assert_eq!(v, vec![1.0, 0.0]);
-        let v = pool(&[vec![3.0, 4.0]], 2);
+        let v = pool(&[3.0, 4.0], 2);
         assert!((v[0] - 0.6).abs() < 1e-7 && (v[1] - 0.8).abs() < 1e-7);
-        assert_eq!(pool(&[vec![0.0, 0.0]], 2), vec![0.0, 0.0]);
+        assert_eq!(pool(&[0.0, 0.0], 2), vec![0.0, 0.0]);
     }
 
     #[test]

