@@ -5,7 +5,7 @@
 //! `[SEP]`, truncated to [`MAX_TOKENS`]; the BERT encoder's last hidden
 //! states averaged over the tokens; the mean divided by its L2 norm. The texts
 //! of a call go through [`crate::bert::Bert`] in groups of about
-//! [`GROUP_TOKENS`] word pieces, stacked without padding (a vector does not
+//! 512 word pieces, stacked without padding (a vector does not
 //! depend on the other texts of a call), the groups on rayon's threads; the
 //! result is in input order.
 
