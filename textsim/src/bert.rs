@@ -312,20 +312,17 @@ impl Bert {
             ));
         }
         let mut x = vec![0f32; rows * h];
-        let mut out_rows = x.chunks_exact_mut(h);
-        for seq in seqs {
-            for (i, &id) in seq.iter().enumerate() {
-                let id = id as usize;
-                if id >= self.cfg.vocab_size {
-                    return Err(format!("token id {id} is outside the vocabulary"));
-                }
-                let word = &self.word[id * h..(id + 1) * h];
-                let pos = &self.position[i * h..(i + 1) * h];
-                if let Some(row) = out_rows.next() {
-                    for (j, out) in row.iter_mut().enumerate() {
-                        *out = word[j] + self.token_type[j] + pos[j];
-                    }
-                }
+        // Each row: its word, its position within its own sequence, token type 0.
+        let positions = seqs.iter().flat_map(|s| s.iter().enumerate());
+        for (row, (i, &id)) in x.chunks_exact_mut(h).zip(positions) {
+            let id = id as usize;
+            if id >= self.cfg.vocab_size {
+                return Err(format!("token id {id} is outside the vocabulary"));
+            }
+            let word = &self.word[id * h..(id + 1) * h];
+            let pos = &self.position[i * h..(i + 1) * h];
+            for (j, out) in row.iter_mut().enumerate() {
+                *out = word[j] + self.token_type[j] + pos[j];
             }
         }
         self.emb_norm.apply(&mut x, h);

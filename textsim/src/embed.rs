@@ -34,7 +34,6 @@ const RECIPE: &str = "textsim-embed-v1 mean-pool l2 max_tokens=256";
 pub struct Embedder {
     model: Bert,
     tokenizer: Tokenizer,
-    dim: usize,
     model_id: String,
     dir: PathBuf,
 }
@@ -43,7 +42,7 @@ impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Embedder")
             .field("dir", &self.dir)
-            .field("dim", &self.dim)
+            .field("dim", &self.dim())
             .field("model_id", &self.model_id)
             .finish()
     }
@@ -122,7 +121,6 @@ impl Embedder {
         .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
         tok.with_padding(None);
 
-        let dim = cfg.hidden_size;
         let bert = Bert::load(cfg, &weights.1).map_err(|e| TextSimError::ModelFile {
             path: weights.0.clone(),
             detail: format!("loading BERT weights: {e}"),
@@ -130,7 +128,6 @@ impl Embedder {
         Ok(Self {
             model: bert,
             tokenizer: tok,
-            dim,
             model_id,
             dir: dir.to_owned(),
         })
@@ -138,7 +135,7 @@ impl Embedder {
 
     /// Vector length (384 for MiniLM-L6).
     pub fn dim(&self) -> usize {
-        self.dim
+        self.model.config().hidden_size
     }
 
     /// sha256 (hex) over the recipe and the digests of the model files:
@@ -194,8 +191,8 @@ impl Embedder {
                 let mut start = 0;
                 Ok(g.iter()
                     .map(|ids| {
-                        let end = start + ids.len() * self.dim;
-                        let v = pool(&states[start..end], self.dim);
+                        let end = start + ids.len() * self.dim();
+                        let v = pool(&states[start..end], self.dim());
                         start = end;
                         v
                     })

