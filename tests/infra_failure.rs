@@ -361,8 +361,17 @@ fn fleet_handle(mut stream: TcpStream, srv: Arc<FleetServer>) {
     if common::read_request(&stream).is_none() {
         return;
     }
-    if common::respond(&mut stream, "200 OK", REPLY) {
-        srv.answered.fetch_add(1, Ordering::SeqCst);
+    // The answer is counted before it is sent: counted after, the client could read it
+    // and open its next connection before the count rose, and a server killed after
+    // `dies_after` answers would answer once more.
+    let claimed = srv
+        .answered
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < srv.dies_after).then_some(n + 1)
+        })
+        .is_ok();
+    if claimed && !common::respond(&mut stream, "200 OK", REPLY) {
+        srv.answered.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
