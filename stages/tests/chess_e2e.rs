@@ -427,12 +427,22 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
         .filter(|g| g.split == "train")
         .collect();
     assert_eq!(train.len(), 2, "one training position, both sides");
+    // The opponent plays at a limited strength, which Stockfish randomises, so a
+    // game can end on the board before the cut (CI once saw the agent mated in 9
+    // plies). Such a game is scored as played; every other one is cut at 10 plies
+    // and is partial. The batch prompt above already needed at least one cut game.
     for g in &train {
-        assert_eq!(
-            (g.score, g.result.as_str(), g.end_reason.as_str()),
-            (None, "*", "cut"),
-            "{g:?}"
-        );
+        let plies = g.plies.as_array().map_or(0, Vec::len);
+        if g.end_reason == "cut" {
+            assert_eq!(
+                (g.score, g.result.as_str(), plies),
+                (None, "*", 10),
+                "{g:?}"
+            );
+        } else {
+            assert!(plies < 10, "a game that reached the cut must be cut: {g:?}");
+            assert!(g.score.is_some() && g.result != "*", "{g:?}");
+        }
         assert!(g.final_eval.is_some());
     }
 }
