@@ -133,6 +133,38 @@ fn embedded_model_runs_each_baseline() {
         "evaluate[names+params play2prompt r0]",
         "evaluate[names+params draft r0]",
     ]);
+    // The embedded backend's revision keys what the model answered: every stage that
+    // called the model holds it in its key, every call in the cache in its request.
+    let mut model_stages = 0;
+    for stage in std::fs::read_dir(s.store()).unwrap().flatten() {
+        for entry in std::fs::read_dir(stage.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let Ok(text) = std::fs::read_to_string(entry.path().join("manifest.json")) else {
+                continue;
+            };
+            let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+            if m["usage"]["calls"].as_u64().unwrap_or(0) > 0 {
+                model_stages += 1;
+                let params = m["components"]["params"].to_string();
+                let revision = format!("embedded backend revision {}", llm::EMBEDDED_REVISION);
+                assert!(
+                    params.contains(&revision),
+                    "{}: {params}",
+                    entry.path().display()
+                );
+            }
+        }
+    }
+    assert!(model_stages >= 6, "{model_stages} stages called the model");
+    let calls = llm::read_entries(s.store().join("cache").join("llm")).unwrap();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        let req: llm::ChatRequest = serde_json::from_str(&c.request_json).unwrap();
+        assert_eq!(req.backend_revision, Some(llm::EMBEDDED_REVISION), "{c:?}");
+    }
     let tokens = s.table_csv("tokens");
     for method in ["easytool", "play2prompt", "draft"] {
         let row = tokens

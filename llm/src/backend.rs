@@ -28,6 +28,14 @@ pub trait Backend: Send + Sync {
     fn metrics_summary(&self) -> Option<String> {
         None
     }
+
+    /// The revision of what this backend does to a request besides asking its
+    /// model (the embedded backend: [`crate::EMBEDDED_REVISION`]); the call cache
+    /// keys a request with it, so answers from another revision are not reused.
+    /// `None` (an endpoint, a script): the request alone is the key.
+    fn revision(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Arc<B> {
@@ -39,6 +47,9 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
     }
     fn metrics_summary(&self) -> Option<String> {
         (**self).metrics_summary()
+    }
+    fn revision(&self) -> Option<u32> {
+        (**self).revision()
     }
 }
 

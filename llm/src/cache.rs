@@ -1106,9 +1106,23 @@ impl CachedClient {
         &self.cache
     }
 
-    /// Answers `req` from the cache or the backend.
+    /// Answers `req` from the cache or the backend. The request is keyed, and
+    /// recorded, with the backend's revision ([`Backend::revision`]), so an answer
+    /// the embedded model gave before its prompt layout or decoding changed is not
+    /// served after.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
         CALLS.fetch_add(1, Ordering::Relaxed);
+        let revised;
+        let req = match self.backend.revision() {
+            Some(r) if req.backend_revision != Some(r) => {
+                revised = ChatRequest {
+                    backend_revision: Some(r),
+                    ..req.clone()
+                };
+                &revised
+            }
+            _ => req,
+        };
         let key = request_key(req);
         let cache = self.cache.clone();
         let k = key.clone();
@@ -1152,6 +1166,9 @@ impl Backend for CachedClient {
     fn name(&self) -> &str {
         self.backend.name()
     }
+    fn revision(&self) -> Option<u32> {
+        self.backend.revision()
+    }
 }
 
 /// The `replay` backend: answers only from the cache. A miss is a
@@ -1175,7 +1192,21 @@ impl Backend for Replay {
     fn chat<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         Box::pin(async move {
             let key = request_key(req);
-            match self.cache.get(&key)? {
+            // A call cache the embedded model filled keys its requests with the
+            // backend's revision: replayed, the same request finds those answers
+            // too (of the current revision only).
+            let embedded = || ChatRequest {
+                backend_revision: Some(crate::EMBEDDED_REVISION),
+                ..req.clone()
+            };
+            let hit = match self.cache.get(&key)? {
+                Some(r) => Some(r),
+                None if req.backend_revision.is_none() => {
+                    self.cache.get(&request_key(&embedded()))?
+                }
+                None => None,
+            };
+            match hit {
                 Some(r) => Ok(r),
                 None => Err(LlmError::new(
                     ErrorKind::CacheMiss,
@@ -1278,6 +1309,97 @@ pub(crate) mod tests {
                 .as_deref(),
             Some("b")
         );
+    }
+
+    /// A scripted backend that reports a revision, as the embedded one does.
+    struct Revised(crate::backend::Scripted, Option<u32>);
+
+    impl Backend for Revised {
+        fn chat<'a>(
+            &'a self,
+            req: &'a ChatRequest,
+        ) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
+            self.0.chat(req)
+        }
+        fn name(&self) -> &str {
+            "revised"
+        }
+        fn revision(&self) -> Option<u32> {
+            self.1
+        }
+    }
+
+    fn counting(
+        revision: Option<u32>,
+        answer: &'static str,
+    ) -> (Arc<Revised>, Arc<std::sync::atomic::AtomicUsize>) {
+        let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let m = n.clone();
+        let b = crate::backend::Scripted::new(move |r| {
+            m.fetch_add(1, Ordering::Relaxed);
+            // The backend sees the request as keyed.
+            Ok(ChatResponse::text(format!(
+                "{answer} {:?}",
+                r.backend_revision
+            )))
+        });
+        (Arc::new(Revised(b, revision)), n)
+    }
+
+    /// An answer the backend gave at one revision (the embedded model before its
+    /// prompt layout changed) is not served at another; a backend with no revision
+    /// keys the request alone, as before revisions existed.
+    #[tokio::test]
+    async fn the_backends_revision_keys_its_answers() {
+        let dir = tempdir("revision");
+        let cache = Arc::new(CallCache::open(&dir).unwrap());
+        let (old, n_old) = counting(Some(1), "old");
+        let (new, n_new) = counting(Some(2), "new");
+        let (plain, n_plain) = counting(None, "plain");
+        let ask = |b: Arc<Revised>| {
+            let c = CachedClient::new(b, cache.clone());
+            async move { c.chat(&req("q")).await.unwrap().content.unwrap() }
+        };
+        assert_eq!(ask(old.clone()).await, "old Some(1)");
+        assert_eq!(ask(old.clone()).await, "old Some(1)");
+        assert_eq!(ask(new.clone()).await, "new Some(2)");
+        assert_eq!(ask(plain.clone()).await, "plain None");
+        assert_eq!(ask(new).await, "new Some(2)");
+        let counts = [&n_old, &n_new, &n_plain].map(|n| n.load(Ordering::Relaxed));
+        assert_eq!(counts, [1, 1, 1]);
+        // The plain key is the request's own (pinned in key_is_stable_across_versions).
+        let rows = read_entries(&dir).unwrap();
+        let keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
+        assert!(keys.contains(&request_key(&req("q")).as_str()), "{keys:?}");
+        for r in &rows {
+            let recorded: ChatRequest = serde_json::from_str(&r.request_json).unwrap();
+            assert_eq!(request_key(&recorded), r.key);
+        }
+    }
+
+    /// `replay:` finds what the embedded model answered (at the current revision).
+    #[tokio::test]
+    async fn replay_finds_the_embedded_models_answers() {
+        let dir = tempdir("replay-embedded");
+        let cache = Arc::new(CallCache::open(&dir).unwrap());
+        let (emb, _) = counting(Some(crate::EMBEDDED_REVISION), "emb");
+        let (older, _) = counting(Some(crate::EMBEDDED_REVISION - 1), "older");
+        CachedClient::new(emb, cache.clone())
+            .chat(&req("a"))
+            .await
+            .unwrap();
+        CachedClient::new(older, cache.clone())
+            .chat(&req("b"))
+            .await
+            .unwrap();
+        let replay = Replay::new(cache.clone(), "t");
+        let a = replay.chat(&req("a")).await.unwrap();
+        assert_eq!(
+            a.content,
+            Some(format!("emb Some({})", crate::EMBEDDED_REVISION))
+        );
+        let e = replay.chat(&req("b")).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::CacheMiss);
     }
 
     #[tokio::test]

@@ -48,7 +48,7 @@ pub use retry::RetryPolicy;
 pub use serve::{serve, serve_with, ServeConfig};
 pub use spec::{
     check_embedded_env, open_backend, open_backend_with, Fault, ModelKind, ModelSpec, OpenError,
-    SpecError,
+    SpecError, EMBEDDED_REVISION,
 };
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,

@@ -43,8 +43,24 @@ impl ModelKind {
     }
 }
 
+/// What the embedded backend does with a request beyond the model file: how it
+/// renders the conversation and the tools into the prompt ([`crate::prompt`]), the
+/// grammar that constrains a tool call ([`crate::grammar`]), how it decodes and
+/// parses the output. An embedded model's answers depend on all of it, so the
+/// revision is part of every key that such an answer feeds: the call cache's
+/// request keys (the embedded backend reports it, [`crate::Backend::revision`]) and
+/// the stage keys (an `embedded:` spec serialises with it). Bump it by hand when a
+/// change to those parts can change what a request answers; embedded stages and
+/// calls are then computed again instead of being served from before the change.
+///
+/// Revision 2: tool calls render back into the prompt in the grammar's layout
+/// (changed on 2026-11-26 without a key change; revision 1 is every key before).
+pub const EMBEDDED_REVISION: u32 = 2;
+
 /// A model spec (`kind:name`), parsed once. It serialises as the string it was
-/// written as, so the keys that hold it do not depend on this type.
+/// written as, so the keys that hold it do not depend on this type; an `embedded:`
+/// spec adds the embedded backend's revision ([`EMBEDDED_REVISION`]), so a stage
+/// that an embedded model feeds is computed again when the backend changes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ModelSpec {
     /// The family.
@@ -95,7 +111,12 @@ impl fmt::Display for ModelSpec {
 
 impl serde::Serialize for ModelSpec {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        match self.kind {
+            ModelKind::Embedded => s.collect_str(&format_args!(
+                "{self} (embedded backend revision {EMBEDDED_REVISION})"
+            )),
+            _ => s.collect_str(self),
+        }
     }
 }
 
@@ -266,6 +287,24 @@ mod tests {
             let e = ModelSpec::parse(bad).unwrap_err();
             assert!(e.0.contains(ModelSpec::GRAMMAR), "{bad}: {e}");
         }
+    }
+
+    /// Stage keys hold specs as serialised: the embedded backend's revision is in an
+    /// embedded spec's, and no other kind's key material changes with it.
+    #[test]
+    fn an_embedded_spec_serialises_with_the_backends_revision() {
+        let key = |spec: &str| serde_json::to_value(ModelSpec::parse(spec).unwrap()).unwrap();
+        assert_eq!(
+            key("embedded:qwen2.5-coder-1.5b"),
+            format!("embedded:qwen2.5-coder-1.5b (embedded backend revision {EMBEDDED_REVISION})")
+                .as_str()
+        );
+        for other in ["openai:gpt-5", "replay:gpt-5", "scripted:random"] {
+            assert_eq!(key(other), other);
+        }
+        // What a person reads stays the spec as written.
+        let s = ModelSpec::parse("embedded:qwen2.5-coder-1.5b").unwrap();
+        assert_eq!(s.to_string(), "embedded:qwen2.5-coder-1.5b");
     }
 
     #[test]

@@ -265,6 +265,12 @@ pub struct ChatRequest {
     /// (its callers execute only the first call when they want one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    /// The revision of the backend that answers it, when that backend has one
+    /// ([`crate::Backend::revision`]: the embedded model). Set by the call cache, not
+    /// by callers, so it keys the request; `None` is left out of the key, so an
+    /// endpoint's requests keep their keys. Never sent to an endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend_revision: Option<u32>,
 }
 
 impl ChatRequest {
@@ -279,6 +285,7 @@ impl ChatRequest {
             seed: None,
             sample_index: 0,
             parallel_tool_calls: None,
+            backend_revision: None,
         }
     }
 }

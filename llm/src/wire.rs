@@ -388,6 +388,7 @@ pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
         seed: v.get("seed").and_then(Value::as_u64),
         sample_index: u32_field("otb_sample_index").unwrap_or(0),
         parallel_tool_calls: v.get("parallel_tool_calls").and_then(Value::as_bool),
+        backend_revision: None,
     })
 }
 

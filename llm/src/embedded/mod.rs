@@ -417,6 +417,10 @@ impl Backend for EmbeddedBackend {
     fn metrics_summary(&self) -> Option<String> {
         Some(self.metrics().summary())
     }
+
+    fn revision(&self) -> Option<u32> {
+        Some(crate::EMBEDDED_REVISION)
+    }
 }
 
 /// The context the worker decodes in: `n_seq` sequences over one unified KV
