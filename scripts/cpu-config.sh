@@ -10,6 +10,10 @@
 # AMX is left off on purpose: with `-march=native` llama.cpp's AMX kernels were
 # compiled in and died with an illegal instruction on a VM that lists the amx flags.
 #
+# It also points llama.cpp's CMake build at scripts/llama-common.cmake, which compiles
+# llama.cpp's `common` library (built because the crate's wrappers link it, never on
+# the model's path) without optimisation: half of llama.cpp's compile time.
+#
 # The file is only written when it is missing or was written by this script; delete it
 # to build for the generic set (then `cargo clean -p llama-cpp-sys-2`, since cargo
 # rebuilds llama.cpp only when a GGML_* variable it saw changes).
@@ -51,6 +55,9 @@ mkdir -p .cargo
     echo 'GGML_AMX_INT8 = "OFF"'
     echo 'GGML_AMX_BF16 = "OFF"'
   fi
+  # llama.cpp's `common` library unoptimised (see that file): about a minute less of
+  # a first build on 2 cores, nothing of the model's code changed.
+  echo 'CMAKE_PROJECT_INCLUDE = { value = "scripts/llama-common.cmake", relative = true }'
 } > "$tmp"
 mv "$tmp" "$out"
 on=$(grep -c '"ON"' "$out" || true)
