@@ -14,6 +14,21 @@ use crate::types::{ChatRequest, ChatResponse};
 /// A boxed, sendable future, as returned by [`Backend::chat`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What the embedded backend does with a request beyond the model file: how it
+/// renders the conversation and the tools into the prompt ([`crate::prompt`]), the
+/// grammar that constrains a tool call ([`crate::grammar`]), how it decodes and
+/// parses the output. An embedded model's answers depend on all of it, so the
+/// revision is part of every key that such an answer feeds: the call cache's
+/// request keys (the embedded backend reports it, [`Backend::revision`]) and the
+/// stage keys (an `embedded:` spec serialises with it, [`crate::ModelSpec`]). Bump
+/// it by hand when a change to those parts can change what a request answers;
+/// embedded stages and calls are then computed again instead of being served from
+/// before the change.
+///
+/// Revision 2: tool calls render back into the prompt in the grammar's layout
+/// (changed on 2026-11-26 without a key change; revision 1 is every key before).
+pub const EMBEDDED_REVISION: u32 = 2;
+
 /// Something that answers chat requests.
 pub trait Backend: Send + Sync {
     /// Answers one request. Implementations classify failures into

@@ -34,7 +34,7 @@ pub mod spec;
 pub mod types;
 pub mod wire;
 
-pub use backend::{chat_all, Backend, BoxFuture, Scripted};
+pub use backend::{chat_all, Backend, BoxFuture, Scripted, EMBEDDED_REVISION};
 pub use cache::{
     read_entries, request_key, CacheError, CacheRow, CachedClient, CallCache, DroppedLine,
     LockMode, MergeReport, OpenReport, Replay, StatsSnapshot,
@@ -48,7 +48,7 @@ pub use retry::RetryPolicy;
 pub use serve::{serve, serve_with, ServeConfig};
 pub use spec::{
     check_embedded_env, open_backend, open_backend_with, Fault, ModelKind, ModelSpec, OpenError,
-    SpecError, EMBEDDED_REVISION,
+    SpecError,
 };
 pub use types::{
     ChatRequest, ChatResponse, Message, Role, Sampling, ToolCall, ToolChoice, ToolDef, Usage,

@@ -8,7 +8,7 @@
 //! - `scripted:<name>`: a deterministic program of the caller's (tests, oracles);
 //!   not a backend this crate opens.
 
-use crate::{Backend, CallCache, LlmError};
+use crate::{Backend, CallCache, LlmError, EMBEDDED_REVISION};
 use std::fmt;
 use std::sync::Arc;
 
@@ -42,20 +42,6 @@ impl ModelKind {
             .unwrap_or("")
     }
 }
-
-/// What the embedded backend does with a request beyond the model file: how it
-/// renders the conversation and the tools into the prompt ([`crate::prompt`]), the
-/// grammar that constrains a tool call ([`crate::grammar`]), how it decodes and
-/// parses the output. An embedded model's answers depend on all of it, so the
-/// revision is part of every key that such an answer feeds: the call cache's
-/// request keys (the embedded backend reports it, [`crate::Backend::revision`]) and
-/// the stage keys (an `embedded:` spec serialises with it). Bump it by hand when a
-/// change to those parts can change what a request answers; embedded stages and
-/// calls are then computed again instead of being served from before the change.
-///
-/// Revision 2: tool calls render back into the prompt in the grammar's layout
-/// (changed on 2026-11-26 without a key change; revision 1 is every key before).
-pub const EMBEDDED_REVISION: u32 = 2;
 
 /// A model spec (`kind:name`), parsed once. It serialises as the string it was
 /// written as, so the keys that hold it do not depend on this type; an `embedded:`
