@@ -732,7 +732,17 @@ mod tests {
         ] {
             let m = ModelSpec::parse(s).unwrap();
             assert_eq!(m.to_string(), s);
-            assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{s}\""));
+            // Key material: an embedded spec also names the backend's revision.
+            let key = match m.kind {
+                ::llm::ModelKind::Embedded => {
+                    format!(
+                        "{s} (embedded backend revision {})",
+                        ::llm::EMBEDDED_REVISION
+                    )
+                }
+                _ => s.to_string(),
+            };
+            assert_eq!(serde_json::to_string(&m).unwrap(), format!("\"{key}\""));
         }
         assert_eq!(ModelSpec::parse("openai:gpt-5").unwrap().tag(), "gpt-5");
         for bad in ["gpt-5", "openai:", "cloud:x", ":x", "openai: x"] {
