@@ -56,7 +56,7 @@ mkdir -p .cargo
     echo 'GGML_AMX_BF16 = "OFF"'
   fi
   # llama.cpp's `common` library unoptimised (see that file): about a minute less of
-  # a first build on 2 cores, nothing of the model's code changed.
+  # llama.cpp's build on 2 cores, nothing of the model's code changed.
   echo 'CMAKE_PROJECT_INCLUDE = { value = "scripts/llama-common.cmake", relative = true }'
 } > "$tmp"
 mv "$tmp" "$out"

@@ -135,6 +135,7 @@ fn embedded_model_runs_each_baseline() {
     ]);
     // The embedded backend's revision keys what the model answered: every stage that
     // called the model holds it in its key, every call in the cache in its request.
+    let revision = format!("embedded backend revision {}", llm::EMBEDDED_REVISION);
     let mut model_stages = 0;
     for stage in std::fs::read_dir(s.store()).unwrap().flatten() {
         for entry in std::fs::read_dir(stage.path())
@@ -149,7 +150,6 @@ fn embedded_model_runs_each_baseline() {
             if m["usage"]["calls"].as_u64().unwrap_or(0) > 0 {
                 model_stages += 1;
                 let params = m["components"]["params"].to_string();
-                let revision = format!("embedded backend revision {}", llm::EMBEDDED_REVISION);
                 assert!(
                     params.contains(&revision),
                     "{}: {params}",

@@ -61,6 +61,7 @@
 //! requests in flight at once both reach the backend; the first record
 //! wins.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
@@ -156,6 +157,18 @@ pub fn request_key(req: &ChatRequest) -> String {
     s.push_str(KEY_DOMAIN);
     canonical_json(&v, &mut s);
     hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+/// `req` as the call cache keys it for a backend of `revision`
+/// ([`Backend::revision`]): with that revision set; unchanged for a backend without.
+fn with_revision(req: &ChatRequest, revision: Option<u32>) -> Cow<'_, ChatRequest> {
+    match revision {
+        Some(r) if req.backend_revision != Some(r) => Cow::Owned(ChatRequest {
+            backend_revision: Some(r),
+            ..req.clone()
+        }),
+        _ => Cow::Borrowed(req),
+    }
 }
 
 /// Writes `v` as JSON with object keys sorted at every depth.
@@ -1112,17 +1125,8 @@ impl CachedClient {
     /// served after.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
         CALLS.fetch_add(1, Ordering::Relaxed);
-        let revised;
-        let req = match self.backend.revision() {
-            Some(r) if req.backend_revision != Some(r) => {
-                revised = ChatRequest {
-                    backend_revision: Some(r),
-                    ..req.clone()
-                };
-                &revised
-            }
-            _ => req,
-        };
+        let keyed = with_revision(req, self.backend.revision());
+        let req: &ChatRequest = &keyed;
         let key = request_key(req);
         let cache = self.cache.clone();
         let k = key.clone();
@@ -1195,16 +1199,12 @@ impl Backend for Replay {
             // A call cache the embedded model filled keys its requests with the
             // backend's revision: replayed, the same request finds those answers
             // too (of the current revision only).
-            let embedded = || ChatRequest {
-                backend_revision: Some(crate::EMBEDDED_REVISION),
-                ..req.clone()
-            };
             let hit = match self.cache.get(&key)? {
-                Some(r) => Some(r),
                 None if req.backend_revision.is_none() => {
-                    self.cache.get(&request_key(&embedded()))?
+                    let embedded = with_revision(req, Some(crate::EMBEDDED_REVISION));
+                    self.cache.get(&request_key(&embedded))?
                 }
-                None => None,
+                hit => hit,
             };
             match hit {
                 Some(r) => Ok(r),
