@@ -53,10 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     let e = Embedder::load_default()?;
     let load = t.elapsed();
-    let tokens: usize = refs
-        .iter()
-        .map(|s| e.token_ids(s).map(|v| v.len()))
-        .sum::<Result<usize, _>>()?;
+    let tokens: usize = refs.iter().map(|s| e.token_ids(s).len()).sum();
     e.embed(&refs)?; // warm-up
     let mut rates = Vec::with_capacity(rounds);
     for _ in 0..rounds {

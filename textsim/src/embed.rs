@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::bert::{Bert, BertConfig};
+use crate::wordpiece::WordPiece;
 
 use crate::model::{self, ModelFile};
 use crate::{io, TextSimError};
@@ -33,7 +33,7 @@ const RECIPE: &str = "textsim-embed-v1 mean-pool l2 max_tokens=256";
 /// A loaded sentence-embedding model.
 pub struct Embedder {
     model: Bert,
-    tokenizer: Tokenizer,
+    tokenizer: WordPiece,
     model_id: String,
     dir: PathBuf,
 }
@@ -108,18 +108,13 @@ impl Embedder {
             path: config.0.clone(),
             detail: format!("not a BERT config: {e}"),
         })?;
-        let mut tok = Tokenizer::from_bytes(&tokenizer.1).map_err(|e| TextSimError::ModelFile {
+        // tokenizer.json pads and truncates to 128; sentence-transformers truncates
+        // to 256 (MAX_TOKENS, applied when encoding) and pads to the batch's longest
+        // (not needed here: texts are stacked without padding).
+        let tok = WordPiece::from_json(&tokenizer.1).map_err(|detail| TextSimError::ModelFile {
             path: tokenizer.0.clone(),
-            detail: format!("not a tokenizer: {e}"),
+            detail,
         })?;
-        // tokenizer.json pads and truncates to 128; sentence-transformers
-        // truncates to 256 and pads to the batch's longest (done here).
-        tok.with_truncation(Some(TruncationParams {
-            max_length: MAX_TOKENS,
-            ..TruncationParams::default()
-        }))
-        .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
-        tok.with_padding(None);
 
         let bert = Bert::load(cfg, &weights.1).map_err(|e| TextSimError::ModelFile {
             path: weights.0.clone(),
@@ -151,12 +146,8 @@ impl Embedder {
 
     /// Word-piece ids of `text` as the model sees them (`[CLS]` ... `[SEP]`,
     /// at most [`MAX_TOKENS`]).
-    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>, TextSimError> {
-        let enc = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
-        Ok(enc.get_ids().to_vec())
+    pub fn token_ids(&self, text: &str) -> Vec<u32> {
+        self.tokenizer.encode(text, MAX_TOKENS)
     }
 
     /// One unit-length vector per text, in input order.
@@ -164,17 +155,17 @@ impl Embedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| TextSimError::Tokenizer(e.to_string()))?;
+        let encodings: Vec<Vec<u32>> = texts
+            .par_iter()
+            .map(|t| self.tokenizer.encode(t, MAX_TOKENS))
+            .collect();
         // Groups of texts in input order, each about GROUP_TOKENS word pieces: a group
         // is one forward pass (its dense layers one matrix product each), and the
         // groups run on rayon's threads.
         let mut groups: Vec<Vec<&[u32]>> = Vec::new();
         let mut tokens = 0;
         for e in &encodings {
-            let ids = e.get_ids();
+            let ids = e.as_slice();
             match groups.last_mut() {
                 Some(g) if tokens + ids.len() <= GROUP_TOKENS => g.push(ids),
                 _ => {

@@ -22,6 +22,7 @@ pub mod cache;
 pub mod embed;
 pub mod lexical;
 pub mod model;
+pub mod wordpiece;
 
 pub use cache::{CacheStats, CachedEmbedder};
 pub use embed::{cosine, cosine_f64, Embedder, MAX_TOKENS};
@@ -74,10 +75,6 @@ pub enum TextSimError {
         /// What is wrong with it.
         detail: String,
     },
-    /// The tokenizer rejected its settings or a text (the tokenizer's
-    /// message).
-    #[error("tokenizer: {0}")]
-    Tokenizer(String),
     /// The BERT forward pass refused its input (a sequence longer than the model's
     /// positions, a token id outside its vocabulary).
     #[error("embedding model: {0}")]

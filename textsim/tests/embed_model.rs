@@ -179,14 +179,13 @@ fn tokenizer_matches_and_truncates() {
     let Some(e) = embedder() else { return };
     // model.tokenizer("Hello, world! Café naïve x_y  ÅNGSTRÖM 3.14")["input_ids"]
     assert_eq!(
-        e.token_ids("Hello, world! Café naïve x_y  ÅNGSTRÖM 3.14")
-            .expect("tokenizing"),
+        e.token_ids("Hello, world! Café naïve x_y  ÅNGSTRÖM 3.14"),
         vec![
             101, 7592, 1010, 2088, 999, 7668, 15743, 1060, 1035, 1061, 17076, 15687, 1017, 1012,
             2403, 102
         ]
     );
-    let ids = e.token_ids(&long_text()).expect("tokenizing");
+    let ids = e.token_ids(&long_text());
     assert_eq!(ids.len(), MAX_TOKENS);
     assert_eq!((ids[0], ids[MAX_TOKENS - 1]), (101, 102));
     assert!(e.embed(&[]).expect("empty batch").is_empty());
