@@ -56,6 +56,16 @@ fn field<'a>(v: &'a Value, path: &str) -> Result<&'a Value, String> {
         .ok_or_else(|| unsupported(format!("no `{path}`")))
 }
 
+/// A token id: a JSON number that fits in `u32`.
+fn as_id(v: &Value) -> Option<u32> {
+    v.as_u64().and_then(|i| u32::try_from(i).ok())
+}
+
+/// The `id` of a template piece of `kind` (`SpecialToken`, `Sequence`).
+fn piece<'a>(p: &'a Value, kind: &str) -> Option<&'a str> {
+    p.get(kind)?.get("id")?.as_str()
+}
+
 fn flag(v: &Value, key: &str) -> Result<Option<bool>, String> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -91,8 +101,7 @@ impl WordPiece {
             .ok_or_else(|| unsupported("`model.vocab` is not an object"))?
             .iter()
             .map(|(k, v)| {
-                v.as_u64()
-                    .and_then(|id| u32::try_from(id).ok())
+                as_id(v)
                     .map(|id| (k.clone(), id))
                     .ok_or_else(|| unsupported(format!("vocabulary id of {k:?} is {v}")))
             })
@@ -119,10 +128,7 @@ impl WordPiece {
         if let Some(tokens) = json.get("added_tokens").and_then(Value::as_array) {
             for t in tokens {
                 let content = t.get("content").and_then(Value::as_str);
-                let id = t
-                    .get("id")
-                    .and_then(Value::as_u64)
-                    .and_then(|i| u32::try_from(i).ok());
+                let id = t.get("id").and_then(as_id);
                 let (Some(content), Some(id)) = (content, id) else {
                     return Err(unsupported(format!("added token {t}")));
                 };
@@ -147,38 +153,22 @@ impl WordPiece {
                 .and_then(Value::as_array)
                 .ok_or_else(|| unsupported(format!("no ids for {name:?}")))?;
             match ids.as_slice() {
-                [id] => id
-                    .as_u64()
-                    .and_then(|i| u32::try_from(i).ok())
-                    .ok_or_else(|| unsupported(format!("id of {name:?} is {id}"))),
+                [id] => as_id(id).ok_or_else(|| unsupported(format!("id of {name:?} is {id}"))),
                 _ => Err(unsupported(format!("{name:?} is not one token"))),
             }
         };
         let single = field(post, "single")?
             .as_array()
             .ok_or_else(|| unsupported("`post_processor.single` is not a list"))?;
-        let special = |piece: &Value| {
-            piece
-                .get("SpecialToken")
-                .and_then(|s| s.get("id"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let (cls, sep) = match single.as_slice() {
-            [first, seq, last]
-                if seq
-                    .get("Sequence")
-                    .and_then(|s| s.get("id"))
-                    .and_then(Value::as_str)
-                    == Some("A") =>
-            {
-                match (special(first), special(last)) {
-                    (Some(a), Some(b)) => (special_id(&a)?, special_id(&b)?),
-                    _ => return Err(unsupported("the template is not `[special] A [special]`")),
-                }
+        // `[SpecialToken a, Sequence A, SpecialToken b]`: the names of a and b.
+        let (first, last) = match single.as_slice() {
+            [first, seq, last] if piece(seq, "Sequence") == Some("A") => {
+                piece(first, "SpecialToken").zip(piece(last, "SpecialToken"))
             }
-            _ => return Err(unsupported("the template is not `[special] A [special]`")),
-        };
+            _ => None,
+        }
+        .ok_or_else(|| unsupported("the template is not `[special] A [special]`"))?;
+        let (cls, sep) = (special_id(first)?, special_id(last)?);
 
         Ok(Self {
             vocab,
