@@ -29,11 +29,14 @@ lint: $(CPU_CONFIG)
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
-## The lints, then the whole test suite (what CI runs). Tests load several embedded
-## models at once, so each gets one llama.cpp thread (spinning threads that compete
-## for the cores slow everything down).
+## The lints, then the whole test suite (what CI runs): scripts/run-tests.py builds the
+## test binaries (`cargo test --no-run`) and runs them and the doc tests as many at a
+## time as there are cores (OTB_TEST_JOBS), longest first. Tests load several
+## embedded models at once, so each gets one llama.cpp thread (spinning threads that
+## compete for the cores slow everything down). `cargo test` works as well, one binary
+## after another.
 test: lint
-	OTB_LLAMA_THREADS=$${OTB_LLAMA_THREADS:-1} $(CARGO) test --workspace
+	OTB_LLAMA_THREADS=$${OTB_LLAMA_THREADS:-1} python3 scripts/run-tests.py
 
 fmt:
 	$(CARGO) fmt --all

@@ -1,34 +1,35 @@
-//! BM25 over a corpus with tantivy: built once into a directory the caller gives, opened
-//! read-only afterwards.
+//! BM25 over a corpus: an inverted index of this crate's own, built once into a directory
+//! the caller gives, opened read-only afterwards.
 //!
 //! Each document's [`Document::contents`](super::Document::contents) (title line and text)
-//! is indexed in one field with tantivy's `en_stem` analyzer (split on non-alphanumerics,
-//! drop tokens over 40 bytes, lowercase, English Snowball stemming), frequencies only (no
-//! positions), with the document's ordinal in a fast field. A query is analysed the same
-//! way and becomes a disjunction of its distinct terms, so any text is a valid query
-//! (there is no query syntax to get wrong). Scores are tantivy's BM25 (k1 = 1.2,
-//! b = 0.75) with corpus-wide statistics, so they do not depend on segmentation.
+//! is analysed into terms ([`analyze`]): split on characters that are not alphanumeric,
+//! tokens of 40 bytes or more dropped, lowercased, stemmed with the English Snowball
+//! stemmer (`frostem`). A query is analysed the same way and becomes a disjunction of its
+//! distinct terms, so any text is a valid query (there is no query syntax to get wrong).
 //!
-//! The directory also holds `otb-index.json` naming the corpus fingerprint; opening the
-//! index for any other corpus is an error.
+//! Scores are BM25 with k1 = 1.2 and b = 0.75 in `f32`: idf = ln(1 + (N - n + 0.5) /
+//! (n + 0.5)) over corpus-wide counts, a document's length (its number of terms) rounded
+//! down to one of 256 values by the one-byte code Lucene calls `SmallFloat.intToByte4`,
+//! the average length unrounded, a document's score the sum of its terms' scores in query
+//! order. These are tantivy's `en_stem` analysis and BM25, which this index replaced (a
+//! full search engine was a fifth of the release build for one small corpus):
+//! `tests/bm25_reference.rs` holds the index to tantivy's analyses and rankings, recorded
+//! by `examples/bm25_reference.rs` (feature `tantivy-reference`).
+//!
+//! The directory holds [`INDEX_FILE`] (the index, written and synced first) and
+//! [`META_FILE`] (the corpus fingerprint it was built for, written last: a directory
+//! without it is an unfinished build); opening the index for any other corpus is an
+//! error.
 
-use std::collections::HashSet;
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use frostem::{Algorithm, Stemmer};
+use rayon::prelude::*;
 use serde_json::json;
-use tantivy::collector::TopDocs;
-use tantivy::columnar::Column;
-use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
-use tantivy::directory::{
-    Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, WatchCallback, WatchHandle, WritePtr,
-};
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
-use tantivy::schema::{
-    Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
-};
-use tantivy::tokenizer::TokenStream;
-use tantivy::{Index, IndexReader, ReloadPolicy, TantivyDocument, Term};
 
 use super::corpus::Corpus;
 use super::tools::{rank, Hit, Retriever};
@@ -36,36 +37,154 @@ use super::{io_err, SearchError};
 
 /// The file beside the index that ties it to its corpus.
 pub const META_FILE: &str = "otb-index.json";
-const FORMAT: &str = "otb-bm25-1";
-const CONTENTS: &str = "contents";
-const ORD: &str = "ord";
+/// The index itself.
+pub const INDEX_FILE: &str = "bm25.bin";
+/// The index format; part of the metadata and of the first bytes of [`INDEX_FILE`].
+pub const FORMAT: &str = "otb-bm25-2";
+const MAGIC: &[u8; 8] = b"OTBBM25\x02";
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+/// Tokens of this many bytes or more (before lowercasing) are dropped.
+const MAX_TOKEN_BYTES: usize = 40;
+/// Documents analysed together (in parallel) before their postings are appended.
+const CHUNK: usize = 2048;
+
+/// The analysed terms of `text` in order, repeats kept (see the module docs).
+pub fn analyze(text: &str) -> Vec<String> {
+    let stemmer = Stemmer::new(Algorithm::English);
+    let mut terms = Vec::new();
+    each_term(&stemmer, text, |t| terms.push(t.to_string()));
+    terms
+}
+
+fn each_term(stemmer: &Stemmer, text: &str, mut f: impl FnMut(&str)) {
+    let mut lower = String::new();
+    for token in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty() && t.len() < MAX_TOKEN_BYTES)
+    {
+        lower.clear();
+        if token.is_ascii() {
+            lower.push_str(token);
+            lower.make_ascii_lowercase();
+        } else {
+            // Character by character (no final-sigma rule), as the index always did.
+            lower.extend(token.chars().flat_map(char::to_lowercase));
+        }
+        f(&stemmer.stem(&lower));
+    }
+}
+
+/// The document length a one-byte code stands for (Lucene's `SmallFloat.byte4ToInt`):
+/// 0..=23 exactly, then four significant bits and an exponent.
+fn code_length(code: u8) -> u32 {
+    const EXACT: u8 = 24;
+    if code < EXACT {
+        return u32::from(code);
+    }
+    let i = u32::from(code - EXACT);
+    let bits = i & 7;
+    let shift = (i >> 3) as i32 - 1;
+    let long = if shift < 0 { bits } else { (bits | 8) << shift };
+    u32::from(EXACT) + long
+}
+
+/// The largest code whose length is at most `len`.
+fn length_code(len: u32) -> u8 {
+    let (mut lo, mut hi) = (0u16, 255u16);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if code_length(mid as u8) <= len {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo as u8
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(bytes: &[u8], at: &mut usize) -> Option<u32> {
+    let mut v = 0u32;
+    for shift in (0..35).step_by(7) {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        v |= u32::from(b & 0x7f).checked_shl(shift)?;
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// One term's postings while the index is built.
+#[derive(Default)]
+struct Postings {
+    docs: u32,
+    last: u32,
+    bytes: Vec<u8>,
+}
+
+impl Postings {
+    fn push(&mut self, doc: u32, freq: u32) {
+        let delta = if self.docs == 0 { doc } else { doc - self.last };
+        put_varint(&mut self.bytes, delta);
+        put_varint(&mut self.bytes, freq);
+        self.docs += 1;
+        self.last = doc;
+    }
+}
+
+/// A document's length and its distinct terms with their frequencies.
+fn doc_terms(stemmer: &Stemmer, text: &str) -> (u32, Vec<(String, u32)>) {
+    let mut freqs: HashMap<String, u32> = HashMap::new();
+    let mut len = 0u32;
+    each_term(stemmer, text, |t| {
+        len = len.saturating_add(1);
+        match freqs.get_mut(t) {
+            Some(n) => *n += 1,
+            None => {
+                freqs.insert(t.to_string(), 1);
+            }
+        }
+    });
+    (len, freqs.into_iter().collect())
+}
 
 /// A BM25 index opened for searching.
 pub struct Bm25Index {
     dir: PathBuf,
-    index: Index,
-    reader: IndexReader,
-    contents: Field,
-    ords: Vec<Column<u64>>,
+    stemmer: Stemmer,
+    /// The whole of [`INDEX_FILE`].
+    data: Vec<u8>,
+    n_docs: u32,
+    n_terms: usize,
+    /// Offsets into `data` of the sections.
+    codes: usize,
+    term_ends: usize,
+    doc_freqs: usize,
+    post_ends: usize,
+    terms: usize,
+    postings: usize,
+    /// Per length code, k1 * (1 - b + b * length / average length).
+    norm: [f32; 256],
 }
 
 impl std::fmt::Debug for Bm25Index {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bm25Index").field("dir", &self.dir).finish()
+        f.debug_struct("Bm25Index")
+            .field("dir", &self.dir)
+            .field("docs", &self.n_docs)
+            .field("terms", &self.n_terms)
+            .finish()
     }
-}
-
-fn schema() -> (Schema, Field) {
-    let mut b = Schema::builder();
-    let indexing = TextFieldIndexing::default()
-        .set_tokenizer("en_stem")
-        .set_index_option(IndexRecordOption::WithFreqs);
-    let contents = b.add_text_field(
-        CONTENTS,
-        TextOptions::default().set_indexing_options(indexing),
-    );
-    b.add_u64_field(ORD, NumericOptions::default().set_fast());
-    (b.build(), contents)
 }
 
 impl Bm25Index {
@@ -73,7 +192,6 @@ impl Bm25Index {
     /// The metadata file is written last, so a directory without it is an unfinished
     /// build.
     pub fn build(corpus: &Corpus, dir: &Path) -> Result<Self, SearchError> {
-        let err = index_err(dir);
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         if fs::read_dir(dir).map_err(io_err(dir))?.next().is_some() {
             return Err(SearchError::Index {
@@ -81,30 +199,64 @@ impl Bm25Index {
                 detail: "the directory to build the index in is not empty".into(),
             });
         }
-        let (schema, contents) = schema();
-        let ord = schema.get_field(ORD).map_err(&err)?;
-        let index = Index::create_in_dir(dir, schema).map_err(&err)?;
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        let mut writer = index
-            .writer_with_num_threads::<TantivyDocument>(threads, threads * 64_000_000)
-            .map_err(&err)?;
-        for (i, d) in corpus.docs().iter().enumerate() {
-            let mut doc = TantivyDocument::default();
-            doc.add_text(contents, d.contents());
-            doc.add_u64(ord, i as u64);
-            writer.add_document(doc).map_err(&err)?;
-        }
-        writer.commit().map_err(&err)?;
-        writer.wait_merging_threads().map_err(&err)?;
-        // The writer leaves its (unlocked) lock files behind; a published index does not
-        // need them and readers here take none.
-        for lock in [".tantivy-writer.lock", ".tantivy-meta.lock"] {
-            let path = dir.join(lock);
-            match fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_err(&path)(e)),
-                _ => {}
+        let docs = corpus.docs();
+        let n_docs = u32::try_from(docs.len()).map_err(|_| SearchError::Index {
+            path: dir.to_path_buf(),
+            detail: format!("{} documents are more than an index holds", docs.len()),
+        })?;
+        let stemmer = Stemmer::new(Algorithm::English);
+        let mut postings: HashMap<String, Postings> = HashMap::new();
+        let mut codes = Vec::with_capacity(docs.len());
+        let mut total_terms = 0u64;
+        for (c, chunk) in docs.chunks(CHUNK).enumerate() {
+            let analysed: Vec<_> = chunk
+                .par_iter()
+                .map(|d| doc_terms(&stemmer, &d.contents()))
+                .collect();
+            for (i, (len, terms)) in analysed.into_iter().enumerate() {
+                let doc = (c * CHUNK + i) as u32;
+                codes.push(length_code(len));
+                total_terms += u64::from(len);
+                for (term, freq) in terms {
+                    postings.entry(term).or_default().push(doc, freq);
+                }
             }
         }
+        let mut terms: Vec<(String, Postings)> = postings.into_iter().collect();
+        terms.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+
+        let path = dir.join(INDEX_FILE);
+        let write = || -> std::io::Result<()> {
+            let mut out = std::io::BufWriter::new(fs::File::create(&path)?);
+            out.write_all(MAGIC)?;
+            for n in [u64::from(n_docs), total_terms, terms.len() as u64] {
+                out.write_all(&n.to_le_bytes())?;
+            }
+            out.write_all(&codes)?;
+            let mut end = 0u64;
+            for (t, _) in &terms {
+                end += t.len() as u64;
+                out.write_all(&end.to_le_bytes())?;
+            }
+            for (_, p) in &terms {
+                out.write_all(&p.docs.to_le_bytes())?;
+            }
+            let mut end = 0u64;
+            for (_, p) in &terms {
+                end += p.bytes.len() as u64;
+                out.write_all(&end.to_le_bytes())?;
+            }
+            for (t, _) in &terms {
+                out.write_all(t.as_bytes())?;
+            }
+            for (_, p) in &terms {
+                out.write_all(&p.bytes)?;
+            }
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()
+        };
+        write().map_err(io_err(&path))?;
+        drop(terms);
+
         let meta = json!({
             "format": FORMAT,
             "source": corpus.source().label(),
@@ -150,40 +302,80 @@ impl Bm25Index {
     }
 
     fn open_unchecked(dir: &Path, n_docs: usize) -> Result<Self, SearchError> {
-        let err = index_err(dir);
-        let mmap = MmapDirectory::open(dir).map_err(|e| SearchError::Index {
-            path: dir.to_path_buf(),
-            detail: e.to_string(),
-        })?;
-        let index = Index::open(ReadOnlyDir(mmap)).map_err(&err)?;
-        let contents = index.schema().get_field(CONTENTS).map_err(&err)?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()
-            .map_err(&err)?;
-        let searcher = reader.searcher();
-        if searcher.num_docs() as usize != n_docs {
-            return Err(SearchError::Index {
-                path: dir.to_path_buf(),
-                detail: format!(
-                    "holds {} documents, the corpus {n_docs}",
-                    searcher.num_docs()
-                ),
-            });
+        let path = dir.join(INDEX_FILE);
+        let data = fs::read(&path).map_err(io_err(&path))?;
+        let bad = |detail: String| SearchError::Index {
+            path: path.clone(),
+            detail,
+        };
+        let header = MAGIC.len() + 24;
+        if data.len() < header || &data[..MAGIC.len()] != MAGIC {
+            return Err(bad(format!("not an index of format {FORMAT}")));
         }
-        let ords = searcher
-            .segment_readers()
-            .iter()
-            .map(|s| s.fast_fields().u64(ORD))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(&err)?;
+        let word = |i: usize| read_u64(&data, MAGIC.len() + 8 * i);
+        let (docs, total_terms, n_terms) = (word(0), word(1), word(2));
+        if docs != n_docs as u64 {
+            return Err(bad(format!("holds {docs} documents, the corpus {n_docs}")));
+        }
+        // Section sizes, each checked against the file before any is read.
+        let too_big = || bad("section sizes exceed the file".into());
+        let n_terms = usize::try_from(n_terms).map_err(|_| too_big())?;
+        let codes = header;
+        let term_ends = codes + n_docs;
+        let doc_freqs = n_terms
+            .checked_mul(8)
+            .and_then(|n| n.checked_add(term_ends))
+            .ok_or_else(too_big)?;
+        let post_ends = n_terms
+            .checked_mul(4)
+            .and_then(|n| n.checked_add(doc_freqs))
+            .ok_or_else(too_big)?;
+        let terms = n_terms
+            .checked_mul(8)
+            .and_then(|n| n.checked_add(post_ends))
+            .ok_or_else(too_big)?;
+        if terms > data.len() {
+            return Err(too_big());
+        }
+        let last = |section: usize| {
+            if n_terms == 0 {
+                0
+            } else {
+                read_u64(&data, section + 8 * (n_terms - 1))
+            }
+        };
+        let postings = usize::try_from(last(term_ends))
+            .ok()
+            .and_then(|n| n.checked_add(terms))
+            .ok_or_else(too_big)?;
+        let end = usize::try_from(last(post_ends))
+            .ok()
+            .and_then(|n| n.checked_add(postings))
+            .ok_or_else(too_big)?;
+        if end != data.len() {
+            return Err(bad(format!(
+                "{} bytes where the sections make {end}",
+                data.len()
+            )));
+        }
+        let average = total_terms as f32 / n_docs.max(1) as f32;
+        let mut norm = [0f32; 256];
+        for (code, n) in norm.iter_mut().enumerate() {
+            *n = K1 * (1.0 - B + B * code_length(code as u8) as f32 / average);
+        }
         Ok(Bm25Index {
             dir: dir.to_path_buf(),
-            index,
-            reader,
-            contents,
-            ords,
+            stemmer: Stemmer::new(Algorithm::English),
+            data,
+            n_docs: n_docs as u32,
+            n_terms,
+            codes,
+            term_ends,
+            doc_freqs,
+            post_ends,
+            terms,
+            postings,
+            norm,
         })
     }
 
@@ -193,128 +385,139 @@ impl Bm25Index {
     }
 
     /// The distinct analysed terms of `query`, in order of first occurrence.
-    pub fn query_terms(&self, query: &str) -> Result<Vec<String>, SearchError> {
-        let mut analyzer = self
-            .index
-            .tokenizer_for_field(self.contents)
-            .map_err(index_err(&self.dir))?;
-        let mut stream = analyzer.token_stream(query);
+    pub fn query_terms(&self, query: &str) -> Vec<String> {
         let mut seen = HashSet::new();
         let mut terms = Vec::new();
-        while stream.advance() {
-            let t = stream.token().text.clone();
-            if seen.insert(t.clone()) {
-                terms.push(t);
+        each_term(&self.stemmer, query, |t| {
+            if seen.insert(t.to_string()) {
+                terms.push(t.to_string());
+            }
+        });
+        terms
+    }
+
+    /// The byte range `[start, end)` that entry `i` of an ends section names, relative
+    /// to its blob.
+    fn range(&self, ends: usize, i: usize) -> (usize, usize) {
+        let start = if i == 0 {
+            0
+        } else {
+            read_u64(&self.data, ends + 8 * (i - 1)) as usize
+        };
+        (start, read_u64(&self.data, ends + 8 * i) as usize)
+    }
+
+    fn term(&self, i: usize) -> &[u8] {
+        let (s, e) = self.range(self.term_ends, i);
+        self.data
+            .get(self.terms + s..self.terms + e)
+            .unwrap_or_default()
+    }
+
+    /// The entry of `term` in the sorted term table.
+    fn find(&self, term: &str) -> Option<usize> {
+        let (mut lo, mut hi) = (0, self.n_terms);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.term(mid).cmp(term.as_bytes()) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Some(mid),
             }
         }
-        Ok(terms)
+        None
     }
-}
 
-/// A directory that serves an existing index's files and writes nothing: tantivy's
-/// readers take a lock file, which a published (possibly read-only, checksummed) index
-/// directory must not grow. Nothing else writes while a published index is read, so the
-/// lock is not needed.
-#[derive(Debug, Clone)]
-struct ReadOnlyDir(MmapDirectory);
-
-fn read_only(path: &Path) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::PermissionDenied,
-        format!("{} is opened read-only", path.display()),
-    )
-}
-
-impl Directory for ReadOnlyDir {
-    fn get_file_handle(
+    /// Adds entry `i`'s BM25 scores to `scores`, recording documents seen first.
+    fn score_term(
         &self,
-        path: &Path,
-    ) -> Result<std::sync::Arc<dyn FileHandle>, OpenReadError> {
-        self.0.get_file_handle(path)
-    }
-
-    fn delete(&self, path: &Path) -> Result<(), DeleteError> {
-        Err(DeleteError::IoError {
-            io_error: std::sync::Arc::new(read_only(path)),
-            filepath: path.to_path_buf(),
-        })
-    }
-
-    fn exists(&self, path: &Path) -> Result<bool, OpenReadError> {
-        self.0.exists(path)
-    }
-
-    fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
-        Err(OpenWriteError::IoError {
-            io_error: std::sync::Arc::new(read_only(path)),
-            filepath: path.to_path_buf(),
-        })
-    }
-
-    fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
-        self.0.atomic_read(path)
-    }
-
-    fn atomic_write(&self, path: &Path, _data: &[u8]) -> std::io::Result<()> {
-        Err(read_only(path))
-    }
-
-    fn sync_directory(&self) -> std::io::Result<()> {
+        i: usize,
+        scores: &mut [f32],
+        touched: &mut Vec<u32>,
+    ) -> Result<(), SearchError> {
+        let doc_freq = u32::from_le_bytes(
+            self.data[self.doc_freqs + 4 * i..self.doc_freqs + 4 * i + 4]
+                .try_into()
+                .unwrap_or_default(),
+        );
+        let corrupt = || SearchError::Index {
+            path: self.dir.join(INDEX_FILE),
+            detail: format!(
+                "the postings of `{}` are damaged",
+                String::from_utf8_lossy(self.term(i))
+            ),
+        };
+        if doc_freq == 0 || doc_freq > self.n_docs {
+            return Err(corrupt());
+        }
+        let x = ((self.n_docs - doc_freq) as f32 + 0.5) / (doc_freq as f32 + 0.5);
+        let weight = (1.0 + x).ln() * (1.0 + K1);
+        let (s, e) = self.range(self.post_ends, i);
+        let bytes = self
+            .data
+            .get(self.postings + s..self.postings + e)
+            .ok_or_else(corrupt)?;
+        let (mut at, mut doc) = (0usize, 0u32);
+        for n in 0..doc_freq {
+            let delta = get_varint(bytes, &mut at).ok_or_else(corrupt)?;
+            let freq = get_varint(bytes, &mut at).ok_or_else(corrupt)?;
+            doc = if n == 0 {
+                delta
+            } else {
+                doc.checked_add(delta)
+                    .filter(|_| delta > 0)
+                    .ok_or_else(corrupt)?
+            };
+            if doc >= self.n_docs || freq == 0 {
+                return Err(corrupt());
+            }
+            let code = self.data[self.codes + doc as usize];
+            let tf = freq as f32;
+            let score = weight * (tf / (tf + self.norm[code as usize]));
+            let slot = &mut scores[doc as usize];
+            if *slot == 0.0 {
+                touched.push(doc);
+            }
+            *slot += score;
+        }
+        if at != bytes.len() {
+            return Err(corrupt());
+        }
         Ok(())
     }
-
-    fn acquire_lock(&self, _lock: &Lock) -> Result<DirectoryLock, LockError> {
-        Ok(DirectoryLock::from(Box::new(())))
-    }
-
-    fn watch(&self, _callback: WatchCallback) -> tantivy::Result<WatchHandle> {
-        Ok(WatchHandle::empty())
-    }
 }
 
-fn index_err(dir: &Path) -> impl Fn(tantivy::TantivyError) -> SearchError + '_ {
-    move |e| SearchError::Index {
-        path: dir.to_path_buf(),
-        detail: e.to_string(),
-    }
+fn read_u64(data: &[u8], at: usize) -> u64 {
+    data.get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }
 
 impl Retriever for Bm25Index {
     fn retrieve(&self, query: &str, limit: usize) -> Result<Vec<Hit>, SearchError> {
-        let terms = self.query_terms(query)?;
+        let terms = self.query_terms(query);
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
-        let clauses: Vec<(Occur, Box<dyn Query>)> = terms
-            .iter()
-            .map(|t| {
-                let term = Term::from_field_text(self.contents, t);
-                let q: Box<dyn Query> =
-                    Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
-                (Occur::Should, q)
+        let mut scores = vec![0f32; self.n_docs as usize];
+        let mut touched = Vec::new();
+        for t in &terms {
+            if let Some(i) = self.find(t) {
+                self.score_term(i, &mut scores, &mut touched)?;
+            }
+        }
+        let mut hits: Vec<Hit> = touched
+            .into_iter()
+            .map(|d| Hit {
+                ord: d as usize,
+                score: scores[d as usize],
             })
             .collect();
-        let searcher = self.reader.searcher();
-        let top = searcher
-            .search(
-                &BooleanQuery::new(clauses),
-                &TopDocs::with_limit(limit).order_by_score(),
-            )
-            .map_err(index_err(&self.dir))?;
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, addr) in top {
-            let ord = self
-                .ords
-                .get(addr.segment_ord as usize)
-                .and_then(|c| c.first(addr.doc_id))
-                .ok_or_else(|| SearchError::Index {
-                    path: self.dir.clone(),
-                    detail: format!("document {addr:?} has no ordinal"),
-                })?;
-            hits.push(Hit {
-                ord: ord as usize,
-                score,
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit - 1, |a, b| {
+                b.score.total_cmp(&a.score).then(a.ord.cmp(&b.ord))
             });
+            hits.truncate(limit);
         }
         Ok(rank(hits, limit))
     }
@@ -337,6 +540,58 @@ mod tests {
     }
 
     #[test]
+    fn length_codes_round_down_to_lucenes_one_byte_lengths() {
+        let lengths: Vec<u32> = (0..=255).map(code_length).collect();
+        assert!(lengths.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(lengths[..41], (0..=40).collect::<Vec<_>>()[..]);
+        assert_eq!(lengths[41..48], [42, 44, 46, 48, 50, 52, 54]);
+        assert_eq!(lengths[255], 2_013_265_944);
+        for (len, code) in [
+            (0, 0),
+            (40, 40),
+            (41, 40),
+            (43, 41),
+            (1000, length_code(1000)),
+        ] {
+            assert_eq!(length_code(len), code);
+            assert!(code_length(code) <= len);
+            assert!(code == 255 || code_length(code + 1) > len);
+        }
+        assert_eq!(length_code(u32::MAX), 255);
+    }
+
+    #[test]
+    fn analysis_splits_drops_lowercases_and_stems() {
+        assert_eq!(
+            analyze("Rivers, river; PAINTING -- the painter's 2nd"),
+            ["river", "river", "paint", "the", "painter", "s", "2nd"]
+        );
+        let long = "a".repeat(MAX_TOKEN_BYTES);
+        let short = "b".repeat(MAX_TOKEN_BYTES - 1);
+        assert_eq!(analyze(&format!("{long} {short}")), [short]);
+        assert_eq!(
+            analyze("ΟΔΟΣ Straße Ünïcode_x"),
+            ["οδοσ", "straße", "ünïcode", "x"]
+        );
+        assert!(analyze("  ,;: -- ").is_empty());
+    }
+
+    #[test]
+    fn varints_round_trip_and_refuse_truncation() {
+        let mut buf = Vec::new();
+        for v in [0, 1, 127, 128, 300, u32::MAX] {
+            put_varint(&mut buf, v);
+        }
+        let mut at = 0;
+        for v in [0, 1, 127, 128, 300, u32::MAX] {
+            assert_eq!(get_varint(&buf, &mut at), Some(v));
+        }
+        assert_eq!(get_varint(&buf, &mut at), None);
+        assert_eq!(get_varint(&[0x80, 0x80], &mut 0), None);
+        assert_eq!(get_varint(&[0xff; 6], &mut 0), None);
+    }
+
+    #[test]
     fn ranks_by_bm25_and_reopens() {
         let c = corpus(&[
             "The painter lived by the river.",
@@ -346,7 +601,7 @@ mod tests {
         let dir = tmp("rank");
         let idx = Bm25Index::build(&c, &dir).unwrap();
         assert_eq!(
-            idx.query_terms("Rivers, river; PAINTING").unwrap(),
+            idx.query_terms("Rivers, river; PAINTING"),
             ["river", "paint"]
         );
         let hits = idx.retrieve("river delta", 10).unwrap();
@@ -354,6 +609,7 @@ mod tests {
         assert!(hits[0].score > hits[1].score);
         assert!(idx.retrieve("\"unbalanced AND (", 10).unwrap().is_empty());
         assert!(idx.retrieve("", 10).unwrap().is_empty());
+        assert!(idx.retrieve("zebra", 10).unwrap().is_empty());
         assert_eq!(idx.retrieve("river", 1).unwrap().len(), 1);
         drop(idx);
         let listing = || {
@@ -371,10 +627,6 @@ mod tests {
             v
         };
         let before = listing();
-        assert!(
-            before.iter().all(|(n, _)| !n.ends_with(".lock")),
-            "{before:?}"
-        );
         let again = Bm25Index::open(&dir, &c).unwrap();
         assert_eq!(again.retrieve("river delta", 10).unwrap(), hits);
         drop(again);
@@ -384,6 +636,55 @@ mod tests {
         assert!(e.to_string().contains("another corpus"), "{e}");
         let e = Bm25Index::build(&c, &dir).unwrap_err();
         assert!(e.to_string().contains("not empty"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ties_go_to_the_lower_ordinal_and_limits_cut_after_ranking() {
+        let c = corpus(&["delta", "other words", "delta", "delta", "delta delta"]);
+        let dir = tmp("ties");
+        let idx = Bm25Index::build(&c, &dir).unwrap();
+        let ords = |limit| {
+            idx.retrieve("delta", limit)
+                .unwrap()
+                .iter()
+                .map(|h| h.ord)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ords(10), [4, 0, 2, 3]);
+        assert_eq!(ords(2), [4, 0]);
+        assert_eq!(ords(3), [4, 0, 2]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_index_file_is_an_error_not_a_panic() {
+        let c = corpus(&["The painter lived by the river.", "A river delta."]);
+        let dir = tmp("damaged");
+        Bm25Index::build(&c, &dir).unwrap();
+        let path = dir.join(INDEX_FILE);
+        let good = fs::read(&path).unwrap();
+        // Cut short, grown, the magic changed, every byte of the postings flipped.
+        let mut cases = vec![
+            good[..good.len() - 1].to_vec(),
+            [good.as_slice(), b"x"].concat(),
+            [b"NOTBM25\x02".as_slice(), &good[8..]].concat(),
+        ];
+        for i in 1..=6 {
+            let mut g = good.clone();
+            let n = g.len();
+            g[n - i] ^= 0xff;
+            cases.push(g);
+        }
+        for bytes in cases {
+            fs::write(&path, &bytes).unwrap();
+            match Bm25Index::open(&dir, &c) {
+                Err(e) => assert!(e.to_string().contains(INDEX_FILE), "{e}"),
+                Ok(idx) => {
+                    let _ = idx.retrieve("painter river delta lived", 10);
+                }
+            }
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,7 +9,7 @@
 //! - [`real`]: loaders for BrowseComp-Plus files a user downloaded elsewhere (corpus
 //!   JSONL, encrypted queries/answers, the URL category map).
 //!
-//! Retrieval is BM25 ([`bm25`], tantivy) or dense ([`dense`], generic over a
+//! Retrieval is BM25 ([`bm25`], an inverted index of our own) or dense ([`dense`], generic over a
 //! [`dense::DenseEncoder`]); [`tools`] turns either into the reference configs' tool sets
 //! (one tool per domain, `other`, optionally `search_all`; opaque or gold descriptions)
 //! and executes calls. [`judge`] grades final answers; [`trajectory`] serialises a

@@ -80,7 +80,7 @@ pub struct SearchExperiment {
     pub concurrency: usize,
     /// The editor is shown each call's query (off in the reference implementation).
     pub show_queries: bool,
-    /// `bm25` (tantivy) or `dense` (sentence embeddings, cosine).
+    /// `bm25` (the BM25 index of `datasets::search::bm25`) or `dense` (sentence embeddings, cosine).
     pub retriever: String,
     /// The dense retriever's embedder: `minilm` (in process) or `bag-of-words`
     /// (hashed word counts; scripted tests).

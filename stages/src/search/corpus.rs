@@ -97,8 +97,11 @@ impl Corpus {
             };
             // The fingerprint hashes every document: once.
             let fingerprint = sub.corpus.fingerprint();
+            // Named by the index format too: a store's index of an older format
+            // (tantivy's, `otb-bm25-1`) is left alone, not misread.
             let dir = self.cache.join(format!(
-                "bm25-{}",
+                "{}-{}",
+                datasets::search::bm25::FORMAT,
                 &fingerprint[..16.min(fingerprint.len())]
             ));
             let index = if dir.join(datasets::search::bm25::META_FILE).is_file() {
