@@ -84,10 +84,13 @@ def main():
     # What cargo puts on the library path of a test it runs: the toolchain's libraries
     # (a proc-macro crate's test binary links its standard library dynamically) and
     # the target folder's.
-    sysroot = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+    rustc = lambda *a: subprocess.run(["rustc", *a], capture_output=True, text=True,
+                                      check=True).stdout
+    sysroot = rustc("--print", "sysroot").strip()
+    host = re.search(r"^host: (\S+)", rustc("-vV"), re.M).group(1)
     deps = os.path.dirname(bins[0]["exe"]) if bins else ""
-    libs = os.pathsep.join(p for p in (os.path.join(sysroot, "lib"), deps,
+    libs = os.pathsep.join(p for p in (os.path.join(sysroot, "lib", "rustlib", host, "lib"),
+                                       os.path.join(sysroot, "lib"), deps,
                                        os.path.dirname(deps),
                                        os.environ.get("LD_LIBRARY_PATH", "")) if p)
     jobs.append({"name": "doc-tests", "label": "doc tests (cargo test --workspace --doc)",

