@@ -223,7 +223,8 @@ impl Bm25Index {
             }
         }
         let mut terms: Vec<(String, Postings)> = postings.into_iter().collect();
-        terms.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        // `String`'s order is its bytes' order, which `find` searches by.
+        terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
 
         let path = dir.join(INDEX_FILE);
         let write = || -> std::io::Result<()> {
@@ -233,19 +234,11 @@ impl Bm25Index {
                 out.write_all(&n.to_le_bytes())?;
             }
             out.write_all(&codes)?;
-            let mut end = 0u64;
-            for (t, _) in &terms {
-                end += t.len() as u64;
-                out.write_all(&end.to_le_bytes())?;
-            }
+            write_ends(&mut out, terms.iter().map(|(t, _)| t.len()))?;
             for (_, p) in &terms {
                 out.write_all(&p.docs.to_le_bytes())?;
             }
-            let mut end = 0u64;
-            for (_, p) in &terms {
-                end += p.bytes.len() as u64;
-                out.write_all(&end.to_le_bytes())?;
-            }
+            write_ends(&mut out, terms.iter().map(|(_, p)| p.bytes.len()))?;
             for (t, _) in &terms {
                 out.write_all(t.as_bytes())?;
             }
@@ -320,20 +313,18 @@ impl Bm25Index {
         // Section sizes, each checked against the file before any is read.
         let too_big = || bad("section sizes exceed the file".into());
         let n_terms = usize::try_from(n_terms).map_err(|_| too_big())?;
+        // Where the section after one of `n_terms` entries of `width` bytes at `start` begins.
+        let after = |start: usize, width: usize| {
+            n_terms
+                .checked_mul(width)
+                .and_then(|n| n.checked_add(start))
+                .ok_or_else(too_big)
+        };
         let codes = header;
         let term_ends = codes + n_docs;
-        let doc_freqs = n_terms
-            .checked_mul(8)
-            .and_then(|n| n.checked_add(term_ends))
-            .ok_or_else(too_big)?;
-        let post_ends = n_terms
-            .checked_mul(4)
-            .and_then(|n| n.checked_add(doc_freqs))
-            .ok_or_else(too_big)?;
-        let terms = n_terms
-            .checked_mul(8)
-            .and_then(|n| n.checked_add(post_ends))
-            .ok_or_else(too_big)?;
+        let doc_freqs = after(term_ends, 8)?;
+        let post_ends = after(doc_freqs, 4)?;
+        let terms = after(post_ends, 8)?;
         if terms > data.len() {
             return Err(too_big());
         }
@@ -485,6 +476,16 @@ impl Bm25Index {
         }
         Ok(())
     }
+}
+
+/// A blob's entries by where each ends, as the index file's ends sections hold them.
+fn write_ends(out: &mut impl Write, lens: impl Iterator<Item = usize>) -> std::io::Result<()> {
+    let mut end = 0u64;
+    for n in lens {
+        end += n as u64;
+        out.write_all(&end.to_le_bytes())?;
+    }
+    Ok(())
 }
 
 fn read_u64(data: &[u8], at: usize) -> u64 {
