@@ -952,42 +952,50 @@ mod tests {
         let answers = |on_go: &str| {
             format!("while read -r l; do case \"$l\" in uci) echo uciok ;; isready) echo readyok ;; go*) {on_go} ;; esac; done")
         };
+        // The cases that end by a timeout wait 300 ms; the others get 3 s, which
+        // their own fault (a flood, a long line, a bad move) must beat by far even
+        // on a loaded machine (CI runs two test binaries at a time on 2 cores).
         let cases = [
             (
                 "silent",
                 "while read -r l; do :; done".to_string(),
+                300,
                 "no `uciok` within 300 ms",
             ),
             (
                 "flood",
                 "exec yes garbage".into(),
+                3000,
                 "more than 4194304 bytes of output without `uciok`",
             ),
             (
                 "long_line",
                 answers("head -c 100000 /dev/zero | tr '\\0' x"),
+                3000,
                 "a line of more than 65536 bytes while awaiting `bestmove`",
             ),
-            ("no_best", answers(":"), "no `bestmove` within 310 ms"),
+            ("no_best", answers(":"), 300, "no `bestmove` within 310 ms"),
             (
                 "illegal",
                 answers("echo 'bestmove e2e5'"),
+                3000,
                 "unexpected reply \"bestmove e2e5\"",
             ),
             (
                 "none",
                 answers("echo 'bestmove (none)'"),
+                3000,
                 "unexpected reply \"bestmove (none)\"",
             ),
         ];
-        for (name, body, expected) in cases {
+        for (name, body, timeout_ms, expected) in cases {
             let path = dir.join(name);
             std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
             let pool = BlockingPool::new(EngineConfig {
                 binary: Some(path.clone()),
                 processes: 1,
-                answer_timeout_ms: 300,
+                answer_timeout_ms: timeout_ms,
                 retries: 0,
                 ..EngineConfig::default()
             })
