@@ -11,9 +11,9 @@
 # compiled in and died with an illegal instruction on a VM that lists the amx flags.
 #
 # It also points llama.cpp's CMake build at scripts/llama-common.cmake, which compiles
-# llama.cpp's `common` library (built because the crate's wrappers link it, never on
-# the model's path) without optimisation and as a unity build: half of llama.cpp's
-# compile time before.
+# llama.cpp's `common` library (asked for by the crate's CMake options, never called
+# by the embedded backend) and two helper libraries from one empty file: about half
+# of llama.cpp's compile time before.
 #
 # The file is only written when it is missing or was written by this script; delete it
 # to build for the generic set (then `cargo clean -p llama-cpp-sys-2`, since cargo
@@ -56,9 +56,8 @@ mkdir -p .cargo
     echo 'GGML_AMX_INT8 = "OFF"'
     echo 'GGML_AMX_BF16 = "OFF"'
   fi
-  # llama.cpp's `common` library unoptimised and as a unity build (see that file):
-  # about two minutes less of llama.cpp's build on 2 cores, nothing of the model's
-  # code changed.
+  # llama.cpp's `common` library not compiled (see that file): minutes less of
+  # llama.cpp's build on 2 cores, nothing of the model's code changed.
   echo 'CMAKE_PROJECT_INCLUDE = { value = "scripts/llama-common.cmake", relative = true }'
 } > "$tmp"
 mv "$tmp" "$out"
