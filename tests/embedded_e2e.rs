@@ -179,15 +179,14 @@ fn embedded_model_runs_each_baseline() {
         assert!(docs > 0, "{method} spent no tokens: {row}");
     }
     assert_eq!(s.run().executed(), 0, "a rerun is answered from the store");
-    // A fully cached rerun opens no model file: with the embedded model pointed at an
-    // empty file (no model loads from it; a missing one is refused before the run)
-    // and MiniLM at a folder that does not exist, it still succeeds and runs nothing.
+    // A fully cached rerun opens no model file: with the models' folders pointed at
+    // folders that do not exist and no Python to fetch a model with (opening the
+    // embedded model or MiniLM would fail), it still succeeds and runs nothing.
     let missing = s.dir.path().join("no-such-model");
-    let empty = s.dir.path().join("empty.gguf");
-    std::fs::write(&empty, b"").unwrap();
     let out = run_of(&s)
-        .env("OTB_EMBEDDED_MODEL", &empty)
+        .env("OTB_MODEL_DIR", &missing)
         .env("OTB_MINILM_DIR", &missing)
+        .env("OTB_PYTHON", s.dir.path().join("no-such-python"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -197,6 +196,36 @@ fn embedded_model_runs_each_baseline() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(" 0 ran"), "{stdout}");
+    // Another model file is another run: with `OTB_EMBEDDED_MODEL` naming a file
+    // (`otb status` loads no model), no stage the model feeds is fresh any more.
+    let other = s.dir.path().join("other.gguf");
+    std::fs::write(&other, b"another model's bytes").unwrap();
+    let fresh = |file: Option<&std::path::Path>| {
+        let mut c = common::otb();
+        c.arg("--store").arg(s.store()).arg("status").arg(s.exp());
+        if let Some(f) = file {
+            c.env("OTB_EMBEDDED_MODEL", f);
+        }
+        let out = c.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}");
+        let n = text
+            .split(" fresh, ")
+            .next()
+            .and_then(|before| before.rsplit(' ').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        (n.unwrap_or_else(|| panic!("no count in {text}")), text)
+    };
+    let (all, text) = fresh(None);
+    assert!(
+        text.contains(&format!("{all} fresh, 0 would run")),
+        "{text}"
+    );
+    let (left, text) = fresh(Some(&other));
+    assert!(
+        left + model_stages <= all,
+        "{left} + {model_stages} > {all}: {text}"
+    );
 }
 
 /// A wrong `OTB_EMBEDDED_MODEL` or `OTB_EMBEDDED_DRAFT` is bad input: one error line

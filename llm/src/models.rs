@@ -6,11 +6,14 @@
 //! in order, checks the sha256 and publishes the file by an atomic rename. A verified file is reused without network access (a `.sha256`
 //! marker beside it records the verified digest and size).
 //!
-//! `OTB_EMBEDDED_MODEL=/path/model.gguf` overrides everything.
+//! `OTB_EMBEDDED_MODEL=/path/model.gguf` overrides everything; what it names enters
+//! the keys by [`override_identity`].
 
+use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 use wheels::WheelError;
@@ -185,6 +188,73 @@ pub(crate) fn override_path() -> Result<Option<PathBuf>, ModelError> {
         }
         None => Ok(None),
     }
+}
+
+/// How much of each end of a file [`file_identity`] hashes.
+const IDENTITY_PART: u64 = 1 << 20;
+
+/// The file `OTB_EMBEDDED_MODEL` names, as the keys of stages and model calls hold
+/// it (see [`file_identity`]); unset: `None`. A run with another file is then
+/// another run, never the pinned model's answers from the store.
+pub fn override_identity() -> Result<Option<String>, ModelError> {
+    override_path()?.map(|p| file_identity(&p)).transpose()
+}
+
+/// A model file's identity: its size and the SHA-256 of its first and last MiB
+/// (16 hex digits). A GGUF file's first MiB holds its metadata and tensor table
+/// and its last its final tensors, so two models (another size, quantisation or
+/// fine-tune) differ there; hashing all of a 1 GB file would cost seconds on every
+/// run, which a fully cached rerun must not. Remembered per path, size and
+/// modification time, since keys are computed many times in a run.
+pub fn file_identity(path: &Path) -> Result<String, ModelError> {
+    type Seen = HashMap<(PathBuf, u64, std::time::SystemTime), String>;
+    static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+    let what = || format!("reading {}", path.display());
+    let meta = fs::metadata(path).map_err(io(what()))?;
+    let key = (
+        path.to_path_buf(),
+        meta.len(),
+        meta.modified().map_err(io(what()))?,
+    );
+    if let Some(id) = SEEN
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(&key).cloned()))
+    {
+        return Ok(id);
+    }
+    let mut f = File::open(path).map_err(io(what()))?;
+    let len = meta.len();
+    let mut hasher = Sha256::new();
+    let mut buf = Vec::new();
+    let head = len.min(IDENTITY_PART);
+    (&mut f)
+        .take(head)
+        .read_to_end(&mut buf)
+        .map_err(io(what()))?;
+    let tail = (len - head).min(IDENTITY_PART);
+    if tail > 0 {
+        f.seek(SeekFrom::Start(len - tail)).map_err(io(what()))?;
+        f.take(tail).read_to_end(&mut buf).map_err(io(what()))?;
+    }
+    if buf.len() as u64 != head + tail {
+        return Err(ModelError::Io {
+            what: what(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file changed while it was read",
+            ),
+        });
+    }
+    hasher.update(&buf);
+    let id = format!(
+        "{len} bytes, first and last MiB sha256 {}",
+        &hex::encode(hasher.finalize())[..16]
+    );
+    if let Ok(mut m) = SEEN.lock() {
+        m.get_or_insert_with(HashMap::new).insert(key, id.clone());
+    }
+    Ok(id)
 }
 
 /// Returns the path of model `name` in `cache_dir`, downloading, verifying

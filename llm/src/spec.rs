@@ -95,12 +95,27 @@ impl fmt::Display for ModelSpec {
     }
 }
 
+impl ModelSpec {
+    /// What an `embedded:` spec's keys hold: the spec, the backend's revision and,
+    /// when `OTB_EMBEDDED_MODEL` names the model file, that file's identity
+    /// ([`crate::models::file_identity`]).
+    fn embedded_key(&self, file: Option<&str>) -> String {
+        match file {
+            None => format!("{self} (embedded backend revision {EMBEDDED_REVISION})"),
+            Some(id) => format!(
+                "{self} (embedded backend revision {EMBEDDED_REVISION}, OTB_EMBEDDED_MODEL file of {id})"
+            ),
+        }
+    }
+}
+
 impl serde::Serialize for ModelSpec {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.kind {
-            ModelKind::Embedded => s.collect_str(&format_args!(
-                "{self} (embedded backend revision {EMBEDDED_REVISION})"
-            )),
+            ModelKind::Embedded => {
+                let file = crate::models::override_identity().map_err(serde::ser::Error::custom)?;
+                s.collect_str(&self.embedded_key(file.as_deref()))
+            }
             _ => s.collect_str(self),
         }
     }
@@ -187,6 +202,18 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
             }
         })?,
     };
+    // The model's name in requests, and so in the call cache's keys: a file the
+    // user named adds its identity, so its calls never answer for the pinned model's.
+    let name = match &user_file {
+        None => name.to_string(),
+        Some(_) => {
+            let id = crate::models::file_identity(&path).map_err(|e| OpenError {
+                fault: Fault::User,
+                message: format!("model `{spec}`: {e}"),
+            })?;
+            format!("{name} (OTB_EMBEDDED_MODEL file of {id})")
+        }
+    };
     let mut cfg = crate::EmbeddedConfig::new(path);
     cfg.draft_model = draft_model(spec)?;
     // A file the user named that does not load is theirs to fix; the verified
@@ -199,7 +226,7 @@ fn embedded(spec: &ModelSpec, name: &str) -> Result<(Arc<dyn Backend>, String), 
         },
         message: format!("model `{spec}`: {e}"),
     })?;
-    Ok((Arc::new(backend), name.to_string()))
+    Ok((Arc::new(backend), name))
 }
 
 /// What the embedded model's variables name, checked without opening anything (a
@@ -291,6 +318,47 @@ mod tests {
         // What a person reads stays the spec as written.
         let s = ModelSpec::parse("embedded:qwen2.5-coder-1.5b").unwrap();
         assert_eq!(s.to_string(), "embedded:qwen2.5-coder-1.5b");
+    }
+
+    /// A model file named by `OTB_EMBEDDED_MODEL` is in the key by its identity:
+    /// two files differing in size, in their first or in their last MiB have two
+    /// keys; the same bytes elsewhere have one.
+    #[test]
+    fn a_users_model_file_is_in_the_key_by_its_bytes() {
+        let dir = crate::cache::tests::tempdir("identity");
+        let s = ModelSpec::parse("embedded:qwen2.5-coder-1.5b").unwrap();
+        let mib = 1usize << 20;
+        let base: Vec<u8> = (0..3 * mib + 5).map(|i| (i % 251) as u8).collect();
+        let mut head = base.clone();
+        head[10] ^= 1;
+        let mut tail = base.clone();
+        tail[3 * mib] ^= 1;
+        let mut middle = base.clone();
+        middle[mib + 7] ^= 1;
+        let shorter = base[..base.len() - 1].to_vec();
+        let key = |name: &str, bytes: &[u8]| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            s.embedded_key(Some(&crate::models::file_identity(&p).unwrap()))
+        };
+        let k = key("base.gguf", &base);
+        assert_eq!(
+            k,
+            format!(
+                "embedded:qwen2.5-coder-1.5b (embedded backend revision {EMBEDDED_REVISION}, OTB_EMBEDDED_MODEL file of {} bytes, first and last MiB sha256 {})",
+                base.len(),
+                k.rsplit(' ').next().unwrap().trim_end_matches(')')
+            )
+        );
+        assert_eq!(key("copy.gguf", &base), k);
+        for (name, bytes) in [("head", &head), ("tail", &tail), ("shorter", &shorter)] {
+            assert_ne!(key(name, bytes), k, "{name}");
+        }
+        // The middle is not read (a whole 1 GB file would cost seconds per run).
+        assert_eq!(key("middle", &middle), k);
+        // Small files are read whole.
+        assert_ne!(key("a", b"ab"), key("b", b"ac"));
+        assert!(crate::models::file_identity(&dir.path().join("none")).is_err());
     }
 
     #[test]
