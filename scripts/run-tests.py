@@ -63,12 +63,6 @@ def build():
     return found
 
 
-def target_dir():
-    out = subprocess.run([os.environ.get("CARGO", "cargo"), "metadata", "--format-version=1",
-                          "--no-deps"], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["target_directory"]
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int,
@@ -98,10 +92,14 @@ def main():
                          "--", *opts.args],
                  "dir": root, "package": ""})
 
-    durations_file = os.path.join(target_dir(), "test-durations.json")
+    # Kept in the target folder the executables were built in (<target>/debug/deps).
+    durations_file = os.path.join(os.path.dirname(os.path.dirname(deps)),
+                                  "test-durations.json") if deps else None
     last = {}
     # This machine's last run, else the durations of a run kept beside this script.
     for f in (durations_file, os.path.join(os.path.dirname(__file__), "test-durations.json")):
+        if f is None:
+            continue
         try:
             with open(f) as fh:
                 last = json.load(fh)
@@ -154,8 +152,10 @@ def main():
             counts["ignored"] += int(m.group(3))
     failed = [job["label"] for job, code, _, _ in results if code != 0]
     try:
-        with open(durations_file, "w") as f:
-            json.dump({job["name"]: round(took, 1) for job, _, took, _ in results}, f, indent=0)
+        if durations_file:
+            with open(durations_file, "w") as f:
+                json.dump({job["name"]: round(took, 1) for job, _, took, _ in results}, f,
+                          indent=0)
     except OSError:
         pass
     total = time.monotonic() - started

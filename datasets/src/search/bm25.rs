@@ -507,19 +507,13 @@ impl Retriever for Bm25Index {
                 self.score_term(i, &mut scores, &mut touched)?;
             }
         }
-        let mut hits: Vec<Hit> = touched
+        let hits: Vec<Hit> = touched
             .into_iter()
             .map(|d| Hit {
                 ord: d as usize,
                 score: scores[d as usize],
             })
             .collect();
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, |a, b| {
-                b.score.total_cmp(&a.score).then(a.ord.cmp(&b.ord))
-            });
-            hits.truncate(limit);
-        }
         Ok(rank(hits, limit))
     }
 }

@@ -49,10 +49,19 @@ pub trait Retriever {
     fn retrieve(&self, query: &str, limit: usize) -> Result<Vec<Hit>, SearchError>;
 }
 
-/// Sorts hits best first, ties by ordinal, and keeps `limit`.
+/// Sorts hits best first, ties by ordinal, and keeps `limit`: the best `limit` are
+/// selected first, so only they are sorted (the order is total, ordinals being
+/// distinct, so the result is what sorting all would give).
 pub(crate) fn rank(mut hits: Vec<Hit>, limit: usize) -> Vec<Hit> {
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.ord.cmp(&b.ord)));
-    hits.truncate(limit);
+    let order = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(a.ord.cmp(&b.ord));
+    if limit == 0 {
+        return Vec::new();
+    }
+    if hits.len() > limit {
+        hits.select_nth_unstable_by(limit - 1, order);
+        hits.truncate(limit);
+    }
+    hits.sort_by(order);
     hits
 }
 

@@ -79,7 +79,7 @@ pub fn texts() -> Vec<String> {
 }
 
 /// How many of [`texts`] come first and are recorded id by id; the mixes after them
-/// are recorded by [`digest`].
+/// are recorded by a hash ([`record`]).
 pub fn spelled_out() -> usize {
     FRAGMENTS.len() + 5
 }
