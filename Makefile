@@ -30,9 +30,8 @@ lint: $(CPU_CONFIG)
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --quiet
 
 ## The lints, then the whole test suite (what CI runs): scripts/run-tests.py builds the
-## test binaries (`cargo test --no-run`) and runs each as soon as it is built (one at a
-## time while cargo builds on, then as many at a time as there are cores, OTB_TEST_JOBS),
-## longest first, then the doc tests. Tests load several
+## test binaries (`cargo test --no-run`) and runs them and the doc tests as many at a
+## time as there are cores (OTB_TEST_JOBS), longest first. Tests load several
 ## embedded models at once, so each gets one llama.cpp thread (spinning threads that
 ## compete for the cores slow everything down). `cargo test` works as well, one binary
 ## after another.

@@ -329,3 +329,32 @@ fn status_lists_what_waits_and_what_a_loop_may_skip() {
     let e = down(&mut run, &pipeline::Handle::pending("up"), &calls).unwrap_err();
     assert_eq!(pipeline::Classify::class(&e), pipeline::ErrorClass::Bug);
 }
+
+#[test]
+fn a_journal_left_by_a_stop_after_publishing_is_deleted_when_the_entry_is_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let calls = Calls::default();
+    let (r1, _, _) = both(&store, Mode::Run, 1, &nums(&[1, 2, 3]), &calls);
+    // What a run stopped between a stage's publish and its journal's deletion leaves.
+    let journals: Vec<_> = r1
+        .iter()
+        .map(|r| {
+            let key = r.key.as_ref().expect("a stage that ran has a key");
+            let j = store.root().join("cache").join("journal").join(&key.0);
+            std::fs::create_dir_all(&j).unwrap();
+            std::fs::write(j.join("x.item"), b"record").unwrap();
+            j
+        })
+        .collect();
+    let (r2, _, _) = both(&store, Mode::Status, 1, &nums(&[1, 2, 3]), &calls);
+    assert!(r2.iter().all(|r| r.state == NodeState::Fresh));
+    assert!(
+        journals.iter().all(|j| j.exists()),
+        "status changes nothing"
+    );
+    let (r3, _, _) = both(&store, Mode::Run, 1, &nums(&[1, 2, 3]), &calls);
+    assert!(r3.iter().all(|r| r.state == NodeState::Fresh));
+    let left: Vec<_> = journals.iter().filter(|j| j.exists()).collect();
+    assert!(left.is_empty(), "journals left: {left:?}");
+}
