@@ -9,8 +9,9 @@ first by the durations of the last run here (kept in the target folder; on a fir
 run, those of scripts/test-durations.json, a run on a 2-core machine), each with
 what `cargo test` would give it (its package folder as the working directory,
 CARGO_MANIFEST_DIR, CARGO_PKG_NAME). Each binary's output is printed whole when it
-ends, under cargo's own `Running` line with its wall and CPU time, so a log reads as cargo's would; the last
-lines sum up, name the binaries that failed, and the exit status is 1 if any did.
+ends, under cargo's own `Running` line with its wall and CPU time, so a log reads as
+cargo's would; the last lines sum up, name the binaries that failed, and the exit
+status is 1 if any did.
 
     python3 scripts/run-tests.py [--jobs N] [-- ARGS FOR EVERY TEST BINARY]
 
