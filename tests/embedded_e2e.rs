@@ -200,11 +200,11 @@ fn embedded_model_runs_each_baseline() {
     // (`otb status` loads no model), no stage the model feeds is fresh any more.
     let other = s.dir.path().join("other.gguf");
     std::fs::write(&other, b"another model's bytes").unwrap();
-    let fresh = |file: Option<&std::path::Path>| {
+    let fresh = |vars: &[(&str, &std::path::Path)]| {
         let mut c = common::otb();
         c.arg("--store").arg(s.store()).arg("status").arg(s.exp());
-        if let Some(f) = file {
-            c.env("OTB_EMBEDDED_MODEL", f);
+        for (var, value) in vars {
+            c.env(var, value);
         }
         let out = c.output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -216,15 +216,42 @@ fn embedded_model_runs_each_baseline() {
             .and_then(|n| n.parse::<usize>().ok());
         (n.unwrap_or_else(|| panic!("no count in {text}")), text)
     };
-    let (all, text) = fresh(None);
+    let (all, text) = fresh(&[]);
     assert!(
         text.contains(&format!("{all} fresh, 0 would run")),
         "{text}"
     );
-    let (left, text) = fresh(Some(&other));
+    let (left, text) = fresh(&[("OTB_EMBEDDED_MODEL", &other)]);
     assert!(
         left + model_stages <= all,
         "{left} + {model_stages} > {all}: {text}"
+    );
+    // So is another sentence encoder: `OTB_MINILM_DIR` naming other files than the
+    // pinned ones makes DRAFT's stages (the only ones here that embed) and what
+    // follows them stale, and nothing else; a folder still to be fetched into
+    // changes nothing.
+    let encoder = s.dir.path().join("other-encoder");
+    std::fs::create_dir_all(&encoder).unwrap();
+    let (left, text) = fresh(&[("OTB_MINILM_DIR", &encoder)]);
+    assert_eq!(left, all, "{text}");
+    for f in textsim::model::FILES {
+        std::fs::write(encoder.join(f.name), b"another encoder's file").unwrap();
+    }
+    let (left, text) = fresh(&[("OTB_MINILM_DIR", &encoder)]);
+    let stale: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("would run"))
+        .collect();
+    assert!(left < all, "{text}");
+    assert!(
+        stale.iter().any(|l| l.contains("draft[names+params]")),
+        "{text}"
+    );
+    assert!(
+        !stale
+            .iter()
+            .any(|l| l.contains("easytool") || l.contains("play2prompt")),
+        "{text}"
     );
 }
 

@@ -16,8 +16,11 @@
 //! `OTB_SKIP_MODEL_FETCH=1` forbids downloading (tests then skip).
 //! `OTB_PYTHON` names the Python interpreter (default `python3`).
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
@@ -109,6 +112,85 @@ pub fn present(dir: &Path) -> bool {
     FILES.iter().all(|f| dir.join(f.name).is_file())
 }
 
+/// What the keys of stages that embed with MiniLM hold of `OTB_MINILM_DIR`: `None`
+/// when it is unset, when the folder does not hold the files yet (the pinned ones are
+/// fetched into it) or when it holds exactly the pinned files; otherwise the files'
+/// identity ([`dir_identity`]), so that another encoder's vectors and similarities
+/// are never taken from the store for MiniLM's.
+pub fn override_identity() -> Result<Option<String>, TextSimError> {
+    match env_path("OTB_MINILM_DIR") {
+        None => Ok(None),
+        Some(dir) => dir_identity(&dir),
+    }
+}
+
+/// How much of each end of a file of unpinned size [`dir_identity`] hashes.
+const IDENTITY_PART: u64 = 1 << 20;
+
+/// `None` when `dir` lacks a model file or holds exactly the pinned files (each
+/// file of its pinned size hashed whole and compared with its pin); otherwise 16
+/// hex digits of a SHA-256 over each file's name, size and digest (a file of
+/// another size: the digest of its first and last MiB, as a model file's identity
+/// in the `llm` crate, since hashing a large encoder on every run would cost
+/// seconds). Remembered per folder and its files' sizes and modification times,
+/// since keys are computed many times in a run.
+pub fn dir_identity(dir: &Path) -> Result<Option<String>, TextSimError> {
+    type Seen = HashMap<(PathBuf, Vec<(u64, SystemTime)>), Option<String>>;
+    static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
+    if !present(dir) {
+        return Ok(None);
+    }
+    let what = |p: &Path| format!("reading {}", p.display());
+    let mut stamps = Vec::new();
+    for f in FILES {
+        let p = dir.join(f.name);
+        let meta = fs::metadata(&p).map_err(io(what(&p)))?;
+        stamps.push((meta.len(), meta.modified().map_err(io(what(&p)))?));
+    }
+    let key = (dir.to_path_buf(), stamps);
+    if let Some(id) = SEEN
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(&key).cloned()))
+    {
+        return Ok(id);
+    }
+    let mut hasher = Sha256::new();
+    let mut pinned = true;
+    for (f, (len, _)) in FILES.iter().zip(&key.1) {
+        let p = dir.join(f.name);
+        let digest = if *len == f.size {
+            wheels::sha256_file(&p)?
+        } else {
+            pinned = false;
+            ends_digest(&p, *len).map_err(io(what(&p)))?
+        };
+        pinned &= digest == f.sha256;
+        hasher.update(format!("{} {len} {digest}\n", f.name).as_bytes());
+    }
+    let id = (!pinned).then(|| hex::encode(hasher.finalize())[..16].to_string());
+    if let Ok(mut m) = SEEN.lock() {
+        m.get_or_insert_with(HashMap::new).insert(key, id.clone());
+    }
+    Ok(id)
+}
+
+/// SHA-256 (hex) of a file's first and last [`IDENTITY_PART`] bytes (all of it when
+/// shorter than two parts).
+fn ends_digest(path: &Path, len: u64) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = fs::File::open(path)?;
+    let mut buf = Vec::new();
+    let head = len.min(IDENTITY_PART);
+    (&mut f).take(head).read_to_end(&mut buf)?;
+    let tail = (len - head).min(IDENTITY_PART);
+    if tail > 0 {
+        f.seek(SeekFrom::Start(len - tail))?;
+        f.take(tail).read_to_end(&mut buf)?;
+    }
+    Ok(sha256_hex(&buf))
+}
+
 /// sha256 (hex) of a byte string.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -182,6 +264,27 @@ pub fn ensure_model_dir() -> Result<(PathBuf, bool), TextSimError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_of_other_files_has_an_identity_and_the_pinned_files_none() {
+        let t = tempfile::tempdir().unwrap();
+        // Not there yet: the pinned files will be fetched into it.
+        assert_eq!(dir_identity(t.path()).unwrap(), None);
+        for f in FILES {
+            fs::write(t.path().join(f.name), f.name.as_bytes()).unwrap();
+        }
+        let a = dir_identity(t.path()).unwrap().expect("other files");
+        assert_eq!(a.len(), 16);
+        // Another encoder (one file changed): another identity.
+        let other = tempfile::tempdir().unwrap();
+        for f in FILES {
+            fs::write(other.path().join(f.name), f.name.as_bytes()).unwrap();
+        }
+        fs::write(other.path().join(WEIGHTS.name), b"other weights").unwrap();
+        let b = dir_identity(other.path()).unwrap().expect("other files");
+        assert_ne!(a, b);
+        // (The pinned files have none: tests/embed_model.rs, which has the model.)
+    }
 
     #[test]
     fn completeness_needs_every_file_with_its_size() {

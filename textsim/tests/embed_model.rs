@@ -98,6 +98,35 @@ fn embedder() -> Option<&'static Embedder> {
     .as_ref()
 }
 
+/// `OTB_MINILM_DIR` naming a folder of the pinned files changes no key: such a
+/// folder has no identity (another encoder's has one: the unit tests).
+#[test]
+fn the_pinned_files_have_no_identity() {
+    if embedder().is_none() {
+        return;
+    }
+    let (dir, _) = textsim::model::default_model_dir();
+    assert_eq!(textsim::model::dir_identity(&dir).unwrap(), None);
+    let copy = tempfile::tempdir().unwrap();
+    for f in textsim::model::FILES {
+        std::fs::copy(dir.join(f.name), copy.path().join(f.name)).unwrap();
+    }
+    assert_eq!(textsim::model::dir_identity(copy.path()).unwrap(), None);
+    // One byte changed in the middle of the weights (same size): an identity.
+    let changed = tempfile::tempdir().unwrap();
+    for f in textsim::model::FILES {
+        let mut bytes = std::fs::read(dir.join(f.name)).unwrap();
+        if f.name == textsim::model::WEIGHTS.name {
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 1;
+        }
+        std::fs::write(changed.path().join(f.name), bytes).unwrap();
+    }
+    assert!(textsim::model::dir_identity(changed.path())
+        .unwrap()
+        .is_some());
+}
+
 fn assert_close(got: &[f32], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     for (g, w) in got.iter().zip(want) {

@@ -54,7 +54,9 @@ pub struct DraftBudget {
     /// Stop when (BLEU + cosine) / 2 of successive descriptions exceeds this.
     pub converge: f64,
     /// Sentence embeddings: `minilm` (all-MiniLM-L6-v2, in process) or
-    /// `bag-of-words` (hashed word counts; for scripted tests).
+    /// `bag-of-words` (hashed word counts; for scripted tests). In keys with
+    /// `OTB_MINILM_DIR`'s files where they are not the pinned ones.
+    #[serde(serialize_with = "crate::models::embed::serialize_embedder")]
     pub embedder: String,
 }
 

@@ -42,17 +42,44 @@ impl Embed for BagOfWords {
     }
 }
 
+/// `OTB_MINILM_DIR`'s files, when they are not the pinned ones
+/// ([`textsim::model::override_identity`]).
+fn minilm_override() -> Result<Option<String>, Failure> {
+    textsim::model::override_identity().map_err(|e| Failure::user(format!("OTB_MINILM_DIR: {e}")))
+}
+
+/// What the keys of stages that embed hold of the embedder `name`: the name, and for
+/// `minilm` with `OTB_MINILM_DIR` naming other files than the pinned ones, their
+/// identity, so that another encoder's results are never reused as MiniLM's.
+pub fn embedder_key(name: &str) -> Result<String, Failure> {
+    Ok(match (name, minilm_override()?) {
+        ("minilm", Some(id)) => format!("minilm (OTB_MINILM_DIR files of {id})"),
+        _ => name.to_string(),
+    })
+}
+
+/// Serialises an embedder's name as [`embedder_key`] (for key structs).
+pub fn serialize_embedder<S: serde::Serializer>(name: &str, s: S) -> Result<S::Ok, S::Error> {
+    let key = embedder_key(name).map_err(|e| serde::ser::Error::custom(e.message))?;
+    s.serialize_str(&key)
+}
+
 /// The embedder an experiment names (`minilm` or `bag-of-words`); MiniLM vectors are
-/// cached per text under `cache_dir`.
+/// cached per text under `cache_dir` (in a file of their own for an
+/// `OTB_MINILM_DIR` of other files than the pinned ones).
 pub fn make_embedder(name: &str, cache_dir: &Path) -> Result<Box<dyn Embed>, Failure> {
     match name {
         "bag-of-words" => Ok(Box::new(BagOfWords)),
         "minilm" => {
+            let file = match minilm_override()? {
+                None => "minilm.bin".to_string(),
+                Some(id) => format!("minilm-{id}.bin"),
+            };
             // The model files come from a pinned wheel and the vectors' cache is the
             // store's: neither failing is the user's input.
             let model = textsim::Embedder::load_default()
                 .map_err(|e| Failure::infra(format!("embedder minilm: {e}")))?;
-            let cached = textsim::CachedEmbedder::new(model, cache_dir.join("minilm.bin"))
+            let cached = textsim::CachedEmbedder::new(model, cache_dir.join(file))
                 .map_err(|e| Failure::infra(format!("embedder minilm: {e}")))?;
             Ok(Box::new(MiniLm(cached)))
         }

@@ -60,7 +60,7 @@ impl OfflineEnv for Search<'_> {
         (
             json!({
                 "search": self.s.retriever,
-                "embedder": (self.s.retriever == "dense").then_some(&self.s.embedder),
+                "embedder": (self.s.retriever == "dense").then_some(self.embedder_key),
                 "corpus": self.corpus_id,
                 "tool_set": self.set,
                 "shape": self.s.shape,

@@ -266,11 +266,7 @@ impl<'a> Search<'a> {
             retriever: &self.s.retriever,
             shape: self.s.shape,
             first_call_required: self.s.first_call_required,
-            embedder: if self.s.retriever == "dense" {
-                &self.s.embedder
-            } else {
-                ""
-            },
+            embedder: self.embedder_key,
             round: at.round,
             gold_names: self.names_gold(&tools),
             parallel_tool_calls: self.s.parallel_tool_calls,

@@ -70,6 +70,9 @@ struct Search<'a> {
     corpus: &'a Corpus,
     /// [`corpus_key`]: what the tools search.
     corpus_id: &'a Value,
+    /// The dense retriever's embedder as keys hold it
+    /// ([`crate::models::embed::embedder_key`]); empty for BM25.
+    embedder_key: &'a str,
 }
 
 /// Expand the `[search]` table into stage calls.
@@ -88,6 +91,11 @@ pub fn drive<'p>(
     );
     let corpus_id = corpus_key(s);
     let key = source_key(s, &corpus_id);
+    let embedder_key = if s.retriever == "dense" {
+        crate::models::embed::embedder_key(&s.embedder)?
+    } else {
+        String::new()
+    };
     let qs = cx.scope(|cx| {
         let qs = cx.stage_named(
             QUESTIONS_STAGE,
@@ -136,6 +144,7 @@ pub fn drive<'p>(
             questions: &questions,
             corpus: &corpus,
             corpus_id: &corpus_id,
+            embedder_key: &embedder_key,
         })
         .collect();
     // The tool sets' grids in one plan: their nodes run concurrently.
