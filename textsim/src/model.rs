@@ -266,7 +266,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_folder_of_other_files_has_an_identity_and_the_pinned_files_none() {
+    fn a_folder_of_other_files_has_an_identity_and_one_still_to_fill_none() {
         let t = tempfile::tempdir().unwrap();
         // Not there yet: the pinned files will be fetched into it.
         assert_eq!(dir_identity(t.path()).unwrap(), None);
