@@ -102,6 +102,12 @@ pub fn download(requirement: &str, dir: &Path) -> Result<PathBuf, WheelError> {
 pub fn download_all(requirements: &[String], dir: &Path) -> Result<Vec<PathBuf>, WheelError> {
     let reqs: Vec<&str> = requirements.iter().map(String::as_str).collect();
     let command = pip(&reqs, dir)?;
+    pick_wheels(dir, &reqs, &command)
+}
+
+/// Each requirement's wheel among those in `dir`, in the order asked; a missing one
+/// is an error naming it and the pip `command` that should have downloaded it.
+fn pick_wheels(dir: &Path, reqs: &[&str], command: &str) -> Result<Vec<PathBuf>, WheelError> {
     let found = wheels_in(dir)?;
     reqs.iter()
         .map(|r| {
@@ -110,7 +116,7 @@ pub fn download_all(requirements: &[String], dir: &Path) -> Result<Vec<PathBuf>,
                 .find(|w| wheel_is(w, r))
                 .cloned()
                 .ok_or_else(|| WheelError::Pip {
-                    command: command.clone(),
+                    command: command.to_string(),
                     detail: format!("no wheel of {r} was downloaded"),
                 })
         })
@@ -368,8 +374,8 @@ mod tests {
 
     #[test]
     fn several_wheels_come_back_in_the_order_asked_and_a_missing_one_is_named() {
-        // What `download_all` does after pip: the folder's wheels, each picked
-        // for its requirement.
+        // What `download_all` does after pip: each requirement's wheel picked from
+        // the folder, in the order asked.
         let t = tempfile::tempdir().unwrap();
         let dir = t.path().join("w");
         fs::create_dir_all(&dir).unwrap();
@@ -380,17 +386,24 @@ mod tests {
         ] {
             fs::write(dir.join(f), b"").unwrap();
         }
-        let found = wheels_in(&dir).unwrap();
-        let pick = |r: &str| found.iter().find(|w| wheel_is(w, r)).cloned();
+        let picked =
+            pick_wheels(&dir, &["b-part12==1.0", "a==1.0", "b-part2==1.0"], "pip").unwrap();
+        let names: Vec<_> = picked.iter().map(|p| p.file_name().unwrap()).collect();
         assert_eq!(
-            pick("b-part12==1.0").unwrap().file_name().unwrap(),
-            "b_part12-1.0-py3-none-any.whl"
+            names,
+            [
+                "b_part12-1.0-py3-none-any.whl",
+                "a-1.0-py3-none-any.whl",
+                "b_part2-1.0-py3-none-any.whl"
+            ]
         );
-        assert_eq!(
-            pick("b-part2==1.0").unwrap().file_name().unwrap(),
-            "b_part2-1.0-py3-none-any.whl"
+        let e = pick_wheels(&dir, &["b-part2==1.0", "b-part1==1.0"], "pip download x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pip download x") && e.contains("no wheel of b-part1==1.0"),
+            "{e}"
         );
-        assert!(pick("b-part1==1.0").is_none());
     }
 
     #[test]
