@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -193,9 +193,6 @@ pub(crate) fn override_path() -> Result<Option<PathBuf>, ModelError> {
     }
 }
 
-/// How much of each end of a file [`file_identity`] hashes.
-const IDENTITY_PART: u64 = 1 << 20;
-
 /// The file `OTB_EMBEDDED_MODEL` names, as the keys of stages and model calls hold
 /// it (see [`file_identity`]); unset: `None`. A run with another file is then
 /// another run, never the pinned model's answers from the store.
@@ -226,34 +223,9 @@ pub fn file_identity(path: &Path) -> Result<String, ModelError> {
     {
         return Ok(id);
     }
-    let mut f = File::open(path).map_err(io(what()))?;
     let len = meta.len();
-    let mut hasher = Sha256::new();
-    let mut buf = Vec::new();
-    let head = len.min(IDENTITY_PART);
-    (&mut f)
-        .take(head)
-        .read_to_end(&mut buf)
-        .map_err(io(what()))?;
-    let tail = (len - head).min(IDENTITY_PART);
-    if tail > 0 {
-        f.seek(SeekFrom::Start(len - tail)).map_err(io(what()))?;
-        f.take(tail).read_to_end(&mut buf).map_err(io(what()))?;
-    }
-    if buf.len() as u64 != head + tail {
-        return Err(ModelError::Io {
-            what: what(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the file changed while it was read",
-            ),
-        });
-    }
-    hasher.update(&buf);
-    let id = format!(
-        "{len} bytes, first and last MiB sha256 {}",
-        &hex::encode(hasher.finalize())[..16]
-    );
+    let digest = wheels::ends_sha256(path, len).map_err(io(what()))?;
+    let id = format!("{len} bytes, first and last MiB sha256 {}", &digest[..16]);
     if let Ok(mut m) = SEEN.lock() {
         m.get_or_insert_with(HashMap::new).insert(key, id.clone());
     }

@@ -124,16 +124,13 @@ pub fn override_identity() -> Result<Option<String>, TextSimError> {
     }
 }
 
-/// How much of each end of a file of unpinned size [`dir_identity`] hashes.
-const IDENTITY_PART: u64 = 1 << 20;
-
 /// `None` when `dir` lacks a model file or holds exactly the pinned files (each
 /// file of its pinned size hashed whole and compared with its pin); otherwise 16
 /// hex digits of a SHA-256 over each file's name, size and digest (a file of
-/// another size: the digest of its first and last MiB, as a model file's identity
-/// in the `llm` crate, since hashing a large encoder on every run would cost
-/// seconds). Remembered per folder and its files' sizes and modification times,
-/// since keys are computed many times in a run.
+/// another size: [`wheels::ends_sha256`], the digest of its first and last MiB, as
+/// a model file's identity in the `llm` crate, since hashing a large encoder on
+/// every run would cost seconds). Remembered per folder and its files' sizes and
+/// modification times, since keys are computed many times in a run.
 pub fn dir_identity(dir: &Path) -> Result<Option<String>, TextSimError> {
     type Seen = HashMap<(PathBuf, Vec<(u64, SystemTime)>), Option<String>>;
     static SEEN: Mutex<Option<Seen>> = Mutex::new(None);
@@ -163,7 +160,7 @@ pub fn dir_identity(dir: &Path) -> Result<Option<String>, TextSimError> {
             wheels::sha256_file(&p)?
         } else {
             pinned = false;
-            ends_digest(&p, *len).map_err(io(what(&p)))?
+            wheels::ends_sha256(&p, *len).map_err(io(what(&p)))?
         };
         pinned &= digest == f.sha256;
         hasher.update(format!("{} {len} {digest}\n", f.name).as_bytes());
@@ -173,22 +170,6 @@ pub fn dir_identity(dir: &Path) -> Result<Option<String>, TextSimError> {
         m.get_or_insert_with(HashMap::new).insert(key, id.clone());
     }
     Ok(id)
-}
-
-/// SHA-256 (hex) of a file's first and last [`IDENTITY_PART`] bytes (all of it when
-/// shorter than two parts).
-fn ends_digest(path: &Path, len: u64) -> std::io::Result<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = fs::File::open(path)?;
-    let mut buf = Vec::new();
-    let head = len.min(IDENTITY_PART);
-    (&mut f).take(head).read_to_end(&mut buf)?;
-    let tail = (len - head).min(IDENTITY_PART);
-    if tail > 0 {
-        f.seek(SeekFrom::Start(len - tail))?;
-        f.take(tail).read_to_end(&mut buf)?;
-    }
-    Ok(sha256_hex(&buf))
 }
 
 /// sha256 (hex) of a byte string.

@@ -215,6 +215,34 @@ pub fn sha256_file(path: &Path) -> Result<String, WheelError> {
     Ok(hex::encode(hasher.finalize()))
 }
 
+/// How much of each end of a file [`ends_sha256`] hashes: a MiB.
+pub const ENDS_PART: u64 = 1 << 20;
+
+/// Hex SHA-256 of the first and last [`ENDS_PART`] bytes of the file at `path`, whose
+/// length is `len` (all of it when shorter than two parts): a cheap identity for a
+/// large model file, whose metadata sits at its start and last tensors at its end.
+/// A file shorter than `len` when read is an `UnexpectedEof` error ("the file
+/// changed while it was read").
+pub fn ends_sha256(path: &Path, len: u64) -> io::Result<String> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(path)?;
+    let mut buf = Vec::new();
+    let head = len.min(ENDS_PART);
+    (&mut f).take(head).read_to_end(&mut buf)?;
+    let tail = (len - head).min(ENDS_PART);
+    if tail > 0 {
+        f.seek(SeekFrom::Start(len - tail))?;
+        f.take(tail).read_to_end(&mut buf)?;
+    }
+    if buf.len() as u64 != head + tail {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the file changed while it was read",
+        ));
+    }
+    Ok(hex::encode(Sha256::digest(&buf)))
+}
+
 /// Fails with [`WheelError::Checksum`] unless `path` hashes to `expected`.
 pub fn check_sha256(path: &Path, expected: &str) -> Result<(), WheelError> {
     let actual = sha256_file(path)?;
@@ -327,6 +355,34 @@ mod tests {
         fs::write(&junk, b"not a zip").unwrap();
         let e = copy_member(&junk, "x", &mut Vec::new()).unwrap_err();
         assert!(matches!(e, WheelError::Archive { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_ends_of_a_file_are_its_first_and_last_part() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("f");
+        fs::write(&p, b"abc").unwrap();
+        // Shorter than two parts: the whole file.
+        assert_eq!(
+            ends_sha256(&p, 3).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        // Longer: the middle is not read.
+        let part = ENDS_PART as usize;
+        let mut big = vec![1u8; part];
+        big.extend(vec![2u8; 5]);
+        big.extend(vec![3u8; part]);
+        fs::write(&p, &big).unwrap();
+        let mut ends = vec![1u8; part];
+        ends.extend(vec![3u8; part]);
+        assert_eq!(
+            ends_sha256(&p, big.len() as u64).unwrap(),
+            hex::encode(Sha256::digest(&ends))
+        );
+        // A length the file no longer has.
+        let e = ends_sha256(&p, big.len() as u64 + 10).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(e.to_string().contains("changed while it was read"), "{e}");
     }
 
     #[test]
