@@ -52,9 +52,12 @@ fn minilm_override() -> Result<Option<String>, Failure> {
 /// `minilm` with `OTB_MINILM_DIR` naming other files than the pinned ones, their
 /// identity, so that another encoder's results are never reused as MiniLM's.
 pub fn embedder_key(name: &str) -> Result<String, Failure> {
-    Ok(match (name, minilm_override()?) {
-        ("minilm", Some(id)) => format!("minilm (OTB_MINILM_DIR files of {id})"),
-        _ => name.to_string(),
+    if name != "minilm" {
+        return Ok(name.to_string());
+    }
+    Ok(match minilm_override()? {
+        Some(id) => format!("minilm (OTB_MINILM_DIR files of {id})"),
+        None => name.to_string(),
     })
 }
 
