@@ -41,7 +41,7 @@ test: lint
 fmt:
 	$(CARGO) fmt --all
 
-## Benchmarks behind docs/results.md's performance section: pipeline store, released-run rescoring,
+## Benchmarks behind the figures of docs/results.md and docs/log/: pipeline store, released-run rescoring,
 ## openai client overhead, embedded tokens/s (OTB_BENCH_MODEL=smollm2-135m for a quick run,
 ## OTB_BENCH_EMBEDDED=0 to skip the model).
 bench: $(CPU_CONFIG)

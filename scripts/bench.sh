@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench: the benchmarks whose numbers go into docs/results.md's performance section.
+# make bench: the benchmarks whose numbers go into docs/results.md and docs/log/.
 #
 #   OTB_BENCH_MODEL=smollm2-135m make bench   # quick embedded run (default: qwen2.5-coder-1.5b)
 #   OTB_BENCH_EMBEDDED=single|batch|parallel|llama|spec|0  # one part of the embedded bench, or none

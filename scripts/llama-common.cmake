@@ -17,7 +17,7 @@
 # decoding) are removed by the linker's section garbage collection, which rustc
 # always asks for. Calling one of those from Rust would fail to link (an undefined
 # `common_*` symbol): that is the price of this file, and the way to notice it.
-# Measured on a 2-core AMD EPYC (docs/results.md): `common` at -O3 was 451 s of
+# Measured on a 2-core AMD EPYC (docs/log/2026-11-27-first-build.md): `common` at -O3 was 451 s of
 # compile time, -O0 322 s, then -O0 as a unity build; now nothing.
 #
 # ggml and llama keep llama.cpp's own flags and layout, so the model computes

@@ -96,6 +96,27 @@ enum Command {
         to: Option<PathBuf>,
         #[arg(long)]
         sft: Option<PathBuf>,
+        /// With --sft: keep tool sets out of the training examples: an environment
+        /// (bfcl, chess, search), tool sets (chess:<set>, search:<set>, bfcl),
+        /// comma-separated, or a fraction of the run's tool sets drawn by --seed;
+        /// holdout.json lists the tool sets trained on and held out.
+        #[arg(long, requires = "sft", value_name = "ENV|TOOLSET|FRACTION")]
+        holdout: Option<stages::tables::sft::Holdout>,
+        /// With --sft: curriculum stages (default 2; without --shares, trace-free
+        /// shares evenly from 10% to 90%).
+        #[arg(long, requires = "sft", value_name = "N")]
+        stages: Option<usize>,
+        /// With --sft: each stage's trace-free share, comma-separated (default
+        /// 0.1,0.9: the paper's best schedule).
+        #[arg(long, requires = "sft", value_name = "SHARES", value_parser = parse_shares)]
+        shares: Option<Shares>,
+        /// With --sft: examples per stage (default: one per training pair).
+        #[arg(long, requires = "sft", value_name = "N")]
+        samples: Option<usize>,
+        /// With --sft: the seed that draws each stage's examples and a fractional
+        /// holdout.
+        #[arg(long, requires = "sft", default_value_t = 0)]
+        seed: u64,
     },
     /// Write one self-contained HTML report of an experiment (tables, curves, every
     /// item with its trajectory, documentation edits, a paired comparison, cost and
@@ -315,71 +336,95 @@ pub fn class_of(err: &anyhow::Error) -> Option<ErrorClass> {
     })
 }
 
-/// `--allow-outside-paths`, read by [`load`].
-static ALLOW_OUTSIDE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Read an experiment file (relative paths inside its folder unless allowed).
-fn load(path: &Path) -> Result<Experiment, ConfigError> {
-    if ALLOW_OUTSIDE.load(std::sync::atomic::Ordering::Relaxed) {
-        Experiment::load_allowing_outside_paths(&stages::driver::environments(), path)
-    } else {
-        stages::driver::load(path)
-    }
+/// What every command is given by the global options: where the store is (its
+/// directory, or for an object store URL its local mirror and the URL) and whether an
+/// experiment's relative paths may leave its folder (`--allow-outside-paths`).
+struct Ctx {
+    /// The store directory (an object store's local mirror).
+    root: PathBuf,
+    /// `--store` as an object store URL (`s3://bucket/prefix`, `file:///path`).
+    remote: Option<String>,
+    /// `--allow-outside-paths`.
+    allow_outside: bool,
 }
 
-/// `--store` as an object store URL (`s3://bucket/prefix`, `file:///path`), set
-/// once by [`main`]: the store directory is then its local mirror.
-static REMOTE_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+impl Ctx {
+    /// The store: `--store`, else `outputs/store`; for an object store URL, its local
+    /// mirror (nothing is contacted or written yet).
+    fn new(cli_store: &Option<PathBuf>, allow_outside: bool) -> Result<Ctx> {
+        let root = cli_store
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("outputs").join("store"));
+        let (root, remote) = match root.to_str() {
+            Some(url) if pipeline::remote::is_url(url) => {
+                (pipeline::remote::mirror_dir(url)?, Some(url.to_string()))
+            }
+            _ => (root, None),
+        };
+        Ok(Ctx {
+            root,
+            remote,
+            allow_outside,
+        })
+    }
 
-/// The store directory: `--store`, else `outputs/store`; for an object store URL,
-/// its local mirror (nothing is contacted or written yet).
-fn store_root(cli_store: &Option<PathBuf>) -> Result<PathBuf> {
-    let root = cli_store
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("outputs").join("store"));
-    match root.to_str() {
-        Some(url) if pipeline::remote::is_url(url) => {
-            let mirror = pipeline::remote::mirror_dir(url)?;
-            let _ = REMOTE_URL.set(url.to_string());
-            Ok(mirror)
+    /// Read an experiment file (relative paths inside its folder unless allowed).
+    fn load(&self, path: &Path) -> Result<Experiment, ConfigError> {
+        if self.allow_outside {
+            Experiment::load_allowing_outside_paths(&stages::driver::environments(), path)
+        } else {
+            stages::driver::load(path)
         }
-        _ => Ok(root),
     }
-}
 
-/// Open the store at `root`, or the object store `--store` named through its
-/// mirror `root` (connecting first: an unusable one is an error before anything
-/// is written).
-fn open_store(root: &Path, access: Access) -> Result<Store, pipeline::StoreError> {
-    match REMOTE_URL.get() {
-        None => Store::open(root, access),
-        Some(url) => {
-            let remote = pipeline::remote::Remote::open(url)?;
-            Store::open_remote(root, remote, access)
+    /// Open the store, or the object store `--store` named through its mirror
+    /// (connecting first: an unusable one is an error before anything is written).
+    fn open_store(&self, access: Access) -> Result<Store, pipeline::StoreError> {
+        match &self.remote {
+            None => Store::open(&self.root, access),
+            Some(url) => {
+                let remote = pipeline::remote::Remote::open(url)?;
+                Store::open_remote(&self.root, remote, access)
+            }
         }
     }
 }
 
 pub fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
-    if cli.allow_outside_paths {
-        ALLOW_OUTSIDE.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
-    let root = store_root(&cli.store)?;
+    let cx = Ctx::new(&cli.store, cli.allow_outside_paths)?;
+    let root = cx.root.clone();
     match cli.command {
         Command::Run {
             experiment,
             quiet,
             shard,
-        } => run(&root, &experiment, quiet, shard.as_deref()),
-        Command::Status { experiment } => status(&root, &experiment),
-        Command::Plan { experiment, format } => plan(&root, &experiment, format),
+        } => run(&cx, &experiment, quiet, shard.as_deref()),
+        Command::Status { experiment } => status(&cx, &experiment),
+        Command::Plan { experiment, format } => plan(&cx, &experiment, format),
         Command::Export {
             experiment,
             to,
             sft,
-        } => export(&root, &experiment, to.as_deref(), sft.as_deref()),
-        Command::Gc { keep, dry_run } => gc(&root, &keep, dry_run),
+            holdout,
+            stages,
+            shares,
+            samples,
+            seed,
+        } => {
+            let opts = stages::tables::sft::SftOptions {
+                holdout,
+                curriculum: stages::tables::sft::Curriculum::new(
+                    stages,
+                    shares.map(|s| s.0),
+                    samples,
+                    seed,
+                )
+                .map_err(|e| BadInput(e.to_string()))?,
+            };
+            export(&cx, &experiment, to.as_deref(), sft.as_deref(), &opts)
+        }
+        Command::Gc { keep, dry_run } => gc(&cx, &keep, dry_run),
         Command::Report {
             experiment,
             to,
@@ -407,7 +452,7 @@ pub fn main() -> Result<ExitCode> {
             };
             match released {
                 Some(dir) => report_released(
-                    &root,
+                    &cx,
                     &dir,
                     configs.as_deref(),
                     recorded.as_deref(),
@@ -415,7 +460,7 @@ pub fn main() -> Result<ExitCode> {
                     &opts,
                 ),
                 None => report(
-                    &root,
+                    &cx,
                     experiment.as_deref().unwrap_or(Path::new("")),
                     against.as_deref(),
                     to.as_deref(),
@@ -425,10 +470,13 @@ pub fn main() -> Result<ExitCode> {
         }
         Command::Serve { model, addr } => {
             let spec = stages::models::parse_for(&model, stages::models::Role::Serve)?;
+            // The cache lives in a store: a folder that is not one is refused (exit 2),
+            // as `run` and `plan` refuse it, before anything is written into it.
+            let store = cx.open_store(Access::ReadWrite)?;
             stages::models::llm::serve_blocking(
                 &spec,
                 addr,
-                &stages::models::cache_views::cache_dir(&root),
+                &stages::models::cache_views::cache_dir(store.root()),
             )?;
             Ok(ExitCode::SUCCESS)
         }
@@ -449,7 +497,7 @@ pub fn main() -> Result<ExitCode> {
             command: CacheCommand::Import { from },
         } => {
             // A store (created if new), so the seeded cache lives in a real store.
-            let store = open_store(&root, Access::ReadWrite)?;
+            let store = cx.open_store(Access::ReadWrite)?;
             let r = stages::models::cache_views::import(store.root(), &from)?;
             outln!(
                 "imported {} calls into {} ({} already there, {} refused: request does not match its key)",
@@ -499,7 +547,7 @@ pub fn main() -> Result<ExitCode> {
         } => {
             use stages::bfcl::import_released as imp;
             let plan = imp::prepare(&dir, configs.as_deref(), recorded.as_deref())?;
-            let store = open_store(&root, Access::ReadWrite)?;
+            let store = cx.open_store(Access::ReadWrite)?;
             let mut session = Session::new(&store, Mode::Run, quiet);
             let imported = imp::import(&plan, &mut session)?;
             out!("{}", imp::render(&imported, &session));
@@ -514,7 +562,7 @@ pub fn main() -> Result<ExitCode> {
             format,
             out,
         } => table2(
-            &root,
+            &cx,
             experiment.as_deref(),
             released.as_deref(),
             recorded.as_deref(),
@@ -534,7 +582,7 @@ pub fn main() -> Result<ExitCode> {
             format,
             out,
             ..
-        } => render_table(&root, table, experiment.as_deref(), format, out.as_deref()),
+        } => render_table(&cx, table, experiment.as_deref(), format, out.as_deref()),
     }
 }
 
@@ -618,8 +666,8 @@ fn lease_timeout() -> Result<std::time::Duration> {
 
 /// `otb run`: every stage of the experiment that is not in the store yet (with
 /// `--shard`, as one of several cooperating workers).
-fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<ExitCode> {
-    let exp = load(experiment)?;
+fn run(cx: &Ctx, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<ExitCode> {
+    let exp = cx.load(experiment)?;
     let every = if quiet {
         std::time::Duration::ZERO
     } else {
@@ -639,7 +687,7 @@ fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Resu
     } else {
         Access::ReadWrite
     };
-    let store = open_store(root, access)?;
+    let store = cx.open_store(access)?;
     let mut session = Session::new(&store, Mode::Run, quiet);
     let mut coop = None;
     if let Some(sh) = shard {
@@ -682,15 +730,21 @@ fn run(root: &Path, experiment: &Path, quiet: bool, shard: Option<&str>) -> Resu
 }
 
 /// `otb status`: each stage as fresh / would run / blocked, and why.
-fn status(root: &Path, experiment: &Path) -> Result<ExitCode> {
-    let exp = load(experiment)?;
-    let store = open_store(root, Access::ReadOnly)?;
+fn status(cx: &Ctx, experiment: &Path) -> Result<ExitCode> {
+    let exp = cx.load(experiment)?;
+    let store = cx.open_store(Access::ReadOnly)?;
     let session = Session::new(&store, Mode::Status, true);
     stages::driver::drive(&exp, &session)?;
     out!(
         "{}",
         stages::tables::report::status_text(&session.reports())
     );
+    // The protocol the stages are keyed with, as a run ends with it (chess: whether
+    // its games reproduce).
+    let switches = exp.env_switches();
+    if !switches.is_empty() {
+        outln!("protocol: {}", switches.join("; "));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -707,9 +761,9 @@ enum PlanFormat {
 }
 
 /// `otb plan`: the experiment's plan, read from the store (never written).
-fn plan(root: &Path, experiment: &Path, format: PlanFormat) -> Result<ExitCode> {
-    let exp = load(experiment)?;
-    let store = open_store(root, Access::ReadOnly)?;
+fn plan(cx: &Ctx, experiment: &Path, format: PlanFormat) -> Result<ExitCode> {
+    let exp = cx.load(experiment)?;
+    let store = cx.open_store(Access::ReadOnly)?;
     let plan = stages::plan::plan(&exp, &store)?;
     out!(
         "{}",
@@ -722,15 +776,33 @@ fn plan(root: &Path, experiment: &Path, format: PlanFormat) -> Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--shares`: one value, the stages' trace-free shares.
+#[derive(Clone, Debug)]
+pub struct Shares(Vec<f64>);
+
+/// `--shares`: a value parser (clap's error names the flag).
+fn parse_shares(s: &str) -> Result<Shares, String> {
+    stages::tables::sft::parse_shares(s)
+        .map(Shares)
+        .map_err(|e| e.to_string())
+}
+
 /// `otb export`: the experiment's tables as flat Parquet files.
 fn export(
-    root: &Path,
+    cx: &Ctx,
     experiment: &Path,
     to: Option<&Path>,
     sft: Option<&Path>,
+    opts: &stages::tables::sft::SftOptions,
 ) -> Result<ExitCode> {
-    let exp = load(experiment)?;
-    let store = open_store(root, Access::ReadOnly)?;
+    let exp = cx.load(experiment)?;
+    if let Some(to) = to {
+        check_destination(to, "--to")?;
+    }
+    if let Some(sft) = sft {
+        check_destination(sft, "--sft")?;
+    }
+    let store = cx.open_store(Access::ReadOnly)?;
     let dests: Vec<&Path> = to.into_iter().chain(sft).collect();
     let run = stages::tables::export::finished_run(&store, &exp, &dests)?;
     let mut written = Vec::new();
@@ -738,12 +810,64 @@ fn export(
         written.extend(stages::tables::export::export(&run, &exp.registry, to)?);
     }
     if let Some(sft) = sft {
-        written.extend(stages::tables::sft::write(&run, sft)?);
+        written.extend(stages::tables::sft::write(&run, &exp, sft, opts)?);
     }
     for w in written {
         outln!("{}", w.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Check a folder the user names for a command to write into (`--to`, `--sft`)
+/// before the store is read: it is a folder or can be made one (its nearest existing
+/// ancestor is a folder this process may write into). One line and exit 2 otherwise,
+/// instead of an I/O error after the work.
+fn check_destination(dir: &Path, option: &str) -> Result<(), BadInput> {
+    let bad = |why: String| BadInput(format!("{option} {}: {why}", dir.display()));
+    if dir.exists() {
+        if !dir.is_dir() {
+            return Err(bad(
+                "is a file, not a folder; name the folder to write into".into(),
+            ));
+        }
+        return writable(dir).map_err(|e| bad(format!("cannot write into it ({e})")));
+    }
+    let mut up = dir.parent();
+    while let Some(p) = up {
+        let p = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        if p.exists() {
+            if !p.is_dir() {
+                return Err(bad(format!("{} is a file, not a folder", p.display())));
+            }
+            return writable(p).map_err(|e| {
+                bad(format!(
+                    "cannot create it: {} is not writable ({e})",
+                    p.display()
+                ))
+            });
+        }
+        up = p.parent();
+    }
+    Ok(())
+}
+
+/// Whether this process may create entries in the folder `dir` (`access(2)` with
+/// `W_OK | X_OK`, which also says no for an immutable folder or a read-only file
+/// system, for root too).
+fn writable(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::other("a NUL byte in the path"))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// `otb <version> (<commit>)`.
@@ -767,6 +891,7 @@ fn report_dir(store: &Store, to: Option<&Path>, name: &str) -> Result<PathBuf> {
         ))
         .into());
     }
+    check_destination(&dir, "--to")?;
     if pipeline::store::is_inside(&dir, store.root()) {
         return Err(BadInput(format!(
             "{}: is inside the store {}; write the report to a folder outside it",
@@ -787,24 +912,27 @@ fn print_written(written: &[PathBuf]) -> Result<()> {
 
 /// `otb report EXP`.
 fn report(
-    root: &Path,
+    cx: &Ctx,
     experiment: &Path,
     against: Option<&Path>,
     to: Option<&Path>,
     opts: &stages::report::Options,
 ) -> Result<ExitCode> {
-    let exp = load(experiment)?;
-    let other = against.map(load).transpose()?;
+    let exp = cx.load(experiment)?;
+    let other = against.map(|p| cx.load(p)).transpose()?;
+    if let Some(to) = to {
+        check_destination(to, "--to")?;
+    }
     // A store on object storage is read through a mirror that may not exist yet.
-    if !root.is_dir() && REMOTE_URL.get().is_none() {
+    if !cx.root.is_dir() && cx.remote.is_none() {
         return Err(BadInput(format!(
             "no store at {} (run `otb run {}` first, or give --store)",
-            root.display(),
+            cx.root.display(),
             experiment.display()
         ))
         .into());
     }
-    let store = open_store(root, Access::ReadOnly)?;
+    let store = cx.open_store(Access::ReadOnly)?;
     let dir = report_dir(&store, to, &exp.name)?;
     let mut r = stages::report::of_experiment(&store, &exp, other.as_ref(), opts)?;
     let written = stages::report::write(&mut r, &dir, opts)?;
@@ -815,7 +943,7 @@ fn report(
 /// `otb report --released DIR`: import and grade the released runs (cached in the
 /// store), then report them.
 fn report_released(
-    root: &Path,
+    cx: &Ctx,
     dir: &Path,
     configs: Option<&Path>,
     recorded: Option<&Path>,
@@ -824,7 +952,10 @@ fn report_released(
 ) -> Result<ExitCode> {
     use stages::bfcl::import_released as imp;
     let plan = imp::prepare(dir, configs, recorded)?;
-    let store = open_store(root, Access::ReadWrite)?;
+    if let Some(to) = to {
+        check_destination(to, "--to")?;
+    }
+    let store = cx.open_store(Access::ReadWrite)?;
     let out = report_dir(&store, to, "released")?;
     let mut session = Session::new(&store, Mode::Run, true);
     let imported = imp::import(&plan, &mut session)?;
@@ -836,18 +967,18 @@ fn report_released(
 }
 
 /// `otb gc`: remove what no listed experiment references.
-fn gc(root: &Path, keep: &[PathBuf], dry_run: bool) -> Result<ExitCode> {
+fn gc(cx: &Ctx, keep: &[PathBuf], dry_run: bool) -> Result<ExitCode> {
     // Every experiment file is read and checked before the store is opened.
     let exps = keep
         .iter()
-        .map(|p| load(p))
+        .map(|p| cx.load(p))
         .collect::<Result<Vec<_>, _>>()?;
     let access = if dry_run {
         Access::ReadOnly
     } else {
         Access::ReadWrite
     };
-    let store = open_store(root, access)?;
+    let store = cx.open_store(access)?;
     let report = stages::gc::collect(&store, &exps, dry_run)?;
     out!("{}", stages::gc::render(&report));
     Ok(ExitCode::SUCCESS)
@@ -899,7 +1030,7 @@ fn released_dir(dir: &Path) -> Result<(), BadInput> {
 
 /// `otb table table2`.
 fn table2(
-    root: &Path,
+    cx: &Ctx,
     experiment: Option<&Path>,
     released: Option<&Path>,
     recorded: Option<&Path>,
@@ -907,11 +1038,11 @@ fn table2(
     format: Format,
     out: Option<&Path>,
 ) -> Result<ExitCode> {
-    let exp = experiment.map(load).transpose()?;
+    let exp = experiment.map(|p| cx.load(p)).transpose()?;
     if let Some(dir) = released {
         released_dir(dir)?;
     }
-    let store = open_store(root, Access::ReadOnly)?;
+    let store = cx.open_store(Access::ReadOnly)?;
     let exec = match recorded {
         Some(r) => executor(Backend::Recorded, Some(r))?,
         None => executor(Backend::Simulated, None)?,
@@ -937,7 +1068,7 @@ fn released_check(table: TableName, dir: &Path) -> Result<ExitCode> {
 
 /// `otb table table5|table6|table7|tokens`.
 fn render_table(
-    root: &Path,
+    cx: &Ctx,
     table: TableName,
     experiment: Option<&Path>,
     format: Format,
@@ -953,8 +1084,8 @@ fn render_table(
         TableName::Tokens => "tokens",
     };
     let path = experiment.ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
-    let exp = load(path)?;
-    let store = open_store(root, Access::ReadOnly)?;
+    let exp = cx.load(path)?;
+    let store = cx.open_store(Access::ReadOnly)?;
     let csv = format == Format::Csv;
     match table {
         TableName::Table3 => show(&stages::tables::table3::build(&store, &exp)?, csv, out)?,

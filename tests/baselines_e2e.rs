@@ -199,9 +199,10 @@ fn changing_a_budget_reruns_only_that_baseline() {
 }
 
 /// Trace-Free+ through the real stages: trace-free, the generator restates each tool
-/// (the agent still knows no parameter); trace-based, the Base round-0 errors reach the
-/// generator, whose descriptions name the parameters, which the agent then fills (its
-/// score rises above Base's: the descriptions reach it). A changed `traces` or
+/// (the agent still knows no parameter); trace-based, the errors of each tool's own
+/// single calls in tool play reach the generator, whose descriptions name the
+/// parameters, which the agent then fills (its score rises above Base's: the
+/// descriptions reach it). A changed `traces` or
 /// generator sampling reruns the `tracefree` stage and what reads it, nothing else.
 #[test]
 fn tracefree_learns_from_traces_and_reruns_only_what_it_feeds() {
@@ -239,7 +240,7 @@ fn tracefree_learns_from_traces_and_reruns_only_what_it_feeds() {
         .iter()
         .map(|d| d.tools.as_array().map_or(0, Vec::len))
         .sum();
-    assert_eq!(calls.len(), tools);
+    assert_eq!(calls.len(), tools, "trace-free: no tool play");
     assert!(calls
         .iter()
         .all(|c| c.step == "generate" && c.error_kind.is_none() && c.model == "scripted:errors"));
@@ -247,7 +248,8 @@ fn tracefree_learns_from_traces_and_reruns_only_what_it_feeds() {
         .as_str()
         .unwrap()
         .starts_with("Generated: ")));
-    assert!(!free.contains("+TF traces"), "{free}");
+    assert!(!free.contains("+TF-prompt traces"), "{free}");
+    assert!(free.contains("+TF-prompt"), "{free}");
 
     write(2, 0.3);
     let r = s.run();
@@ -262,10 +264,10 @@ fn tracefree_learns_from_traces_and_reruns_only_what_it_feeds() {
     }
     let traced = table();
     assert!(
-        e_of(&traced, "+TF traces") > e_of(&traced, "Base"),
+        e_of(&traced, "+TF-prompt traces") > e_of(&traced, "Base"),
         "the learned parameter names reach the agent:\n{traced}"
     );
-    assert!(traced.contains("+TF traces"), "{traced}");
+    assert!(traced.contains("+TF-prompt traces"), "{traced}");
     let docs: Vec<stages::rows::DocRow> = stored(&store, "tracefree", "docs.parquet");
     assert!(
         docs.iter().any(|d| d.tools[0]["description"]
@@ -289,7 +291,7 @@ fn tracefree_learns_from_traces_and_reruns_only_what_it_feeds() {
     let markdown =
         stdout_ok(&s.otb(&["table", "table2", "--experiment", s.exp().to_str().unwrap()]));
     assert!(
-        markdown.contains("+TF traces = Trace-Free+ (trace-based: up to 2 recorded calls per tool), a method beyond the paper's table"),
+        markdown.contains("+TF-prompt traces = a prompting baseline in Trace-Free+'s request shape (trace-based: each tool's interface and a summary of 2 of its single calls in tool play; generator the editor (scripted:errors), not a fine-tuned Trace-Free+ generator), a method beyond the paper's table"),
         "{markdown}"
     );
 }

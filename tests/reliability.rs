@@ -182,3 +182,28 @@ fn an_unwritable_store_with_a_writable_lock_is_refused_before_work() {
         s.status()
     );
 }
+
+/// `otb report --to <a folder that takes no new entry>/rep` failed after the work
+/// with "Operation not permitted" (exit 1): the destination is checked first, one
+/// line, exit 2 (#59).
+#[test]
+fn a_report_into_a_folder_that_takes_no_entry_is_refused_first() {
+    let s = Scratch::new("", MODELS);
+    s.run();
+    let locked = s.dir.path().join("locked");
+    std::fs::create_dir(&locked).unwrap();
+    let Some(how) = lock_down(&locked) else {
+        return;
+    };
+    let dest = locked.join("rep");
+    let out = s.otb(&[
+        "report",
+        s.exp().to_str().unwrap(),
+        "--to",
+        dest.to_str().unwrap(),
+    ]);
+    unlock(&locked, how);
+    let line = one_error_line(&out);
+    assert!(line.contains("not writable"), "{line}");
+    assert!(!dest.exists());
+}

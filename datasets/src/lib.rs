@@ -3,6 +3,7 @@
 
 pub mod bfcl;
 pub mod chess;
+pub mod files;
 pub mod quote;
 pub mod rng;
 pub mod search;

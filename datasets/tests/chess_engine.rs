@@ -119,6 +119,7 @@ fn the_pool_runs_searches_concurrently() {
             fen: START.into(),
             limit: Limit::MovetimeMs(300),
             strength: EngineStrength::default(),
+            multipv: 1,
         })
         .collect();
     // Start both processes first (start-up is not what is measured).

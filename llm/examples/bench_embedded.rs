@@ -268,11 +268,18 @@ fn depth(path: &std::path::Path) {
         cfg.n_ctx,
         cfg.n_threads
     );
-    let rates = llm::embedded::bench_depth(&cfg, n_seq, unified, &[0, 4096, 7168], 256, 32, 4)
-        .unwrap_or_else(|e| {
-            eprintln!("error: {e}");
-            std::process::exit(1)
-        });
+    let work = llm::embedded::DepthBench {
+        n_seq,
+        unified,
+        depths: &[0, 4096, 7168],
+        n_prompt: 256,
+        n_gen: 32,
+        rows: 4,
+    };
+    let rates = llm::embedded::bench_depth(&cfg, &work).unwrap_or_else(|e| {
+        eprintln!("error: {e}");
+        std::process::exit(1)
+    });
     println!("| cells held by others | pp256 tokens/s (3 runs) | mean | tg, 4 rows, tokens/s |");
     println!("|---:|---|---:|---:|");
     for r in rates {

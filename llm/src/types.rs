@@ -27,6 +27,13 @@ pub const MAX_RECORD_DEPTH: usize = 127;
 /// rejected, not truncated, so a kept answer is always what the model said.
 pub const MAX_REPLY_BYTES: usize = 1 << 20;
 
+/// Most tokens one reply may report in any usage count (prompt, completion,
+/// reasoning): 2^32, hundreds of times any model's context. An endpoint that reports
+/// more (near 2^64, say) sent malformed usage: the reply fails as `malformed`
+/// (a classified row, counted with the model's failures) instead of its count
+/// wrapping negative in the stores' signed token columns.
+pub const MAX_USAGE_TOKENS: u64 = 1 << 32;
+
 /// Nesting depth of JSON text: the most arrays and objects open at once,
 /// not counting brackets inside strings. A scalar is 0, `[]` is 1. Works on
 /// any bytes (text that is not JSON, or too deep for serde, included), so a
@@ -265,6 +272,15 @@ pub struct ChatRequest {
     /// (its callers execute only the first call when they want one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
+    /// A repetition penalty (1.0 = none; above 1 discourages repeating tokens already
+    /// generated), for a standard model. The embedded backend applies it (llama.cpp's
+    /// repeat penalty over the last 64 tokens); an endpoint receives it as the extra
+    /// body field `repetition_penalty` that vLLM-style servers accept (OpenAI's own
+    /// API does not: leave it `None` there). Never sent with reasoning sampling.
+    /// `None` sends nothing and is left out of the cache key, so requests that do not
+    /// set it keep their keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition_penalty: Option<f64>,
     /// The revision of the backend that answers it, when that backend has one
     /// ([`crate::Backend::revision`]: the embedded model). Set by the call cache, not
     /// by callers, so it keys the request; `None` is left out of the key, so an
@@ -285,6 +301,7 @@ impl ChatRequest {
             seed: None,
             sample_index: 0,
             parallel_tool_calls: None,
+            repetition_penalty: None,
             backend_revision: None,
         }
     }
@@ -381,9 +398,24 @@ pub struct ChatResponse {
 impl ChatResponse {
     /// The reply if it meets the limits on what is kept, else a `malformed`
     /// error saying which: tool-call arguments nested deeper than
-    /// [`MAX_JSON_DEPTH`], or more than [`MAX_REPLY_BYTES`] of text. Every
-    /// backend's reply passes through this before it is returned or cached.
+    /// [`MAX_JSON_DEPTH`], more than [`MAX_REPLY_BYTES`] of text, or a usage
+    /// count above [`MAX_USAGE_TOKENS`]. Every backend's reply passes through
+    /// this before it is returned or cached.
     pub fn checked(self) -> Result<ChatResponse, LlmError> {
+        let u = &self.usage;
+        if let Some((what, n)) = [
+            ("prompt", u.prompt),
+            ("completion", u.completion),
+            ("reasoning", u.reasoning),
+        ]
+        .into_iter()
+        .find(|(_, n)| *n > MAX_USAGE_TOKENS)
+        {
+            return Err(LlmError::new(
+                ErrorKind::Malformed,
+                format!("malformed usage: the reply reports {n} {what} tokens, more than the limit of {MAX_USAGE_TOKENS}"),
+            ));
+        }
         let mut size = self.content.as_ref().map_or(0, String::len);
         for (i, c) in self.tool_calls.iter().enumerate() {
             size = size
@@ -445,6 +477,20 @@ mod tests {
             ToolCall::new("c3", "f", "").arguments,
             Some(serde_json::json!({}))
         );
+    }
+
+    /// An endpoint's absurd usage (near 2^64) is a malformed reply, not a count that
+    /// wraps negative in a signed token column.
+    #[test]
+    fn absurd_usage_is_a_malformed_reply() {
+        let mut r = ChatResponse::text("ok");
+        r.usage.completion = u64::MAX - 3;
+        let e = r.checked().expect_err("absurd usage accepted");
+        assert_eq!(e.kind, ErrorKind::Malformed);
+        assert!(e.message.contains("malformed usage"), "{}", e.message);
+        let mut r = ChatResponse::text("ok");
+        r.usage.prompt = MAX_USAGE_TOKENS;
+        assert!(r.checked().is_ok());
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub fn request_body(req: &ChatRequest) -> Value {
             if let Some(m) = max_tokens {
                 body.insert("max_tokens".into(), json!(m));
             }
+            if let Some(r) = req.repetition_penalty {
+                body.insert("repetition_penalty".into(), json!(r));
+            }
         }
         Sampling::Reasoning {
             reasoning_effort,
@@ -388,6 +391,7 @@ pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
         seed: v.get("seed").and_then(Value::as_u64),
         sample_index: u32_field("otb_sample_index").unwrap_or(0),
         parallel_tool_calls: v.get("parallel_tool_calls").and_then(Value::as_bool),
+        repetition_penalty: v.get("repetition_penalty").and_then(Value::as_f64),
         backend_revision: None,
     })
 }
@@ -543,6 +547,31 @@ mod tests {
         let req = sample_request();
         let back = parse_request_body(&request_body(&req)).unwrap();
         assert_eq!(back, req);
+    }
+
+    /// `repetition_penalty` is an extra body field of standard sampling only: sent when
+    /// set (and read back), never with reasoning sampling, and out of the cache key
+    /// when unset.
+    #[test]
+    fn repetition_penalty_is_sent_only_when_set_and_never_to_a_reasoning_model() {
+        let mut req = sample_request();
+        assert!(request_body(&req).get("repetition_penalty").is_none());
+        req.repetition_penalty = Some(1.1);
+        let b = request_body(&req);
+        assert_eq!(b["repetition_penalty"], json!(1.1));
+        assert_eq!(parse_request_body(&b).unwrap(), req);
+        req.sampling = Sampling::Reasoning {
+            reasoning_effort: Some("low".into()),
+            max_completion_tokens: Some(64),
+        };
+        let b = request_body(&req);
+        assert!(b.get("repetition_penalty").is_none(), "{b}");
+        assert!(
+            b.get("temperature").is_none() && b.get("top_p").is_none(),
+            "{b}"
+        );
+        let plain = serde_json::to_value(sample_request()).unwrap();
+        assert!(plain.get("repetition_penalty").is_none());
     }
 
     #[test]

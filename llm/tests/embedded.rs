@@ -368,3 +368,47 @@ async fn a_chains_call_does_not_wait_behind_a_whole_batch() {
     let fifo = finish_order(&path, Admission::Fifo).await;
     assert_eq!(after(&fifo), 0, "first come, first served: {fifo:?}");
 }
+
+/// A repetition penalty reaches llama.cpp's sampler: greedy, a prompt that invites
+/// repetition is answered otherwise with penalty 1.5 than without; 1.0 is no penalty.
+#[tokio::test]
+async fn a_repetition_penalty_changes_what_is_sampled() {
+    let Some(path) = model() else { return };
+    let b = EmbeddedBackend::load(EmbeddedConfig::new(path)).unwrap();
+    let ask = |penalty: Option<f64>| {
+        let mut req = ChatRequest::new(
+            "smollm2-135m",
+            vec![Message::user(
+                "Write the word cat twenty times, separated by spaces.",
+            )],
+        );
+        req.tool_choice = ToolChoice::None;
+        req.sampling = Sampling::Standard {
+            temperature: Some(0.0),
+            top_p: None,
+            max_tokens: Some(40),
+        };
+        req.repetition_penalty = penalty;
+        req
+    };
+    let plain = b
+        .chat(&ask(None))
+        .await
+        .unwrap()
+        .content
+        .unwrap_or_default();
+    let one = b
+        .chat(&ask(Some(1.0)))
+        .await
+        .unwrap()
+        .content
+        .unwrap_or_default();
+    let penalised = b
+        .chat(&ask(Some(1.5)))
+        .await
+        .unwrap()
+        .content
+        .unwrap_or_default();
+    assert_eq!(plain, one, "1.0 is no penalty");
+    assert_ne!(plain, penalised, "the penalty changed nothing: {plain:?}");
+}

@@ -474,6 +474,9 @@ impl<'s> Session<'s> {
                         }
                         return Ok(Ok(guard));
                     }
+                    crate::lease::Claim::Busy(h) if h.pid == 0 => {
+                        format!("{} is taking its lease", h.worker)
+                    }
                     crate::lease::Claim::Busy(h) => {
                         format!("{} computes it (host {}, pid {})", h.worker, h.host, h.pid)
                     }
@@ -776,6 +779,9 @@ impl<'s> Session<'s> {
                     self.store
                         .record_slot(node, &components)
                         .map_err(store_err)?;
+                    // The worker that published it may have stopped before deleting
+                    // its journal: the entry is the result now.
+                    crate::journal::Journal::new(self.store.root(), &key).remove();
                     self.by_others.fetch_add(1, Ordering::Relaxed);
                     report.rows = entry.rows();
                     report.wall_ms = entry.manifest.wall_ms;

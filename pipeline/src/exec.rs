@@ -4,6 +4,10 @@
 //! the rounds of one curve beside another's) run at the same time and their model
 //! calls meet in the backend's batch.
 //!
+//! At most [`Plan::threads`] tasks run at once (default [`DEFAULT_THREADS`], or
+//! `OTB_NODE_THREADS`): a grid of thousands of ready nodes starts that many threads,
+//! and the rest start, in the drive's order, as those finish.
+//!
 //! A drive issues nodes without waiting for them ([`Plan::node`]): it gets a promise
 //! [`Handle`] back at once and passes it on as an input. What a drive can only decide
 //! from a computed output (whether an online ToolObserver curve goes on, a key that
@@ -71,10 +75,32 @@ struct State<'p, E> {
 pub struct Plan<'p, E> {
     state: Mutex<State<'p, E>>,
     changed: Condvar,
+    threads: usize,
+}
+
+/// Most tasks running at once by default: far more than the model backends serve at
+/// once (their own limits decide what is computed together), few enough that a grid
+/// of thousands of ready nodes does not start thousands of threads.
+pub const DEFAULT_THREADS: usize = 64;
+
+/// `OTB_NODE_THREADS` when it is a whole number from 1, else [`DEFAULT_THREADS`].
+fn threads_from_env() -> usize {
+    std::env::var("OTB_NODE_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(DEFAULT_THREADS)
 }
 
 impl<'p, E> Default for Plan<'p, E> {
     fn default() -> Self {
+        Plan::with_threads(threads_from_env())
+    }
+}
+
+impl<'p, E> Plan<'p, E> {
+    /// A plan that runs at most `threads` tasks at once (at least 1).
+    pub fn with_threads(threads: usize) -> Self {
         Plan {
             state: Mutex::new(State {
                 queue: Vec::new(),
@@ -82,7 +108,13 @@ impl<'p, E> Default for Plan<'p, E> {
                 errors: Vec::new(),
             }),
             changed: Condvar::new(),
+            threads: threads.max(1),
         }
+    }
+
+    /// Most tasks it runs at once.
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 }
 
@@ -154,13 +186,21 @@ impl<'p, E: From<StageError> + Send + 'p> Plan<'p, E> {
         std::thread::scope(|scope| {
             let mut st = self.lock();
             loop {
-                let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut st.queue)
-                    .into_iter()
-                    .partition(|t| t.waits.iter().all(Handle::is_settled));
-                st.queue = waiting;
-                for task in ready {
-                    st.running += 1;
-                    scope.spawn(move || self.execute(task));
+                let free = self.threads.saturating_sub(st.running);
+                if free > 0 {
+                    let (mut ready, mut waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut st.queue)
+                        .into_iter()
+                        .partition(|t| t.waits.iter().all(Handle::is_settled));
+                    // The first in the drive's order start; the rest wait for a thread.
+                    ready.sort_by(|a, b| a.seq.cmp(&b.seq));
+                    if ready.len() > free {
+                        waiting.extend(ready.drain(free..));
+                    }
+                    st.queue = waiting;
+                    for task in ready {
+                        st.running += 1;
+                        scope.spawn(move || self.execute(task));
+                    }
                 }
                 if st.running == 0 {
                     if st.queue.is_empty() {
@@ -280,6 +320,44 @@ mod tests {
         assert!(c.entry().is_some());
         let names: Vec<String> = session.reports().into_iter().map(|r| r.node).collect();
         assert_eq!(names, ["a", "b", "c"]);
+    }
+
+    /// A grid of many ready nodes runs on at most `threads` threads at once, all of
+    /// them to the end, and reports in the drive's order.
+    #[test]
+    fn many_ready_nodes_run_on_a_bounded_number_of_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), crate::Access::ReadWrite).unwrap();
+        let session = Session::new(&store, Mode::Run, true);
+        let (now, most, ran) = (
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
+        let plan: Plan<'_, StageError> = Plan::with_threads(4);
+        for i in 0..200u32 {
+            let (now, most, ran) = (&now, &most, &ran);
+            plan.node(
+                &session,
+                node(i, &format!("n{i}"), &[]),
+                move |ctx: &mut StageCtx<'_>| {
+                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(n, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    ctx.write(&[Num { x: i64::from(i) }])?;
+                    Ok(())
+                },
+            );
+        }
+        assert!(plan.run().is_empty());
+        assert_eq!(ran.load(Ordering::SeqCst), 200);
+        let most = most.load(Ordering::SeqCst);
+        assert!((1..=4).contains(&most), "{most} at once");
+        let names: Vec<String> = session.reports().into_iter().map(|r| r.node).collect();
+        let want: Vec<String> = (0..200).map(|i| format!("n{i}")).collect();
+        assert_eq!(names, want);
     }
 
     #[test]

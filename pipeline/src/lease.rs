@@ -59,9 +59,28 @@ pub struct Holder {
     pub started_ms: u64,
     /// Last heartbeat (Unix milliseconds).
     pub heartbeat_ms: u64,
+    /// Which join of the worker wrote it (drawn when it joined), so that a worker
+    /// knows its own leases from those of another worker of the same process; 0 in
+    /// records written before this field.
+    #[serde(default)]
+    pub session: u64,
 }
 
 impl Holder {
+    /// A lease of `node` whose holder is not known yet (its file is being written):
+    /// pid 0, no host.
+    pub fn unknown(node: &str) -> Holder {
+        Holder {
+            worker: "another worker".into(),
+            host: String::new(),
+            pid: 0,
+            node: node.to_string(),
+            started_ms: 0,
+            heartbeat_ms: 0,
+            session: 0,
+        }
+    }
+
     /// Whether its heartbeat is older than `timeout`.
     pub fn expired(&self, timeout: Duration) -> bool {
         crate::clock::now_ms().saturating_sub(self.heartbeat_ms) > timeout.as_millis() as u64
@@ -284,6 +303,12 @@ impl Coop {
             node: String::new(),
             started_ms: now,
             heartbeat_ms: now,
+            session: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                .rotate_left(17)
+                ^ u64::from(std::process::id())
+                | 1,
         };
         let coop = Arc::new(Coop {
             board,
@@ -376,12 +401,14 @@ impl Coop {
                 true
             } else {
                 match self.board.read(&rel) {
-                    // Being written by its creator this instant: busy.
-                    None => {
-                        return Ok(Claim::Busy(Holder {
-                            node: node.to_string(),
-                            ..mine
-                        }))
+                    // Being written by its creator this instant: busy, by a worker
+                    // not yet known (never this one: it did not write it).
+                    None => return Ok(Claim::Busy(Holder::unknown(node))),
+                    // This worker's own lease that none of its threads holds (left by
+                    // an attempt of this process that ended): it computes the node
+                    // instead of waiting for itself.
+                    Some((h, v)) if self.is_mine(&h) && !self.holds(key) => {
+                        self.board.take_over(&rel, &v, &mine)?
                     }
                     Some((h, _)) if !h.expired(self.timeout) => return Ok(Claim::Busy(h)),
                     // Dead holder: take it over (one worker wins), or try again.
@@ -400,10 +427,20 @@ impl Coop {
                 }));
             }
         }
-        Ok(Claim::Busy(Holder {
-            node: node.to_string(),
-            ..self.me.clone()
-        }))
+        Ok(Claim::Busy(Holder::unknown(node)))
+    }
+
+    /// Whether `h` names this worker (worker name, host and process).
+    fn is_mine(&self, h: &Holder) -> bool {
+        h.session != 0
+            && h.session == self.me.session
+            && h.host == self.me.host
+            && h.pid == self.me.pid
+    }
+
+    /// Whether a thread of this worker holds the lease of `key` now.
+    fn holds(&self, key: &Digest) -> bool {
+        self.held.lock().map_or(true, |h| h.contains(key))
     }
 }
 
@@ -427,7 +464,8 @@ fn write_holder(path: &Path, h: &Holder) -> Result<(), StoreError> {
 }
 
 /// `I/N` (I counts from 1), or `auto`: the scheduler's array index and count
-/// (`SLURM_ARRAY_TASK_ID` with `SLURM_ARRAY_TASK_MIN` and `SLURM_ARRAY_TASK_COUNT`;
+/// (`SLURM_ARRAY_TASK_ID` with `SLURM_ARRAY_TASK_MIN`, `SLURM_ARRAY_TASK_STEP` and
+/// `SLURM_ARRAY_TASK_COUNT`;
 /// a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX`, counted from 0, with
 /// `OTB_SHARDS`). `env` reads a variable.
 pub fn parse_shard(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, String> {
@@ -445,12 +483,20 @@ pub fn parse_shard(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<S
         if let (Some(id), Some(count)) =
             (num("SLURM_ARRAY_TASK_ID")?, num("SLURM_ARRAY_TASK_COUNT")?)
         {
+            // An array with a step (`--array=1-7:2`: ids 1, 3, 5, 7) maps id to its
+            // position in the array.
             let min = num("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+            let step = num("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+            let offset = id
+                .checked_sub(min)
+                .ok_or("SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN")?;
+            if offset % step != 0 {
+                return Err(format!(
+                    "SLURM_ARRAY_TASK_ID {id} is not in the array {min}, {min}+{step}, ... (SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_STEP); --shard auto needs an evenly stepped array"
+                ));
+            }
             Shard {
-                index: id
-                    .checked_sub(min)
-                    .ok_or("SLURM_ARRAY_TASK_ID is below SLURM_ARRAY_TASK_MIN")?
-                    + 1,
+                index: offset / step + 1,
                 count,
             }
         } else if let Some(idx) = num("JOB_COMPLETION_INDEX")? {
@@ -507,6 +553,28 @@ mod tests {
             parse_shard("auto", &slurm),
             Ok(Shard { index: 3, count: 4 })
         );
+        // `--array=1-7:2`: ids 1, 3, 5, 7 are shards 1-4 of 4 (id 5 was "5/4").
+        for (id, index) in [("1", 1), ("3", 2), ("5", 3), ("7", 4)] {
+            let stepped = |k: &str| match k {
+                "SLURM_ARRAY_TASK_ID" => Some(id.into()),
+                "SLURM_ARRAY_TASK_MIN" => Some("1".into()),
+                "SLURM_ARRAY_TASK_MAX" => Some("7".into()),
+                "SLURM_ARRAY_TASK_STEP" => Some("2".into()),
+                "SLURM_ARRAY_TASK_COUNT" => Some("4".into()),
+                _ => None,
+            };
+            assert_eq!(parse_shard("auto", &stepped), Ok(Shard { index, count: 4 }));
+        }
+        let off = |k: &str| match k {
+            "SLURM_ARRAY_TASK_ID" => Some("4".into()),
+            "SLURM_ARRAY_TASK_MIN" => Some("1".into()),
+            "SLURM_ARRAY_TASK_STEP" => Some("2".into()),
+            "SLURM_ARRAY_TASK_COUNT" => Some("4".into()),
+            _ => None,
+        };
+        assert!(parse_shard("auto", &off)
+            .unwrap_err()
+            .contains("not in the array"));
         let k8s = |k: &str| match k {
             "JOB_COMPLETION_INDEX" => Some("0".into()),
             "OTB_SHARDS" => Some("8".into()),
@@ -517,6 +585,32 @@ mod tests {
         assert!(parse_shard("auto", &half)
             .unwrap_err()
             .contains("OTB_SHARDS"));
+    }
+
+    /// A worker never waits for itself: its own lease that none of its threads holds
+    /// (an attempt of this worker that ended) is its to compute; another worker of
+    /// the same process (another join) still waits for it.
+    #[test]
+    fn a_workers_own_lease_left_by_an_ended_attempt_is_its_to_compute() {
+        let d = std::env::temp_dir().join(format!("otb-own-lease-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        let key = Digest("cd".repeat(32));
+        let shard = Shard { index: 1, count: 1 };
+        let long = Duration::from_secs(60);
+        let a = Coop::join(Board::Dir(d.clone()), shard, long, HashMap::new()).unwrap();
+        let Claim::Held(guard) = a.claim("n", &key).unwrap() else {
+            panic!("the first claim holds")
+        };
+        // The attempt ends without removing its lease file.
+        a.held.lock().unwrap().remove(&key);
+        std::mem::forget(guard);
+        let b = Coop::join(Board::Dir(d.clone()), shard, long, HashMap::new()).unwrap();
+        assert!(
+            matches!(b.claim("n", &key).unwrap(), Claim::Busy(h) if h.pid == std::process::id())
+        );
+        assert!(matches!(a.claim("n", &key).unwrap(), Claim::Held(_)));
+        let _ = fs::remove_dir_all(&d);
     }
 
     #[test]

@@ -733,29 +733,221 @@ pub fn parse_methods(names: &[String], valid: &[Method]) -> Result<Vec<Method>, 
         .collect()
 }
 
-/// Words that would tell an agent or an editor how the tools differ (the hidden
-/// structure ToolObserver must discover: the chess specialists' phases, the search
-/// tools' domains). No prompt outside `prompts/hints/` may use them.
-pub const HIDDEN_STRUCTURE_WORDS: &[&str] = &[
+/// Nouns that name the hidden partition itself (the chess specialists' phases, the
+/// search tools' domains, topics, collection parts, source categories): no text that a
+/// run sends to any model may use them; only the labelled `hints` switch does.
+pub const PARTITION_NOUNS: &[&str] = &[
     "phase",
-    "opening",
     "middlegame",
-    "endgame",
-    "topic",
     "domain",
+    "topic",
     "collection",
     "part",
+    "category",
+    "specialist",
 ];
 
-/// The [`HIDDEN_STRUCTURE_WORDS`] in `text`: whole words, plurals too, any case
-/// (`late_endgame` counts as `endgame`; `partial` does not count as `part`).
-pub fn hidden_structure_words(text: &str) -> Vec<String> {
+/// The paper's own cue to the chess agent: it is asked what type of position it
+/// faces (tactical, positional, endgame, opening). The agent's prompts may use these
+/// words; editor notes and tool texts may not use the partition's names among them,
+/// and no text may tie a tool to one of them.
+pub const POSITION_TYPES: &[&str] = &["tactical", "positional", "endgame", "opening"];
+
+/// Who reads a text that a run sends to a model; it decides which of the hidden
+/// partition's names the text may use ([`partition_leaks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// Any model, the search judge included: the partition's nouns
+    /// ([`PARTITION_NOUNS`], and "late endgame") and sentences that tie a tool to a
+    /// part of the partition are leaks.
+    Any,
+    /// The agent (system prompt, turns, final-answer prompt): as [`Reader::Any`], and
+    /// every partition name ([`partition_names`]) except the paper's position types
+    /// ([`POSITION_TYPES`]).
+    Agent,
+    /// The editor or a baseline's generator (notes, batch, merge and baseline
+    /// prompts): as [`Reader::Any`], and every partition name.
+    Editor,
+    /// A tool's name, description and parameter texts, and the environment's own
+    /// wording of tool results: as [`Reader::Editor`].
+    Tool,
+}
+
+/// Lowercase alphanumeric words of `text` (`late_endgame` is `late`, `endgame`).
+fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
         .map(str::to_lowercase)
-        .filter(|w| {
-            HIDDEN_STRUCTURE_WORDS
-                .iter()
-                .any(|f| w == f || w.strip_suffix('s') == Some(f))
-        })
         .collect()
+}
+
+/// Whether `word` is `term` or its plural.
+fn is_term(word: &str, term: &str) -> bool {
+    word == term
+        || word.strip_suffix('s') == Some(term)
+        || term
+            .strip_suffix('y')
+            .is_some_and(|stem| word.strip_suffix("ies") == Some(stem))
+}
+
+/// The names of the hidden partition, taken from the gold documentation of every
+/// tool set -- chess: `opening_specialist` ... `late_endgame_specialist`,
+/// `elo_1200` ...; search: both domain sets' ids and gold tool names -- as lowercase
+/// words, without numbers and the generic `search`, `sources`, `other`, `all` and
+/// `late`.
+pub fn partition_names() -> &'static [String] {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
+        use datasets::search::corpus::DomainSet;
+        const GENERIC: &[&str] = &["search", "sources", "source", "other", "all", "late"];
+        let mut raw: Vec<String> = ToolFamily::ALL
+            .iter()
+            .flat_map(|f| ToolSet::new(*f).names(Docs::Gold))
+            .collect();
+        for set in [DomainSet::browsecomp(), DomainSet::substitute()] {
+            for d in set.filtered().chain(std::iter::once(&set.all)) {
+                raw.push(d.id.clone());
+                raw.push(d.gold_name.clone());
+            }
+        }
+        let mut out: Vec<String> = raw
+            .iter()
+            .flat_map(|n| words(n))
+            .filter(|w| !GENERIC.contains(&w.as_str()) && !w.chars().all(|c| c.is_ascii_digit()))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    })
+}
+
+/// Whether a sentence's words point at particular tools: `function_<n>`, "each /
+/// every / whichever tool", "tools differ", "tool covers", "tool specialises".
+fn names_a_tool(ws: &[String]) -> bool {
+    ws.windows(2).any(|p| {
+        let (a, b) = (p[0].as_str(), p[1].as_str());
+        (a == "function" && b.chars().all(|c| c.is_ascii_digit()))
+            || (matches!(a, "each" | "every" | "whichever")
+                && (is_term(b, "tool") || is_term(b, "function")))
+            || ((is_term(a, "tool") || is_term(a, "function"))
+                && ["differ", "cover", "covering", "speciali"]
+                    .iter()
+                    .any(|v| b.starts_with(v)))
+    })
+}
+
+/// What in `text` names the hidden partition that ToolObserver must discover (the
+/// chess specialists' phases and the tools' strengths, the search tools' domains), for
+/// `reader`: the partition's nouns, its names (see [`Reader`]), and every sentence
+/// that ties a tool to a partition name or a position type (reported as `tool ~
+/// <word>`). The paper's own cues -- the position types in the agent's prompt, "the
+/// tools return different types of results", "what type of question is this",
+/// query-type suitability -- are not leaks. Hits are lowercase, in text order.
+pub fn partition_leaks(text: &str, reader: Reader) -> Vec<String> {
+    let names = partition_names();
+    let named = |w: &str| names.iter().any(|n| is_term(w, n));
+    let typed = |w: &str| POSITION_TYPES.iter().any(|t| is_term(w, t));
+    let mut out = Vec::new();
+    let sentences = text.split("\n\n").flat_map(|p| p.split(['.', '!', '?']));
+    for sentence in sentences {
+        let ws = words(sentence);
+        for (i, w) in ws.iter().enumerate() {
+            if w == "late" && ws.get(i + 1).is_some_and(|n| is_term(n, "endgame")) {
+                out.push("late endgame".to_string());
+                continue;
+            }
+            if i > 0 && ws[i - 1] == "late" && is_term(w, "endgame") {
+                continue;
+            }
+            let leak = PARTITION_NOUNS.iter().any(|n| is_term(w, n))
+                || match reader {
+                    Reader::Any => false,
+                    Reader::Agent => named(w) && !typed(w),
+                    Reader::Editor | Reader::Tool => named(w),
+                };
+            if leak {
+                out.push(w.clone());
+            }
+        }
+        if names_a_tool(&ws) {
+            if let Some(w) = ws.iter().find(|w| named(w) || typed(w)) {
+                out.push(format!("tool ~ {w}"));
+            }
+        }
+    }
+    out
+}
+
+/// What in `text` names the hidden partition whoever reads it:
+/// [`partition_leaks`] for [`Reader::Any`].
+pub fn hidden_structure_words(text: &str) -> Vec<String> {
+    partition_leaks(text, Reader::Any)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_names_come_from_the_gold_docs() {
+        let names = partition_names();
+        for n in [
+            "opening",
+            "middlegame",
+            "endgame",
+            "elo",
+            "wikipedia",
+            "news",
+            "history",
+            "people",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+        }
+        for n in ["search", "sources", "other", "all", "late", "1200"] {
+            assert!(!names.iter().any(|x| x == n), "{n} in {names:?}");
+        }
+    }
+
+    #[test]
+    fn leaks_are_whole_words_and_depend_on_the_reader() {
+        let text = "A partial game; the Opening, late_endgame and phases.";
+        assert_eq!(hidden_structure_words(text), ["late endgame", "phases"]);
+        assert_eq!(
+            partition_leaks(text, Reader::Editor),
+            ["opening", "late endgame", "phases"]
+        );
+        assert!(hidden_structure_words("counterpart apart partially").is_empty());
+        assert_eq!(hidden_structure_words("Two categories."), ["categories"]);
+        // The paper's cues pass for the agent; an editor note may not name a phase.
+        let cue = "Ask what type of position this is: tactical, positional, an endgame or \
+                   an opening. When one tool is clearly superior for that type of position, \
+                   use it.";
+        assert!(partition_leaks(cue, Reader::Agent).is_empty());
+        assert_eq!(partition_leaks(cue, Reader::Editor), ["endgame", "opening"]);
+        let search = "The tools return different types of results: what type of question \
+                      is this? Note which types of query each one suits.";
+        for r in [Reader::Agent, Reader::Editor] {
+            assert!(partition_leaks(search, r).is_empty(), "{r:?}");
+        }
+        // A sentence that ties a tool to a phase or a domain leaks for every reader.
+        assert_eq!(
+            hidden_structure_words("Use function_2 in an endgame."),
+            ["tool ~ endgame"]
+        );
+        assert_eq!(
+            hidden_structure_words("Each tool is best for one kind of position (opening, ...)"),
+            ["tool ~ opening"]
+        );
+        assert_eq!(
+            partition_leaks("Whichever tool finds sports results wins.", Reader::Agent),
+            ["sports", "tool ~ sports"]
+        );
+        // Domain names are not leaks for the judge (its "reference answer").
+        assert!(hidden_structure_words("Compare with the reference answer.").is_empty());
+        assert_eq!(
+            partition_leaks("the reference answer", Reader::Agent),
+            ["reference"]
+        );
+    }
 }

@@ -37,12 +37,18 @@
 //! converge = 0.75          # stop when (BLEU + cosine) / 2 > this
 //! embedder = "minilm"      # or "bag-of-words" (scripted tests)
 //! [baselines.tracefree]    # Trace-Free+: one generator request per tool
-//! traces = 0               # 0: trace-free; k: up to k recorded calls per tool
+//! traces = 0               # 0: trace-free; k: a summary of k tool-play calls per tool
 //! temperature = 0.3        # the paper's sampling
 //! top_p = 0.9
+//! repetition_penalty = 1.1 # 1.0: none; never sent to a reasoning model
+//! # send_repetition_penalty = true  # openai: generators (default: when `generator` is set)
 //! retries = 1              # a reply without the JSON object is asked again
 //! max_tokens = 1024        # room per reply
 //! # generator = "openai:<name>"   # default: the editor
+//! # generator_tuned = true  # `generator` is a fine-tuned Trace-Free+ generator: the
+//! #   column is `+TF`; otherwise `+TF-prompt` (a prompting baseline)
+//! # trained_on = ["chess:phase_specialists"]  # the generator's training tool sets
+//! #   (`otb export --sft`'s holdout.json): a Trace-Free+ cell on one is refused
 //! ```
 //!
 //! Validation happens here, before the store is opened: a bad file never touches it.
@@ -127,6 +133,65 @@ struct RawPrompts {
     /// Offline ToolObserver: the batch-analysis and consensus-merge templates.
     editor_batch: Option<String>,
     editor_merge: Option<String>,
+}
+
+/// A tool set as `otb export --sft` names it: `bfcl` (every BFCL setting shows the
+/// same functions), `<env>:<set>` for the environments with shared tool sets.
+pub fn tool_set_id(env: &str, setting: &str) -> String {
+    match env {
+        "bfcl" => "bfcl".into(),
+        _ => format!("{env}:{setting}"),
+    }
+}
+
+/// The first tool set of `exp`'s Trace-Free+ cells that `[baselines.tracefree]
+/// trained_on` lists, as the one-line refusal: a generator is scored only on tools
+/// it was not trained on (or an entry that is no [`tool_set_id`] of a known
+/// environment). `None` when all is well.
+pub fn trained_on_overlap(exp: &Experiment) -> Option<String> {
+    let trained = &exp.baselines.tracefree.trained_on;
+    let envs: Vec<&str> = exp.registry.environments().map(|e| e.table()).collect();
+    if let Some(bad) = trained.iter().find(|t| {
+        t.as_str() != "bfcl"
+            && !t.split_once(':').is_some_and(|(env, set)| {
+                envs.contains(&env) && env != "bfcl" && !set.is_empty()
+            })
+    }) {
+        return Some(format!(
+            "baselines.tracefree.trained_on: `{bad}` is no tool set (bfcl, chess:<set>, search:<set>, as holdout.json names them)"
+        ));
+    }
+    let hit = exp
+        .tracefree_tool_sets()
+        .into_iter()
+        .find(|t| trained.contains(t))?;
+    Some(format!(
+        "baselines.tracefree.trained_on lists `{hit}`, which this experiment scores Trace-Free+ on: a generator is evaluated only on tool sets it was not trained on (drop `tracefree` there, or use a generator exported with `--holdout {hit}`)"
+    ))
+}
+
+/// Longest experiment name (characters).
+pub const MAX_NAME_CHARS: usize = 100;
+
+/// Why `name` cannot name an experiment, if it cannot: it becomes one path
+/// component of the folders the user's commands write (reports, exports), so it is
+/// one non-empty component of at most [`MAX_NAME_CHARS`] characters, without
+/// separators (`/`, `\`), without `..` and without control characters (an absolute
+/// path starts with a separator).
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("is empty".into());
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(format!("is longer than {MAX_NAME_CHARS} characters"));
+    }
+    if name.contains(['/', '\\']) || name.contains("..") {
+        return Err("must be one folder name: no `/`, `\\` or `..`".into());
+    }
+    if name.chars().any(char::is_control) {
+        return Err("must not contain control characters".into());
+    }
+    Ok(())
 }
 
 /// A validated experiment.
@@ -364,6 +429,12 @@ pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
     /// editors).
     fn uses_editor(&self) -> bool;
 
+    /// The tool sets of its cells that play `method`, named as `otb export --sft`
+    /// names them ([`tool_set_id`]).
+    fn tool_sets_with(&self, _method: Method) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether its agents play a training and a test split (the run's model line then
     /// says how they sample on each).
     fn plays_offline(&self) -> bool {
@@ -457,7 +528,7 @@ impl Experiment {
         registry: &Arc<Registry>,
         path: &Path,
     ) -> Result<Experiment, ConfigError> {
-        let text = std::fs::read_to_string(path)
+        let text = datasets::files::read_text(path, datasets::files::SMALL_TEXT)
             .map_err(|e| cfg_err(path, format!("cannot read experiment file: {e}")))?;
         Experiment::parse_with(registry, path, &text, true)
     }
@@ -465,7 +536,7 @@ impl Experiment {
     /// Read and validate an experiment file (relative paths stay inside its folder)
     /// whose environment tables are those of `registry`.
     pub fn load(registry: &Arc<Registry>, path: &Path) -> Result<Experiment, ConfigError> {
-        let text = std::fs::read_to_string(path)
+        let text = datasets::files::read_text(path, datasets::files::SMALL_TEXT)
             .map_err(|e| cfg_err(path, format!("cannot read experiment file: {e}")))?;
         Experiment::parse(registry, path, &text)
     }
@@ -625,7 +696,7 @@ impl Experiment {
             },
         )?;
         let rb = raw.baselines.unwrap_or_default();
-        let baselines = Baselines {
+        let mut baselines = Baselines {
             concurrency: rb.concurrency.unwrap_or(8),
             play2prompt: rb.play2prompt.unwrap_or_default(),
             draft: rb.draft.unwrap_or_default(),
@@ -682,6 +753,18 @@ impl Experiment {
                 "baselines.tracefree: temperature lies in [0, 2], top_p in (0, 1], max_tokens is at least 16",
             ));
         }
+        if !(t.repetition_penalty > 0.0 && t.repetition_penalty <= 2.0) {
+            return Err(cfg_err(
+                path,
+                "baselines.tracefree: repetition_penalty lies in (0, 2] (1.0: none)",
+            ));
+        }
+        if t.generator_tuned && t.generator.is_none() {
+            return Err(cfg_err(
+                path,
+                "baselines.tracefree: generator_tuned = true marks a named generator as fine-tuned; name it with generator = \"openai:<name>\"",
+            ));
+        }
         let prompts = raw.prompts.unwrap_or(RawPrompts {
             set: None,
             agent_system: None,
@@ -729,11 +812,13 @@ impl Experiment {
                             ),
                         ));
                     }
-                    std::fs::read_to_string(&f)
+                    datasets::files::read_text(&f, MAX_PROMPT_BYTES)
                         .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))
                 }
             }
         };
+        // Trace-Free+'s generator requests follow the set too.
+        baselines.tracefree.paper = set.name == "paper";
         // The offline environments keep their own agent prompts and editor notes, one
         // file per set.
         for e in envs.iter_mut() {
@@ -770,13 +855,20 @@ impl Experiment {
                 ),
             ));
         }
-        Ok(Experiment {
+        let name = raw.name.unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        // The name becomes a folder (`outputs/reports/<name>/`, export folders): a
+        // shared experiment file must not choose a path outside the folders the user
+        // named.
+        if let Err(why) = check_name(&name) {
+            return Err(cfg_err(path, format!("name {name:?}: {why}")));
+        }
+        let exp = Experiment {
             path: path.to_path_buf(),
-            name: raw.name.unwrap_or_else(|| {
-                path.file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            }),
+            name,
             envs: envs.into_iter().map(std::sync::Arc::from).collect(),
             registry: registry.clone(),
             agents,
@@ -789,7 +881,20 @@ impl Experiment {
             prompt_set: set.name,
             sampling,
             endpoints,
-        })
+        };
+        // A fine-tuned generator is scored only on tool sets it was not trained on.
+        if let Some(m) = trained_on_overlap(&exp) {
+            return Err(cfg_err(path, m));
+        }
+        Ok(exp)
+    }
+
+    /// The tool sets it scores Trace-Free+ (`tracefree`) on, as [`tool_set_id`]s.
+    pub fn tracefree_tool_sets(&self) -> Vec<String> {
+        self.envs
+            .iter()
+            .flat_map(|e| e.tool_sets_with(Method::TraceFree))
+            .collect()
     }
 
     /// The chess and search protocol a run used, one phrase each: chess's hints,

@@ -448,8 +448,9 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
 }
 
 /// Trace-Free+ on chess: the generator's descriptions are the docs the agent plays
-/// with, the column reaches Table 3; trace-based, the generator reads the agent's
-/// round-0 training games (the node ToolObserver's first round plays).
+/// with, the column reaches Table 3; trace-based, the generator reads each tool's
+/// own single calls on training positions (tool play: no proposal, a chess tool
+/// takes no parameters), never a game.
 #[test]
 fn tracefree_reaches_the_games_and_table3() {
     if !engine() {
@@ -475,6 +476,11 @@ fn tracefree_reaches_the_games_and_table3() {
         .starts_with("Generated: ")));
     let calls: Vec<stages::rows::DocCallRow> = tf.entry.read().unwrap();
     assert_eq!(calls.len(), tools.len(), "one request per tool");
+    let runs: Vec<stages::rows::ToolRunRow> = tf.entry.read().unwrap();
+    assert_eq!(runs.len(), 2 * tools.len(), "two single calls per tool");
+    assert!(runs
+        .iter()
+        .all(|r| r.step == "play" && r.output.contains("the tool played")));
     let reports = s.reports();
     let input_of = |node_part: &str, input: &str| -> String {
         let r = reports
@@ -489,20 +495,22 @@ fn tracefree_reaches_the_games_and_table3() {
     };
     // The test games play the generated docs; the generator read the training games.
     assert!(input_of("tracefree test", "docs").starts_with("tracefree["));
-    assert!(input_of("tracefree[", "trajectories").contains("train r0"));
+    assert!(input_of("tracefree[", "trajectories").is_empty());
     let t3 = stages::tables::table3::build(&store, &exp).unwrap();
     use stages::tables::report::TableReport;
     let text = t3.render(false);
-    assert!(text.contains("+TF traces"), "{text}");
+    assert!(text.contains("+TF-prompt traces"), "{text}");
     assert!(t3
         .rows
         .iter()
         .any(|r| r.source == "run" && r.method == "tracefree"));
 }
 
-/// `--sft` pairs of a chess run: when the curve's best-tool % rose over Base's, one pair
-/// per tool whose description the editor changed, its traces from the training games
-/// only (the test positions' FENs never appear).
+/// `--sft` pairs of a chess run, selected on the training split only: when the
+/// best-tool % of the round-1 training games (docs of round 1) rose over round 0's
+/// (the original docs), one pair per tool whose round-1 description the editor
+/// changed, its traces from the training games only (the test positions' FENs never
+/// appear); the test games' scores play no part.
 #[test]
 fn sft_pairs_of_chess_come_from_training_games_only() {
     if !engine() {
@@ -511,18 +519,38 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
     let d = tempfile::tempdir().unwrap();
     let (_, exp, store) = setup(
         d.path(),
-        "tool_sets = [\"phase_specialists\"]\nmethods = [\"base\", \"toolobserver\"]\nmax_plies = 12\nrounds = 1\n",
+        "tool_sets = [\"phase_specialists\"]\nmethods = [\"base\", \"toolobserver\"]\nmax_plies = 12\nrounds = 2\n",
         "agent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
     );
     let s = Session::new(&store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &s).unwrap();
-    let pairs = stages::tables::sft::pairs(&out).unwrap();
-    let score = |method: &str| -> f64 {
+    let pairs = stages::tables::sft::pairs(&out, &exp).unwrap();
+    // Best-tool % of the training games of round r, counted here from their plies.
+    let train = |r: i64| -> f64 {
+        use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
+        let tools = ToolSet::new(ToolFamily::PhaseSpecialists);
         let o = out
-            .by_stage(stages::chess::EVALUATE_STAGE)
-            .find(|o| o.method == method)
+            .by_stage(stages::chess::EXPLORE_STAGE)
+            .find(|o| o.method == "toolobserver" && o.round == r && o.node.contains(" train r"))
             .unwrap();
-        o.entry.read::<stages::chess::rows::BestToolRow>().unwrap()[0].best_tool_pct
+        let (mut calls, mut best) = (0, 0);
+        for g in o.entry.read::<stages::chess::rows::GameRow>().unwrap() {
+            for p in g.plies.as_array().unwrap() {
+                let Some(tool) = p["tool"].as_str() else {
+                    continue;
+                };
+                let pos =
+                    datasets::chess::rules::parse_fen(p["fen_before"].as_str().unwrap()).unwrap();
+                calls += 1;
+                best += usize::from(
+                    tools
+                        .name(tools.optimal_tool(&pos), Docs::Opaque)
+                        .as_deref()
+                        == Some(tool.trim()),
+                );
+            }
+        }
+        100.0 * best as f64 / calls.max(1) as f64
     };
     let docs = |stage: &str, method: &str| -> Vec<serde_json::Value> {
         let o = out
@@ -533,10 +561,15 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
         let rows: Vec<stages::rows::DocRow> = o.entry.read().unwrap();
         rows[0].tools.as_array().unwrap().clone()
     };
-    let (before, after) = (
-        docs("chess-docs", "base"),
-        docs("consensus-merge", "toolobserver"),
-    );
+    let round1 = |stage: &str| -> Vec<serde_json::Value> {
+        let o = out
+            .by_stage(stage)
+            .find(|o| o.method == "toolobserver" && o.round == 1)
+            .unwrap();
+        let rows: Vec<stages::rows::DocRow> = o.entry.read().unwrap();
+        rows[0].tools.as_array().unwrap().clone()
+    };
+    let (before, after) = (docs("chess-docs", "base"), round1("consensus-merge"));
     let changed = after
         .iter()
         .filter(|t| {
@@ -545,12 +578,12 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
                 && !t["description"].as_str().unwrap_or("").trim().is_empty()
         })
         .count();
-    let expected = if score("toolobserver") > score("base") {
-        changed
-    } else {
-        0
-    };
+    let expected = if train(1) > train(0) { changed } else { 0 };
     assert_eq!(pairs.len(), expected, "{pairs:#?}");
+    assert!(pairs.iter().all(|p| p.round == 1
+        && p.selected_on == "train"
+        && p.score_before == train(0)
+        && p.score_after == train(1)));
     let (_, test) = positions(d.path());
     let test_fens: Vec<String> = std::fs::read_to_string(test)
         .unwrap()

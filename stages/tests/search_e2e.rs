@@ -532,31 +532,40 @@ fn tracefree_reaches_the_episodes_and_table4() {
     let t4 = stages::tables::table4::build(&store, &exp).unwrap();
     use stages::tables::report::TableReport;
     let text = t4.render(false);
-    assert!(text.contains("| +TF |"), "{text}");
-    assert!(text.contains("+TF = Trace-Free+ (trace-free"), "{text}");
+    assert!(text.contains("| +TF-prompt |"), "{text}");
+    assert!(
+        text.contains(
+            "+TF-prompt = a prompting baseline in Trace-Free+'s request shape (trace-free"
+        ),
+        "{text}"
+    );
 }
 
-/// `--sft` pairs of a search run: when the curve's test accuracy rose, one pair per
-/// tool whose description the editor changed, its traces from the training split only
-/// (no test question appears).
+/// `--sft` pairs of a search run, selected on the training split only: when the
+/// round-1 training episodes (docs of round 1) were right more often than round 0's
+/// (the original docs), one pair per tool whose round-1 description the editor
+/// changed, its traces from the training split only (no test question appears); the
+/// test accuracy plays no part.
 #[test]
 fn sft_pairs_of_search_come_from_training_play_only() {
     let Some((dir, store)) = scratch() else {
         return;
     };
-    let (_, out, _) = run(
+    let (exp, out, _) = run(
         &dir,
         &store,
         "sft",
-        "name = \"search-sft\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\", \"toolobserver\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 1\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:observer\"\n",
+        "name = \"search-sft\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\", \"toolobserver\"]\ntrain_questions = 3\ntest_questions = 6\nmax_turns = 2\nrounds = 2\nbatch_size = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:observer\"\n",
     );
-    let pairs = stages::tables::sft::pairs(&out).unwrap();
-    let score = |method: &str| -> f64 {
+    let pairs = stages::tables::sft::pairs(&out, &exp).unwrap();
+    // Exact-match accuracy of the training episodes of round r (no judge here).
+    let train = |r: i64| -> f64 {
         let o = out
-            .by_stage(stages::search::EVALUATE_STAGE)
-            .find(|o| o.method == method)
+            .by_stage(stages::search::EXPLORE_STAGE)
+            .find(|o| o.method == "toolobserver" && o.round == r && o.node.contains(" train r"))
             .unwrap();
-        o.entry.read::<SearchScoreRow>().unwrap()[0].accuracy
+        let eps = o.entry.read::<stages::search::EpisodeRow>().unwrap();
+        eps.iter().filter(|e| e.correct).count() as f64 / eps.len() as f64
     };
     let opaque: Vec<stages::rows::DocRow> = out
         .by_stage("search-docs")
@@ -567,7 +576,7 @@ fn sft_pairs_of_search_come_from_training_play_only() {
         .unwrap();
     let last: Vec<stages::rows::DocRow> = out
         .by_stage("consensus-merge")
-        .last()
+        .find(|o| o.round == 1)
         .unwrap()
         .entry
         .read()
@@ -588,12 +597,12 @@ fn sft_pairs_of_search_come_from_training_play_only() {
             t["description"] != before["description"]
         })
         .count();
-    let expected = if score("toolobserver") > score("base") {
-        changed
-    } else {
-        0
-    };
+    let expected = if train(1) > train(0) { changed } else { 0 };
     assert_eq!(pairs.len(), expected, "{pairs:#?}");
+    assert!(pairs.iter().all(|p| p.round == 1
+        && p.selected_on == "train"
+        && p.score_before == train(0)
+        && p.score_after == train(1)));
     let questions: Vec<stages::search::QuestionRow> = out
         .by_stage("search-questions")
         .next()

@@ -250,11 +250,12 @@ pub fn load_instances(wheel: &Path) -> Result<Vec<Instance>, DataError> {
 /// `ground_truth`, `execution_result_type`) or, when that is `None`, from the same
 /// fields on the question rows themselves.
 pub fn load_jsonl(questions: &Path, answers: Option<&Path>) -> Result<Vec<Instance>, DataError> {
-    let q_text = fs::read_to_string(questions).map_err(io_err(questions))?;
+    let q_text =
+        crate::files::read_text(questions, crate::files::DATA).map_err(io_err(questions))?;
     let q_label = questions.display().to_string();
     match answers {
         Some(a) => {
-            let a_text = fs::read_to_string(a).map_err(io_err(a))?;
+            let a_text = crate::files::read_text(a, crate::files::DATA).map_err(io_err(a))?;
             let a_label = a.display().to_string();
             parse_instances(&q_label, &q_text, Some((&a_label, &a_text)))
         }

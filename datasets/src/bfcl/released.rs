@@ -717,16 +717,12 @@ pub fn score_tree(
         .par_iter()
         .zip(&runs)
         .map(|((run, category, (seen, original, stored)), files)| {
-            score_run(
-                executor,
-                run,
-                files,
-                &truths,
-                *category,
-                config(seen),
-                config(original),
-                config(stored),
-            )
+            let configs = Configs {
+                seen: config(seen),
+                original: config(original),
+                stored: config(stored),
+            };
+            score_run(executor, run, files, &truths, *category, configs)
         })
         .collect();
     // Freeing what was read takes a while; the caller need not wait for it.
@@ -752,26 +748,32 @@ fn read_run(run: &RunRef) -> Result<RunFiles, ReleasedError> {
     })
 }
 
+/// The tool configs a released row is graded with, each when there is one.
+#[derive(Clone, Copy, Default)]
+pub struct Configs<'a> {
+    /// The config of the docs the agent saw (its tools and result types).
+    pub seen: Option<&'a ToolConfig>,
+    /// The config of the original (gold) functions.
+    pub original: Option<&'a ToolConfig>,
+    /// The config whose stored execution results are the expected values.
+    pub stored: Option<&'a ToolConfig>,
+}
+
 /// Grades every row of one run version against its tool configs.
-#[allow(clippy::too_many_arguments)]
 fn score_run(
     executor: &Executor,
     run: &RunRef,
     files: &RunFiles,
     truths: &HashMap<&Vec<String>, GroundTruth>,
     category: Category,
-    seen: Option<&ToolConfig>,
-    original: Option<&ToolConfig>,
-    stored: Option<&ToolConfig>,
+    configs: Configs<'_>,
 ) -> ScoreRow {
     let (results, released) = (&files.results, &files.released);
     let mut sums = [0.0f64; 4];
     let mut notes = Vec::new();
     for (index, row) in results.iter().enumerate() {
         let truth = &truths[&row.ground_truth];
-        let score = score_row(
-            executor, category, index, row, truth, seen, original, stored,
-        );
+        let score = score_row(executor, category, index, row, truth, configs);
         sums[0] += if score.e { 1.0 } else { 0.0 };
         sums[1] += score.p;
         sums[2] += score.a;
@@ -842,18 +844,20 @@ impl GroundTruth {
 }
 
 /// Grades one released row against its parsed ground truth ([`GroundTruth`] of
-/// `row.ground_truth`).
-#[allow(clippy::too_many_arguments)]
+/// `row.ground_truth`) with its `configs`.
 pub fn score_row(
     executor: &Executor,
     category: Category,
     index: usize,
     row: &ReleasedRow,
     truth: &GroundTruth,
-    seen: Option<&ToolConfig>,
-    original: Option<&ToolConfig>,
-    stored: Option<&ToolConfig>,
+    configs: Configs<'_>,
 ) -> InstanceScore {
+    let Configs {
+        seen,
+        original,
+        stored,
+    } = configs;
     let ground_truth = &truth.calls;
     let calls = row.model_calls();
     let outputs = execute_model_calls(executor, calls, &row.name_mapping);

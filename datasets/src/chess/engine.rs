@@ -3,10 +3,13 @@
 //! Each process runs with `Threads=1` and a small hash; before every search
 //! the pool sends `ucinewgame` (which clears the hash) and waits for
 //! `readyok`, so that a depth-limited search gives the same answer whatever
-//! the engine did before. Searches limited by time or by strength
-//! (`UCI_LimitStrength`, `Skill Level`) are not reproducible: their result
-//! depends on the clock, and Stockfish seeds the random choice of its
-//! weakened play from the time.
+//! the engine did before. Searches limited by depth or by nodes (with
+//! `Threads=1`) are reproducible; searches limited by time or by strength
+//! (`UCI_LimitStrength`, `Skill Level`) are not: their result depends on the
+//! clock, and Stockfish seeds the random choice of its weakened play from the
+//! time. A weakened move that reproduces is chosen by the caller from a
+//! MultiPV search's lines ([`SearchRequest::multipv`], [`SearchOutcome::lines`]:
+//! see [`super::strength`]).
 //!
 //! A process that dies, stops answering or says something that is not UCI is
 //! killed, restarted, and the search retried ([`EngineConfig::retries`] times);
@@ -242,6 +245,13 @@ pub enum Limit {
     MovetimeMs(u64),
     /// `go nodes N`.
     Nodes(u64),
+    /// `go depth D nodes N`: whichever is reached first.
+    DepthNodes {
+        /// The depth.
+        depth: u32,
+        /// The node budget.
+        nodes: u64,
+    },
 }
 
 /// Engine-side strength options for one search.
@@ -262,6 +272,9 @@ pub struct SearchRequest {
     pub limit: Limit,
     /// The strength options.
     pub strength: EngineStrength,
+    /// `MultiPV`: how many best lines the engine reports (0 and 1: one).
+    #[serde(default)]
+    pub multipv: u32,
 }
 
 /// A UCI score from the side to move's view.
@@ -302,6 +315,21 @@ pub struct SearchOutcome {
     /// The last reported score (side to move's view), if any.
     pub score: Option<Score>,
     /// The depth of that score.
+    pub depth: u32,
+    /// With [`SearchRequest::multipv`] above 1: the last reported line of each
+    /// `multipv` index, best first (empty when the engine reported none).
+    #[serde(default)]
+    pub lines: Vec<PvLine>,
+}
+
+/// One line of a MultiPV search, as last reported.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PvLine {
+    /// Its score (side to move's view).
+    pub score: Score,
+    /// Its first move (UCI).
+    pub first_move: String,
+    /// The depth it was reported at.
     pub depth: u32,
 }
 
@@ -355,6 +383,8 @@ struct Engine {
     stdin: ChildStdin,
     out: BufReader<ChildStdout>,
     elo_range: Option<(u32, u32)>,
+    /// The `MultiPV` the process was last told (1, the UCI default, at start).
+    multipv: u32,
 }
 
 impl Engine {
@@ -389,6 +419,7 @@ impl Engine {
             stdin,
             out: BufReader::new(stdout),
             elo_range: None,
+            multipv: 1,
         };
         let timeout = Duration::from_millis(cfg.answer_timeout_ms.max(1));
         engine.send("uci").await?;
@@ -527,6 +558,13 @@ impl Engine {
             s.skill_level.unwrap_or(20)
         ))
         .await?;
+        // Told only when it changes: an engine never asked for lines never hears of it.
+        let multipv = req.multipv.max(1);
+        if multipv != self.multipv {
+            self.send(&format!("setoption name MultiPV value {multipv}"))
+                .await?;
+            self.multipv = multipv;
+        }
         let ready_timeout = Duration::from_millis(cfg.answer_timeout_ms.max(1));
         self.send("ucinewgame").await?;
         self.send("isready").await?;
@@ -537,6 +575,10 @@ impl Engine {
         let (go, timeout) = match req.limit {
             Limit::Depth(d) => (format!("go depth {d}"), cfg.search_timeout_ms),
             Limit::Nodes(n) => (format!("go nodes {n}"), cfg.search_timeout_ms),
+            Limit::DepthNodes { depth, nodes } => (
+                format!("go depth {depth} nodes {nodes}"),
+                cfg.search_timeout_ms,
+            ),
             Limit::MovetimeMs(ms) => (
                 format!("go movetime {ms}"),
                 ms.saturating_add(cfg.answer_timeout_ms),
@@ -555,11 +597,15 @@ impl Engine {
             line: lines.last().cloned().unwrap_or_default(),
         };
         let out = parse_search(&lines).ok_or_else(garbage)?;
-        // A move that is not legal here, or none where there are moves, is garbage.
+        // A move that is not legal here, or none where there are moves, is garbage;
+        // so is a reported line that does not start with a legal move.
         let legal = match &out.best_move {
             Some(m) => rules::parse_uci(pos, m).is_ok(),
             None => pos.legal_moves().is_empty(),
-        };
+        } && out
+            .lines
+            .iter()
+            .all(|l| rules::parse_uci(pos, &l.first_move).is_ok());
         if !legal {
             return Err(garbage());
         }
@@ -594,17 +640,66 @@ fn parse_search(lines: &[String]) -> Option<SearchOutcome> {
     let best_move = (best != "(none)" && best != "0000").then(|| best.to_owned());
     let mut score = None;
     let mut depth = 0;
+    let mut pv: Vec<Option<PvLine>> = Vec::new();
     for line in lines {
         if let Some((s, d)) = parse_info_score(line) {
             score = Some(s);
             depth = d;
         }
+        if let Some((k, l)) = parse_pv_line(line) {
+            if pv.len() < k {
+                pv.resize(k, None);
+            }
+            pv[k - 1] = Some(l);
+        }
     }
+    // Lines 1..n as reported; a gap (never reported) ends the list.
+    let lines = pv.into_iter().map_while(|l| l).collect();
     Some(SearchOutcome {
         best_move,
         score,
         depth,
+        lines,
     })
+}
+
+/// The most lines a MultiPV answer is read for (Stockfish allows 500).
+const MAX_PV_LINES: usize = 500;
+
+/// `info depth D ... multipv K score cp X|mate N ... pv M ...` -> `(K, line)`,
+/// bounds included (the last report of each line is what counts).
+fn parse_pv_line(line: &str) -> Option<(usize, PvLine)> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    if words.first() != Some(&"info") {
+        return None;
+    }
+    let after = |key: &str| {
+        words
+            .iter()
+            .position(|w| *w == key)
+            .and_then(|i| words.get(i + 1))
+    };
+    let k: usize = after("multipv")?.parse().ok()?;
+    if k == 0 || k > MAX_PV_LINES {
+        return None;
+    }
+    let depth = after("depth")?.parse().ok()?;
+    let i = words.iter().position(|w| *w == "score")?;
+    let value: i32 = words.get(i + 2)?.parse().ok()?;
+    let score = match *words.get(i + 1)? {
+        "cp" => Score::Cp(value),
+        "mate" => Score::Mate(value),
+        _ => return None,
+    };
+    let first_move = after("pv")?.to_string();
+    Some((
+        k,
+        PvLine {
+            score,
+            first_move,
+            depth,
+        },
+    ))
 }
 
 /// `info depth D ... [multipv 1] score cp X|mate N` without a bound.
@@ -758,6 +853,7 @@ impl EnginePool {
             fen: fen.to_owned(),
             limit,
             strength,
+            multipv: 1,
         };
         Ok(self.search(&req).await?.best_move)
     }
@@ -777,6 +873,7 @@ impl EnginePool {
             fen: fen.to_owned(),
             limit: Limit::Depth(depth),
             strength: EngineStrength::default(),
+            multipv: 1,
         };
         let out = self.search(&req).await?;
         let score = out.score.ok_or_else(|| EngineError::Protocol {
@@ -939,6 +1036,40 @@ mod tests {
         assert_eq!(none.best_move, None);
         assert_eq!(none.score, Some(Score::Mate(0)));
         assert!(parse_search(&["readyok".into()]).is_none());
+        // MultiPV: the last report of each line, best first; bounds count.
+        let lines: Vec<String> = [
+            "info depth 3 seldepth 3 multipv 1 score cp 30 nodes 90 pv d2d4 d7d5",
+            "info depth 3 seldepth 3 multipv 2 score cp 20 nodes 90 pv e2e4",
+            "info depth 4 seldepth 4 multipv 1 score cp 25 lowerbound nodes 150 pv e2e4 e7e5",
+            "info depth 4 seldepth 4 multipv 2 score mate -5 nodes 150 pv g2g4",
+            "bestmove e2e4",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = parse_search(&lines).unwrap();
+        let got: Vec<(Score, &str, u32)> = out
+            .lines
+            .iter()
+            .map(|l| (l.score, l.first_move.as_str(), l.depth))
+            .collect();
+        assert_eq!(
+            got,
+            [(Score::Cp(25), "e2e4", 4), (Score::Mate(-5), "g2g4", 4)]
+        );
+        // The main score ignores the bound, as before.
+        assert_eq!((out.score, out.depth), (Some(Score::Cp(30)), 3));
+        // A gap ends the list; a line without a move is no line.
+        let gap: Vec<String> = [
+            "info depth 1 multipv 1 score cp 5 pv a2a3",
+            "info depth 1 multipv 3 score cp 1 pv h2h3",
+            "info depth 1 multipv 2 score cp 3",
+            "bestmove a2a3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(parse_search(&gap).unwrap().lines.len(), 1);
     }
 
     /// Engines that hang, flood their output, write an endless line or play a

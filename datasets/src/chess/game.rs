@@ -14,7 +14,7 @@ use shakmaty::{Chess, Move};
 
 use super::engine::{BlockingPool, EngineError};
 use super::rules::{self, DrawRules, EndReason, Ending, Side};
-use super::strength::{self, Strength};
+use super::strength::{self, SearchMode, Strength};
 use super::tools::{Docs, ToolSet};
 use super::ChessError;
 use crate::rng::SplitMix64;
@@ -374,18 +374,11 @@ impl Opponent {
             .collect()
     }
 
-    /// How it plays at `movetime_ms` per move.
-    pub fn strength(self, movetime_ms: u64) -> Strength {
+    /// How it plays with engine moves searched as `search` says.
+    pub fn strength(self, search: SearchMode) -> Strength {
         match self {
-            Opponent::Elo(elo) => Strength::nominal(elo, movetime_ms),
-            Opponent::Level { level, .. } => Strength {
-                engine: super::engine::EngineStrength {
-                    uci_elo: None,
-                    skill_level: Some(level),
-                },
-                limit: super::engine::Limit::MovetimeMs(movetime_ms),
-                random_share: 0.0,
-            },
+            Opponent::Elo(elo) => Strength::nominal(elo, search),
+            Opponent::Level { level, .. } => Strength::skill_level(level, search),
         }
     }
 
@@ -427,11 +420,11 @@ impl EpisodeConfig {
     /// The training trajectory: 10 plies against Elo 1800, evaluated at
     /// depth 16 after every ply; the 10-ply cut leaves a partial game (no
     /// result), not a draw.
-    pub fn exploration(agent_side: Side, movetime_ms: u64) -> EpisodeConfig {
+    pub fn exploration(agent_side: Side, search: SearchMode) -> EpisodeConfig {
         EpisodeConfig {
             max_plies: EXPLORATION_PLIES,
             agent_side,
-            opponent: Strength::nominal(EXPLORATION_OPPONENT_ELO, movetime_ms),
+            opponent: Strength::nominal(EXPLORATION_OPPONENT_ELO, search),
             eval_depth: Some(EXPLORATION_EVAL_DEPTH),
             draw_rules: DrawRules::default(),
             limit_is_draw: false,
@@ -700,7 +693,10 @@ mod tests {
         assert_eq!(test.ending.map(|e| e.winner), Some(None));
         assert_eq!(test.cut_after, None);
         // ... the exploration cut is not.
-        let r = settle(g.record(), &EpisodeConfig::exploration(Side::White, 10));
+        let r = settle(
+            g.record(),
+            &EpisodeConfig::exploration(Side::White, SearchMode::Nodes(10)),
+        );
         assert_eq!((r.ending, r.cut_after), (None, Some(2)));
         let text = editor_text(&r, Side::White, 20);
         assert!(

@@ -384,6 +384,7 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ChessError + '_ {
 /// with the repaired FEN); a FEN that cannot be a position is skipped with its
 /// reason.
 pub fn read_jsonl(path: &Path) -> Result<JsonlRows, ChessError> {
+    crate::files::check(path, crate::files::DATA).map_err(io_err(path))?;
     let file = fs::File::open(path).map_err(io_err(path))?;
     let mut out = JsonlRows::default();
     let data = |line: usize, message: String| ChessError::Data {

@@ -16,7 +16,7 @@ use shakmaty::Chess;
 
 use super::engine::BlockingPool;
 use super::rules::{self, Phase};
-use super::strength::{self, Strength, REFERENCE_MOVETIME_MS};
+use super::strength::{self, SearchMode, Strength};
 use super::ChessError;
 use crate::rng::SplitMix64;
 
@@ -124,13 +124,13 @@ fn piece_range(phase: Phase) -> &'static str {
 }
 
 impl ToolSet {
-    /// The set `family` with the reference's 0.5 s per engine move.
+    /// The set `family` searched the default (reproducible) way.
     pub fn new(family: ToolFamily) -> ToolSet {
-        ToolSet::with_movetime(family, REFERENCE_MOVETIME_MS)
+        ToolSet::with_search(family, SearchMode::default())
     }
 
-    /// The set `family` with `movetime_ms` per engine move.
-    pub fn with_movetime(family: ToolFamily, movetime_ms: u64) -> ToolSet {
+    /// The set `family` with engine moves searched as `search` says.
+    pub fn with_search(family: ToolFamily, search: SearchMode) -> ToolSet {
         let tools = match family {
             ToolFamily::PhaseSpecialists => Phase::ALL
                 .iter()
@@ -143,7 +143,7 @@ impl ToolSet {
                     ),
                     behaviour: Behaviour::PhaseSpecialist {
                         phase,
-                        strong: Strength::nominal(SPECIALIST_ELO, movetime_ms),
+                        strong: Strength::nominal(SPECIALIST_ELO, search),
                     },
                 })
                 .collect(),
@@ -156,7 +156,7 @@ impl ToolSet {
                     ),
                     behaviour: Behaviour::Fixed {
                         elo,
-                        strength: Strength::nominal(elo, movetime_ms),
+                        strength: Strength::nominal(elo, search),
                     },
                 })
                 .collect(),
@@ -349,6 +349,12 @@ mod tests {
         assert_eq!(s.strength_for(2, &pos), Some(Strength::random()));
         assert_eq!(s.strength_for(9, &pos), None);
         let on = s.strength_for(0, &pos).unwrap();
+        assert_eq!(
+            on.skill,
+            Some(strength::skill_level_for_elo(SPECIALIST_ELO))
+        );
+        let timed = ToolSet::with_search(ToolFamily::PhaseSpecialists, SearchMode::Movetime(500));
+        let on = timed.strength_for(0, &pos).unwrap();
         assert_eq!(on.engine.uci_elo, Some(SPECIALIST_ELO));
     }
 }

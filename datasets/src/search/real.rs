@@ -18,7 +18,6 @@
 //! - Splits: the reference `*_queries.tsv` files (`query_id<TAB>question`).
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::Path;
 
 use base64::Engine as _;
@@ -114,7 +113,7 @@ pub struct CategoryMap {
 impl CategoryMap {
     /// Reads a `{category: [host, ...]}` JSON file.
     pub fn load(path: &Path) -> Result<Self, SearchError> {
-        let bytes = fs::read(path).map_err(io_err(path))?;
+        let bytes = crate::files::read(path, crate::files::SMALL_TEXT).map_err(io_err(path))?;
         Self::parse(&bytes, &path.display().to_string())
     }
 
@@ -296,7 +295,7 @@ impl Row {
 /// A text file's contents; bytes that are not UTF-8 are a malformed row, named by file
 /// and line like any other.
 fn read_text(path: &Path) -> Result<String, SearchError> {
-    let bytes = fs::read(path).map_err(io_err(path))?;
+    let bytes = crate::files::read(path, crate::files::DATA).map_err(io_err(path))?;
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let bytes = e.as_bytes();
@@ -524,18 +523,18 @@ mod tests {
     #[test]
     fn bytes_that_are_not_utf8_are_named_by_file_and_line() {
         let p = std::env::temp_dir().join(format!("otb-utf8-{}.tsv", std::process::id()));
-        fs::write(&p, b"1\tfine\n\n3\tcaf\xe9\n").unwrap();
+        std::fs::write(&p, b"1\tfine\n\n3\tcaf\xe9\n").unwrap();
         let err = load_split_ids(&p).unwrap_err().to_string();
         assert!(
             err.ends_with(".tsv:3: not UTF-8 (byte 6 of the line)"),
             "{err}"
         );
-        fs::write(&p, b"{\"docid\": \"\xff\"}\n").unwrap();
+        std::fs::write(&p, b"{\"docid\": \"\xff\"}\n").unwrap();
         let err = jsonl_rows(&p)
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        let _ = fs::remove_file(&p);
+        let _ = std::fs::remove_file(&p);
         assert!(
             err.ends_with(".tsv:1: not UTF-8 (byte 12 of the line)"),
             "{err}"

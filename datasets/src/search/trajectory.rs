@@ -46,8 +46,9 @@ pub struct SearchTrajectory {
     pub question: String,
     /// The agent's final answer (empty when it gave none).
     pub final_answer: String,
-    /// Whether the final answer was judged correct (the outcome signal).
-    pub correct: bool,
+    /// Whether the final answer was judged correct (the outcome signal); `None`: not
+    /// judged (an LLM judge's reply gave no verdict), shown to the editor as such.
+    pub correct: Option<bool>,
     /// The calls in order.
     pub calls: Vec<SearchCall>,
 }
@@ -88,7 +89,11 @@ pub fn serialize_for_editor(t: &SearchTrajectory, view: &EditorView) -> String {
     ));
     s.push_str(&format!(
         "Judged: {}\n",
-        if t.correct { "correct" } else { "incorrect" }
+        match t.correct {
+            Some(true) => "correct",
+            Some(false) => "incorrect",
+            None => "not judged",
+        }
     ));
     s.push_str(&format!("Tool calls: {}\n", t.calls.len()));
     let seq: Vec<_> = t.calls.iter().map(|c| clip(&c.tool)).collect();
@@ -129,7 +134,7 @@ mod tests {
         SearchTrajectory {
             question: "Which river?".into(),
             final_answer: "Nile".into(),
-            correct: true,
+            correct: Some(true),
             calls: (0..n)
                 .map(|i| SearchCall {
                     tool: format!("tool_{}", i % 3 + 1),
@@ -177,7 +182,7 @@ mod tests {
         let t = SearchTrajectory {
             question: huge.clone(),
             final_answer: huge.clone(),
-            correct: false,
+            correct: Some(false),
             calls: vec![SearchCall {
                 tool: "t".repeat(100_000),
                 query: huge.clone(),
@@ -198,10 +203,14 @@ mod tests {
     fn empty_episode() {
         let mut t = traj(0);
         t.final_answer.clear();
-        t.correct = false;
+        t.correct = Some(false);
         let s = serialize_for_editor(&t, &EditorView::default());
         assert!(s.contains(
             "Final answer: (none)\nJudged: incorrect\nTool calls: 0\nTool sequence: (none)\n"
         ));
+        // A judge reply without a verdict is not an incorrect answer.
+        t.correct = None;
+        let s = serialize_for_editor(&t, &EditorView::default());
+        assert!(s.contains("\nJudged: not judged\n"), "{s}");
     }
 }

@@ -143,24 +143,39 @@ pub struct DepthRates {
     pub generation: f64,
 }
 
+/// The work of [`bench_depth`].
+#[derive(Clone, Copy, Debug)]
+pub struct DepthBench<'a> {
+    /// Sequences of the context.
+    pub n_seq: u32,
+    /// The backend's one cache for all `n_seq` sequences, where every row attends
+    /// over the cells in use; otherwise a stream of `n_ctx / n_seq` cells for each
+    /// sequence.
+    pub unified: bool,
+    /// Cells held by sequences that are not part of the work (ascending; the cache
+    /// is filled further between depths, 1,024 cells a sequence, as idle
+    /// conversations fill it in a run).
+    pub depths: &'a [usize],
+    /// Prompt tokens of a fresh sequence (`pp n_prompt`, 3 repetitions).
+    pub n_prompt: usize,
+    /// Generation steps.
+    pub n_gen: usize,
+    /// Sequences generating one token each per step.
+    pub rows: usize,
+}
+
 /// What attention over other sequences' cells costs: `pp n_prompt` of a fresh
-/// sequence (3 repetitions) and `rows` sequences generating one token each for
-/// `n_gen` steps, while sequences that are not part of the work hold `depth`
-/// cells, for each depth in `depths` (ascending; the cache is filled further
-/// between depths, 1,024 cells a sequence, as idle conversations fill it in a
-/// run). `unified`: the backend's one cache for all `n_seq` sequences, where
-/// every row attends over the cells in use; otherwise a stream of
-/// `n_ctx / n_seq` cells for each sequence.
-#[allow(clippy::too_many_arguments)]
-pub fn bench_depth(
-    cfg: &EmbeddedConfig,
-    n_seq: u32,
-    unified: bool,
-    depths: &[usize],
-    n_prompt: usize,
-    n_gen: usize,
-    rows: usize,
-) -> Result<Vec<DepthRates>, LlmError> {
+/// sequence and `rows` sequences generating together, for each depth of
+/// [`DepthBench`].
+pub fn bench_depth(cfg: &EmbeddedConfig, b: &DepthBench<'_>) -> Result<Vec<DepthRates>, LlmError> {
+    let DepthBench {
+        n_seq,
+        unified,
+        depths,
+        n_prompt,
+        n_gen,
+        rows,
+    } = *b;
     let fail = |what: &str, e: &dyn std::fmt::Display| super::fatal(format!("{what}: {e}"));
     let backend = llama_backend()?;
     let model = load_model(backend, &cfg.model_path)?;

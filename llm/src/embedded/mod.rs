@@ -6,7 +6,8 @@
 //! [group](crate::group) with the fewest requests in slots (the longest
 //! waiting of those; [`Admission`]): a chain of dependent calls then waits
 //! for a slot, not behind every request of the wide batches sent before it,
-//! which under first-come order set the end of a run (docs/results.md).
+//! which under first-come order set the end of a run
+//! (docs/log/2026-11-26-fair-share-admission.md).
 //! Each request in flight is a llama.cpp
 //! sequence (its own sequence id and KV cells, its own sampler chain and
 //! grammar). Every step the worker evaluates at most one prompt chunk of one
@@ -31,14 +32,15 @@
 //!   (system prompt + tool docs are usually shared, and an agent's next turn
 //!   usually finds its whole conversation although other requests ran in
 //!   between; on the default Table 4 grid 54% -> 58% of prompt tokens reused,
-//!   docs/results.md).
+//!   docs/log/2026-11-26-table4-release-build-kv-reuse.md).
 //! - **Grammar check on the chosen token first**: the unconstrained sampler
 //!   picks a token, the grammar checks only that token, and the grammar runs
 //!   over the whole vocabulary only when the token is rejected.
 //! - **Speculative decoding** (optional, [`EmbeddedConfig::draft_model`]): a
 //!   smaller model of the same family proposes tokens of greedy requests
 //!   (`draft.rs`), and the model keeps those it would have chosen itself; off
-//!   by default, as it lost on 2 cores (docs/results.md).
+//!   by default, as it lost on 2 cores
+//!   (docs/log/2026-11-26-speculative-decoding.md).
 //!
 //! Sampling: temperature `None` or `<= 0` is greedy (deterministic); otherwise
 //! top-k 40, top-p, temperature, seeded from `seed` and `sample_index`, with a
@@ -105,7 +107,7 @@ mod kv;
 
 use admission::next_in_line;
 pub use admission::Admission;
-pub use bench::{bench_depth, bench_raw, mean_sd, DepthRates, RawRates};
+pub use bench::{bench_depth, bench_raw, mean_sd, DepthBench, DepthRates, RawRates};
 use draft::{Draft, Want};
 use kv::{common_prefix, KvSeqs};
 
@@ -725,8 +727,19 @@ impl Worker<'_> {
             None => None,
         };
         let temperature = req.sampling.temperature().unwrap_or(0.0);
+        // A repetition penalty (standard sampling only; 1.0 is none) comes first in
+        // the chain, over the last 64 tokens the sequence generated.
+        let penalty = match (&req.sampling, req.repetition_penalty) {
+            (crate::types::Sampling::Standard { .. }, Some(p)) if p > 0.0 && p != 1.0 => Some(
+                LlamaSampler::penalties(self.model.n_vocab(), 64, p as f32, 0.0, 0.0),
+            ),
+            _ => None,
+        };
         let chain = if temperature <= 0.0 {
-            LlamaSampler::greedy()
+            match penalty {
+                Some(p) => LlamaSampler::chain_simple([p, LlamaSampler::greedy()]),
+                None => LlamaSampler::greedy(),
+            }
         } else {
             let top_p = match &req.sampling {
                 crate::types::Sampling::Standard { top_p: Some(p), .. } => *p as f32,
@@ -734,12 +747,14 @@ impl Worker<'_> {
             };
             let seed = req.seed.unwrap_or(0)
                 ^ (u64::from(req.sample_index).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            LlamaSampler::chain_simple([
+            let mut parts: Vec<LlamaSampler> = penalty.into_iter().collect();
+            parts.extend([
                 LlamaSampler::top_k(40),
                 LlamaSampler::top_p(top_p, 1),
                 LlamaSampler::temp(temperature as f32),
                 LlamaSampler::dist((seed ^ (seed >> 32)) as u32),
-            ])
+            ]);
+            LlamaSampler::chain_simple(parts)
         };
         Ok(Prepared {
             tokens,

@@ -155,7 +155,7 @@ impl<'a> Work<'a> {
 
     /// Append what `part` (a [`Work::fork`]) recorded: its calls, tool runs, usage
     /// and infrastructure failures, after this record's own.
-    pub fn absorb(&mut self, part: Work<'a>) {
+    pub fn absorb(&mut self, part: Work<'_>) {
         self.calls.extend(part.calls);
         self.runs.extend(part.runs);
         self.usage.add(&part.usage);
@@ -210,11 +210,28 @@ impl<'a> Work<'a> {
         asks: &[(&str, &str)],
         attempt: u64,
     ) -> Vec<Asked> {
+        self.ask_all_with_system(None, step, phase, asks, attempt)
+    }
+
+    /// [`Work::ask_all`], each request opening with the system message `system` when
+    /// one is given ([`Editor::complete_all_with_system`]).
+    pub fn ask_all_with_system(
+        &mut self,
+        system: Option<&str>,
+        step: &str,
+        phase: Phase,
+        asks: &[(&str, &str)],
+        attempt: u64,
+    ) -> Vec<Asked> {
         let prompts: Vec<String> = asks.iter().map(|(_, p)| p.to_string()).collect();
-        let replies =
-            self.tb
+        let seed = self.tb.seed.wrapping_add(attempt);
+        let replies = match system {
+            Some(s) => self
+                .tb
                 .editor
-                .complete_all(&prompts, self.tb.seed.wrapping_add(attempt), &|| {});
+                .complete_all_with_system(s, &prompts, seed, &|| {}),
+            None => self.tb.editor.complete_all(&prompts, seed, &|| {}),
+        };
         asks.iter()
             .zip(replies)
             .map(|((tool, _), r)| {
@@ -529,7 +546,7 @@ impl<'a> BaselineParams<'a> {
             ),
             Method::Draft => (draft::TEMPLATES, Some(Budget::Draft(&budgets.draft))),
             Method::TraceFree => (
-                &tracefree::TRACEFREE_TEMPLATES,
+                &tracefree::templates(budgets.tracefree.paper)[..],
                 Some(Budget::TraceFree(&budgets.tracefree)),
             ),
             _ => (&easytool::TEMPLATES, None),
@@ -542,8 +559,12 @@ impl<'a> BaselineParams<'a> {
             system_prompt: p2p.then_some(system_prompt),
             editor: editor.clone(),
             seed,
-            executor: (!matches!(method, Method::EasyTool | Method::TraceFree))
-                .then(|| executor.clone()),
+            // Trace-Free+ executes tools only in its tool play (trace-based).
+            executor: match method {
+                Method::EasyTool => None,
+                Method::TraceFree if budgets.tracefree.traces == 0 => None,
+                _ => Some(executor.clone()),
+            },
         })
     }
 }
@@ -567,15 +588,6 @@ pub type Instances<'p> =
 pub type StartDocs<'p> =
     Box<dyn FnOnce(&StageCtx<'_>) -> Result<Vec<DocRow>, StageError> + Send + 'p>;
 
-/// Per instance id, the recorded calls a trace-based method is shown (as text), read
-/// from the stage's inputs when it must be computed (given the documentation rows
-/// the method starts from).
-pub type Traces<'p> = Box<
-    dyn FnOnce(&StageCtx<'_>, &[DocRow]) -> Result<HashMap<String, Vec<String>>, StageError>
-        + Send
-        + 'p,
->;
-
 /// The environment's tool executor, built when a stage that executes tools runs.
 pub type Runner<'p> = Box<dyn FnOnce() -> Result<Box<dyn ToolRunner + 'p>, StageError> + Send + 'p>;
 
@@ -591,11 +603,9 @@ pub struct BaselineStage<'p> {
     pub instances: Instances<'p>,
     /// The documentation rows the method starts from.
     pub docs: StartDocs<'p>,
-    /// The environment's tool executor (called only when the method executes tools).
+    /// The environment's tool executor (called only when the method executes tools:
+    /// Play2Prompt, DRAFT, and Trace-Free+'s tool play when it is trace-based).
     pub runner: Runner<'p>,
-    /// Trace-Free+ with `traces > 0`: the recorded calls per instance (its inputs then
-    /// include the trajectories they come from); `None` otherwise.
-    pub traces: Option<Traces<'p>>,
 }
 
 /// Run (or reuse) a baseline stage at the grid cell `at` (recorded there): the
@@ -616,7 +626,6 @@ pub fn stage<'p>(
         instances,
         docs,
         runner,
-        traces,
     } = s;
     cx.stage(at, name, version, params, inputs, move |ctx, p| {
         // Trace-Free+ asks its generator (default: the editor), sampled as configured.
@@ -629,6 +638,7 @@ pub fn stage<'p>(
                 g,
                 &budgets.tracefree.sampling(),
                 budgets.tracefree.max_tokens,
+                budgets.tracefree.repetition_penalty_for(g),
             )?,
             None => models.editor(&p.editor)?,
         };
@@ -673,15 +683,26 @@ pub fn stage<'p>(
                 draft::produce(w, &budgets.draft)
             }),
             Method::TraceFree => {
-                let traces = match traces {
-                    Some(t) => t(ctx, &docs)?,
-                    None => HashMap::new(),
+                // Trace-based: the cell's editor proposes the tool-play calls (as
+                // Play2Prompt's play), whatever model generates the descriptions.
+                let player = if budgets.tracefree.traces > 0 {
+                    Some(models.editor(&p.editor)?)
+                } else {
+                    None
                 };
+                let player_model = p.editor.to_string();
+                let player_tb = player.as_ref().map(|e| Toolbox {
+                    editor: e.as_ref(),
+                    editor_model: &player_model,
+                    agent: None,
+                    agent_model: "",
+                    agent_system: "",
+                    runner: runner.as_ref(),
+                    embed: None,
+                    seed: p.seed,
+                });
                 run_stage(ctx, &tb, name, n, &instances, &docs, |w| {
-                    let seen = traces
-                        .get(&w.instance.instance_id)
-                        .map_or(&[][..], Vec::as_slice);
-                    tracefree::produce(w, &budgets.tracefree, seen)
+                    tracefree::produce(w, &budgets.tracefree, player_tb.as_ref())
                 })
             }
             _ => run_stage(ctx, &tb, name, n, &instances, &docs, easytool::produce),
@@ -838,9 +859,23 @@ mod tests {
         assert_eq!(k["templates"], json!(tracefree::TRACEFREE_TEMPLATES));
         assert!(k.get("executor").is_none(), "{k}");
         assert_eq!(k["budget"]["max_tokens"], 1024);
+        assert_eq!(k["budget"]["repetition_penalty"], 1.1);
         let mut traced = budgets.clone();
         traced.tracefree.traces = 2;
-        assert_ne!(key(&traced), k);
+        let kt = key(&traced);
+        assert_ne!(kt, k);
+        // Trace-based, it plays the tools: what executes them is in its key.
+        assert_eq!(kt["executor"], json!({"exec": 1}));
+        // The paper's layout: other templates, another key.
+        let mut paper = budgets.clone();
+        paper.tracefree.paper = true;
+        let kp = key(&paper);
+        assert_eq!(kp["templates"], json!(tracefree::PAPER_TEMPLATES));
+        assert_ne!(kp, k);
+        // Marking the generator as tuned changes the label, not the docs: same key.
+        let mut tuned = budgets.clone();
+        tuned.tracefree.generator_tuned = true;
+        assert_eq!(key(&tuned), k);
     }
 
     #[test]

@@ -261,7 +261,6 @@ impl<'a> Bfcl<'a> {
         at: &At,
         m: Method,
         docs0: &Handle,
-        r0: Option<&(Handle, Handle)>,
     ) -> Result<(), DriveError> {
         let exp = self.exp;
         let bl = &exp.baselines;
@@ -272,7 +271,7 @@ impl<'a> Bfcl<'a> {
             && matches!(at.setting.as_str(), "names" | "names+desc");
         // EasyTool and DRAFT do not depend on the agent: their node names leave it out
         // (the docs are computed once per editor and shared by every agent's chain).
-        let mut run = baselines::BaselineStage {
+        let run = baselines::BaselineStage {
             method: m,
             params: baselines::BaselineParams::new(
                 m,
@@ -296,32 +295,12 @@ impl<'a> Bfcl<'a> {
                 }
                 Ok(docs_rows)
             }),
+            // Trace-Free+'s tool play (trace-based) executes each tool with arguments
+            // its editor proposes from the tool's docs alone: the instance's question
+            // and gold answer never reach it.
             runner: Box::new(move || Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + 'p>)),
-            traces: None,
         };
-        let mut inputs = vec![("instances", &self.data), ("docs", docs0)];
-        // Trace-Free+, trace-based: each instance's Base round-0 turn (its calls and
-        // their outcome, as the editor sees it) is what the generator is shown.
-        if let (Method::TraceFree, true, Some((traj, scores))) = (m, bl.tracefree.traces > 0, r0) {
-            inputs.push(("trajectories", traj));
-            inputs.push(("scores", scores));
-            run.traces = Some(Box::new(move |ctx, docs_rows| {
-                let examples = self.examples(
-                    docs_rows,
-                    ctx.input("trajectories")?,
-                    ctx.input("scores")?,
-                    false,
-                )?;
-                Ok(docs_rows
-                    .iter()
-                    .zip(examples)
-                    .filter_map(|(d, e)| match e {
-                        Example::Show(text) => Some((d.instance_id.clone(), vec![text])),
-                        _ => None,
-                    })
-                    .collect())
-            }));
-        }
+        let inputs = vec![("instances", &self.data), ("docs", docs0)];
         let docs = baselines::stage(cx, at, run, &inputs)?;
         self.explore_eval(cx, &at.play(None, 0), &docs, None)?;
         Ok(())
@@ -361,14 +340,9 @@ impl<'a> Bfcl<'a> {
             self.explore_eval(cx, &base.with_method("gold").play(None, 0), &docs0, None)?;
             return Ok(());
         }
-        // Base round 0: Base itself, the start of every ToolObserver curve, and what
-        // Trace-Free+ is shown when it is trace-based.
-        let traced = b.methods.contains(&Method::TraceFree) && exp.baselines.tracefree.traces > 0;
-        let mut r0 = None;
-        if self.has("base") || self.has("toolobserver") || traced {
-            let start = self.explore_eval(cx, &base.play(None, 0), &docs0, None)?;
-            r0 = Some(start.clone());
-            let r0 = start;
+        // Base round 0: Base itself and the start of every ToolObserver curve.
+        if self.has("base") || self.has("toolobserver") {
+            let r0 = self.explore_eval(cx, &base.play(None, 0), &docs0, None)?;
             if self.has("toolobserver") {
                 // With the guard enabled both variants run (the paper's first).
                 let guards: &[bool] = if b.reflect_skip_success {
@@ -395,7 +369,7 @@ impl<'a> Bfcl<'a> {
             }
             for editor in &exp.editors {
                 let at = base.with_method(m.as_str()).with_editor(editor);
-                self.baseline(cx, &at, m, &docs0, r0.as_ref())?;
+                self.baseline(cx, &at, m, &docs0)?;
             }
         }
         Ok(())

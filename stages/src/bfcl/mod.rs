@@ -81,6 +81,14 @@ impl EnvTable for BfclExperiment {
         crate::env::Method::any_uses_editor(&self.methods)
     }
 
+    fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {
+        if self.methods.contains(&method) {
+            vec![crate::experiment::tool_set_id("bfcl", "")]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn plays_offline(&self) -> bool {
         false
     }

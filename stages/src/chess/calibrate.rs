@@ -6,7 +6,7 @@ use super::{fail, Engines};
 use datasets::chess::game::Opponent;
 use datasets::chess::matches;
 use datasets::chess::metrics::{self, EloGame};
-use datasets::chess::strength::{self, Strength};
+use datasets::chess::strength::{self, SearchMode, Strength};
 use datasets::chess::tools::{ToolFamily, ToolSet};
 use pipeline::{StageCtx, StageError};
 use serde::Serialize;
@@ -21,7 +21,8 @@ pub(super) struct CalibrateParams<'a> {
     /// Elo opponents as numbers (the Elo profile's key as before), levels as
     /// `{"skill_level": n}`.
     pub(super) opponents: &'a [Opponent],
-    pub(super) movetime_ms: u64,
+    /// How engine moves are searched (`{"nodes": n}` or `{"movetime": ms}`).
+    pub(super) search: SearchMode,
     pub(super) games: usize,
     pub(super) max_plies: usize,
     pub(super) seed: u64,
@@ -31,7 +32,9 @@ pub(super) struct CalibrateParams<'a> {
 }
 
 /// Stage `calibrate`: each opponent strength plays seeded games against anchors at
-/// the engine's own calibrated `UCI_Elo`; its measured Elo is the performance
+/// the engine's own calibrated `UCI_Elo` (with `search = "nodes"`, the reproducible
+/// re-implementation of that weakening, measured against Stockfish's own in
+/// `docs/environments.md`); its measured Elo is the performance
 /// rating against them (the nominal 1200 lies below the engine's floor and is a
 /// weakening whose real strength must be measured; a `Skill Level` opponent's
 /// "about 800 / 1600 / 2400" is measured the same way, its row's `nominal_elo`
@@ -47,11 +50,11 @@ pub(super) fn calibrate(
     let mut rows = Vec::new();
     for &opp in c.opponents {
         let elo = opp.nominal_rating();
-        let player = opp.strength(c.movetime_ms);
+        let player = opp.strength(c.search);
         let mut games = Vec::new();
         let mut wdl = (0i64, 0i64, 0i64);
         for (k, &anchor) in anchors.iter().enumerate() {
-            let opp = Strength::nominal(anchor, c.movetime_ms);
+            let opp = Strength::nominal(anchor, c.search);
             let m = matches::play_match(
                 pool,
                 &player,
@@ -98,7 +101,7 @@ pub(super) fn calibrate(
         .into_iter()
         .filter(|f| c.tools.contains(&f.as_str()))
     {
-        let set = ToolSet::with_movetime(family, c.movetime_ms);
+        let set = ToolSet::with_search(family, c.search);
         for (i, tool) in set.tools.iter().enumerate() {
             let s = set.clone();
             let player: matches::Player = std::sync::Arc::new(move |pos| {
@@ -136,7 +139,7 @@ fn rate(
     let mut wdl = matches::Wdl::default();
     let mut games = Vec::new();
     for (k, &anchor) in anchors.iter().enumerate() {
-        let opp = Strength::nominal(anchor, c.movetime_ms);
+        let opp = Strength::nominal(anchor, c.search);
         let m = matches::play_match_as(
             pool,
             player.clone(),

@@ -6,13 +6,14 @@ use crate::InputError;
 use datasets::chess::engine::EngineConfig;
 use datasets::chess::game::{self, Opponent};
 use datasets::chess::metrics::{self, BestToolIndexing};
-use datasets::chess::strength;
+use datasets::chess::strength::{self, SearchMode};
 use datasets::chess::tools::ToolFamily;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// The agent's system prompt (`prompts/chess_agent_system.txt`): neutral, with the
-/// paper's exploration rule (try a tool not used recently when tools look alike).
+/// The agent's system prompt (`prompts/chess_agent_system.txt`): the paper's cues (the
+/// strongest tool for the position, what type of position it is) and exploration rule
+/// (try a tool not used recently when tools look alike), nothing of how tools differ.
 pub const AGENT_SYSTEM: &str = include_str!("../../../prompts/chess_agent_system.txt");
 /// One agent turn (`prompts/chess_agent_turn.txt`: `{{fen}}`, `{{side}}`, `{{history}}`).
 pub const AGENT_TURN: &str = include_str!("../../../prompts/chess_agent_turn.txt");
@@ -42,6 +43,8 @@ pub struct RawChess {
     label_depth: Option<u32>,
     train_positions: Option<usize>,
     test_positions: Option<usize>,
+    search: Option<String>,
+    nodes: Option<u64>,
     movetime_ms: Option<u64>,
     opponents: Option<RawOpponents>,
     mirror: Option<bool>,
@@ -104,8 +107,12 @@ pub struct ChessExperiment {
     pub train_positions: usize,
     /// Positions of the test split (test games).
     pub test_positions: usize,
-    /// Engine think time per move, in milliseconds (tools and opponents).
-    pub movetime_ms: u64,
+    /// How engine moves are searched (tools and opponents): `search = "nodes"`
+    /// (the default: depth and a node budget, `nodes`, with weakened moves drawn
+    /// from the run's seed: reproducible) or `search = "movetime"` (the paper's
+    /// literal `movetime_ms` per move with Stockfish's own weakening: not
+    /// reproducible). `movetime_ms` without `search` means `"movetime"`.
+    pub search: SearchMode,
     /// The test games' opponents: `opponents = "elo"` (default: Elo 1200 / 1800 /
     /// 2400, or a list of Elos) or `"levels"` (Skill Level 1 / 5 / 10).
     pub opponents: Vec<Opponent>,
@@ -151,7 +158,7 @@ pub struct ChessExperiment {
     pub engine: Option<PathBuf>,
     /// How long an engine may take to answer beyond what it was asked, in
     /// milliseconds: its handshake (`uciok`, `readyok`) and, after a move's
-    /// `movetime_ms`, its `bestmove`. An engine that does not answer in time is
+    /// a timed search's `movetime_ms`, its `bestmove`. An engine that does not answer in time is
     /// restarted and asked again, then the stage fails naming it. Not in any key
     /// (it changes no result).
     pub engine_timeout_ms: u64,
@@ -238,6 +245,32 @@ impl ChessExperiment {
         if raw.elo_games == Some(0) {
             return Err("chess.elo_games must be at least 1 (leave it out for all games)".into());
         }
+        let search = match (raw.search.as_deref(), raw.nodes, raw.movetime_ms) {
+            (Some("nodes") | None, nodes, None) => {
+                SearchMode::Nodes(nodes.unwrap_or(strength::DEFAULT_NODES))
+            }
+            (Some("movetime"), None, ms) | (None, None, ms @ Some(_)) => {
+                SearchMode::Movetime(ms.unwrap_or(strength::REFERENCE_MOVETIME_MS))
+            }
+            (Some("nodes") | None, _, Some(_)) => {
+                return Err(
+                    "chess.movetime_ms is the time search's: set search = \"movetime\" (not reproducible) or give `nodes` instead".into(),
+                )
+            }
+            (Some("movetime"), Some(_), _) => {
+                return Err(
+                    "chess.nodes is the node search's (search = \"nodes\"); the time search takes movetime_ms".into(),
+                )
+            }
+            (Some(other), _, _) => {
+                return Err(format!(
+                    "chess.search = `{other}` (valid: nodes, the reproducible default; movetime, the paper's literal time per move, not reproducible)"
+                ))
+            }
+        };
+        if matches!(search, SearchMode::Nodes(0) | SearchMode::Movetime(0)) {
+            return Err("chess: nodes and movetime_ms must be at least 1".into());
+        }
         let opponent_ratings = raw.opponent_ratings.unwrap_or_else(|| "measured".into());
         if !["measured", "nominal"].contains(&opponent_ratings.as_str()) {
             return Err(format!(
@@ -250,7 +283,7 @@ impl ChessExperiment {
             positions,
             train_positions: raw.train_positions.unwrap_or(200),
             test_positions: raw.test_positions.unwrap_or(100),
-            movetime_ms: raw.movetime_ms.unwrap_or(strength::REFERENCE_MOVETIME_MS),
+            search,
             opponents,
             mirror: raw.mirror.unwrap_or(false),
             elo_games: raw.elo_games,
@@ -322,7 +355,8 @@ impl ChessExperiment {
 
     /// The chess switches of this run, one `chess.<field> = <value>` each, for the
     /// tables' switch line; the paper's defaults read `hints = off`, `mirror = off`,
-    /// `elo_games = all`, `opponents = elo ...`.
+    /// `elo_games = all`, `opponents = elo ...`; `search` says whether the run
+    /// reproduces (`nodes`) or not (`movetime`, the paper's literal time per move).
     pub fn switches(&self) -> Vec<String> {
         let opponents = self
             .opponents
@@ -365,6 +399,7 @@ impl ChessExperiment {
                     .map_or_else(|| "all".to_string(), |n| n.to_string())
             ),
             format!("chess.opponents = {profile} ({opponents})"),
+            format!("chess.search = {}", self.search.describe()),
         ]
     }
 }

@@ -159,7 +159,7 @@ impl OfflineEnv for Chess<'_> {
                 } else {
                     "a tool on a training position drawn per tool and call, then the evaluation (no phase named)"
                 },
-                "movetime_ms": self.c.movetime_ms,
+                "search": self.c.search,
                 "eval_depth": game::EXPLORATION_EVAL_DEPTH,
                 "seed": self.c.seed,
             }),
@@ -246,7 +246,7 @@ mod tests {
     fn the_word_test_is_whole_words() {
         assert_eq!(
             forbidden_words("A partial game; the Opening, late_endgame and phases."),
-            ["opening", "endgame", "phases"]
+            ["late endgame", "phases"]
         );
         assert!(forbidden_words("counterpart apart partially").is_empty());
     }
@@ -278,7 +278,10 @@ mod tests {
             g.play_san(m, tool).unwrap();
             g.set_last_eval(10 * i as i32);
         }
-        let record = game::settle(g.record(), &EpisodeConfig::exploration(Side::White, 10));
+        let record = game::settle(
+            g.record(),
+            &EpisodeConfig::exploration(Side::White, Default::default()),
+        );
         let trajectory = game::editor_text(&record, Side::White, game::EDITOR_PLIES);
         let agent = ModelSpec {
             kind: crate::models::ModelKind::Scripted,

@@ -3,7 +3,7 @@
 //! games are journaled so a killed run resumes.
 
 use super::rows::{GameRow, PositionRow};
-use super::{fail, Chess, VERSION};
+use super::{fail, Chess, EXPLORE_VERSION};
 use crate::baselines::shared_docs;
 use crate::env::{Cx, DriveError, Play, Split};
 use crate::models::ModelSpec;
@@ -35,7 +35,8 @@ pub(super) struct ExploreParams<'a> {
     /// The chess seed (each game's tool and opponent draws).
     seed: u64,
     split: Split,
-    movetime_ms: u64,
+    /// How engine moves are searched (`{"nodes": n}` or `{"movetime": ms}`).
+    search: datasets::chess::strength::SearchMode,
     /// Elo opponents are written as numbers (the keys of the Elo profile as before).
     opponents: &'a [Opponent],
     max_plies: usize,
@@ -112,14 +113,13 @@ fn schedule(rows: &[PositionRow], p: &ExploreParams<'_>) -> Vec<Job> {
         for pos in rows {
             match split {
                 Split::Train => {
-                    for cfg in EpisodeConfig::exploration(Side::White, p.movetime_ms).mirror() {
+                    for cfg in EpisodeConfig::exploration(Side::White, p.search).mirror() {
                         push(pos, cfg, game::EXPLORATION_OPPONENT_ELO, "explore".into());
                     }
                 }
                 Split::Test => {
                     for &opp in p.opponents {
-                        let mut base =
-                            EpisodeConfig::test(Side::White, opp.strength(p.movetime_ms));
+                        let mut base = EpisodeConfig::test(Side::White, opp.strength(p.search));
                         base.max_plies = p.max_plies;
                         let cfgs = if p.sides.is_none() {
                             base.mirror().to_vec()
@@ -336,7 +336,7 @@ impl Chess<'_> {
             chain_seed: at.seed,
             seed: c.seed,
             split,
-            movetime_ms: c.movetime_ms,
+            search: c.search,
             opponents: &c.opponents,
             max_plies: c.max_plies,
             round: at.round,
@@ -348,7 +348,7 @@ impl Chess<'_> {
         cx.stage(
             at,
             EXPLORE_STAGE,
-            VERSION,
+            EXPLORE_VERSION,
             params,
             &[("positions", &self.positions.handle), ("docs", docs)],
             move |ctx, p| {
@@ -395,7 +395,7 @@ pub(super) mod tests {
             chain_seed: 0,
             seed: c.seed,
             split,
-            movetime_ms: c.movetime_ms,
+            search: c.search,
             opponents: &c.opponents,
             max_plies: c.max_plies,
             round: 0,
@@ -448,19 +448,28 @@ pub(super) mod tests {
         let jobs = schedule(&rows[..1], &params(&agent, &levels, Split::Test));
         assert_eq!(
             jobs.iter()
-                .map(|j| (
-                    j.id.as_str(),
-                    j.opponent_elo,
-                    j.cfg.opponent.engine.skill_level
-                ))
+                .map(|j| (j.id.as_str(), j.opponent_elo, j.cfg.opponent.skill))
                 .collect::<Vec<_>>(),
             [
-                ("p0-vsL1-white", 800, Some(1)),
-                ("p0-vsL5-white", 1600, Some(5)),
-                ("p0-vsL10-white", 2400, Some(10)),
+                ("p0-vsL1-white", 800, Some(1.0)),
+                ("p0-vsL5-white", 1600, Some(5.0)),
+                ("p0-vsL10-white", 2400, Some(10.0)),
             ]
         );
-        assert!(jobs.iter().all(|j| j.cfg.opponent.engine.uci_elo.is_none()));
+        // The reproducible search sets no engine option; the time search does.
+        assert!(jobs.iter().all(|j| j.cfg.opponent.engine.uci_elo.is_none()
+            && j.cfg.opponent.engine.skill_level.is_none()));
+        let timed = experiment("opponents = \"levels\"\nsearch = \"movetime\"");
+        let jobs = schedule(&rows[..1], &params(&agent, &timed, Split::Test));
+        assert_eq!(
+            jobs.iter()
+                .map(|j| j.cfg.opponent.engine.skill_level)
+                .collect::<Vec<_>>(),
+            [Some(1), Some(5), Some(10)]
+        );
+        // The search is in the key: the node budget, or the time.
+        assert_eq!(key(&c, Split::Test)["search"], json!({"nodes": 500_000}));
+        assert_eq!(key(&timed, Split::Test)["search"], json!({"movetime": 500}));
         assert_eq!(
             key(&levels, Split::Test)["opponents"],
             json!([{"skill_level": 1}, {"skill_level": 5}, {"skill_level": 10}])
@@ -487,5 +496,27 @@ pub(super) mod tests {
             .switches()
             .iter()
             .any(|s| s.starts_with("chess.opponents = levels")));
+        // `search`: nodes by default; the paper's time limit is a switch marked as not
+        // reproducible; `movetime_ms` alone means it (as it did before `search`).
+        use datasets::chess::strength::SearchMode;
+        assert_eq!(c.search, SearchMode::Nodes(500_000));
+        assert_eq!(experiment("nodes = 2000").search, SearchMode::Nodes(2000));
+        assert_eq!(timed.search, SearchMode::Movetime(500));
+        assert_eq!(
+            experiment("movetime_ms = 100").search,
+            SearchMode::Movetime(100)
+        );
+        let line = |c: &ChessExperiment| {
+            c.switches()
+                .into_iter()
+                .find(|s| s.starts_with("chess.search = "))
+                .unwrap()
+        };
+        assert!(line(&c).contains("reproducible") && !line(&c).contains("NOT"));
+        assert!(line(&timed).contains("500 ms") && line(&timed).contains("NOT reproducible"));
+        assert!(bad("search = \"movetime\"\nnodes = 5").contains("chess.nodes"));
+        assert!(bad("nodes = 5\nmovetime_ms = 5").contains("chess.movetime_ms"));
+        assert!(bad("search = \"depth\"").contains("valid: nodes"));
+        assert!(bad("nodes = 0").contains("at least 1"));
     }
 }

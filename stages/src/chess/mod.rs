@@ -63,9 +63,14 @@ use std::path::PathBuf;
 /// A tool set's gold or opaque documentation (`offline::docs_stage`).
 pub const DOCS_STAGE: &str = "chess-docs";
 /// The version of the chess stages whose semantics did not change since 1
-/// (`chess-explore`, `chess-evaluate`, `bootstrap-elo`, `calibrate`; their keys
-/// carry the new fields only where they change the output).
+/// (`chess-evaluate`, `bootstrap-elo`; their keys carry the new fields only where
+/// they change the output).
 pub const VERSION: u32 = 1;
+/// `chess-explore`'s version: 2 since engine moves are searched by nodes with the
+/// weakened moves drawn from the run's seed (`[chess] search`).
+pub const EXPLORE_VERSION: u32 = 2;
+/// `calibrate`'s version: 2 since its games are searched as `[chess] search` says.
+pub const CALIBRATE_VERSION: u32 = 2;
 
 /// A failure outside the program (the engine, a game's replay, the journal's disk).
 fn fail(stage: &str, e: impl std::fmt::Display) -> StageError {
@@ -204,7 +209,7 @@ pub fn drive<'p>(
         if c.opponent_ratings == "measured" {
             let cal_params = CalibrateParams {
                 opponents: &c.opponents,
-                movetime_ms: c.movetime_ms,
+                search: c.search,
                 games: c.calibration_games,
                 max_plies: c.calibration_plies,
                 seed: c.seed,
@@ -217,7 +222,7 @@ pub fn drive<'p>(
             let cal = cx.stage_named(
                 CALIBRATE_STAGE,
                 CALIBRATE_STAGE,
-                VERSION,
+                CALIBRATE_VERSION,
                 cal_params,
                 &[],
                 |ctx, p| calibrate::calibrate(ctx, p, &engines),
@@ -245,7 +250,7 @@ pub fn drive<'p>(
         .iter()
         .map(|&family| Chess {
             c,
-            tools: ToolSet::with_movetime(family, c.movetime_ms),
+            tools: ToolSet::with_search(family, c.search),
             positions: &positions,
             engines: &engines,
             calibration: calibration.clone(),
@@ -297,6 +302,16 @@ impl crate::experiment::Environment for ChessEnvironment {
 impl crate::experiment::EnvTable for ChessExperiment {
     fn uses_editor(&self) -> bool {
         crate::env::Method::any_uses_editor(&self.methods)
+    }
+
+    fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {
+        if !self.methods.contains(&method) {
+            return Vec::new();
+        }
+        self.tool_sets
+            .iter()
+            .map(|f| crate::experiment::tool_set_id("chess", f.as_str()))
+            .collect()
     }
 
     fn follow_prompt_set(&mut self, paper: bool) {

@@ -118,6 +118,8 @@ pub struct LlmModel {
     client: CachedClient,
     model: String,
     sampling: Sampling,
+    /// Sent with standard sampling only (see [`ChatRequest::repetition_penalty`]).
+    repetition_penalty: Option<f64>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -155,6 +157,7 @@ impl LlmModel {
         Ok(LlmModel {
             client: CachedClient::new(backend, cache).for_stage(stage),
             sampling: sampling_for(&model),
+            repetition_penalty: None,
             model,
             rt,
         })
@@ -433,6 +436,49 @@ pub fn calls_in_text(text: &str, tools: &[ToolDef]) -> Option<Vec<CallRecord>> {
 /// A model-backed [`Editor`]: one chat request per prompt, no tools.
 pub struct LlmEditor(LlmModel);
 
+impl LlmEditor {
+    /// One chat request per prompt (after the system message `system`, when given).
+    fn ask_all(
+        &self,
+        system: Option<&str>,
+        prompts: &[String],
+        seed: u64,
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<EditorReply> {
+        let reqs = prompts
+            .iter()
+            .map(|p| {
+                let mut messages = Vec::with_capacity(2);
+                if let Some(s) = system {
+                    messages.push(Message::system(s));
+                }
+                messages.push(Message::user(p.clone()));
+                let mut req = ChatRequest::new(self.0.model.clone(), messages);
+                req.tool_choice = ToolChoice::None;
+                req.sampling = self.0.sampling.clone();
+                // A reasoning model is sent none (its API takes no sampling fields).
+                if matches!(req.sampling, Sampling::Standard { .. }) {
+                    req.repetition_penalty = self.0.repetition_penalty;
+                }
+                req.seed = Some(seed);
+                req
+            })
+            .collect();
+        self.0
+            .chat_all(reqs, done)
+            .into_iter()
+            .map(reply_of)
+            .collect()
+    }
+
+    /// With `penalty` (`Some(p)`, p != 1), a standard model's requests carry the
+    /// repetition penalty `p`; a reasoning model's never do.
+    pub fn with_repetition_penalty(mut self, penalty: Option<f64>) -> Self {
+        self.0.repetition_penalty = penalty.filter(|p| *p != 1.0);
+        self
+    }
+}
+
 fn reply_of(r: Result<ChatResponse, LlmError>) -> EditorReply {
     match r {
         Ok(resp) => EditorReply {
@@ -461,22 +507,17 @@ impl Editor for LlmEditor {
         seed: u64,
         done: &(dyn Fn() + Sync),
     ) -> Vec<EditorReply> {
-        let reqs = prompts
-            .iter()
-            .map(|p| {
-                let mut req =
-                    ChatRequest::new(self.0.model.clone(), vec![Message::user(p.clone())]);
-                req.tool_choice = ToolChoice::None;
-                req.sampling = self.0.sampling.clone();
-                req.seed = Some(seed);
-                req
-            })
-            .collect();
-        self.0
-            .chat_all(reqs, done)
-            .into_iter()
-            .map(reply_of)
-            .collect()
+        self.ask_all(None, prompts, seed, done)
+    }
+
+    fn complete_all_with_system(
+        &self,
+        system: &str,
+        prompts: &[String],
+        seed: u64,
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<EditorReply> {
+        self.ask_all(Some(system), prompts, seed, done)
     }
 }
 
@@ -602,14 +643,19 @@ pub fn serve_blocking(
         .enable_all()
         .build()
         .map_err(|e| Failure::infra(format!("starting the async runtime: {e}")))?;
-    eprintln!("otb: serving {model} ({spec}) at http://{addr}/v1/chat/completions");
     // The one error that ends serving is the address (in use, not allowed): the
-    // user's to change.
+    // user's to change. It is bound before anything is announced, so a port in use
+    // prints the error alone.
+    let listener = rt
+        .block_on(llm::serve::bind(addr))
+        .map_err(|e| Failure::user(e.to_string()))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    eprintln!("otb: serving {model} ({spec}) at http://{bound}/v1/chat/completions");
     let cfg = llm::ServeConfig {
         model: Some(model.clone()),
         ..llm::ServeConfig::default()
     };
-    rt.block_on(llm::serve_with(backend, addr, cfg))
+    rt.block_on(llm::serve::serve_listener_with(backend, listener, cfg))
         .map_err(|e| Failure::user(e.to_string()))
 }
 

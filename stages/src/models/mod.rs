@@ -309,6 +309,24 @@ pub trait Editor: Send + Sync {
             })
             .collect()
     }
+
+    /// [`Editor::complete_all`] for requests that open with the system message
+    /// `system`: a model-backed editor sends it as a message of its own before each
+    /// prompt; by default (scripted editors) it is written before each prompt, one
+    /// text.
+    fn complete_all_with_system(
+        &self,
+        system: &str,
+        prompts: &[String],
+        seed: u64,
+        done: &(dyn Fn() + Sync),
+    ) -> Vec<EditorReply> {
+        let joined: Vec<String> = prompts
+            .iter()
+            .map(|p| format!("{}\n\n{p}", system.trim_end()))
+            .collect();
+        self.complete_all(&joined, seed, done)
+    }
 }
 /// One step of a multi-turn episode as the agent saw it: the calls it made and,
 /// for each, the text the tool returned.
@@ -629,6 +647,7 @@ impl Models {
         spec: &ModelSpec,
         sampling: &TurnSampling,
         max_tokens: u32,
+        repetition_penalty: Option<f64>,
     ) -> Result<Arc<dyn Editor>, Failure> {
         let given = self
             .given_editors
@@ -641,7 +660,7 @@ impl Models {
         let key = (
             spec.clone(),
             format!(
-                "{} {max_tokens}",
+                "{} {max_tokens} {repetition_penalty:?}",
                 serde_json::to_string(sampling).unwrap_or_default()
             ),
         );
@@ -654,7 +673,8 @@ impl Models {
         }
         let e: Arc<dyn Editor> = Arc::new(
             llm::LlmEditor::open_sampled(&self.llm, spec, &self.cache_dir, sampling)?
-                .with_room(Some(max_tokens)),
+                .with_room(Some(max_tokens))
+                .with_repetition_penalty(repetition_penalty),
         );
         map.insert(key, e.clone());
         Ok(e)

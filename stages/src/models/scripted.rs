@@ -326,12 +326,17 @@ fn missing_named_arguments(prompt: &str) -> Vec<&str> {
     out
 }
 
-/// The tool a Trace-Free+ request is about: the name on the `Name:` line of the
-/// rendered tool (`batch_reflect::render_tool`).
+/// The tool a Trace-Free+ request is about: the name on the `Tool name:` line of
+/// the rendered interface (`baselines::tracefree::render_interface`), or on a `Name:`
+/// line (`batch_reflect::render_tool`).
 fn generated_tool(prompt: &str) -> Option<&str> {
     prompt
         .lines()
-        .find_map(|l| l.trim().strip_prefix("Name: "))
+        .find_map(|l| {
+            let l = l.trim();
+            l.strip_prefix("Tool name: ")
+                .or_else(|| l.strip_prefix("Name: "))
+        })
         .map(str::trim)
 }
 

@@ -16,8 +16,11 @@
 //! - a field header (`Reasoning:`, `Evidence: ...`): after a blank line any
 //!   `Word words:` header, directly after the text only the fields editors are known
 //!   to write after a description ([`TRAILING_FIELDS`]);
-//! - a blank line whose next line is not a list item (a description is one paragraph,
-//!   or a list);
+//! - a blank line followed by a paragraph that closes the reply rather than
+//!   continuing the description: one that names another known tool (a comparison or
+//!   a decision framework), or one that opens as a summary ([`CLOSING_OPENERS`]); any
+//!   other paragraph (or list item) after a blank line is the description's next
+//!   paragraph, kept with its paragraph break;
 //! - the end of a code fence that held it.
 //!
 //! A tool named twice keeps its last description (a reply that corrects itself). A
@@ -46,7 +49,34 @@ pub const TRAILING_FIELDS: &[&str] = &[
     "note",
     "final description",
     "updated description",
+    "decision framework",
+    "framework",
+    "selection framework",
+    "tool selection",
+    "selection guide",
+    "selection heuristics",
+    "recommendation",
+    "recommendations",
+    "conclusion",
+    "overall",
 ];
+
+/// How a closing paragraph (a summary of the whole reply, not of one tool) starts;
+/// after a blank line such a paragraph ends the description.
+pub const CLOSING_OPENERS: &[&str] = &[
+    "in summary",
+    "to summarize",
+    "to summarise",
+    "in conclusion",
+    "overall",
+    "summary",
+];
+
+/// Whether `line` (cleaned) names a known tool other than `own`, as a whole word.
+fn names_another_tool(line: &str, own: &str, known: &[&str]) -> bool {
+    line.split(|c: char| !c.is_alphanumeric() && c != '_')
+        .any(|w| w != own && known.contains(&w))
+}
 
 /// A line with Markdown decoration removed: list markers, heading hashes, bold and
 /// backticks.
@@ -185,6 +215,10 @@ pub struct Blocks {
     pub repeated: usize,
 }
 
+/// Stands between two paragraphs of a description while it is read (a cleaned line is
+/// never empty, so it cannot be one).
+const PARAGRAPH: &str = "";
+
 struct Open {
     name: String,
     desc: Option<Vec<String>>,
@@ -205,11 +239,13 @@ pub fn parse(text: &str, field: &str, known: &[&str]) -> Blocks {
     let finish = |o: Option<Open>, out: &mut Blocks| {
         let Some(o) = o else { return };
         let Some(lines) = o.desc else { return };
+        // Paragraphs (split at the PARAGRAPH marker), each on one line.
         let d = lines
-            .join(" ")
-            .split_whitespace()
+            .split(|l| l == PARAGRAPH)
+            .map(|p| p.join(" ").split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|p| !p.is_empty())
             .collect::<Vec<_>>()
-            .join(" ");
+            .join("\n\n");
         if o.name.is_empty() || d.is_empty() || is_placeholder(&d) {
             return;
         }
@@ -281,17 +317,27 @@ pub fn parse(text: &str, field: &str, known: &[&str]) -> Blocks {
         if started {
             let t = line.trim();
             let header = field_header(&c);
+            let closing = o.blank
+                && !is_list_item(t)
+                && (names_another_tool(&c, &o.name, known)
+                    || CLOSING_OPENERS.iter().any(|w| {
+                        lc.strip_prefix(w)
+                            .is_some_and(|r| !r.starts_with(char::is_alphanumeric))
+                    }));
             let ends = t.starts_with('#')
                 || t.starts_with("**")
                 || is_rule(t)
                 || header
                     .as_deref()
                     .is_some_and(|h| o.blank || TRAILING_FIELDS.contains(&h))
-                || o.blank && !is_list_item(t);
+                || closing;
             if ends {
                 o.done = true;
                 out.cut += 1;
                 continue;
+            }
+            if o.blank && !is_list_item(t) {
+                desc.push(PARAGRAPH.to_string());
             }
             o.blank = false;
             desc.push(c);
@@ -368,6 +414,39 @@ mod tests {
             pairs(&[
                 ("function_1", "Strong in most positions."),
                 ("function_2", "Weak; avoid it."),
+            ])
+        );
+    }
+
+    /// A closing section's header directly under a description (no blank line) ends
+    /// it, as `Reasoning:` does.
+    #[test]
+    fn a_decision_framework_line_directly_under_a_description_ends_it() {
+        let text = "**Tool: function_1**\nFinal description: Strong in sharp positions.\n**Tool: function_2**\nFinal description: Weak; avoid it.\nDecision framework: use function_1 first, function_2 never.\n";
+        let b = parse(text, "Final description", KNOWN);
+        assert_eq!(
+            b.descriptions,
+            pairs(&[
+                ("function_1", "Strong in sharp positions."),
+                ("function_2", "Weak; avoid it."),
+            ])
+        );
+        assert_eq!(b.cut, 1);
+    }
+
+    /// A description of two paragraphs keeps both, with the break between them; a
+    /// closing paragraph that opens as a summary does not join it.
+    #[test]
+    fn a_second_paragraph_is_kept_and_a_summary_is_not() {
+        let text = "**Tool: function_1**\nFinal description: Returns the news articles\nthat match a query.\n\nEach result carries its date; an empty query fails.\n\n**Tool: function_2**\nFinal description: Returns encyclopedia pages.\n\nIn summary, both tools answer most questions.\n";
+        assert_eq!(
+            descs(text, "Final description"),
+            pairs(&[
+                (
+                    "function_1",
+                    "Returns the news articles that match a query.\n\nEach result carries its date; an empty query fails."
+                ),
+                ("function_2", "Returns encyclopedia pages."),
             ])
         );
     }

@@ -33,11 +33,13 @@ pub const REFLECT_STAGE: &str = "batch-reflect";
 /// `mode` tells them apart); its own version.
 /// 2: a description ends where the editor's reasoning or summary starts
 /// ([`blocks`]).
-pub const REFLECT_VERSION: u32 = 2;
+/// 3: a closing section's header directly under a description (`Decision
+/// framework:`) ends it, and a description's second paragraph is kept.
+pub const REFLECT_VERSION: u32 = 3;
 /// The stage that merges a round's batch analyses into the next docs.
 pub const MERGE_STAGE: &str = "consensus-merge";
-/// 2: as [`REFLECT_VERSION`].
-pub const MERGE_VERSION: u32 = 2;
+/// 2, 3: as [`REFLECT_VERSION`].
+pub const MERGE_VERSION: u32 = 3;
 
 /// How many tokens an offline editor reply may take (a standard model's default is
 /// 512): a batch analysis or a merge rewrites every tool of the set (10 tools of a
@@ -730,7 +732,7 @@ fn baseline<'p>(
     let (runner_params, runner_inputs) = env.runner_key();
     let mut inputs: Vec<(&str, &Handle)> = vec![("docs", &g.opaque)];
     inputs.extend(runner_inputs.iter().map(|(k, h)| (*k, h)));
-    let mut run = baselines::BaselineStage {
+    let run = baselines::BaselineStage {
         method,
         params: baselines::BaselineParams::new(
             method,
@@ -742,30 +744,11 @@ fn baseline<'p>(
         budgets: g.spec.baselines,
         instances: Box::new(move || Ok(std::borrow::Cow::Owned(vec![shared]))),
         docs: Box::new(|ctx| ctx.read("docs")),
+        // Tool play on training material (Play2Prompt, DRAFT, and Trace-Free+'s
+        // single calls when it is trace-based: chess, a tool on a training position;
+        // search, a domain search with the query its editor proposes).
         runner: Box::new(move || env.tool_runner()),
-        traces: None,
     };
-    // Trace-Free+, trace-based: the agent's round-0 play on the training split with the
-    // opaque docs (the node ToolObserver's first round plays too: one key, computed
-    // once) is what the generator is shown, as the editor reads it.
-    let traj = if method == Method::TraceFree && g.spec.baselines.tracefree.traces > 0 {
-        let train = at.play(Some(Split::Train), 0);
-        let play = Play {
-            at: &train,
-            sampling: &g.spec.protocol.sampling.explore,
-            docs: &g.opaque,
-        };
-        Some(env.explore(cx, &play)?)
-    } else {
-        None
-    };
-    if let Some(traj) = &traj {
-        inputs.push(("trajectories", traj));
-        run.traces = Some(Box::new(move |ctx, _| {
-            let texts = env.serialize(ctx.input("trajectories")?)?;
-            Ok([(SHARED.to_string(), texts)].into_iter().collect())
-        }));
-    }
     let docs = baselines::stage(cx, at, run, &inputs)?;
     let test = at.play(Some(Split::Test), 0);
     let play = Play {

@@ -30,7 +30,7 @@ pub struct Prices {
 impl Prices {
     /// Read a price file; a file that is not one is the user's error.
     pub fn load(path: &Path) -> Result<Prices, crate::InputError> {
-        let text = std::fs::read_to_string(path)
+        let text = datasets::files::read_text(path, datasets::files::SMALL_TEXT)
             .map_err(|e| crate::InputError(format!("{}: {e}", path.display())))?;
         let p: Prices = toml::from_str(&text).map_err(|e| {
             crate::InputError(format!(

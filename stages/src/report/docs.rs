@@ -54,7 +54,15 @@ impl Docs<'_> {
 
 /// The documentation-edit section of `src`, whose cells and items [`super::items`]
 /// listed.
-pub fn collect(src: &Source, cells: &[Cell], items: &[Item]) -> Result<DocEdits, StoreError> {
+/// Every description shown is capped by `cap` (the report's `--item-bytes`), so a
+/// description a model made huge costs the page and the word diff no more than any
+/// other text; whether a round changed it is decided on the whole texts.
+pub fn collect(
+    src: &Source,
+    cells: &[Cell],
+    items: &[Item],
+    cap: &mut super::items::Cap,
+) -> Result<DocEdits, StoreError> {
     let env_of: HashMap<&str, &'static str> =
         cells.iter().map(|c| (c.setting.as_str(), c.env)).collect();
     let mut all: Vec<Docs<'_>> = Vec::new();
@@ -139,9 +147,10 @@ pub fn collect(src: &Source, cells: &[Cell], items: &[Item]) -> Result<DocEdits,
                 let first = desc_of(&b.tools, &name).unwrap_or_default();
                 let mut h = ToolHistory {
                     tool: name.clone(),
-                    rounds: vec![(0, first)],
+                    rounds: vec![(0, cap.text(&first))],
                     others: Vec::new(),
                 };
+                let mut last = first;
                 for r in &rounds {
                     let Some(row) = r.row(&b.instance_id) else {
                         continue;
@@ -149,15 +158,16 @@ pub fn collect(src: &Source, cells: &[Cell], items: &[Item]) -> Result<DocEdits,
                     let Some(d) = desc_of(&row.tools, &name) else {
                         continue;
                     };
-                    if h.rounds.last().is_some_and(|(_, last)| *last != d) {
-                        h.rounds.push((r.out.label.round, d));
+                    if last != d {
+                        h.rounds.push((r.out.label.round, cap.text(&d)));
+                        last = d;
                         changed = true;
                     }
                 }
                 let real = real_name(&b.name_mapping, &name).unwrap_or_else(|| name.clone());
                 if let Some(g) = gold.and_then(|g| g.row(&b.instance_id)) {
                     if let Some(d) = desc_of(&g.tools, &real) {
-                        h.others.push((format!("gold ({real})"), d));
+                        h.others.push((format!("gold ({real})"), cap.text(&d)));
                     }
                 }
                 for bl in &baselines {
@@ -165,7 +175,7 @@ pub fn collect(src: &Source, cells: &[Cell], items: &[Item]) -> Result<DocEdits,
                         .row(&b.instance_id)
                         .and_then(|r| desc_of(&r.tools, &name))
                     {
-                        h.others.push((bl.out.label.method.clone(), d));
+                        h.others.push((bl.out.label.method.clone(), cap.text(&d)));
                     }
                 }
                 subject.tools.push(h);

@@ -286,9 +286,17 @@ fn intervals(iv: &Intervals) -> Markup {
     }
 }
 
-/// `before` -> `after` word by word: removed words struck, added words marked.
+/// How long one word diff may search for the smallest edit before it settles for a
+/// coarser one (still a correct diff): two long texts cost at most about this much.
+pub const WORD_DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `before` -> `after` word by word: removed words struck, added words marked. The
+/// search is bounded by [`WORD_DIFF_TIMEOUT`] (Myers' algorithm is quadratic in the
+/// worst case); the texts are capped by the report before they get here.
 pub fn word_diff(before: &str, after: &str) -> Markup {
-    let diff = similar::TextDiff::from_words(before, after);
+    let diff = similar::TextDiff::configure()
+        .timeout(WORD_DIFF_TIMEOUT)
+        .diff_words(before, after);
     html! {
         div.diff {
             @for op in diff.iter_all_changes() {

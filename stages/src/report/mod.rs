@@ -84,7 +84,7 @@ fn body(src: &Source, opts: &Options, title: &str) -> Result<Report, StageError>
     let pb = bar(grid.len(), opts.progress, "reading the store");
     let (cells, items) = items::collect(src, grid, &mut cap, || pb.inc(1))?;
     pb.finish_and_clear();
-    let docs = docs::collect(src, &cells, &items)?;
+    let docs = docs::collect(src, &cells, &items, &mut cap)?;
     let cost = cost::collect(src, opts.prices.as_ref())?;
     let mut r = Report {
         title: title.to_string(),

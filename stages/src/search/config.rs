@@ -403,6 +403,7 @@ mod tests {
     }
 
     use crate::env::hidden_structure_words as forbidden;
+    use crate::env::{partition_leaks, Reader};
 
     #[test]
     fn both_prompt_sets_are_neutral_and_hints_are_a_labelled_switch() {
@@ -410,9 +411,21 @@ mod tests {
         assert!(s.switches().is_empty(), "{:?}", s.switches());
         for paper in [false, true] {
             s.paper_prompts = paper;
-            for text in [s.agent_system(), s.editor_notes()] {
-                assert_eq!(forbidden(&text), Vec::<String>::new(), "{text}");
+            for (text, reader) in [
+                (s.agent_system(), Reader::Agent),
+                (s.editor_notes(), Reader::Editor),
+            ] {
+                assert_eq!(
+                    partition_leaks(&text, reader),
+                    Vec::<String>::new(),
+                    "{text}"
+                );
             }
+            // The paper's cues: different types of results, the type of question,
+            // query-type suitability.
+            assert!(s.agent_system().contains("different types of results"));
+            assert!(s.agent_system().contains("type of question"));
+            assert!(s.editor_notes().contains("types of query"));
         }
         for text in [
             datasets::search::tools::NO_RESULTS,
@@ -432,6 +445,7 @@ mod tests {
         let h = exp("hints = true").unwrap();
         assert!(!forbidden(&h.agent_system()).is_empty());
         assert!(!forbidden(&h.editor_notes()).is_empty());
+        assert!(!partition_leaks(&h.editor_notes(), Reader::Editor).is_empty());
         assert!(
             h.switches().iter().any(|l| l.contains("hints")),
             "{:?}",

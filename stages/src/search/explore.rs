@@ -172,7 +172,7 @@ impl Search<'_> {
                     completion_tokens: ep.usage.completion_tokens as i64,
                     reasoning_tokens: ep.usage.reasoning_tokens as i64,
                 };
-                row.editor_text = editor_text(&row, q, g.exact, &view);
+                row.editor_text = editor_text(&row, q, Some(g.exact), &view);
                 row
             },
         );
@@ -193,12 +193,13 @@ impl Search<'_> {
 }
 
 /// The episode as the editor reads it, with `correct` as the outcome shown (the exact
-/// match, or the judge's verdict): rebuilt from the stored steps, so an episode judged
-/// afterwards reads exactly as it did, verdict apart.
+/// match, or the judge's verdict; `None`: the judge's reply had none, shown as not
+/// judged): rebuilt from the stored steps, so an episode judged afterwards reads
+/// exactly as it did, verdict apart.
 pub(super) fn editor_text(
     e: &EpisodeRow,
     q: &QuestionRow,
-    correct: bool,
+    correct: Option<bool>,
     view: &EditorView,
 ) -> String {
     let mut calls = Vec::new();

@@ -16,8 +16,9 @@ use serde::Serialize;
 pub const JUDGE_STAGE: &str = "search-judge";
 /// The judge's stage: 2 since its rows say their split and, for training episodes,
 /// carry the episode as the editor reads it with the judge's verdict; 3 since that
-/// view bounds what a model wrote (as `search-explore` 4).
-pub const JUDGE_VERSION: u32 = 3;
+/// view bounds what a model wrote (as `search-explore` 4); 4 since a reply without a
+/// verdict reads "not judged" to the editor (it read "incorrect").
+pub const JUDGE_VERSION: u32 = 4;
 
 /// `search-judge`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
@@ -91,7 +92,7 @@ fn judge_episodes(
             let text = p
                 .editor
                 .zip(by_id.get(e.question_id.as_str()))
-                .map(|(v, q)| editor_text(e, q, verdict == Some(true), &v.view()));
+                .map(|(v, q)| editor_text(e, q, verdict, &v.view()));
             JudgeRow {
                 question_id: e.question_id.clone(),
                 split: e.split.clone(),

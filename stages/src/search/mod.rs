@@ -202,6 +202,16 @@ impl crate::experiment::EnvTable for SearchExperiment {
         crate::env::Method::any_uses_editor(&self.methods)
     }
 
+    fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {
+        if !self.methods.contains(&method) {
+            return Vec::new();
+        }
+        self.tool_sets
+            .iter()
+            .map(|t| crate::experiment::tool_set_id("search", t))
+            .collect()
+    }
+
     fn follow_prompt_set(&mut self, paper: bool) {
         self.paper_prompts = paper;
     }

@@ -120,6 +120,11 @@ pub struct SearchScoreRow {
     /// What judged `accuracy`: `exact match` or the judge's model spec.
     #[row(doc = "`exact match` or the judge's model spec")]
     pub judge: String,
+    /// Questions the LLM judge gave no verdict on (its reply had none, or the call
+    /// failed as the model's fault): not counted correct, and counted here apart
+    /// from those judged incorrect. 0 without a judge.
+    #[row(doc = "questions the judge gave no verdict on (not counted correct; 0 without a judge)")]
+    pub unjudged: i64,
     /// Bootstrap 2.5th percentile (1000 resamples, seed 0).
     #[row(doc = "bootstrap 2.5th percentile (1000 resamples, seed 0)")]
     pub ci95_lo: f64,
@@ -169,7 +174,7 @@ pub struct JudgeRow {
     #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
     /// A training episode as the editor reads it, with this verdict as its outcome
-    /// (no verdict reads as incorrect); `None` for test episodes.
+    /// (no verdict reads as not judged); `None` for test episodes.
     #[row(doc = "train: the episode as the editor reads it, judged by this verdict")]
     pub editor_text: Option<String>,
 }

@@ -45,24 +45,48 @@ pub fn progress_note(
     }
 }
 
-/// The Trace-Free+ column's label for `exp` (`+TF`, or `+TF traces` when it is
-/// trace-based); when a row of `rows` has that method, a note says it is beyond the
-/// paper's tables.
+/// The Trace-Free+ column's label for `exp` ([`TraceFreeBudget::label`]: `+TF` only
+/// for a generator marked as fine-tuned, else `+TF-prompt`; ` traces` when
+/// trace-based); when a row of `rows` has that method, a note says what the column
+/// is and names its generator ([`tracefree_note`]).
+///
+/// [`TraceFreeBudget::label`]: crate::baselines::budget::TraceFreeBudget::label
 pub fn tracefree_label<R>(
     exp: &Experiment,
     rows: &[R],
     method: impl Fn(&R) -> &String,
     notes: &mut Vec<String>,
 ) -> String {
-    let k = exp.baselines.tracefree.traces;
-    let label = if k > 0 { "+TF traces" } else { "+TF" };
+    let label = exp.baselines.tracefree.label();
     if rows.iter().any(|r| method(r) == "tracefree") {
-        notes.push(match k {
-            0 => format!("{label} = Trace-Free+ (trace-free: each tool's interface alone), a method beyond the paper's tables"),
-            k => format!("{label} = Trace-Free+ (trace-based: up to {k} recorded calls per tool), a method beyond the paper's tables"),
-        });
+        notes.push(tracefree_note(exp, "tables"));
     }
-    label.to_string()
+    label
+}
+
+/// What the Trace-Free+ column of `exp` is, in one line under a table (`tables`:
+/// `table` or `tables`, as the note's last words say): its label, whether it is the
+/// paper's Trace-Free+ (a generator marked as fine-tuned) or a prompting baseline in
+/// its request shape, trace-free or trace-based, and the generator it ran with.
+pub fn tracefree_note(exp: &Experiment, tables: &str) -> String {
+    let t = &exp.baselines.tracefree;
+    let label = t.label();
+    let generator = match &t.generator {
+        Some(g) => g.clone(),
+        None => {
+            let editors: Vec<String> = exp.editors.iter().map(ToString::to_string).collect();
+            format!("the editor ({})", editors.join(", "))
+        }
+    };
+    let what = match t.traces {
+        0 => "trace-free: each tool's interface alone".to_string(),
+        k => format!("trace-based: each tool's interface and a summary of {k} of its single calls in tool play"),
+    };
+    if t.is_tuned() {
+        format!("{label} = Trace-Free+ ({what}; fine-tuned generator {generator}), a method beyond the paper's {tables}")
+    } else {
+        format!("{label} = a prompting baseline in Trace-Free+'s request shape ({what}; generator {generator}, not a fine-tuned Trace-Free+ generator), a method beyond the paper's {tables}")
+    }
 }
 
 /// An environment table as text: the title, one grid of methods (rows keyed by tool

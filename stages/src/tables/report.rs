@@ -639,7 +639,7 @@ pub fn method_grid<R>(
     key: &dyn Fn(&R) -> GridKey,
     cell: &dyn Fn(&R) -> String,
 ) -> String {
-    method_grid_with(rows, key, cell, "+TF")
+    method_grid_with(rows, key, cell, "+TF-prompt")
 }
 
 /// [`method_grid`], with a column for Trace-Free+ (method `tracefree`, beyond the

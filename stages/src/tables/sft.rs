@@ -4,37 +4,250 @@
 //!
 //! - BFCL (online, per instance): the instance's final-round score `E` is right where
 //!   its Base round-0 score was wrong; the pair's traces are that instance's round-0
-//!   turn as the editor saw it (question, calls, outcome).
-//! - chess and search (offline, one tool set): the curve's test score (best-tool %,
-//!   judged accuracy) is higher than Base's; the traces are the agent's round-0 play of
-//!   the **training** split as the editor read it (test-split play never appears).
+//!   turn as the editor saw it (question, calls, and the outcome `[bfcl] outcome`
+//!   shows). BFCL has no split: its pairs are selected on the instances they are
+//!   scored on, so hold BFCL out (`--holdout bfcl`) to score a generator on it.
+//! - chess and search (offline, one tool set): selected on the **training** split
+//!   only. Round `r` of a curve plays the training split with the docs of round `r`
+//!   (`r` = 0..K-1; the last docs, round K, are played on the test split only), so
+//!   the pair's target is the description of the round `r` >= 1 whose training play
+//!   scored best, when that beats round 0 (the original docs) on the same split:
+//!   chess best-tool % of the agent's training calls, search accuracy by the verdict
+//!   the editor read (the judge's when `[search] judge` is set, else exact match).
+//!   No test-split row is read. Traces are the round-0 training play as the editor
+//!   read it.
 //!
 //! Input = the tool as it was documented before ToolObserver (name, parameters,
 //! opaque description), plus for trace-based examples up to [`TRACES`] of its
-//! recorded calls; target = ToolObserver's last description. The examples are
-//! requests of the Trace-Free+ generator's own template
-//! (`prompts/tracefree_generate.txt`) with `{"description": ...}` answers, in a
-//! curriculum of [`STAGES`] stages whose trace-based share falls from all to none.
+//! recorded calls; target = the selected description. Tool sets are named by
+//! [`tool_set_id`]; `--holdout` keeps some out of the training examples, and
+//! `holdout.json` lists the tool sets trained on (what `[baselines.tracefree]
+//! trained_on` takes, so that an evaluation on them is refused). The curriculum
+//! ([`Curriculum`]): stages with a fixed number of samples each and an exact
+//! trace-free share (default 2 stages, 10% then 90%: the paper's best schedule).
 
-use crate::baselines::tracefree::{trace_section, GENERATE};
-use crate::baselines::{fill, tool_description, tool_name, tools_of};
-use crate::batch_reflect::render_tool;
+use crate::baselines::tracefree::{self, TRACE_CHARS};
+use crate::baselines::{tool_description, tool_name, tools_of};
 use crate::driver::{Output, RunOutput};
+use crate::experiment::Experiment;
 use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
+use datasets::rng::SplitMix64;
 use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 /// Recorded calls per tool in a trace-based example.
 pub const TRACES: u32 = 3;
-/// Curriculum stages: stage `s` of `STAGES` shows traces in `(STAGES - s) / (STAGES - 1)`
-/// of its examples (all in the first, none in the last).
-pub const STAGES: usize = 3;
+/// The default curriculum's trace-free share per stage: the paper's best schedule
+/// (its Table 7: 2 stages, 10% then 90%).
+pub const DEFAULT_SHARES: [f64; 2] = [0.1, 0.9];
+/// The environments whose pairs the export writes.
+pub const ENVIRONMENTS: [&str; 3] = ["bfcl", "chess", "search"];
+/// `pairs.selected_on` of an offline pair: scored on the training split.
+pub const SELECTED_ON_TRAIN: &str = "train";
+/// `pairs.selected_on` of a BFCL pair: scored on the instance itself (no split).
+pub const SELECTED_ON_INSTANCE: &str = "instance";
 
 fn fail(e: impl std::fmt::Display) -> StageError {
     StageError::infra("export", e.to_string())
+}
+
+fn user(e: impl std::fmt::Display) -> StageError {
+    StageError::user("export", e.to_string())
+}
+
+/// A bad `--holdout`, `--stages` or `--shares` value, or a curriculum that cannot be
+/// written as asked.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SftError {
+    /// `--holdout` names nothing usable.
+    #[error("--holdout `{0}`: give an environment (bfcl, chess, search), tool sets (e.g. chess:phase_specialists), comma-separated, or one fraction in (0, 1)")]
+    Holdout(String),
+    /// `--holdout` names a tool set the run does not have.
+    #[error(
+        "--holdout `{given}`: not an environment or tool set of this run (its tool sets: {known})"
+    )]
+    UnknownToolSet {
+        /// The item as given.
+        given: String,
+        /// The run's tool sets.
+        known: String,
+    },
+    /// `--shares` is not a list of shares in [0, 1].
+    #[error("--shares `{0}`: give trace-free shares in [0, 1], comma-separated, one per stage (e.g. 0.1,0.9)")]
+    Shares(String),
+    /// `--stages` and `--shares` disagree, or no shares can be implied.
+    #[error("--stages {stages}: {why}")]
+    Stages {
+        /// The stages asked for.
+        stages: usize,
+        /// What is wrong.
+        why: String,
+    },
+    /// A stage needs trace-based examples but no pair has traces.
+    #[error("curriculum stage {stage} needs {based} trace-based examples but no training pair has recorded calls; give --shares with 1 for every stage (trace-free only)")]
+    NoTraces {
+        /// The 1-based stage.
+        stage: usize,
+        /// The trace-based examples it needs.
+        based: usize,
+    },
+}
+
+pub use crate::experiment::{tool_set_id, trained_on_overlap};
+
+/// The tool sets an experiment scores Trace-Free+ (`tracefree`) on, as
+/// [`tool_set_id`]s.
+pub fn tracefree_tool_sets(exp: &Experiment) -> Vec<String> {
+    exp.tracefree_tool_sets()
+}
+
+/// `--holdout`: the tool sets kept out of the training examples.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Holdout {
+    /// Environments (`bfcl`, `chess`, `search`: all their tool sets) and tool sets
+    /// ([`tool_set_id`], or a chess/search tool set's bare name).
+    Sets(Vec<String>),
+    /// This share of the run's tool sets, drawn by the seed (at least one).
+    Fraction(f64),
+}
+
+impl std::str::FromStr for Holdout {
+    type Err = SftError;
+
+    fn from_str(s: &str) -> Result<Holdout, SftError> {
+        let t = s.trim();
+        if let Ok(f) = t.parse::<f64>() {
+            return if f > 0.0 && f < 1.0 {
+                Ok(Holdout::Fraction(f))
+            } else {
+                Err(SftError::Holdout(s.into()))
+            };
+        }
+        let items: Vec<String> = t.split(',').map(|i| i.trim().to_string()).collect();
+        if items.iter().any(String::is_empty) {
+            return Err(SftError::Holdout(s.into()));
+        }
+        Ok(Holdout::Sets(items))
+    }
+}
+
+impl Holdout {
+    /// The held-out tool sets among `sets` (the run's, sorted); `seed` draws a
+    /// fraction's.
+    pub fn resolve(&self, sets: &[String], seed: u64) -> Result<BTreeSet<String>, SftError> {
+        match self {
+            Holdout::Fraction(f) => {
+                let k = ((sets.len() as f64 * f).round() as usize).clamp(1, sets.len().max(1));
+                let mut order = sets.to_vec();
+                SplitMix64::derived(seed, 0x686f_6c64).shuffle(&mut order);
+                Ok(order.into_iter().take(k).collect())
+            }
+            Holdout::Sets(items) => {
+                let mut out = BTreeSet::new();
+                for item in items {
+                    let hits: Vec<&String> = sets
+                        .iter()
+                        .filter(|s| {
+                            *s == item
+                                || s.split_once(':').is_some_and(|(env, set)| {
+                                    env == item.as_str() || set == item.as_str()
+                                })
+                        })
+                        .collect();
+                    if hits.is_empty() {
+                        return Err(SftError::UnknownToolSet {
+                            given: item.clone(),
+                            known: if sets.is_empty() {
+                                "none".into()
+                            } else {
+                                sets.join(", ")
+                            },
+                        });
+                    }
+                    out.extend(hits.into_iter().cloned());
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// The trace-free shares of `--shares` (comma-separated, each in [0, 1]).
+pub fn parse_shares(s: &str) -> Result<Vec<f64>, SftError> {
+    let shares: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| SftError::Shares(s.into()))?;
+    if shares.is_empty() || shares.iter().any(|f| !(0.0..=1.0).contains(f)) {
+        return Err(SftError::Shares(s.into()));
+    }
+    Ok(shares)
+}
+
+/// The curriculum: per stage a fixed number of samples and a trace-free share.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Curriculum {
+    /// The trace-free share of each stage, in order.
+    pub shares: Vec<f64>,
+    /// Samples per stage (`None`: as many as there are training pairs).
+    pub samples: Option<usize>,
+    /// Draws the examples of each stage.
+    pub seed: u64,
+}
+
+impl Default for Curriculum {
+    fn default() -> Self {
+        Curriculum {
+            shares: DEFAULT_SHARES.to_vec(),
+            samples: None,
+            seed: 0,
+        }
+    }
+}
+
+impl Curriculum {
+    /// From `--stages` and `--shares`: both default to the paper's 2 stages of 10%
+    /// and 90% trace-free; `--stages N` alone spreads the shares evenly from 10% to
+    /// 90%; given both, they must agree.
+    pub fn new(
+        stages: Option<usize>,
+        shares: Option<Vec<f64>>,
+        samples: Option<usize>,
+        seed: u64,
+    ) -> Result<Curriculum, SftError> {
+        let shares = match (stages, shares) {
+            (None, None) => DEFAULT_SHARES.to_vec(),
+            (None, Some(s)) => s,
+            (Some(n), Some(s)) if s.len() == n => s,
+            (Some(n), Some(s)) => {
+                return Err(SftError::Stages {
+                    stages: n,
+                    why: format!("--shares gives {} shares", s.len()),
+                })
+            }
+            (Some(n), None) if n >= 2 => (0..n)
+                .map(|i| {
+                    let (lo, hi) = (DEFAULT_SHARES[0], DEFAULT_SHARES[1]);
+                    ((lo + (hi - lo) * i as f64 / (n - 1) as f64) * 1e6).round() / 1e6
+                })
+                .collect(),
+            (Some(n), None) => {
+                return Err(SftError::Stages {
+                    stages: n,
+                    why: "give --shares for fewer than 2 stages".into(),
+                })
+            }
+        };
+        Ok(Curriculum {
+            shares,
+            samples,
+            seed,
+        })
+    }
 }
 
 /// One improved tool: what ToolObserver started from and ended with.
@@ -50,6 +263,14 @@ pub struct SftPair {
     /// The setting or tool set.
     #[row(doc = "setting (BFCL) or tool set")]
     pub setting: String,
+    /// The tool set's identifier ([`tool_set_id`]).
+    #[row(
+        doc = "tool set id (bfcl, chess:<set>, search:<set>), as holdout.json and [baselines.tracefree] trained_on name it"
+    )]
+    pub tool_set: String,
+    /// Whether `--holdout` kept the pair out of the training examples.
+    #[row(doc = "true: held out by --holdout (in no stage file)")]
+    pub held_out: bool,
     /// The agent model of the curve.
     #[row(doc = "agent model")]
     pub agent: String,
@@ -65,23 +286,38 @@ pub struct SftPair {
     /// The tool's shown name.
     #[row(doc = "tool name as shown to the agent")]
     pub tool: String,
-    /// The tool before ToolObserver, as the generator's template shows it.
-    #[row(doc = "the tool before ToolObserver (name, parameters, description)")]
+    /// The documentation round of the target.
+    #[row(
+        doc = "documentation round of the target (BFCL: the last; chess, search: the best training round)"
+    )]
+    pub round: i64,
+    /// What the scores were measured on: [`SELECTED_ON_TRAIN`] or
+    /// [`SELECTED_ON_INSTANCE`].
+    #[row(
+        doc = "train (chess, search: the training split) or instance (BFCL: the instance itself)"
+    )]
+    pub selected_on: String,
+    /// The tool before ToolObserver: its definition as JSON.
+    #[row(
+        doc = "the tool before ToolObserver, its definition as JSON (name, parameters, description)"
+    )]
     pub interface: String,
     /// The recorded calls that name the tool (numbered; empty when none).
-    #[row(doc = "recorded calls naming the tool, as shown to the generator (may be empty)")]
-    pub traces: String,
-    /// ToolObserver's last description of the tool.
-    #[row(doc = "ToolObserver's last description (the target)")]
-    pub target: String,
-    /// The score before (BFCL: the instance's Base E, 0 or 1; chess: best-tool %;
-    /// search: accuracy).
     #[row(
-        doc = "score with the original docs (BFCL: instance E 0/1; chess best-tool %; search accuracy)"
+        doc = "h_i: recorded turns naming the tool, numbered, as a trace-based request shows them (may be empty)"
+    )]
+    pub traces: String,
+    /// The selected description of the tool.
+    #[row(doc = "ToolObserver's description of round `round` (the target)")]
+    pub target: String,
+    /// The score before (BFCL: the instance's Base E, 0 or 1; chess: best-tool % of
+    /// the training calls; search: training accuracy).
+    #[row(
+        doc = "score with the original docs (BFCL: instance E 0/1; chess: best-tool % on the training split; search: training accuracy)"
     )]
     pub score_before: f64,
-    /// The score after, on the same scale.
-    #[row(doc = "score with ToolObserver's docs, same scale")]
+    /// The score after, on the same scale and split.
+    #[row(doc = "score with the target's docs, same scale and split")]
     pub score_after: f64,
 }
 
@@ -92,8 +328,8 @@ pub struct SftPair {
     doc = "one Trace-Free+ training example (`otb export --sft`), in curriculum order"
 )]
 pub struct SftExample {
-    /// The curriculum stage (1 = mostly trace-based .. last = trace-free).
-    #[row(doc = "curriculum stage, 1..3 (trace-based share 100%, 50%, 0%)")]
+    /// The curriculum stage, 1-based.
+    #[row(doc = "curriculum stage, 1..N (its trace-free share: curriculum.json)")]
     pub stage: i64,
     /// `trace-based` or `trace-free`.
     #[row(doc = "trace-based or trace-free")]
@@ -104,12 +340,18 @@ pub struct SftExample {
     /// The pair's setting or tool set.
     #[row(doc = "setting or tool set")]
     pub setting: String,
+    /// The pair's tool set identifier.
+    #[row(doc = "tool set id")]
+    pub tool_set: String,
     /// The pair's instance.
     #[row(doc = "instance id, or *")]
     pub instance_id: String,
     /// The pair's tool.
     #[row(doc = "tool name")]
     pub tool: String,
+    /// The generator's system message.
+    #[row(doc = "the generator's system message")]
+    pub system: String,
     /// The generator's request.
     #[row(doc = "the generator request (the user message)")]
     pub prompt: String,
@@ -118,12 +360,57 @@ pub struct SftExample {
     pub completion: String,
 }
 
-/// The pairs of `run`: every improved tool of every ToolObserver curve.
-pub fn pairs(run: &RunOutput) -> Result<Vec<SftPair>, StageError> {
-    let mut out = Vec::new();
-    online_pairs(run, &mut out)?;
+/// The generator request of a pair, `(system, user)`, built by the Trace-Free+
+/// stage's own request builder in the experiment's prompt set (trace-free when
+/// `traces` is empty).
+fn request(interface: &str, traces: &str, set: &str) -> (String, String) {
+    let tool: Value = serde_json::from_str(interface).unwrap_or(Value::Null);
+    tracefree::request(&tool, traces, set)
+}
+
+/// `h_i` of a pair: up to [`TRACES`] of `texts` (recorded turns or episodes as the
+/// editor read them) that name the tool, numbered, each bounded as the stage bounds
+/// a trace; empty when none does.
+fn traces_of(texts: &[String], name: &str) -> String {
+    texts
+        .iter()
+        .filter(|t| tracefree::mentions(t, name))
+        .take(TRACES as usize)
+        .enumerate()
+        .map(|(i, t)| {
+            let t = t.trim();
+            let shown: String = t.chars().take(TRACE_CHARS).collect();
+            let cut = if shown.len() < t.len() { " [...]" } else { "" };
+            format!("{}. {shown}{cut}", i + 1)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The tool sets of `run` ([`tool_set_id`]), sorted.
+pub fn tool_sets(run: &RunOutput) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    if run.by_stage("bfcl-data").next().is_some() {
+        out.insert(tool_set_id("bfcl", ""));
+    }
     for (env, stage) in [("chess", "chess-docs"), ("search", "search-docs")] {
-        offline_pairs(run, env, stage, &mut out)?;
+        for o in run.by_stage(stage).filter(|o| o.method == "base") {
+            out.insert(tool_set_id(env, &o.setting));
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// The pairs of `run`: every improved tool of every ToolObserver curve (none held
+/// out yet).
+pub fn pairs(run: &RunOutput, exp: &Experiment) -> Result<Vec<SftPair>, StageError> {
+    let mut out = Vec::new();
+    let outcome = exp
+        .bfcl()
+        .map_or(crate::bfcl::config::Outcome::Grader, |b| b.outcome);
+    online_pairs(run, outcome, &mut out)?;
+    for env in ["chess", "search"] {
+        offline_pairs(run, exp, env, &mut out)?;
     }
     Ok(out)
 }
@@ -152,7 +439,11 @@ fn changed<'a>(before: &'a [Value], after: &'a [Value]) -> Vec<(&'a Value, &'a V
         .collect()
 }
 
-fn online_pairs(run: &RunOutput, out: &mut Vec<SftPair>) -> Result<(), StageError> {
+fn online_pairs(
+    run: &RunOutput,
+    outcome: crate::bfcl::config::Outcome,
+    out: &mut Vec<SftPair>,
+) -> Result<(), StageError> {
     let Some(data) = run.by_stage("bfcl-data").next() else {
         return Ok(());
     };
@@ -208,7 +499,7 @@ fn online_pairs(run: &RunOutput, out: &mut Vec<SftPair>) -> Result<(), StageErro
             let Some(o) = original.iter().find(|o| o.instance_id == id) else {
                 continue;
             };
-            // The instance's round-0 turn as the editor saw it.
+            // The instance's round-0 turn as the editor saw it (`[bfcl] outcome`).
             let trace = trajectories
                 .iter()
                 .find(|t| t.instance_id == id)
@@ -218,7 +509,7 @@ fn online_pairs(run: &RunOutput, out: &mut Vec<SftPair>) -> Result<(), StageErro
                         questions.get(id).copied().unwrap_or(""),
                         t,
                         score,
-                        crate::bfcl::config::Outcome::Grader,
+                        outcome,
                     )
                 })
                 .into_iter()
@@ -228,13 +519,17 @@ fn online_pairs(run: &RunOutput, out: &mut Vec<SftPair>) -> Result<(), StageErro
                 out.push(SftPair {
                     environment: "bfcl".into(),
                     setting: setting.into(),
+                    tool_set: tool_set_id("bfcl", setting),
+                    held_out: false,
                     agent: agent.into(),
                     editor: editor.into(),
                     method: method.into(),
                     instance_id: id.into(),
                     tool: tool_name(a).into(),
-                    interface: render_tool(b),
-                    traces: trace_section(&trace, tool_name(a), TRACES),
+                    round: docs.round,
+                    selected_on: SELECTED_ON_INSTANCE.into(),
+                    interface: b.to_string(),
+                    traces: traces_of(&trace, tool_name(a)),
                     target: tool_description(a).trim().into(),
                     score_before: 0.0,
                     score_after: 1.0,
@@ -245,51 +540,121 @@ fn online_pairs(run: &RunOutput, out: &mut Vec<SftPair>) -> Result<(), StageErro
     Ok(())
 }
 
-/// An offline environment's score of a test evaluation: chess best-tool %, search
-/// accuracy.
-fn offline_score(env: &str, o: &Output) -> Result<Option<f64>, StageError> {
-    Ok(match env {
-        "chess" => o
-            .entry
-            .read::<crate::chess::rows::BestToolRow>()?
-            .first()
-            .map(|r| r.best_tool_pct),
-        _ => o
-            .entry
-            .read::<crate::search::SearchScoreRow>()?
-            .first()
-            .map(|r| r.accuracy),
-    })
+/// Whether `o` is a play of the training split (`... train r<k> ...`).
+fn on_train(o: &Output) -> bool {
+    o.node.contains(" train r")
 }
 
-/// The texts the editor read of a training play (the judge's rows when a judge saw
-/// the episodes).
-fn editor_texts(env: &str, o: &Output) -> Result<Vec<String>, StageError> {
-    Ok(match env {
-        "chess" => o
-            .entry
-            .read::<crate::chess::rows::GameRow>()?
-            .into_iter()
-            .map(|g| g.editor_text)
-            .collect(),
-        _ => o
-            .entry
-            .read::<crate::search::EpisodeRow>()?
-            .into_iter()
-            .map(|e| e.editor_text)
-            .collect(),
+/// Chess: the best-tool % of the agent's tool calls in `games` (the test metric, on
+/// the training split); `None` when no call was made.
+fn chess_score(
+    exp: &Experiment,
+    set: &str,
+    games: &[crate::chess::rows::GameRow],
+    names: &[Value],
+) -> Result<Option<f64>, StageError> {
+    use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
+    let Some(c) = exp.chess() else {
+        return Ok(None);
+    };
+    let Some(family) = [ToolFamily::PhaseSpecialists, ToolFamily::StrengthGradient]
+        .into_iter()
+        .find(|f| f.as_str() == set)
+    else {
+        return Ok(None);
+    };
+    let tools = ToolSet::new(family);
+    let first = names.first().map(tool_name).unwrap_or("");
+    let kind = if tools.index_of(first, Docs::Gold).is_some() {
+        Docs::Gold
+    } else {
+        Docs::Opaque
+    };
+    let mut checks = Vec::new();
+    for g in games {
+        let plies: Vec<datasets::chess::game::PlyRecord> = serde_json::from_value(g.plies.clone())
+            .map_err(|e| fail(format!("game {}: {e}", g.game_id)))?;
+        let rec = datasets::chess::game::GameRecord {
+            start_fen: plies
+                .first()
+                .map(|p| p.fen_before.clone())
+                .unwrap_or_default(),
+            final_fen: plies
+                .last()
+                .map(|p| p.fen_after.clone())
+                .unwrap_or_default(),
+            plies,
+            ending: None,
+            start_eval: None,
+            cut_after: None,
+        };
+        checks.extend(
+            datasets::chess::metrics::check_tool_calls(&rec, &tools, kind, c.indexing)
+                .map_err(|e| fail(format!("game {}: {e}", g.game_id)))?,
+        );
+    }
+    let s = datasets::chess::metrics::summarize_best_tool(&checks);
+    Ok((s.overall.calls > 0).then(|| s.overall.percent()))
+}
+
+/// One training play of an offline curve: its score and the texts the editor read.
+struct TrainPlay {
+    score: Option<f64>,
+    texts: Vec<String>,
+}
+
+/// The training play at `play` (and, for search, the judge's rows of it when a judge
+/// saw the episodes: the verdicts the editor read).
+fn train_play(
+    exp: &Experiment,
+    env: &str,
+    set: &str,
+    play: &Output,
+    judged: Option<&Output>,
+    names: &[Value],
+) -> Result<TrainPlay, StageError> {
+    let mean = |v: &[bool]| {
+        (!v.is_empty()).then(|| v.iter().filter(|b| **b).count() as f64 / v.len() as f64)
+    };
+    Ok(match (env, judged) {
+        ("chess", _) => {
+            let games: Vec<crate::chess::rows::GameRow> = play.entry.read()?;
+            TrainPlay {
+                score: chess_score(exp, set, &games, names)?,
+                texts: games.into_iter().map(|g| g.editor_text).collect(),
+            }
+        }
+        (_, Some(j)) => {
+            let rows: Vec<crate::search::JudgeRow> = j.entry.read()?;
+            let verdicts: Vec<bool> = rows.iter().map(|r| r.verdict == Some(true)).collect();
+            TrainPlay {
+                score: mean(&verdicts),
+                texts: rows
+                    .into_iter()
+                    .map(|r| r.editor_text.unwrap_or_default())
+                    .collect(),
+            }
+        }
+        _ => {
+            let eps: Vec<crate::search::EpisodeRow> = play.entry.read()?;
+            let correct: Vec<bool> = eps.iter().map(|e| e.correct).collect();
+            TrainPlay {
+                score: mean(&correct),
+                texts: eps.into_iter().map(|e| e.editor_text).collect(),
+            }
+        }
     })
 }
 
 fn offline_pairs(
     run: &RunOutput,
+    exp: &Experiment,
     env: &str,
-    docs_stage: &str,
     out: &mut Vec<SftPair>,
 ) -> Result<(), StageError> {
-    let (explore, evaluate, merge) = match env {
-        "chess" => ("chess-explore", "chess-evaluate", "consensus-merge"),
-        _ => ("search-explore", "search-evaluate", "consensus-merge"),
+    let (docs_stage, explore, merge) = match env {
+        "chess" => ("chess-docs", "chess-explore", "consensus-merge"),
+        _ => ("search-docs", "search-explore", "consensus-merge"),
     };
     for opaque in run.by_stage(docs_stage).filter(|o| o.method == "base") {
         let set = opaque.setting.as_str();
@@ -300,54 +665,74 @@ fn offline_pairs(
             .collect();
         curves.sort_unstable();
         curves.dedup();
+        let original: Vec<DocRow> = opaque.entry.read()?;
+        let Some(o) = original.first() else {
+            continue;
+        };
+        let before_tools = tools_of(o);
         for (agent, editor) in curves {
-            let cell = |o: &Output, m: &str| o.setting == set && o.agent == agent && o.method == m;
-            let test = |o: &Output| o.node.contains(" test");
-            let (Some(docs), Some(after), Some(before)) = (
-                last(run, merge, |o| {
-                    cell(o, "toolobserver") && o.editor == editor
-                }),
-                run.by_stage(evaluate)
-                    .find(|o| cell(o, "toolobserver") && o.editor == editor && test(o)),
-                run.by_stage(evaluate).find(|o| cell(o, "base") && test(o)),
-            ) else {
+            let cell = |x: &Output| {
+                x.setting == set
+                    && x.agent == agent
+                    && x.method == "toolobserver"
+                    && x.editor == editor
+            };
+            // Round r's training play (docs of round r) and, with a judge, its verdicts.
+            let play_at = |r: i64| -> Result<Option<TrainPlay>, StageError> {
+                let Some(p) = run
+                    .by_stage(explore)
+                    .find(|x| cell(x) && x.round == r && on_train(x))
+                else {
+                    return Ok(None);
+                };
+                let judged = run
+                    .by_stage(crate::search::JUDGE_STAGE)
+                    .find(|x| cell(x) && x.round == r && on_train(x));
+                train_play(exp, env, set, p, judged, &before_tools).map(Some)
+            };
+            let Some(base) = play_at(0)? else {
                 continue;
             };
-            let (Some(after), Some(before)) =
-                (offline_score(env, after)?, offline_score(env, before)?)
-            else {
+            let Some(before) = base.score else {
                 continue;
             };
-            if after <= before {
-                continue;
+            // The best round played on the training split, when it beats round 0.
+            let mut best: Option<(f64, &Output)> = None;
+            for docs in run.by_stage(merge).filter(|x| cell(x) && x.round >= 1) {
+                let Some(score) = play_at(docs.round)?.and_then(|p| p.score) else {
+                    continue;
+                };
+                let better = match best {
+                    None => score > before,
+                    Some((s, d)) => score > s || (score == s && docs.round > d.round),
+                };
+                if better {
+                    best = Some((score, docs));
+                }
             }
-            // The training split's round-0 play only: no test episode is shown.
-            let texts = match run.by_stage(explore).find(|o| {
-                cell(o, "toolobserver")
-                    && o.editor == editor
-                    && o.round == 0
-                    && o.node.contains(" train r0")
-            }) {
-                Some(t) => editor_texts(env, t)?,
-                None => Vec::new(),
-            };
-            let original: Vec<DocRow> = opaque.entry.read()?;
-            let finals: Vec<DocRow> = docs.entry.read()?;
-            let (Some(o), Some(d)) = (original.first(), finals.first()) else {
+            let Some((after, docs)) = best else {
                 continue;
             };
-            let (before_tools, after_tools) = (tools_of(o), tools_of(d));
+            let finals: Vec<DocRow> = docs.entry.read()?;
+            let Some(d) = finals.first() else {
+                continue;
+            };
+            let after_tools = tools_of(d);
             for (b, a) in changed(&before_tools, &after_tools) {
                 out.push(SftPair {
                     environment: env.into(),
                     setting: set.into(),
+                    tool_set: tool_set_id(env, set),
+                    held_out: false,
                     agent: agent.into(),
                     editor: editor.into(),
                     method: "toolobserver".into(),
                     instance_id: crate::env::SHARED.into(),
                     tool: tool_name(a).into(),
-                    interface: render_tool(b),
-                    traces: trace_section(&texts, tool_name(a), TRACES),
+                    round: docs.round,
+                    selected_on: SELECTED_ON_TRAIN.into(),
+                    interface: b.to_string(),
+                    traces: traces_of(&base.texts, tool_name(a)),
                     target: tool_description(a).trim().into(),
                     score_before: before,
                     score_after: after,
@@ -358,45 +743,142 @@ fn offline_pairs(
     Ok(())
 }
 
-/// The curriculum: every pair once per stage; in stage `s` (1-based) a pair with
-/// traces is trace-based when its index is below the stage's trace-based share of
-/// the pairs (all in stage 1, none in the last), else trace-free.
-pub fn curriculum(pairs: &[SftPair]) -> Vec<SftExample> {
+/// `k` of `pool`, drawn by `rng`: whole shuffled passes over the pool, the last one
+/// cut (so no item repeats before every item was drawn).
+fn draw(pool: &[usize], k: usize, rng: &mut SplitMix64) -> Vec<usize> {
+    let mut out = Vec::with_capacity(k);
+    while out.len() < k && !pool.is_empty() {
+        let mut pass = pool.to_vec();
+        rng.shuffle(&mut pass);
+        let need = k - out.len();
+        out.extend(pass.into_iter().take(need));
+    }
+    out
+}
+
+/// What one stage of a written curriculum holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageCount {
+    /// 1-based stage.
+    pub stage: usize,
+    /// The trace-free share asked for.
+    pub share: f64,
+    /// Examples written.
+    pub samples: usize,
+    /// Trace-free examples written.
+    pub trace_free: usize,
+    /// Trace-based examples written.
+    pub trace_based: usize,
+}
+
+/// The curriculum over `pairs` (the training pairs): stage `s` holds `samples`
+/// examples (default: one per pair), of which `round(samples * share_s)` are
+/// trace-free and the rest trace-based. The trace-based ones are drawn by the seed
+/// from the pairs that have traces (a pair without traces is only ever written
+/// trace-free); the trace-free ones from all pairs, those not drawn trace-based in
+/// the stage first; the stage's examples are then shuffled by the seed.
+pub fn curriculum(
+    pairs: &[SftPair],
+    c: &Curriculum,
+    prompt_set: &str,
+) -> Result<(Vec<SftExample>, Vec<StageCount>), SftError> {
+    let n = c.samples.unwrap_or(pairs.len());
+    let traced: Vec<usize> = (0..pairs.len())
+        .filter(|&i| !pairs[i].traces.is_empty())
+        .collect();
     let mut out = Vec::new();
-    for stage in 1..=STAGES {
-        let share = (STAGES - stage) as f64 / (STAGES - 1) as f64;
-        let based = (pairs.len() as f64 * share).round() as usize;
-        for (i, p) in pairs.iter().enumerate() {
-            let traced = i < based && !p.traces.is_empty();
-            let prompt = fill(
-                GENERATE,
-                &[
-                    ("tool", &p.interface),
-                    ("traces", if traced { &p.traces } else { "" }),
-                ],
+    let mut counts = Vec::new();
+    for (s, share) in c.shares.iter().enumerate() {
+        let stage = s + 1;
+        let (free, based) = if pairs.is_empty() {
+            (0, 0)
+        } else {
+            let free = ((n as f64 * share).round() as usize).min(n);
+            (free, n - free)
+        };
+        if based > 0 && traced.is_empty() {
+            return Err(SftError::NoTraces { stage, based });
+        }
+        let mut rng = SplitMix64::derived(c.seed, stage as u64);
+        let chosen = draw(&traced, based, &mut rng);
+        let drawn: BTreeSet<usize> = chosen.iter().copied().collect();
+        let all: Vec<usize> = (0..pairs.len()).collect();
+        let fresh: Vec<usize> = all.iter().copied().filter(|i| !drawn.contains(i)).collect();
+        let mut free_drawn = draw(&fresh, free.min(fresh.len()), &mut rng);
+        free_drawn.extend(draw(&all, free - free_drawn.len(), &mut rng));
+        let mut items: Vec<(usize, bool)> = chosen.into_iter().map(|i| (i, true)).collect();
+        items.extend(free_drawn.into_iter().map(|i| (i, false)));
+        rng.shuffle(&mut items);
+        for (i, traced) in items {
+            let p = &pairs[i];
+            let (system, prompt) = request(
+                &p.interface,
+                if traced { &p.traces } else { "" },
+                prompt_set,
             );
             out.push(SftExample {
                 stage: stage as i64,
                 form: if traced { "trace-based" } else { "trace-free" }.into(),
                 environment: p.environment.clone(),
                 setting: p.setting.clone(),
+                tool_set: p.tool_set.clone(),
                 instance_id: p.instance_id.clone(),
                 tool: p.tool.clone(),
+                system,
                 prompt,
                 completion: json!({ "description": p.target }).to_string(),
             });
         }
+        counts.push(StageCount {
+            stage,
+            share: *share,
+            samples: free + based,
+            trace_free: free,
+            trace_based: based,
+        });
     }
-    out
+    Ok((out, counts))
 }
 
-/// What `--sft` writes into `dest`: `pairs.parquet`, `examples.parquet`,
-/// `stage<k>.jsonl` (chat format: `{"messages": [user, assistant], ...metadata}`) and
-/// `SCHEMA.md`; the files written.
-pub fn write(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> {
+/// `otb export --sft`'s options.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SftOptions {
+    /// The tool sets kept out of the training examples.
+    pub holdout: Option<Holdout>,
+    /// The stages, their shares and samples, and the seed (which also draws a
+    /// fractional holdout).
+    pub curriculum: Curriculum,
+}
+
+fn write_text(p: &Path, text: &str) -> Result<(), StageError> {
+    std::fs::write(p, text).map_err(|e| fail(format!("{}: {e}", p.display())))
+}
+
+/// What `--sft` writes into `dest`: `pairs.parquet` (every pair, held-out ones
+/// marked), `examples.parquet` and `stage<k>.jsonl` (the training pairs' curriculum;
+/// chat format: `{"messages": [system, user, assistant], ...metadata}`), `holdout.json` (the
+/// tool sets trained on and held out), `curriculum.json` (each stage's written
+/// counts) and `SCHEMA.md`; the files written. A bad `--holdout` or an impossible
+/// curriculum is refused before anything is written.
+pub fn write(
+    run: &RunOutput,
+    exp: &Experiment,
+    dest: &Path,
+    opts: &SftOptions,
+) -> Result<Vec<PathBuf>, StageError> {
+    let sets = tool_sets(run);
+    let seed = opts.curriculum.seed;
+    let held: BTreeSet<String> = match &opts.holdout {
+        Some(h) => h.resolve(&sets, seed).map_err(user)?,
+        None => BTreeSet::new(),
+    };
+    let mut pairs = pairs(run, exp)?;
+    for p in &mut pairs {
+        p.held_out = held.contains(&p.tool_set);
+    }
+    let train: Vec<SftPair> = pairs.iter().filter(|p| !p.held_out).cloned().collect();
+    let (examples, counts) = curriculum(&train, &opts.curriculum, exp.prompt_set).map_err(user)?;
     std::fs::create_dir_all(dest).map_err(|e| fail(format!("{}: {e}", dest.display())))?;
-    let pairs = pairs(run)?;
-    let examples = curriculum(&pairs);
     let mut written = Vec::new();
     let p = dest.join("pairs.parquet");
     pipeline::table::write_rows(&pairs, &p).map_err(fail)?;
@@ -404,11 +886,12 @@ pub fn write(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> {
     let p = dest.join("examples.parquet");
     pipeline::table::write_rows(&examples, &p).map_err(fail)?;
     written.push(p);
-    for stage in 1..=STAGES as i64 {
+    for c in &counts {
         let mut text = String::new();
-        for e in examples.iter().filter(|e| e.stage == stage) {
+        for e in examples.iter().filter(|e| e.stage == c.stage as i64) {
             let line = json!({
                 "messages": [
+                    {"role": "system", "content": e.system},
                     {"role": "user", "content": e.prompt},
                     {"role": "assistant", "content": e.completion},
                 ],
@@ -416,23 +899,587 @@ pub fn write(run: &RunOutput, dest: &Path) -> Result<Vec<PathBuf>, StageError> {
                 "form": e.form,
                 "environment": e.environment,
                 "setting": e.setting,
+                "tool_set": e.tool_set,
                 "instance_id": e.instance_id,
                 "tool": e.tool,
             });
             text.push_str(&line.to_string());
             text.push('\n');
         }
-        let p = dest.join(format!("stage{stage}.jsonl"));
-        std::fs::write(&p, text).map_err(|e| fail(format!("{}: {e}", p.display())))?;
+        let p = dest.join(format!("stage{}.jsonl", c.stage));
+        write_text(&p, &text)?;
         written.push(p);
     }
-    let mut schema = String::from(
-        "# Trace-Free+ training data\n\nWritten by `otb export EXP.toml --sft DIR` from a finished run: one pair per tool whose ToolObserver description made the agent better (BFCL: the instance went from wrong to right; chess, search: the tool set's test score rose), and its examples in a curriculum of 3 stages whose trace-based share falls from 100% to 50% to 0%. Traces come from round-0 play with the original docs (BFCL: the instance's turn; chess, search: the training split only, never a test episode; their one tool set serves both splits). BFCL has no train/test split: online ToolObserver learns on the instances it is scored on, so hold instances out yourself (by `instance_id`) before training a generator you will score on BFCL. `stage<k>.jsonl`: one chat example per line, `messages` = [user = the generator request of `prompts/tracefree_generate.txt`, assistant = `{\"description\": ...}`], with the example's metadata beside it.\n\n",
-    );
+    let trained_on: BTreeSet<&str> = examples.iter().map(|e| e.tool_set.as_str()).collect();
+    let holdout = json!({
+        "holdout": opts.holdout.as_ref().map(|h| match h {
+            Holdout::Sets(s) => Value::from(s.join(",")),
+            Holdout::Fraction(f) => Value::from(*f),
+        }),
+        "seed": seed,
+        "tool_sets": sets,
+        "held_out": held,
+        "trained_on": trained_on,
+    });
+    let p = dest.join("holdout.json");
+    write_text(&p, &format!("{:#}\n", holdout))?;
+    written.push(p);
+    let p = dest.join("curriculum.json");
+    write_text(
+        &p,
+        &format!(
+            "{:#}\n",
+            json!({"seed": seed, "pairs": train.len(), "stages": counts})
+        ),
+    )?;
+    written.push(p);
+    let mut schema = String::from(SCHEMA_INTRO);
     crate::rows::Exported::of::<SftPair>(false).schema(&mut schema);
     crate::rows::Exported::of::<SftExample>(false).schema(&mut schema);
     let p = dest.join("SCHEMA.md");
-    std::fs::write(&p, schema).map_err(|e| fail(format!("{}: {e}", p.display())))?;
+    write_text(&p, &schema)?;
     written.push(p);
     Ok(written)
+}
+
+/// The head of the export's `SCHEMA.md`.
+const SCHEMA_INTRO: &str = "# Trace-Free+ training data\n\n\
+Written by `otb export EXP.toml --sft DIR` from a finished run: one pair per tool whose ToolObserver description made the agent better, and the training pairs' examples in a curriculum.\n\n\
+**Selection.** Chess and search pairs are selected on the training split only; no test-split row is read. Round r of a curve plays the training split with the docs of round r (r = 0..K-1; the last docs, round K, are played on the test split only), so the target is the description of the round r >= 1 whose training play scored best, kept when it beats round 0 (the original docs) on the same games or questions: chess best-tool % of the agent's training calls, search accuracy by the verdict the editor read (the judge's when `[search] judge` is set, else exact match). `score_before` / `score_after` are those training scores; `round` is the target's round. A run with K = 1 has no training play of edited docs and gives no chess or search pair. BFCL has no split: a pair is an instance that went from wrong (Base, round 0) to right (ToolObserver's last round) on that same instance (`selected_on` = instance), so hold BFCL out (`--holdout bfcl`) before scoring a generator on it.\n\n\
+**Traces.** Round-0 play with the original docs as the editor read it: BFCL the instance's turn, with the outcome `[bfcl] outcome` shows; chess and search the training split only, search with the judge's verdict when a judge was configured.\n\n\
+**Held-out tool sets.** Tool sets are `bfcl` (its settings show the same functions), `chess:<set>` and `search:<set>`. `--holdout ENV|TOOLSET[,...]|FRACTION` keeps tool sets out of every stage file (`pairs.held_out` = true; a fraction draws that share of the run's tool sets by `--seed`). `holdout.json` lists `tool_sets` (the run's), `held_out` and `trained_on` (those with an example in a stage file): copy `trained_on` into `[baselines.tracefree] trained_on` of an experiment that serves the fine-tuned generator, and `otb` refuses to score Trace-Free+ on any of them.\n\n\
+**Curriculum.** Each stage holds `--samples` examples (default: one per training pair), of which round(samples x share) are trace-free (the interface alone) and the rest trace-based (the interface and the tool's recorded calls); `--shares` (default 0.1,0.9: the paper's best schedule, 2 stages) gives each stage's trace-free share. Trace-based examples are drawn by `--seed` from the pairs that have traces (a pair without traces is only written trace-free); trace-free examples from all training pairs, those not drawn trace-based in the stage first; each stage is shuffled by the seed. `curriculum.json` gives each stage's written counts. Train the stages in order (the paper: 2 epochs).\n\n\
+`stage<k>.jsonl`: one chat example per line, `messages` = [system, user = the Trace-Free+ stage's own generator request (the run's prompt set), assistant = `{\"description\": ...}`], with the example's metadata beside it.\n\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chess::rows::GameRow;
+    use crate::experiment::TraceFreeBudget;
+    use crate::search::{EpisodeRow, JudgeRow};
+    use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
+
+    fn pair(i: usize, traces: bool) -> SftPair {
+        SftPair {
+            environment: "search".into(),
+            setting: "domains".into(),
+            tool_set: "search:domains".into(),
+            held_out: false,
+            agent: "a".into(),
+            editor: "e".into(),
+            method: "toolobserver".into(),
+            instance_id: "*".into(),
+            tool: format!("function_{i}"),
+            round: 1,
+            selected_on: SELECTED_ON_TRAIN.into(),
+            interface:
+                json!({"name": format!("function_{i}"), "description": "opaque", "parameters": {}})
+                    .to_string(),
+            traces: if traces {
+                format!("TRACE-OF-{i}")
+            } else {
+                String::new()
+            },
+            target: format!("does {i}"),
+            score_before: 0.0,
+            score_after: 1.0,
+        }
+    }
+
+    fn count(ex: &[SftExample], stage: i64, form: &str) -> usize {
+        ex.iter()
+            .filter(|e| e.stage == stage && e.form == form)
+            .count()
+    }
+
+    /// The default curriculum is the paper's: 2 stages, 10% then 90% trace-free, a
+    /// fixed number of samples per stage; the written shares are exact, a pair
+    /// without traces is only written trace-free, and the seed draws the subset.
+    #[test]
+    fn curriculum_writes_exact_shares_and_draws_by_seed() {
+        let pairs: Vec<SftPair> = (0..10).map(|i| pair(i, i >= 3)).collect();
+        let c = Curriculum {
+            samples: Some(20),
+            ..Curriculum::default()
+        };
+        assert_eq!(c.shares, vec![0.1, 0.9]);
+        let (ex, counts) = curriculum(&pairs, &c, "project").unwrap();
+        assert_eq!(ex.len(), 40);
+        assert_eq!(
+            (count(&ex, 1, "trace-free"), count(&ex, 1, "trace-based")),
+            (2, 18)
+        );
+        assert_eq!(
+            (count(&ex, 2, "trace-free"), count(&ex, 2, "trace-based")),
+            (18, 2)
+        );
+        assert_eq!(counts[0].trace_based, 18);
+        assert_eq!(counts[1].trace_free, 18);
+        for e in &ex {
+            let i: usize = e.tool["function_".len()..].parse().unwrap();
+            let shows = e.prompt.contains(&format!("TRACE-OF-{i}"));
+            assert_eq!(shows, e.form == "trace-based", "{e:?}");
+            if i < 3 {
+                assert_eq!(e.form, "trace-free", "a pair without traces: {e:?}");
+            }
+            assert!(e.completion.contains(&format!("does {i}")));
+        }
+        // Not the first pairs in order: the seed draws them, and another seed others.
+        let order = |seed| {
+            let c = Curriculum {
+                seed,
+                ..Curriculum::default()
+            };
+            let (ex, _) = curriculum(&pairs, &c, "project").unwrap();
+            ex.iter()
+                .map(|e| (e.tool.clone(), e.form.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(order(0), order(0));
+        assert_ne!(order(0), order(1));
+        // Default samples: one per pair in each stage, 1 of 10 trace-free in stage 1,
+        // and then every pair once.
+        let (ex, counts) = curriculum(&pairs, &Curriculum::default(), "project").unwrap();
+        assert_eq!(
+            counts.iter().map(|c| c.samples).collect::<Vec<_>>(),
+            [10, 10]
+        );
+        assert_eq!(count(&ex, 1, "trace-free"), 1);
+        assert_eq!(count(&ex, 2, "trace-free"), 9);
+        let stage1: BTreeSet<&str> = ex
+            .iter()
+            .filter(|e| e.stage == 1)
+            .map(|e| e.tool.as_str())
+            .collect();
+        // 9 trace-based over the 7 traced pairs, the trace-free one a pair not drawn.
+        assert_eq!(stage1.len(), 8, "{stage1:?}");
+    }
+
+    #[test]
+    fn a_curriculum_without_traces_is_refused_unless_all_trace_free() {
+        let pairs: Vec<SftPair> = (0..4).map(|i| pair(i, false)).collect();
+        let err = curriculum(&pairs, &Curriculum::default(), "project").unwrap_err();
+        assert_eq!(err, SftError::NoTraces { stage: 1, based: 4 });
+        let all_free = Curriculum::new(None, Some(vec![1.0]), None, 0).unwrap();
+        let (ex, _) = curriculum(&pairs, &all_free, "project").unwrap();
+        assert!(ex.len() == 4 && ex.iter().all(|e| e.form == "trace-free"));
+        assert!(curriculum(&[], &Curriculum::default(), "project")
+            .unwrap()
+            .0
+            .is_empty());
+    }
+
+    #[test]
+    fn stages_and_shares_agree() {
+        assert_eq!(
+            Curriculum::new(None, None, None, 0).unwrap().shares,
+            [0.1, 0.9]
+        );
+        assert_eq!(
+            Curriculum::new(Some(3), None, None, 0).unwrap().shares,
+            [0.1, 0.5, 0.9]
+        );
+        assert!(Curriculum::new(Some(3), Some(vec![0.1, 0.9]), None, 0).is_err());
+        assert!(Curriculum::new(Some(1), None, None, 0).is_err());
+        assert_eq!(parse_shares("0.1, 0.9").unwrap(), [0.1, 0.9]);
+        assert!(parse_shares("0.1,1.5").is_err() && parse_shares("a").is_err());
+    }
+
+    #[test]
+    fn holdout_names_environments_tool_sets_or_a_fraction() {
+        let sets: Vec<String> = [
+            "bfcl",
+            "chess:phase_specialists",
+            "chess:strength_gradient",
+            "search:domains",
+        ]
+        .map(String::from)
+        .to_vec();
+        let r = |s: &str| {
+            s.parse::<Holdout>()
+                .unwrap()
+                .resolve(&sets, 7)
+                .map(|b| b.into_iter().collect::<Vec<_>>())
+        };
+        assert_eq!(
+            r("chess").unwrap(),
+            ["chess:phase_specialists", "chess:strength_gradient"]
+        );
+        assert_eq!(
+            r("bfcl,search:domains").unwrap(),
+            ["bfcl", "search:domains"]
+        );
+        assert_eq!(r("strength_gradient").unwrap(), ["chess:strength_gradient"]);
+        assert_eq!(r("0.5").unwrap().len(), 2);
+        assert_eq!(r("0.5").unwrap(), r("0.5").unwrap());
+        assert_eq!(r("0.01").unwrap().len(), 1);
+        assert!(matches!(
+            r("search:other"),
+            Err(SftError::UnknownToolSet { .. })
+        ));
+        assert!("1.5".parse::<Holdout>().is_err());
+        assert!("chess,".parse::<Holdout>().is_err());
+    }
+
+    /// `trained_on` changes no output, so it is in no stage key; a Trace-Free+ cell
+    /// on a listed tool set is refused when the experiment is read.
+    #[test]
+    fn trained_on_is_provenance_and_refuses_an_overlap() {
+        let b = TraceFreeBudget {
+            trained_on: vec!["chess:phase_specialists".into()],
+            ..TraceFreeBudget::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&b).unwrap(),
+            serde_json::to_value(TraceFreeBudget::default()).unwrap()
+        );
+        let parse = |trained_on: &str| {
+            Experiment::parse(
+                &crate::driver::environments(),
+                Path::new("exp.toml"),
+                &format!("[chess]\ntool_sets = [\"phase_specialists\", \"strength_gradient\"]\nmethods = [\"base\", \"tracefree\"]\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\"]\n[baselines.tracefree]\ntrained_on = [{trained_on}]\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:silent\"\n"),
+            )
+        };
+        let err = parse("\"search:domains\", \"chess:strength_gradient\"").unwrap_err();
+        assert!(err.message.contains("`chess:strength_gradient`"), "{err}");
+        // Search runs no Trace-Free+ here: training on it is fine.
+        assert!(parse("\"search:domains\", \"bfcl\"").is_ok());
+        let err = parse("\"chess/strength_gradient\"").unwrap_err();
+        assert!(err.message.contains("is no tool set"), "{err}");
+    }
+
+    /// Stored outputs of one table each, written under `dir`.
+    struct Out<'a> {
+        dir: &'a Path,
+        n: std::cell::Cell<usize>,
+    }
+
+    impl Out<'_> {
+        /// An entry holding `rows` as its one table.
+        fn rows<R: Row>(&self, rows: Vec<R>) -> pipeline::Entry {
+            self.n.set(self.n.get() + 1);
+            let dir = self.dir.join(format!("e{}", self.n.get()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let meta =
+                pipeline::table::write_rows(&rows, &dir.join(format!("{}.parquet", R::TABLE)))
+                    .unwrap();
+            let d = pipeline::Digest::of_bytes(b"x");
+            pipeline::Entry {
+                dir,
+                manifest: pipeline::Manifest {
+                    manifest_version: 1,
+                    key: d.clone(),
+                    components: pipeline::KeyComponents {
+                        stage: "s".into(),
+                        code_version: 1,
+                        params: Value::Null,
+                        inputs: Default::default(),
+                    },
+                    outputs: [(R::TABLE.to_string(), meta)].into(),
+                    output_digest: d,
+                    node: String::new(),
+                    wall_ms: 0,
+                    usage: Default::default(),
+                    created_unix: 0,
+                },
+            }
+        }
+    }
+
+    fn output(
+        stage: &'static str,
+        set: &str,
+        method: &str,
+        node: &str,
+        round: i64,
+        entry: pipeline::Entry,
+    ) -> Output {
+        Output {
+            node: format!("{stage}[{set} {node}]"),
+            stage,
+            setting: set.into(),
+            method: method.into(),
+            agent: "scripted:a".into(),
+            editor: if method == "base" {
+                String::new()
+            } else {
+                "scripted:e".into()
+            },
+            round,
+            entry,
+        }
+    }
+
+    fn docs(set: &str, round: i64, desc: &str) -> DocRow {
+        DocRow {
+            instance_id: crate::env::SHARED.into(),
+            setting: set.into(),
+            round,
+            tools: json!([{"name": "function_1", "description": desc, "parameters": {}}]),
+            name_mapping: Value::Null,
+            changed: true,
+            frozen: false,
+            demos: Value::Null,
+        }
+    }
+
+    fn episode(i: usize, correct: bool) -> EpisodeRow {
+        EpisodeRow {
+            question_id: format!("q{i}"),
+            split: "train".into(),
+            round: 0,
+            model: "scripted:a".into(),
+            steps: json!([]),
+            answer: None,
+            forced: false,
+            correct,
+            f1: 0.0,
+            tool_calls: 1,
+            editor_text: format!("called function_1 exact={correct}"),
+            error_kind: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+        }
+    }
+
+    fn judged(i: usize, verdict: bool) -> JudgeRow {
+        JudgeRow {
+            question_id: format!("q{i}"),
+            split: "train".into(),
+            model: "scripted:j".into(),
+            verdict: Some(verdict),
+            reply: None,
+            error_kind: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            editor_text: Some(format!("called function_1 judge={verdict}")),
+        }
+    }
+
+    /// A chess training game of one agent ply from the start position, with the
+    /// optimal tool or not.
+    fn game(optimal: bool) -> GameRow {
+        let tools = ToolSet::new(ToolFamily::PhaseSpecialists);
+        let start = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1";
+        let pos = datasets::chess::rules::parse_fen(start).unwrap();
+        let best = tools.optimal_tool(&pos);
+        let i = if optimal { best } else { (best + 1) % 4 };
+        let ply = datasets::chess::game::PlyRecord {
+            ply: 1,
+            side: datasets::chess::rules::Side::White,
+            san: "e4".into(),
+            uci: "e2e4".into(),
+            fen_before: start.into(),
+            fen_after: "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1".into(),
+            tool: tools.name(i, Docs::Opaque),
+            eval_after: None,
+        };
+        GameRow {
+            game_id: "g".into(),
+            split: "train".into(),
+            round: 0,
+            model: "scripted:a".into(),
+            position_id: "p".into(),
+            agent_side: "white".into(),
+            opponent_elo: 1350,
+            score: None,
+            result: "*".into(),
+            end_reason: "cut".into(),
+            plies: serde_json::to_value(vec![ply]).unwrap(),
+            start_eval: None,
+            final_eval: None,
+            editor_text: format!("{} was played", tools.name(i, Docs::Opaque).unwrap()),
+            failed_calls: 0,
+            error_kind: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            reasoning_tokens: 0,
+        }
+    }
+
+    /// Chess and search pairs are chosen by the training split's play alone: a tool
+    /// set whose test score rose but whose training score fell gives no pair; one
+    /// whose training score rose gives the round that scored best on training; with
+    /// a judge, its verdicts (what the editor read) decide and are the traces.
+    #[test]
+    fn offline_pairs_are_selected_on_the_training_split_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = Out {
+            dir: tmp.path(),
+            n: Default::default(),
+        };
+        let mut outputs = Vec::new();
+        // (tool set, right answers of the training play r0..r2, judge verdicts)
+        type Case = (&'static str, [u8; 3], Option<[u8; 3]>);
+        let cases: [Case; 3] = [
+            // Training fell: not exported (whatever the test split says).
+            ("fell", [3, 1, 2], None),
+            // Training rose at round 2, best there.
+            ("rose", [1, 2, 3], None),
+            // Exact match fell, the judge (what the editor read) rose at round 1.
+            ("judged", [3, 0, 0], Some([0, 2, 1])),
+        ];
+        for (set, plays, verdicts) in cases {
+            outputs.push(output(
+                "search-docs",
+                set,
+                "base",
+                "opaque",
+                0,
+                o.rows(vec![docs(set, 0, "opaque")]),
+            ));
+            for r in 1..=3 {
+                let m = o.rows(vec![docs(set, r, &format!("{set} round {r}"))]);
+                outputs.push(output(
+                    "consensus-merge",
+                    set,
+                    "toolobserver",
+                    &format!("r{r}"),
+                    r,
+                    m,
+                ));
+            }
+            for (r, right) in plays.iter().enumerate() {
+                let eps = (0..3).map(|i| episode(i, i < *right as usize)).collect();
+                let r = r as i64;
+                outputs.push(output(
+                    "search-explore",
+                    set,
+                    "toolobserver",
+                    &format!("toolobserver train r{r}"),
+                    r,
+                    o.rows::<EpisodeRow>(eps),
+                ));
+                if let Some(v) = verdicts {
+                    let rows = (0..3)
+                        .map(|i| judged(i, i < v[r as usize] as usize))
+                        .collect();
+                    outputs.push(output(
+                        crate::search::JUDGE_STAGE,
+                        set,
+                        "toolobserver",
+                        &format!("toolobserver train r{r}"),
+                        r,
+                        o.rows::<JudgeRow>(rows),
+                    ));
+                }
+            }
+            // The test split's scores are planted unreadable (a table the manifest
+            // lists but no file): the export fails if it reads one.
+            for m in ["base", "toolobserver"] {
+                let mut e = o.rows::<EpisodeRow>(Vec::new());
+                e.dir = tmp.path().join("missing");
+                e.manifest.outputs = [(
+                    "search_scores".to_string(),
+                    e.manifest.outputs.values().next().unwrap().clone(),
+                )]
+                .into();
+                outputs.push(output(
+                    "search-evaluate",
+                    set,
+                    m,
+                    &format!("{m} test"),
+                    3,
+                    e,
+                ));
+            }
+        }
+        // chess: the test best-tool % rose (0% -> 100%), the training one fell
+        // (100% -> 0%): not exported.
+        let set = "phase_specialists";
+        outputs.push(output(
+            "chess-docs",
+            set,
+            "base",
+            "opaque",
+            0,
+            o.rows(vec![docs(set, 0, "opaque")]),
+        ));
+        outputs.push(output(
+            "consensus-merge",
+            set,
+            "toolobserver",
+            "r1",
+            1,
+            o.rows(vec![docs(set, 1, "better")]),
+        ));
+        outputs.push(output(
+            "consensus-merge",
+            set,
+            "toolobserver",
+            "r2",
+            2,
+            o.rows(vec![docs(set, 2, "best")]),
+        ));
+        for (r, optimal) in [(0, true), (1, false)] {
+            outputs.push(output(
+                "chess-explore",
+                set,
+                "toolobserver",
+                &format!("toolobserver train r{r}"),
+                r,
+                o.rows(vec![game(optimal)]),
+            ));
+        }
+        for (m, pct) in [("base", 0.0), ("toolobserver", 100.0)] {
+            let best = crate::chess::rows::BestToolRow {
+                best_tool_pct: pct,
+                tool_calls: 1,
+                per_phase: json!({}),
+            };
+            outputs.push(output(
+                "chess-evaluate",
+                set,
+                m,
+                &format!("{m} test"),
+                2,
+                o.rows(vec![best]),
+            ));
+        }
+        let run = RunOutput {
+            outputs,
+            ..Default::default()
+        };
+        let exp = Experiment::parse(
+            &crate::driver::environments(),
+            Path::new("exp.toml"),
+            "[chess]\ntool_sets = [\"phase_specialists\"]\nmethods = [\"base\", \"toolobserver\"]\n[search]\nmethods = [\"base\", \"toolobserver\"]\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:silent\"\n",
+        )
+        .unwrap();
+        let got = pairs(&run, &exp).unwrap();
+        let summary: Vec<(&str, &str, i64, f64, f64)> = got
+            .iter()
+            .map(|p| {
+                (
+                    p.tool_set.as_str(),
+                    p.target.as_str(),
+                    p.round,
+                    p.score_before,
+                    p.score_after,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("search:rose", "rose round 2", 2, 1.0 / 3.0, 1.0),
+                ("search:judged", "judged round 1", 1, 0.0, 2.0 / 3.0),
+            ],
+            "{got:#?}"
+        );
+        assert!(got.iter().all(|p| p.selected_on == "train"));
+        // The traces are the round-0 training play as the editor read it.
+        assert!(got[0].traces.contains("exact="), "{}", got[0].traces);
+        assert!(got[1].traces.contains("judge=false"), "{}", got[1].traces);
+        assert!(!got[1].traces.contains("exact="), "{}", got[1].traces);
+        // The chess training score is computed (a rise is exported).
+        let games = [game(true)];
+        let names = tools_of(&docs(set, 0, "x"));
+        assert_eq!(chess_score(&exp, set, &games, &names).unwrap(), Some(100.0));
+        assert_eq!(
+            chess_score(&exp, set, &[game(false)], &names).unwrap(),
+            Some(0.0)
+        );
+    }
 }

@@ -21,6 +21,8 @@ pub const SETTINGS: [(&str, &str); 3] = [
 ];
 /// The method columns, in table order.
 pub const METHODS: [&str; 7] = ["Gold", "Base", "+TO", "+TO guard", "+P2P", "+ET", "+DRAFT"];
+/// The Trace-Free+ column's labels (`TraceFreeBudget::label`), in column order.
+const TRACEFREE_LABELS: [&str; 4] = ["+TF-prompt", "+TF-prompt traces", "+TF", "+TF traces"];
 
 /// The paper's printed Table 2 (`targets.md`): setting, model, method, E, P, A, n.
 /// Printed Gold cells swap E and P relative to the released runs, and the four
@@ -60,8 +62,10 @@ pub struct CellRow {
     /// Agent model.
     #[row(doc = "agent model")]
     pub model: String,
-    /// Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF, +TF traces.
-    #[row(doc = "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF, +TF traces")]
+    /// Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF-prompt (traces), +TF (traces).
+    #[row(
+        doc = "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF-prompt (traces), +TF (traces)"
+    )]
     pub method: String,
     /// `paper` (printed), `released` (the authors' runs rescored here) or `run`
     /// (this project's run).
@@ -287,11 +291,8 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
         .first()
         .map(ToString::to_string)
         .unwrap_or_default();
-    let tf = if exp.baselines.tracefree.traces > 0 {
-        "+TF traces"
-    } else {
-        "+TF"
-    };
+    let tf = exp.baselines.tracefree.label();
+    let tf = tf.as_str();
     for agent in exp.agents.iter().map(ToString::to_string) {
         let of = |setting: &str, method: &str| {
             rows.iter()
@@ -380,13 +381,7 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
         }
     }
     if cells.iter().any(|c| c.method == tf) || pending.iter().any(|p| p.method == tf) {
-        let what = match exp.baselines.tracefree.traces {
-            0 => "trace-free: each tool's interface alone".to_string(),
-            k => format!("trace-based: up to {k} recorded calls per tool"),
-        };
-        notes.push(format!(
-            "{tf} = Trace-Free+ ({what}), a method beyond the paper's table"
-        ));
+        notes.push(crate::tables::tracefree_note(exp, "table"));
     }
     Ok(RunCells {
         cells,
@@ -532,7 +527,7 @@ impl crate::tables::report::TableReport for Table2 {
         let methods: Vec<&str> = METHODS
             .iter()
             .copied()
-            .chain(["+TF", "+TF traces"].into_iter().filter(|l| {
+            .chain(TRACEFREE_LABELS.into_iter().filter(|l| {
                 self.cells.iter().any(|c| c.method == *l)
                     || self.pending.iter().any(|p| p.method == *l)
             }))

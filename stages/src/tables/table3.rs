@@ -106,7 +106,8 @@ pub struct Table3Row {
 pub struct Table3 {
     /// The paper's rows, then one row per Elo node of the run.
     pub rows: Vec<Table3Row>,
-    /// The Trace-Free+ column's label (`+TF`, or `+TF traces` when trace-based).
+    /// The Trace-Free+ column's label (`+TF-prompt`, or `+TF` for a generator marked
+    /// as fine-tuned; ` traces` added when trace-based).
     pub tracefree_label: String,
     /// Notes about the run (its progress and protocol switches).
     pub notes: Vec<String>,

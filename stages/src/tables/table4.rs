@@ -77,7 +77,8 @@ pub struct Table4Row {
 pub struct Table4 {
     /// The paper's rows, then one row per evaluate node of the run.
     pub rows: Vec<Table4Row>,
-    /// The Trace-Free+ column's label (`+TF`, or `+TF traces` when trace-based).
+    /// The Trace-Free+ column's label (`+TF-prompt`, or `+TF` for a generator marked
+    /// as fine-tuned; ` traces` added when trace-based).
     pub tracefree_label: String,
     /// Notes about the run (judges, progress, protocol switches, substitute corpus).
     pub notes: Vec<String>,
