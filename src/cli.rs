@@ -42,20 +42,37 @@ macro_rules! outln {
     };
 }
 
+/// OpaqueToolsBench and ToolObserver as a cached Parquet pipeline
+///
+/// Every command works on one store (--store). `otb CMD --help` says what CMD does.
+///
+/// Exit codes: bad input (malformed TOML, an unknown setting or model, a missing file, a
+/// missing chess engine, a directory that is not a store, an unwritable store) prints one
+/// error line and exits with 2 without touching the store; a model configured wrongly
+/// (e.g. OTB_LLM_MAX_CONCURRENCY) is found when the first stage opens it: also exit 2,
+/// with nothing of that stage published. An infrastructure failure (an endpoint, the
+/// disk, a download, a chess engine that still hangs or prints garbage after it was
+/// restarted) exits with 1 and publishes nothing, so the same command retries it; a bug
+/// of otb itself exits with 70 and says so.
 #[derive(Parser)]
-#[command(
-    name = "otb",
-    version,
-    about = "OpaqueToolsBench and ToolObserver as a cached Parquet pipeline"
-)]
+#[command(name = "otb", version, verbatim_doc_comment)]
 struct Cli {
-    /// Store directory (default: $OTB_STORE, else outputs/store), or a store on
-    /// object storage: s3://BUCKET/PREFIX (credentials and endpoint from the AWS_*
-    /// variables) or file:///PATH, used through a local mirror under
-    /// $OTB_STORE_CACHE (default ~/.cache/opaquetools/stores).
-    #[arg(long, global = true, env = "OTB_STORE")]
+    /// Store directory (default: $OTB_STORE, else outputs/store)
+    ///
+    /// Or a store on object storage, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX,
+    /// az://CONTAINER/PREFIX or file:///PATH (credentials and endpoints from each
+    /// cloud's usual variables: AWS_*, GOOGLE_*, AZURE_*), used through a local mirror
+    /// under $OTB_STORE_CACHE (default ~/.cache/opaquetools/stores); see
+    /// docs/scale-out.md.
+    #[arg(
+        long,
+        global = true,
+        env = "OTB_STORE",
+        value_name = "DIR|URL",
+        verbatim_doc_comment
+    )]
     store: Option<PathBuf>,
-    /// Let relative paths in experiment files leave the experiment's folder.
+    /// Let relative paths in experiment files leave the experiment's folder
     #[arg(long, global = true)]
     allow_outside_paths: bool,
     #[command(subcommand)]
@@ -64,177 +81,362 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run every stage of an experiment that is not already in the store.
+    /// Run every stage of an experiment that is not already in the store
+    ///
+    /// Shows progress bars with an ETA; without a terminal, a heartbeat line every
+    /// OTB_HEARTBEAT_S seconds. Ends with `N stages, X ran, Y fresh`.
+    ///
+    /// With --shard, runs as worker I of N cooperating on the store (a job array): each
+    /// grid chain is computed by one worker under a lease, and a dead worker's nodes are
+    /// taken over after OTB_LEASE_S. See docs/scale-out.md.
+    #[command(verbatim_doc_comment)]
     Run {
+        /// The experiment file (TOML)
         experiment: PathBuf,
-        /// No progress bars or per-stage lines; only the summary.
+        /// No progress bars or per-stage lines; only the summary
         #[arg(long)]
         quiet: bool,
-        /// Be worker I of N cooperating on the store (`2/4`; `auto`: the scheduler's
-        /// array index and count, SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT or
-        /// JOB_COMPLETION_INDEX with OTB_SHARDS): this worker computes its share of
-        /// the grid's chains and waits for the others' (taking over a dead worker's
-        /// after OTB_LEASE_S, default 60 s).
-        #[arg(long, value_name = "I/N|auto")]
+        /// Be worker I of N cooperating on the store (`2/4`, or `auto`)
+        ///
+        /// `auto`: the scheduler's array index and count, SLURM_ARRAY_TASK_ID /
+        /// SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX with OTB_SHARDS. This worker
+        /// computes its share of the grid's chains and waits for the others' (taking
+        /// over a dead worker's after OTB_LEASE_S, default 60 s).
+        #[arg(long, value_name = "I/N|auto", verbatim_doc_comment)]
         shard: Option<String>,
     },
-    /// Show each stage as fresh / would run / blocked, and why a stale one is stale.
-    Status { experiment: PathBuf },
-    /// Print the experiment's plan: every node, its inputs, its key where known
-    /// and whether it is in the store (nothing runs, nothing is written).
-    Plan {
+    /// Show each stage as fresh / would run / missing, and why a stale one is stale
+    ///
+    /// Each stage is fresh, would run, or missing (waiting for an input). For a stale one
+    /// it says what changed (`because params.agent: "a" -> "b"`), or that it is
+    /// `in progress` (being computed, or stopped part-way with its finished calls kept).
+    ///
+    /// A fresh stage shows how long it took to compute, and a last line sums that per
+    /// stage (explore, batch-reflect, draft, ...) and estimates the time still to run:
+    ///
+    /// - stage time at each kind's mean so far (plus, counted apart as an upper estimate,
+    ///   the stages of online ToolObserver rounds that run only if the curve goes on,
+    ///   which are not listed one by one);
+    /// - when stages ran side by side (concurrent chains), the wall time at the overlap
+    ///   measured so far (summed stage time over the time any stage was computing, from
+    ///   each stage's time and commit time).
+    #[command(verbatim_doc_comment)]
+    Status {
+        /// The experiment file (TOML)
         experiment: PathBuf,
+    },
+    /// Print the experiment's plan node by node (nothing runs, nothing is written)
+    ///
+    /// The plan before (or while) paying for it: every node in run order, its stage, the
+    /// nodes it reads (the DAG's edges), its grid cell (setting, method, agent, editor,
+    /// round; in --format json), its key where it can be known yet, and whether it is
+    /// fresh, would run, waits for an input, or is planned (an online ToolObserver round
+    /// that runs only if its curve goes on).
+    #[command(verbatim_doc_comment)]
+    Plan {
+        /// The experiment file (TOML)
+        experiment: PathBuf,
+        /// How to print the plan
         #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
         format: PlanFormat,
     },
-    /// Write the experiment's tables as flat Parquet files with a schema README
-    /// (`--to`), and/or its ToolObserver descriptions as Trace-Free+ training data
-    /// (`--sft`: chat-format JSONL per curriculum stage, Parquet, SCHEMA.md).
+    /// Export the run as Parquet tables (--to) and/or Trace-Free+ training data (--sft)
+    ///
+    /// --to DIR: flat Parquet tables (instances, docs, trajectories, scores, edits,
+    /// doc_calls, tool_runs, summary) and SCHEMA.md.
+    ///
+    /// --sft DIR: ToolObserver's runs as Trace-Free+ training data: one pair per tool
+    /// whose description made the agent better, as pairs.parquet.
+    ///
+    /// - Chess and search pairs are selected on the training split only (no test-split
+    ///   row is read): the target is the description of the round whose training-split
+    ///   play scored best (chess best-tool %, search accuracy by the verdict the editor
+    ///   read), kept when it beats the original docs on that split. The last round's
+    ///   docs are played on the test split only, so a run with `rounds = 1` gives no
+    ///   chess or search pair.
+    /// - BFCL has no split (a pair is an instance that went from wrong to right on
+    ///   itself), so hold it out (--holdout bfcl) before scoring a generator on BFCL.
+    ///
+    /// Holdout: --holdout keeps environments, tool sets (bfcl, chess:<set>, search:<set>)
+    /// or a seeded fraction of them out of the examples, and holdout.json lists the tool
+    /// sets trained on (`trained_on`) and held out. Copy `trained_on` into
+    /// `[baselines.tracefree] trained_on` of the experiment that serves the fine-tuned
+    /// generator, and otb refuses (exit 2) to score Trace-Free+ on those tool sets.
+    ///
+    /// Curriculum: by default the paper's best schedule, 2 stages, 10% then 90%
+    /// trace-free, with --samples examples per stage (default one per training pair; the
+    /// trace-based ones drawn by --seed from pairs with traces), as examples.parquet and
+    /// chat-format stage1..N.jsonl (`messages` = the Trace-Free+ stage's own system
+    /// message and request, `{"description": ...}`); curriculum.json gives each stage's
+    /// written counts. Traces are round-0 play with the original docs (chess, search:
+    /// training split; search with the judge's verdict when a judge is set). SCHEMA.md
+    /// says it all.
+    ///
+    /// Fine-tune a generator on them with any chat SFT trainer, one stage after another
+    /// (the paper: 2 epochs), e.g. with TRL:
+    ///
+    ///   mkdir s1 && cp DIR/stage1.jsonl s1/ && trl sft \
+    ///     --model_name_or_path Qwen/Qwen3-4B-Instruct-2507 \
+    ///     --dataset_name s1 --output_dir gen1
+    ///
+    /// then stage 2 from gen1; serve the result and name it as
+    /// `[baselines.tracefree] generator`.
+    #[command(verbatim_doc_comment)]
     Export {
+        /// The experiment file (TOML)
         experiment: PathBuf,
-        #[arg(long, required_unless_present = "sft")]
+        /// Write the flat Parquet tables and SCHEMA.md into DIR
+        #[arg(long, required_unless_present = "sft", value_name = "DIR")]
         to: Option<PathBuf>,
-        #[arg(long)]
+        /// Write ToolObserver's descriptions as Trace-Free+ training data into DIR
+        #[arg(long, value_name = "DIR")]
         sft: Option<PathBuf>,
-        /// With --sft: keep tool sets out of the training examples: an environment
-        /// (bfcl, chess, search), tool sets (chess:<set>, search:<set>, bfcl),
-        /// comma-separated, or a fraction of the run's tool sets drawn by --seed;
+        /// With --sft: keep tool sets out of the training examples
+        ///
+        /// An environment (bfcl, chess, search), tool sets (chess:<set>, search:<set>,
+        /// bfcl), comma-separated, or a fraction of the run's tool sets drawn by --seed;
         /// holdout.json lists the tool sets trained on and held out.
-        #[arg(long, requires = "sft", value_name = "ENV|TOOLSET|FRACTION")]
+        #[arg(
+            long,
+            requires = "sft",
+            value_name = "ENV|TOOLSET|FRACTION",
+            verbatim_doc_comment
+        )]
         holdout: Option<stages::tables::sft::Holdout>,
-        /// With --sft: curriculum stages (default 2; without --shares, trace-free
-        /// shares evenly from 10% to 90%).
-        #[arg(long, requires = "sft", value_name = "N")]
+        /// With --sft: curriculum stages
+        ///
+        /// Default 2; without --shares, trace-free shares evenly from 10% to 90%.
+        #[arg(long, requires = "sft", value_name = "N", verbatim_doc_comment)]
         stages: Option<usize>,
-        /// With --sft: each stage's trace-free share, comma-separated (default
-        /// 0.1,0.9: the paper's best schedule).
-        #[arg(long, requires = "sft", value_name = "SHARES", value_parser = parse_shares)]
+        /// With --sft: each stage's trace-free share, comma-separated
+        ///
+        /// Default 0.1,0.9: the paper's best schedule.
+        #[arg(long, requires = "sft", value_name = "SHARES", value_parser = parse_shares, verbatim_doc_comment)]
         shares: Option<Shares>,
-        /// With --sft: examples per stage (default: one per training pair).
+        /// With --sft: examples per stage (default: one per training pair)
         #[arg(long, requires = "sft", value_name = "N")]
         samples: Option<usize>,
-        /// With --sft: the seed that draws each stage's examples and a fractional
-        /// holdout.
+        /// With --sft: the seed that draws each stage's examples and a fractional holdout
         #[arg(long, requires = "sft", default_value_t = 0)]
         seed: u64,
     },
-    /// Write one self-contained HTML report of an experiment (tables, curves, every
-    /// item with its trajectory, documentation edits, a paired comparison, cost and
-    /// provenance), read from the store only; or of the authors' released runs.
+    /// Write one self-contained HTML report of an experiment, or of the released runs
+    ///
+    /// One page (default outputs/reports/<name>/report.html) that opens from file:// and
+    /// reads only the store, so it works on a half-finished one. It shows:
+    ///
+    /// - the paper tables as `otb table` renders them, per-round curves and intervals as
+    ///   SVG;
+    /// - every cell's items (BFCL instances, chess games with a board per ply, search
+    ///   episodes) with filters, sorting, search and links (#cell=N, #item=N:ID);
+    /// - documentation edits as word diffs per round beside gold and the baselines'
+    ///   finals, with the items that flipped;
+    /// - a paired comparison (--compare, --against) with its paired bootstrap interval;
+    /// - tokens per stage/method/role/model, and dollars from --prices;
+    /// - provenance: the experiment file, otb version and commit, every node's key and
+    ///   time.
+    ///
+    /// Everything a model wrote is shown as text, capped at --item-bytes per text (said
+    /// where cut); above --split-above-mb of items each cell gets a page of its own under
+    /// cells/.
+    ///
+    /// --released DIR [--recorded FILE]: the authors' released runs instead (imported
+    /// and graded into the store first).
+    #[command(verbatim_doc_comment)]
     Report {
-        /// The experiment (not with --released).
+        /// The experiment file (TOML; not with --released)
         #[arg(required_unless_present = "released")]
         experiment: Option<PathBuf>,
-        /// Folder of the report (default: outputs/reports/<experiment>/).
-        #[arg(long)]
+        /// Folder of the report (default: outputs/reports/<experiment>/)
+        #[arg(long, value_name = "DIR")]
         to: Option<PathBuf>,
-        /// The authors' released BFCL runs under DIR instead of an experiment (imported
-        /// into the store and graded first, as `otb import released-runs` does).
-        #[arg(long, conflicts_with = "experiment")]
+        /// The authors' released BFCL runs under DIR instead of an experiment
+        ///
+        /// Imported into the store and graded first, as `otb import released-runs` does.
+        #[arg(
+            long,
+            conflicts_with = "experiment",
+            value_name = "DIR",
+            verbatim_doc_comment
+        )]
         released: Option<PathBuf>,
-        /// Reference tool_configs/ of the released runs (default: beside DIR).
-        #[arg(long, requires = "released")]
+        /// Reference tool_configs/ of the released runs (default: beside DIR)
+        #[arg(long, requires = "released", value_name = "DIR")]
         configs: Option<PathBuf>,
-        /// Frozen API responses for grading the released runs.
-        #[arg(long, requires = "released")]
+        /// Frozen API responses for grading the released runs
+        #[arg(long, requires = "released", value_name = "FILE")]
         recorded: Option<PathBuf>,
-        /// Compare two methods item by item (default: toolobserver base).
+        /// Compare two methods item by item (default: toolobserver base)
         #[arg(long, num_args = 2, value_names = ["METHOD_A", "METHOD_B"])]
         compare: Option<Vec<String>>,
-        /// Compare with a second experiment's cells (same store), matched by item.
-        #[arg(long, conflicts_with = "released")]
+        /// Compare with the same method of a second experiment in the store, by item
+        #[arg(long, conflicts_with = "released", value_name = "EXP2.toml")]
         against: Option<PathBuf>,
-        /// Dollars per million input / output tokens per model: `[prices."<model>"]`
-        /// tables with `input` and `output`.
-        #[arg(long)]
+        /// Dollars per million input / output tokens per model
+        ///
+        /// A TOML file of `[prices."<model spec>"]` tables with `input = ..` and
+        /// `output = ..`.
+        #[arg(long, value_name = "FILE", verbatim_doc_comment)]
         prices: Option<PathBuf>,
         /// The authors' released run tree for Table 2's released rows
-        /// (default: $OTB_RELEASED_RUNS).
-        #[arg(long, env = "OTB_RELEASED_RUNS", conflicts_with = "released")]
+        #[arg(
+            long,
+            env = "OTB_RELEASED_RUNS",
+            conflicts_with = "released",
+            value_name = "DIR"
+        )]
         released_runs: Option<PathBuf>,
-        /// Bytes of one text of an item the page embeds (longer ones are cut, said).
+        /// Bytes of one text of an item the page embeds (longer ones are cut, said)
         #[arg(long, default_value_t = 16384)]
         item_bytes: usize,
-        /// Above this many MB of items, each cell's items go to a page of their own.
+        /// Above this many MB of items, each cell's items go to a page of their own
         #[arg(long, default_value_t = 40)]
         split_above_mb: usize,
     },
-    /// Remove store entries not referenced by the given experiments (lists them).
+    /// Remove store entries that no listed experiment references, and list them
+    ///
+    /// Refuses (exit 1, nothing removed) while a kept experiment is not complete in the
+    /// store. --dry-run changes nothing.
+    #[command(verbatim_doc_comment)]
     Gc {
-        #[arg(long, required = true, num_args = 1..)]
+        /// The experiment files whose entries are kept
+        #[arg(long, required = true, num_args = 1.., value_name = "EXP.toml")]
         keep: Vec<PathBuf>,
-        /// Only list what would be removed.
+        /// Only list what would be removed
         #[arg(long)]
         dry_run: bool,
     },
-    /// Execute one Python-syntax BFCL call (real function name) and print the result's repr.
+    /// Execute one Python-syntax BFCL call and print the result's repr or the error
     Exec {
+        /// The call, in Python syntax with the real function name
         call: String,
+        /// Where the call is executed
         #[arg(long, value_enum, default_value_t = Backend::Simulated)]
         backend: Backend,
-        /// Frozen responses file for --backend recorded.
-        #[arg(long)]
+        /// Frozen responses file for --backend recorded
+        #[arg(long, value_name = "FILE")]
         recorded: Option<PathBuf>,
     },
-    /// The authors' released runs.
+    /// The authors' released runs
     Released {
         #[command(subcommand)]
         command: ReleasedCommand,
     },
-    /// Import external runs into the store and grade them with the `evaluate` stage.
+    /// Import external runs into the store and grade them with the `evaluate` stage
     Import {
         #[command(subcommand)]
         command: ImportCommand,
     },
-    /// Expose a model as a local OpenAI-compatible endpoint (POST /v1/chat/completions).
+    /// Expose a model as a local OpenAI-compatible endpoint
+    ///
+    /// Any model spec, served at /v1/chat/completions (with tools and `stream: true`) and
+    /// /v1/models; HTTP/1.1 with keep-alive and chunked request bodies; tested with the
+    /// official `openai` Python client.
+    #[command(verbatim_doc_comment)]
     Serve {
-        /// Model spec: embedded:<name>, openai:<model> (proxied), replay:<model>.
-        #[arg(long, default_value = "embedded:qwen2.5-coder-1.5b")]
+        /// Model spec: embedded:<name>, openai:<model> (proxied), replay:<model>
+        #[arg(
+            long,
+            default_value = "embedded:qwen2.5-coder-1.5b",
+            value_name = "SPEC"
+        )]
         model: String,
+        /// Address to listen on
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: std::net::SocketAddr,
     },
-    /// The LLM call cache in the store.
+    /// The LLM call cache in the store: what it holds, its export and import
+    ///
+    /// A run whose calls are in the cache replays without a model. To share a run:
+    /// `otb cache export --to calls.parquet`, send the file and the experiment file; the
+    /// receiver runs `otb cache import calls.parquet` then `otb run EXP.toml`.
+    #[command(verbatim_doc_comment)]
     Cache {
         #[command(subcommand)]
         command: CacheCommand,
     },
-    /// Render a paper table.
+    /// Render a paper table, from an experiment's store or the authors' released runs
+    ///
+    /// table2: Table 2 with paper / released / this-run values per cell
+    ///   (setting,model,method,source,n,E,P,A). On a store whose run is still going or
+    ///   was stopped it prints every finished cell and marks the others `in progress` or
+    ///   `not started` (a ToolObserver cell before its last round shows its latest round
+    ///   and `(in progress)`).
+    /// table3: chess best-tool % and bootstrap Elo (mean, median, 95% interval) per tool
+    ///   set x method, paper beside this run.
+    /// table4: search (BrowseComp-Domains) judged accuracy and tool calls, paper beside
+    ///   this run.
+    /// table5: mean ToolObserver rounds to convergence; with --out, the per-round curve
+    ///   as CSV and PNG.
+    /// table6: fidelity of each method's final descriptions to gold: MiniLM cosine and
+    ///   ROUGE-1 F1.
+    /// table7: editor ablation: ToolObserver's final E per agent (rows) x editor
+    ///   (columns).
+    /// tokens: tokens per setting x method x agent x editor (exploration, editing,
+    ///   evaluation) and each method's ratio to ToolObserver, summed from the per-call
+    ///   rows in the store.
+    ///
+    /// Every table but table2 needs --experiment, except table5, table7 and tokens with
+    /// --released DIR alone: the paper's Table 5, Table 7 and token claim recomputed from
+    /// the authors' released runs, every definition tried and labelled (see
+    /// docs/paper-differences.md).
+    #[command(verbatim_doc_comment)]
     Table {
-        #[arg(value_enum)]
+        /// Which table: table2, table3, table4, table5, table6, table7 or tokens
+        #[arg(value_enum, hide_possible_values = true)]
         table: TableName,
-        /// Experiment whose results fill the "this run" columns.
-        #[arg(long)]
+        /// Experiment whose results fill the "this run" columns
+        #[arg(long, value_name = "EXP.toml")]
         experiment: Option<PathBuf>,
-        /// The authors' released run tree for the "released" columns
-        /// (default: $OTB_RELEASED_RUNS).
-        #[arg(long, env = "OTB_RELEASED_RUNS")]
+        /// The authors' released run tree (Table 2's "released" columns)
+        ///
+        /// With table5, table7 or tokens and no --experiment: the paper's claims
+        /// recomputed from it.
+        #[arg(
+            long,
+            env = "OTB_RELEASED_RUNS",
+            value_name = "DIR",
+            verbatim_doc_comment
+        )]
         released: Option<PathBuf>,
-        /// Frozen API responses used when rescoring released runs.
-        #[arg(long, env = "OTB_RECORDED")]
+        /// Frozen API responses used when rescoring released runs
+        #[arg(long, env = "OTB_RECORDED", value_name = "FILE")]
         recorded: Option<PathBuf>,
-        /// Reference configs whose stored execution results are the expected values.
-        #[arg(long, env = "OTB_EXPECTED")]
+        /// Reference configs whose stored execution results are the expected values
+        #[arg(long, env = "OTB_EXPECTED", value_name = "DIR")]
         expected: Option<PathBuf>,
+        /// Markdown or CSV
         #[arg(long, value_enum, default_value_t = Format::Markdown)]
         format: Format,
-        /// Also write CSV and Parquet here.
-        #[arg(long)]
+        /// Also write CSV and Parquet here
+        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
 }
 
 #[derive(Subcommand)]
 enum ReleasedCommand {
-    /// Rescore every run directory under DIR with this project's grader.
+    /// Rescore every run directory under DIR with this project's grader
+    ///
+    /// Prints one row per run version: method,config,gen_hypers,version,E,P,A,n.
+    #[command(verbatim_doc_comment)]
     Score {
+        /// The authors' released run tree
         dir: PathBuf,
+        /// Where the calls are executed
         #[arg(long, value_enum, default_value_t = Backend::Recorded)]
         backend: Backend,
-        #[arg(long)]
+        /// Frozen responses file for --backend recorded
+        #[arg(long, value_name = "FILE")]
         recorded: Option<PathBuf>,
-        #[arg(long)]
+        /// Reference tool_configs/ directory that gives the expected values
+        ///
+        /// Its stored execution results are the expected values (what the reference
+        /// grader did); without it, expected values are computed by executing the ground
+        /// truth.
+        #[arg(long, value_name = "CONFIG_DIR", verbatim_doc_comment)]
         expected: Option<PathBuf>,
+        /// Markdown or CSV
         #[arg(long, value_enum, default_value_t = Format::Csv)]
         format: Format,
     },
@@ -242,16 +444,20 @@ enum ReleasedCommand {
 
 #[derive(Subcommand)]
 enum ImportCommand {
-    /// The authors' released BFCL runs under DIR: one import + evaluate node per run version.
+    /// The authors' released BFCL runs under DIR as store tables
+    ///
+    /// One import + evaluate node per run version, graded by the same `evaluate` stage.
+    #[command(verbatim_doc_comment)]
     ReleasedRuns {
+        /// The authors' released run tree
         dir: PathBuf,
-        /// Reference tool_configs/ directory (default: tool_configs/ beside DIR).
-        #[arg(long)]
+        /// Reference tool_configs/ directory (default: tool_configs/ beside DIR)
+        #[arg(long, value_name = "DIR")]
         configs: Option<PathBuf>,
-        /// Frozen API responses (recorded, then simulated backend); default: simulated.
-        #[arg(long)]
+        /// Frozen API responses (recorded, then simulated backend); default: simulated
+        #[arg(long, value_name = "FILE")]
         recorded: Option<PathBuf>,
-        /// No progress bars or per-stage lines.
+        /// No progress bars or per-stage lines
         #[arg(long)]
         quiet: bool,
     },
@@ -259,26 +465,37 @@ enum ImportCommand {
 
 #[derive(Subcommand)]
 enum CacheCommand {
-    /// Calls and tokens per stage and model.
+    /// What the cache holds: calls, and tokens per stage and model
     Stats,
-    /// Every cached call as one Parquet table.
+    /// Write every cached call as one Parquet table
     Export {
-        #[arg(long)]
+        /// The Parquet file to write (refused inside the store)
+        #[arg(long, value_name = "FILE.parquet")]
         to: PathBuf,
     },
-    /// Seed the call cache from a file written by `cache export` (a published run then
-    /// replays without a model).
-    Import { from: PathBuf },
+    /// Seed the call cache from a file written by `otb cache export`
+    ///
+    /// Each request is re-hashed against its key (one that does not match is refused); a
+    /// published run then replays without a model.
+    #[command(verbatim_doc_comment)]
+    Import {
+        /// The Parquet file written by `otb cache export`
+        from: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum Backend {
     /// The deterministic offline world.
     Simulated,
-    /// Frozen responses (--recorded FILE), then the simulated world for misses.
+    /// Frozen responses (--recorded FILE), then the simulated world
+    /// for misses
+    #[value(verbatim_doc_comment)]
     Recorded,
-    /// The real web APIs: needs GEOCODE_API_KEY, RAPID_API_KEY, OMDB_API_KEY and
-    /// EXCHANGERATE_API_KEY; OTB_LIVE_BASE_URL sends every request to another origin.
+    /// The real web APIs: needs GEOCODE_API_KEY, RAPID_API_KEY,
+    /// OMDB_API_KEY and EXCHANGERATE_API_KEY; OTB_LIVE_BASE_URL sends
+    /// every request to another origin
+    #[value(verbatim_doc_comment)]
     Live,
 }
 
@@ -753,8 +970,9 @@ fn status(cx: &Ctx, experiment: &Path) -> Result<ExitCode> {
 enum PlanFormat {
     /// A line per node.
     Text,
-    /// JSON (`experiment`, `nodes` with `node`, `stage`, `key`, `state`, `why`, `inputs`,
-    /// `cell`).
+    /// JSON (`experiment`, `nodes` with `node`, `stage`, `key`, `state`, `why`,
+    /// `inputs`, `cell`)
+    #[value(verbatim_doc_comment)]
     Json,
     /// A Graphviz digraph (`otb plan EXP --format dot | dot -Tsvg > plan.svg`).
     Dot,

@@ -4,11 +4,9 @@
 
 mod common;
 
-use common::{fixture, stdout_ok, RunResult, Scratch};
-use pipeline::table::read_rows;
+use common::{fixture, stdout_ok, stored, RunResult, Scratch};
 use stages::rows::{DocCallRow, EditRow, ToolRunRow, TrajectoryRow};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 fn scratch() -> Scratch {
     let s = Scratch::new("", common::MODELS);
@@ -19,21 +17,6 @@ fn scratch() -> Scratch {
     );
     std::fs::write(s.exp(), text).expect("write exp");
     s
-}
-
-/// Every published table `file` of stage `stage` in the store.
-fn stored<R: pipeline::Row>(store: &Path, stage: &str, file: &str) -> Vec<R> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(store.join(stage)) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path().join(file);
-        if p.is_file() {
-            out.extend(read_rows::<R>(&p).expect("read stored table"));
-        }
-    }
-    out
 }
 
 fn csv_rows(text: &str) -> Vec<BTreeMap<String, String>> {

@@ -150,16 +150,19 @@ fn a_chess_grid_publishes_the_same_entries_twice_even_on_a_loaded_machine() {
             first.keys().collect::<Vec<_>>()
         );
     }
-    let differ: Vec<&String> = first
-        .keys()
-        .chain(second.keys())
-        .filter(|k| first.get(*k) != second.get(*k))
+    // A table of one run only (another key) differs too.
+    let all: std::collections::BTreeSet<&String> = first.keys().chain(second.keys()).collect();
+    let differ: Vec<&&String> = all
+        .iter()
+        .filter(|k| first.get(**k) != second.get(**k))
         .collect();
     assert!(
         differ.is_empty(),
-        "{} of {} tables differ between the two runs: {differ:?}",
+        "{} of {} tables (first run {}, second {}) differ between the two runs: {differ:?}",
         differ.len(),
-        first.len()
+        all.len(),
+        first.len(),
+        second.len()
     );
     // `otb status` says the run reproduces; the paper's time limit says it does not.
     let status = |exp: &Path| {

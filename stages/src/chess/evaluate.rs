@@ -3,7 +3,6 @@
 
 use super::fail;
 use super::rows::{BestToolRow, CallCheckRow, GameRow};
-use datasets::chess::game;
 use datasets::chess::metrics::{self, BestToolIndexing};
 use datasets::chess::tools::{Docs, ToolSet};
 use pipeline::{StageCtx, StageError};
@@ -32,22 +31,9 @@ pub(super) fn check_calls(
     let mut checks = Vec::new();
     let mut rows = Vec::new();
     for g in games {
-        let plies: Vec<game::PlyRecord> = serde_json::from_value(g.plies.clone())
+        let rec = g
+            .record()
             .map_err(|e| fail(EVALUATE_STAGE, format!("game {}: {e}", g.game_id)))?;
-        let rec = game::GameRecord {
-            start_fen: plies
-                .first()
-                .map(|p| p.fen_before.clone())
-                .unwrap_or_default(),
-            final_fen: plies
-                .last()
-                .map(|p| p.fen_after.clone())
-                .unwrap_or_default(),
-            plies,
-            ending: None,
-            start_eval: None,
-            cut_after: None,
-        };
         let cs = metrics::check_tool_calls(&rec, tools, kind, p.indexing)
             .map_err(|e| fail(EVALUATE_STAGE, format!("game {}: {e}", g.game_id)))?;
         for ch in &cs {

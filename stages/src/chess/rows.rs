@@ -100,6 +100,29 @@ pub struct GameRow {
     pub reasoning_tokens: i64,
 }
 
+impl GameRow {
+    /// The game as the metrics read it: its plies (from `plies`), its first and last
+    /// positions; an error names what in `plies` does not parse.
+    pub fn record(&self) -> Result<datasets::chess::game::GameRecord, serde_json::Error> {
+        let plies: Vec<datasets::chess::game::PlyRecord> =
+            serde_json::from_value(self.plies.clone())?;
+        Ok(datasets::chess::game::GameRecord {
+            start_fen: plies
+                .first()
+                .map(|p| p.fen_before.clone())
+                .unwrap_or_default(),
+            final_fen: plies
+                .last()
+                .map(|p| p.fen_after.clone())
+                .unwrap_or_default(),
+            plies,
+            ending: None,
+            start_eval: None,
+            cut_after: None,
+        })
+    }
+}
+
 /// One agent tool call, checked against the optimal tool.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(

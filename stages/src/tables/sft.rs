@@ -572,22 +572,9 @@ fn chess_score(
     };
     let mut checks = Vec::new();
     for g in games {
-        let plies: Vec<datasets::chess::game::PlyRecord> = serde_json::from_value(g.plies.clone())
+        let rec = g
+            .record()
             .map_err(|e| fail(format!("game {}: {e}", g.game_id)))?;
-        let rec = datasets::chess::game::GameRecord {
-            start_fen: plies
-                .first()
-                .map(|p| p.fen_before.clone())
-                .unwrap_or_default(),
-            final_fen: plies
-                .last()
-                .map(|p| p.fen_after.clone())
-                .unwrap_or_default(),
-            plies,
-            ending: None,
-            start_eval: None,
-            cut_after: None,
-        };
         checks.extend(
             datasets::chess::metrics::check_tool_calls(&rec, &tools, kind, c.indexing)
                 .map_err(|e| fail(format!("game {}: {e}", g.game_id)))?,

@@ -523,14 +523,16 @@ impl crate::tables::report::TableReport for Table2 {
             return out;
         }
         out.push_str("Table 2 -- BFCL-Opaque, E/P/A (paper = printed; released = authors' runs rescored here; run = this store; Δ = released - paper)\n\n");
-        // Trace-Free+ (beyond the paper's table) has a column when the run has it.
+        // A method has a column when the paper, the released runs or this run has it
+        // (the guard variant, DRAFT and Trace-Free+ are beyond the paper's table).
         let methods: Vec<&str> = METHODS
             .iter()
             .copied()
-            .chain(TRACEFREE_LABELS.into_iter().filter(|l| {
+            .chain(TRACEFREE_LABELS)
+            .filter(|l| {
                 self.cells.iter().any(|c| c.method == *l)
                     || self.pending.iter().any(|p| p.method == *l)
-            }))
+            })
             .collect();
         out.push_str(&format!(
             "| Documentation | Model | Source | {} |\n|---|---|---|{}\n",
