@@ -1044,9 +1044,7 @@ fn check_destination(dir: &Path, option: &str) -> Result<(), BadInput> {
     let bad = |why: String| BadInput(format!("{option} {}: {why}", dir.display()));
     if dir.exists() {
         if !dir.is_dir() {
-            return Err(bad(
-                "is a file, not a folder; name the folder to write into".into(),
-            ));
+            return Err(bad("is not a folder; name the folder to write into".into()));
         }
         return writable(dir).map_err(|e| bad(format!("cannot write into it ({e})")));
     }
@@ -1059,7 +1057,7 @@ fn check_destination(dir: &Path, option: &str) -> Result<(), BadInput> {
         };
         if p.exists() {
             if !p.is_dir() {
-                return Err(bad(format!("{} is a file, not a folder", p.display())));
+                return Err(bad(format!("{} is not a folder", p.display())));
             }
             return writable(p).map_err(|e| {
                 bad(format!(

@@ -898,9 +898,9 @@ fn a_search_run_killed_anywhere_ends_with_the_uninterrupted_table() {
 /// A chess run (positions, docs, journaled test games of two methods, evaluation, Elo)
 /// killed with SIGKILL at 8 points and run again completes, leaves no staging folder
 /// and no journal, publishes as many entries per stage as an uninterrupted run, and
-/// finds every entry fresh on one more run. (Games are not
-/// reproducible run to run: the engine searches by time, so Table 3's numbers are not
-/// compared; its rows and game counts are.)
+/// finds every entry fresh on one more run; its games are those of the uninterrupted
+/// run (engine moves are node-limited and seeded), so Table 3 and the published keys
+/// are the same.
 #[test]
 fn a_chess_run_killed_anywhere_completes_and_is_then_fresh() {
     if datasets::chess::engine::find_engine(None).is_err() {
@@ -917,7 +917,7 @@ fn a_chess_run_killed_anywhere_completes_and_is_then_fresh() {
     let exp = d.path().join("exp.toml");
     std::fs::write(
         &exp,
-        "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"gold\", \"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\nopponents = [1350]\nmovetime_ms = 10\nmax_plies = 8\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"scripted:random\"\n",
+        "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"gold\", \"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\nopponents = [1350]\nnodes = 2000\nmax_plies = 8\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"scripted:random\"\n",
     )
     .unwrap();
     let reference = d.path().join("reference");
@@ -948,6 +948,11 @@ fn a_chess_run_killed_anywhere_completes_and_is_then_fresh() {
     };
     assert_eq!(per_stage(&store), per_stage(&reference));
     assert_eq!(rows(&store), rows(&reference));
+    assert_eq!(
+        table(&store, "table3", &exp),
+        table(&reference, "table3", &exp)
+    );
+    assert_eq!(published(&store), published(&reference));
     let journal: Vec<_> = std::fs::read_dir(store.join("cache").join("journal"))
         .map(|r| r.filter_map(Result::ok).map(|e| e.path()).collect())
         .unwrap_or_default();

@@ -1404,9 +1404,11 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn stats_usage_saturates() {
+        // The largest usage a reply may report (a larger one is a malformed reply,
+        // `ChatResponse::checked`); the sums themselves saturate (`Usage`'s `+=`).
         let b = crate::backend::Scripted::new(|r| {
             let mut resp = ChatResponse::text("x");
-            resp.usage.prompt = u64::MAX - 1;
+            resp.usage.prompt = crate::types::MAX_USAGE_TOKENS;
             resp.usage.completion = r.messages.len() as u64;
             Ok(resp)
         });
@@ -1418,7 +1420,10 @@ pub(crate) mod tests {
         c.chat(&req("a")).await.unwrap(); // a hit counts too
         let s = c.stats();
         assert_eq!((s.misses, s.hits), (2, 1));
-        assert_eq!((s.usage.prompt, s.usage.completion), (u64::MAX, 3));
+        assert_eq!(
+            (s.usage.prompt, s.usage.completion),
+            (3 * crate::types::MAX_USAGE_TOKENS, 3)
+        );
     }
 
     /// A cache in `dir` holding the answers "a", "b", "c"; returns the

@@ -375,10 +375,11 @@ fn the_editor_is_told_the_judges_verdicts() {
             .editor_text
             .as_deref()
             .expect("a training row's editor text");
-        assert!(text.contains("Judged: incorrect"), "{text}");
+        // A reply without a verdict is shown as such, not as an incorrect answer.
+        assert!(text.contains("Judged: not judged"), "{text}");
         // The same episode, the verdict apart.
         assert_eq!(
-            text.replace("Judged: incorrect", "Judged: correct"),
+            text.replace("Judged: not judged", "Judged: correct"),
             e.editor_text
                 .replace("Judged: incorrect", "Judged: correct")
         );
