@@ -427,10 +427,10 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
         .filter(|g| g.split == "train")
         .collect();
     assert_eq!(train.len(), 2, "one training position, both sides");
-    // The opponent plays at a limited strength, which Stockfish randomises, so a
-    // game can end on the board before the cut (CI once saw the agent mated in 9
-    // plies). Such a game is scored as played; every other one is cut at 10 plies
-    // and is partial. The batch prompt above already needed at least one cut game.
+    // The opponent plays at a limited strength (seeded weakening), so a game can end
+    // on the board by the cut (this grid's agent is mated on ply 10, the cut's ply).
+    // Such a game is scored as played; every other one is cut at 10 plies and is
+    // partial. The batch prompt above already needed at least one cut game.
     for g in &train {
         let plies = g.plies.as_array().map_or(0, Vec::len);
         if g.end_reason == "cut" {
@@ -440,7 +440,7 @@ fn a_chess_run_sends_no_hidden_structure_and_cut_games_are_partial() {
                 "{g:?}"
             );
         } else {
-            assert!(plies < 10, "a game that reached the cut must be cut: {g:?}");
+            assert!(plies <= 10, "a game that went past the cut: {g:?}");
             assert!(g.score.is_some() && g.result != "*", "{g:?}");
         }
         assert!(g.final_eval.is_some());

@@ -477,9 +477,9 @@ mod tests {
             assert!(!text.to_lowercase().contains("another tool"), "{text}");
             assert!(!text.to_lowercase().contains("other tool"), "{text}");
         }
-        assert!(!user.contains("Single calls"), "trace-free: {user}");
+        assert!(!user.contains("Recorded calls"), "trace-free: {user}");
         let (_, traced) = request(&tool, "1 call: 1 returned a result.", "project");
-        assert!(traced.contains("Single calls") && traced.contains("1 call: 1 returned"));
+        assert!(traced.contains("Recorded calls") && traced.contains("1 call: 1 returned"));
 
         let (psys, puser) = request(&tool, "", "paper");
         assert_eq!(psys, PAPER_SYSTEM.trim_end());
