@@ -354,6 +354,21 @@ fn linear_eta(elapsed: Duration, done: u64, total: u64) -> Option<Duration> {
     (done > 0 && done < total).then(|| elapsed.mul_f64((total - done) as f64 / done as f64))
 }
 
+/// A heartbeat's estimate for a stage with `done` of `total` items, the last of which
+/// finished at `at` (time since the stage started), `now` being the time since it
+/// started: the mean pace up to the last finished item, counted down since then. It
+/// never grows while no item finishes (a stage whose calls wait behind other stages'
+/// in the model's queue); once the countdown is spent it says how long no item has
+/// finished instead.
+fn eta_text(at: Duration, now: Duration, done: u64, total: u64) -> String {
+    let idle = now.saturating_sub(at);
+    match linear_eta(at, done, total) {
+        Some(d) if d > idle => format!(", ETA {}", short_duration(d - idle)),
+        Some(_) => format!(", no item done for {}", short_duration(idle)),
+        None => String::new(),
+    }
+}
+
 /// `1h 02m`, `4m 10s`, `12s`.
 fn short_duration(d: Duration) -> String {
     let s = d.as_secs();
@@ -407,6 +422,9 @@ struct Active {
     node: String,
     since: Instant,
     bars: Vec<ProgressBar>,
+    /// The progress a heartbeat last saw change (position, length) and when (time
+    /// since the bar started).
+    last: Option<(u64, u64, Duration)>,
 }
 
 impl<'s> Session<'s> {
@@ -495,18 +513,21 @@ impl<'s> Session<'s> {
     /// computed with their items done / total and ETA (or time so far), the nodes
     /// finished, and `extra` (e.g. model calls so far).
     pub fn heartbeat(&self, extra: &str) -> String {
-        let active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
         let mut parts = Vec::new();
-        for a in active.iter() {
+        for a in active.iter_mut() {
             let bar = a.bars.iter().rev().find(|b| b.length().unwrap_or(0) > 0);
             parts.push(match bar {
                 Some(b) => {
-                    let (pos, len) = (b.position(), b.length().unwrap_or(0));
-                    let eta = match linear_eta(b.elapsed(), pos, len) {
-                        Some(d) => format!(", ETA {}", short_duration(d)),
-                        None => String::new(),
+                    let (pos, len, now) = (b.position(), b.length().unwrap_or(0), b.elapsed());
+                    let at = match a.last {
+                        Some((p, l, at)) if (p, l) == (pos, len) => at,
+                        _ => {
+                            a.last = Some((pos, len, now));
+                            now
+                        }
                     };
-                    format!("{} {pos}/{len}{eta}", a.node)
+                    format!("{} {pos}/{len}{}", a.node, eta_text(at, now, pos, len))
                 }
                 None => format!("{} ({})", a.node, short_duration(a.since.elapsed())),
             });
@@ -814,6 +835,7 @@ impl<'s> Session<'s> {
                 node: node.to_string(),
                 since: start,
                 bars: Vec::new(),
+                last: None,
             });
         // On an error the staging directory is dropped, which deletes it.
         let ran = run(&mut ctx);
@@ -865,5 +887,20 @@ mod tests {
         assert_eq!(linear_eta(s(30), 0, 4), None);
         assert_eq!(linear_eta(s(30), 4, 4), None);
         assert_eq!(short_duration(s(3 * 3600 + 65)), "3h 01m");
+    }
+
+    /// While no item finishes, the estimate counts down from the pace at the last
+    /// one instead of growing by a minute every minute; once spent, the line says how
+    /// long no item has finished.
+    #[test]
+    fn the_heartbeat_eta_does_not_grow_while_no_item_finishes() {
+        let s = Duration::from_secs;
+        // 1 of 2 items after 172 s: 2m 52s to go.
+        assert_eq!(eta_text(s(172), s(172), 1, 2), ", ETA 2m 52s");
+        // Five minutes later, still 1 of 2 (the linear estimate said 7m 52s).
+        assert_eq!(linear_eta(s(472), 1, 2), Some(s(472)));
+        assert_eq!(eta_text(s(172), s(232), 1, 2), ", ETA 1m 52s");
+        assert_eq!(eta_text(s(172), s(472), 1, 2), ", no item done for 5m 00s");
+        assert_eq!(eta_text(s(10), s(10), 0, 2), "");
     }
 }
