@@ -1100,14 +1100,10 @@ fn report_dir(store: &Store, to: Option<&Path>, name: &str) -> Result<PathBuf> {
     let dir = to
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("outputs").join("reports").join(name));
-    if dir.exists() && !dir.is_dir() {
-        return Err(BadInput(format!(
-            "{}: is not a folder; --to names the folder the report is written to",
-            dir.display()
-        ))
-        .into());
+    // `--to` was checked before the store was opened; the default folder here.
+    if to.is_none() {
+        check_destination(&dir, "the report folder")?;
     }
-    check_destination(&dir, "--to")?;
     if pipeline::store::is_inside(&dir, store.root()) {
         return Err(BadInput(format!(
             "{}: is inside the store {}; write the report to a folder outside it",

@@ -23,12 +23,9 @@ use common::{otb, stdout_ok};
 use serde_json::{json, Value};
 use stages::env::{partition_leaks, Reader};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-#[derive(Default)]
-struct Recorder {
-    requests: Mutex<Vec<Value>>,
-}
+use common::Recorder;
 
 impl Recorder {
     /// The requests recorded since the last call.
@@ -46,13 +43,9 @@ const EDITOR_REPLY: &str = "Explanation: nothing found.\nExact Answer: unknown\n
 /// nothing, so the tool answers with its empty-result text), then answer once a tool
 /// result is in the conversation. Turns without tools: [`EDITOR_REPLY`].
 fn model(mut stream: std::net::TcpStream, rec: Arc<Recorder>) {
-    let Some(body) = common::read_request(&stream) else {
+    let Some(req) = rec.record(&stream) else {
         return;
     };
-    let req: Value = serde_json::from_slice(&body).unwrap_or_default();
-    if let Ok(mut r) = rec.requests.lock() {
-        r.push(req.clone());
-    }
     let tools = req["tools"].as_array().cloned().unwrap_or_default();
     let answered = req["messages"]
         .as_array()

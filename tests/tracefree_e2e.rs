@@ -18,7 +18,7 @@ use common::{fixture, stdout_ok, stored};
 use serde_json::{json, Value};
 use stages::rows::{DocCallRow, DocRow, ToolRunRow};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// `otb run` of `toml` (written as `exp.toml` in `dir`, store `dir/store`), with
 /// `env` set; its stdout.
@@ -217,21 +217,14 @@ fn search_trace_free_and_trace_based_with_scripted_models() {
 }
 
 /// One local model server's record of requests.
-#[derive(Default)]
-struct Recorder {
-    requests: Mutex<Vec<Value>>,
-}
+use common::Recorder;
 
 /// A model on 127.0.0.1: tool-play requests get arguments for the fixture's tools;
 /// generator requests (a system message first) a JSON description.
 fn model(mut stream: std::net::TcpStream, rec: Arc<Recorder>) {
-    let Some(body) = common::read_request(&stream) else {
+    let Some(req) = rec.record(&stream) else {
         return;
     };
-    let req: Value = serde_json::from_slice(&body).unwrap_or_default();
-    if let Ok(mut r) = rec.requests.lock() {
-        r.push(req.clone());
-    }
     let user = req["messages"]
         .as_array()
         .and_then(|m| m.iter().find(|m| m["role"] == "user"))

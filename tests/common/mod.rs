@@ -474,3 +474,23 @@ pub fn substitute_corpus(store: &Path) -> bool {
         }
     }
 }
+
+/// The requests a test model server received, in order.
+#[derive(Default)]
+pub struct Recorder {
+    /// Each request body, parsed (`null` when it was not JSON).
+    pub requests: std::sync::Mutex<Vec<serde_json::Value>>,
+}
+
+impl Recorder {
+    /// Read one request from `stream` ([`read_request`]), keep it and return it;
+    /// `None` on a broken connection.
+    pub fn record(&self, stream: &std::net::TcpStream) -> Option<serde_json::Value> {
+        let body = read_request(stream)?;
+        let req: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if let Ok(mut r) = self.requests.lock() {
+            r.push(req.clone());
+        }
+        Some(req)
+    }
+}

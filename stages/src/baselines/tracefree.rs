@@ -58,7 +58,7 @@ pub const MAX_DESCRIPTION_CHARS: usize = 4000;
 /// How much of a reply is read for its JSON object (characters): a pathological
 /// reply costs at most this much parsing.
 pub const MAX_REPLY_CHARS: usize = 64 * 1024;
-/// How much of a text trace is shown to the generator (characters; [`trace_section`]).
+/// How much of a text trace is shown to the generator (characters; [`text_traces`]).
 pub const TRACE_CHARS: usize = 1500;
 /// How much of one call's arguments a trace shows (characters).
 pub const ARGS_CHARS: usize = 300;
@@ -201,12 +201,13 @@ pub fn request(tool: &Value, traces: &str, set: &str) -> (String, String) {
     )
 }
 
-/// The trace section of a request for `name` from traces given as text (whole
-/// recorded turns or episodes): up to `k` of `traces` that name the tool, numbered
-/// and each bounded; empty when there are none (or `k` is 0). The stage itself shows
-/// [`summary`] of single calls instead.
-pub fn trace_section(traces: &[String], name: &str, k: u32) -> String {
-    let seen: Vec<String> = traces
+/// h_i from traces given as text (whole recorded turns or episodes, as the SFT
+/// export has them): up to `k` of `traces` that name the tool `name`, numbered and
+/// each bounded to [`TRACE_CHARS`]; empty when there are none (or `k` is 0).
+/// [`request`] shows it under the trace heading. The stage itself shows [`summary`]
+/// of single calls instead.
+pub fn text_traces(traces: &[String], name: &str, k: u32) -> String {
+    traces
         .iter()
         .filter(|t| mentions(t, name))
         .take(k as usize)
@@ -215,11 +216,8 @@ pub fn trace_section(traces: &[String], name: &str, k: u32) -> String {
             let (shown, was_cut) = cut(t.trim(), TRACE_CHARS);
             format!("{}. {shown}{}", i + 1, if was_cut { " [...]" } else { "" })
         })
-        .collect();
-    if seen.is_empty() {
-        return String::new();
-    }
-    fill(TRACES, &[("traces", &seen.join("\n"))])
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Whether a call of `tool` needs arguments proposed: not when its schema declares
@@ -665,14 +663,14 @@ mod tests {
             "function_1(a=2) -> error".to_string(),
             "function_1(a=3) -> 3".to_string(),
         ];
-        let s = trace_section(&traces, "function_1", 2);
+        let s = text_traces(&traces, "function_1", 2);
         assert!(
             s.contains("1. function_1(a=1)") && s.contains("[...]"),
             "{s}"
         );
         assert!(s.contains("2. function_1(a=2) -> error"), "{s}");
         assert!(!s.contains("a=3") && !s.contains("function_10"), "{s}");
-        assert_eq!(trace_section(&traces, "function_1", 0), "");
-        assert_eq!(trace_section(&traces, "other", 3), "");
+        assert_eq!(text_traces(&traces, "function_1", 0), "");
+        assert_eq!(text_traces(&traces, "other", 3), "");
     }
 }

@@ -26,7 +26,7 @@
 //! ([`Curriculum`]): stages with a fixed number of samples each and an exact
 //! trace-free share (default 2 stages, 10% then 90%: the paper's best schedule).
 
-use crate::baselines::tracefree::{self, TRACE_CHARS};
+use crate::baselines::tracefree;
 use crate::baselines::{tool_description, tool_name, tools_of};
 use crate::driver::{Output, RunOutput};
 use crate::experiment::Experiment;
@@ -43,8 +43,6 @@ pub const TRACES: u32 = 3;
 /// The default curriculum's trace-free share per stage: the paper's best schedule
 /// (its Table 7: 2 stages, 10% then 90%).
 pub const DEFAULT_SHARES: [f64; 2] = [0.1, 0.9];
-/// The environments whose pairs the export writes.
-pub const ENVIRONMENTS: [&str; 3] = ["bfcl", "chess", "search"];
 /// `pairs.selected_on` of an offline pair: scored on the training split.
 pub const SELECTED_ON_TRAIN: &str = "train";
 /// `pairs.selected_on` of a BFCL pair: scored on the instance itself (no split).
@@ -96,13 +94,7 @@ pub enum SftError {
     },
 }
 
-pub use crate::experiment::{tool_set_id, trained_on_overlap};
-
-/// The tool sets an experiment scores Trace-Free+ (`tracefree`) on, as
-/// [`tool_set_id`]s.
-pub fn tracefree_tool_sets(exp: &Experiment) -> Vec<String> {
-    exp.tracefree_tool_sets()
-}
+pub use crate::experiment::tool_set_id;
 
 /// `--holdout`: the tool sets kept out of the training examples.
 #[derive(Clone, Debug, PartialEq)]
@@ -370,21 +362,9 @@ fn request(interface: &str, traces: &str, set: &str) -> (String, String) {
 
 /// `h_i` of a pair: up to [`TRACES`] of `texts` (recorded turns or episodes as the
 /// editor read them) that name the tool, numbered, each bounded as the stage bounds
-/// a trace; empty when none does.
+/// a trace ([`tracefree::text_traces`]); empty when none does.
 fn traces_of(texts: &[String], name: &str) -> String {
-    texts
-        .iter()
-        .filter(|t| tracefree::mentions(t, name))
-        .take(TRACES as usize)
-        .enumerate()
-        .map(|(i, t)| {
-            let t = t.trim();
-            let shown: String = t.chars().take(TRACE_CHARS).collect();
-            let cut = if shown.len() < t.len() { " [...]" } else { "" };
-            format!("{}. {shown}{cut}", i + 1)
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    tracefree::text_traces(texts, name, TRACES)
 }
 
 /// The tool sets of `run` ([`tool_set_id`]), sorted.
