@@ -132,6 +132,21 @@ enum Command {
     /// round; in --format json), its key where it can be known yet, and whether it is
     /// fresh, would run, waits for an input, or is planned (an online ToolObserver round
     /// that runs only if its curve goes on).
+    ///
+    /// Then the bill (text; `bill` in JSON), by stage and model, of the nodes not in the
+    /// store:
+    ///
+    /// - model calls: exact where the protocol fixes them, else an upper bound (`<=`);
+    ///   the planned rounds summed apart ("up to N more");
+    /// - prompt and completion tokens: measured (this store's finished nodes of the same
+    ///   stage and model) or modelled (the prompt's template, tools and example);
+    /// - model time, one call after another: measured in this store, or calibrated (an
+    ///   embedded model's rates from a short benchmark the first time, cached beside the
+    ///   model files; OTB_CALIBRATE=0 skips it), 0 for scripted models;
+    /// - dollars with --prices.
+    ///
+    /// `otb run` prints the bill's totals first (not with --quiet) and records the bill;
+    /// `otb report` shows it beside what the nodes cost.
     #[command(verbatim_doc_comment)]
     Plan {
         /// The experiment file (TOML)
@@ -139,6 +154,12 @@ enum Command {
         /// How to print the plan
         #[arg(long, value_enum, default_value_t = PlanFormat::Text)]
         format: PlanFormat,
+        /// Dollars per million input / output tokens per model, for the bill
+        ///
+        /// The price file of `otb report --prices`: `[prices."<model spec>"]` tables
+        /// with `input = ..` and `output = ..`.
+        #[arg(long, value_name = "FILE", verbatim_doc_comment)]
+        prices: Option<PathBuf>,
     },
     /// Export the run as Parquet tables (--to) and/or Trace-Free+ training data (--sft)
     ///
@@ -225,8 +246,9 @@ enum Command {
     /// One page (default outputs/reports/<name>/report.html) that opens from file:// and
     /// reads only the store, so it works on a half-finished one. It shows:
     ///
-    /// - the paper tables as `otb table` renders them, per-round curves and intervals as
-    ///   SVG;
+    /// - first, the run's paper table as `otb table` renders it (paper / released / run
+    ///   side by side, with E's intervals), then per-round curves and intervals as SVG;
+    ///   the long listings (cells, items, the released runs' versions) after, folded;
     /// - every cell's items (BFCL instances, chess games with a board per ply, search
     ///   episodes) with filters, sorting, search and links (#cell=N, #item=N:ID);
     /// - documentation edits as word diffs per round beside gold and the baselines'
@@ -292,6 +314,10 @@ enum Command {
         /// Above this many MB of items, each cell's items go to a page of their own
         #[arg(long, default_value_t = 40)]
         split_above_mb: usize,
+        /// Also print the documentation edits as text: each description ToolObserver
+        /// changed, before and after each round, and the items that flipped
+        #[arg(long, conflicts_with = "released")]
+        edits: bool,
     },
     /// Remove store entries that no listed experiment references, and list them
     ///
@@ -331,10 +357,13 @@ enum Command {
     ///
     /// Any model spec, served at /v1/chat/completions (with tools and `stream: true`) and
     /// /v1/models; HTTP/1.1 with keep-alive and chunked request bodies; tested with the
-    /// official `openai` Python client.
+    /// official `openai` Python client. `scripted:echo` needs no model: it answers
+    /// `echo: ` and the first 200 characters of the last user message, to test or
+    /// load the server alone (scripts/bench-serve.sh).
     #[command(verbatim_doc_comment)]
     Serve {
-        /// Model spec: embedded:<name>, openai:<model> (proxied), replay:<model>
+        /// Model spec: embedded:<name>, openai:<model> (proxied), replay:<model>,
+        /// scripted:echo
         #[arg(
             long,
             default_value = "embedded:qwen2.5-coder-1.5b",
@@ -618,7 +647,11 @@ pub fn main() -> Result<ExitCode> {
             shard,
         } => run(&cx, &experiment, quiet, shard.as_deref()),
         Command::Status { experiment } => status(&cx, &experiment),
-        Command::Plan { experiment, format } => plan(&cx, &experiment, format),
+        Command::Plan {
+            experiment,
+            format,
+            prices,
+        } => plan(&cx, &experiment, format, prices.as_deref()),
         Command::Export {
             experiment,
             to,
@@ -654,6 +687,7 @@ pub fn main() -> Result<ExitCode> {
             released_runs,
             item_bytes,
             split_above_mb,
+            edits,
         } => {
             let opts = stages::report::Options {
                 compare: compare.map(|v| (v[0].clone(), v[1].clone())),
@@ -682,6 +716,7 @@ pub fn main() -> Result<ExitCode> {
                     against.as_deref(),
                     to.as_deref(),
                     &opts,
+                    edits,
                 ),
             }
         }
@@ -907,8 +942,21 @@ fn run(cx: &Ctx, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<
     let store = cx.open_store(access)?;
     let mut session = Session::new(&store, Mode::Run, quiet);
     let mut coop = None;
+    // The bill before the run (`otb plan` has it in full), recorded for `otb report`;
+    // an estimate that cannot be made does not stop the run.
+    let planned = stages::plan::plan(&exp, &store);
+    if let Ok(p) = &planned {
+        if let Ok(b) = stages::estimate::bill(&exp, &store, p, Default::default()) {
+            if !quiet {
+                out!("{}", b.short());
+            }
+            if let Err(e) = stages::estimate::save(store.root(), &b) {
+                eprintln!("otb: warning: the bill was not recorded: {e}");
+            }
+        }
+    }
     if let Some(sh) = shard {
-        let owners = stages::plan::plan(&exp, &store)?.owners(sh.count);
+        let owners = planned?.owners(sh.count);
         let c = pipeline::lease::Coop::join(pipeline::lease::Board::of(&store), sh, lease, owners)?;
         session = session.with_coop(c.clone());
         coop = Some(c);
@@ -950,12 +998,8 @@ fn run(cx: &Ctx, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<
 fn status(cx: &Ctx, experiment: &Path) -> Result<ExitCode> {
     let exp = cx.load(experiment)?;
     let store = cx.open_store(Access::ReadOnly)?;
-    let session = Session::new(&store, Mode::Status, true);
-    stages::driver::drive(&exp, &session)?;
-    out!(
-        "{}",
-        stages::tables::report::status_text(&session.reports())
-    );
+    let located = stages::driver::locate(&exp, &store)?;
+    out!("{}", stages::tables::report::status_text(&located));
     // The protocol the stages are keyed with, as a run ends with it (chess: whether
     // its games reproduce).
     let switches = exp.env_switches();
@@ -971,23 +1015,42 @@ enum PlanFormat {
     /// A line per node.
     Text,
     /// JSON (`experiment`, `nodes` with `node`, `stage`, `key`, `state`, `why`,
-    /// `inputs`, `cell`)
+    /// `inputs`, `cell`; `bill` with `lines`, `totals`, `notes`)
     #[value(verbatim_doc_comment)]
     Json,
     /// A Graphviz digraph (`otb plan EXP --format dot | dot -Tsvg > plan.svg`).
     Dot,
 }
 
-/// `otb plan`: the experiment's plan, read from the store (never written).
-fn plan(cx: &Ctx, experiment: &Path, format: PlanFormat) -> Result<ExitCode> {
+/// `otb plan`: the experiment's plan and its bill, read from the store (never
+/// written).
+fn plan(
+    cx: &Ctx,
+    experiment: &Path,
+    format: PlanFormat,
+    prices: Option<&Path>,
+) -> Result<ExitCode> {
+    let prices = prices.map(stages::report::cost::Prices::load).transpose()?;
     let exp = cx.load(experiment)?;
     let store = cx.open_store(Access::ReadOnly)?;
     let plan = stages::plan::plan(&exp, &store)?;
+    let price_of = |m: &str, p: u64, c: u64| prices.as_ref().and_then(|x| x.dollars(m, p, c));
+    let bill = || {
+        stages::estimate::bill(
+            &exp,
+            &store,
+            &plan,
+            stages::estimate::Options {
+                prices: Some(&price_of),
+                calibrate: true,
+            },
+        )
+    };
     out!(
         "{}",
         match format {
-            PlanFormat::Text => plan.text(),
-            PlanFormat::Json => plan.json(),
+            PlanFormat::Text => format!("{}{}", plan.text(), bill()?.text()),
+            PlanFormat::Json => stages::estimate::plan_json(&plan, &bill()?),
             PlanFormat::Dot => plan.dot(),
         }
     );
@@ -1022,13 +1085,14 @@ fn export(
     }
     let store = cx.open_store(Access::ReadOnly)?;
     let dests: Vec<&Path> = to.into_iter().chain(sft).collect();
-    let run = stages::tables::export::finished_run(&store, &exp, &dests)?;
+    let located = stages::tables::export::finished_run(&store, &exp, &dests)?;
+    let run = &located.run;
     let mut written = Vec::new();
     if let Some(to) = to {
-        written.extend(stages::tables::export::export(&run, &exp.registry, to)?);
+        written.extend(stages::tables::export::export(run, &exp.registry, to)?);
     }
     if let Some(sft) = sft {
-        written.extend(stages::tables::sft::write(&run, &exp, sft, opts)?);
+        written.extend(stages::tables::sft::write(run, &exp, sft, opts)?);
     }
     for w in written {
         outln!("{}", w.display());
@@ -1129,6 +1193,7 @@ fn report(
     against: Option<&Path>,
     to: Option<&Path>,
     opts: &stages::report::Options,
+    edits: bool,
 ) -> Result<ExitCode> {
     let exp = cx.load(experiment)?;
     let other = against.map(|p| cx.load(p)).transpose()?;
@@ -1147,8 +1212,12 @@ fn report(
     let store = cx.open_store(Access::ReadOnly)?;
     let dir = report_dir(&store, to, &exp.name)?;
     let mut r = stages::report::of_experiment(&store, &exp, other.as_ref(), opts)?;
+    if edits {
+        out!("{}", stages::report::text::edits(&r));
+    }
     let written = stages::report::write(&mut r, &dir, opts)?;
     print_written(&written)?;
+    out!("{}", stages::estimate::versus_report(&r.estimate));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1172,7 +1241,22 @@ fn report_released(
     let mut session = Session::new(&store, Mode::Run, true);
     let imported = imp::import(&plan, &mut session)?;
     let reports = session.reports();
-    let mut r = stages::report::of_released(&imported, &reports, dir, &store, opts)?;
+    // Table 2's released rows rescore the tree against the reference configs that
+    // graded the import (`--configs`, else `tool_configs/` beside DIR when present).
+    let expected = configs.map(Path::to_path_buf).or_else(|| {
+        dir.parent()
+            .map(|p| p.join("tool_configs"))
+            .filter(|p| p.is_dir())
+    });
+    let mut r = stages::report::of_released(
+        &imported,
+        &reports,
+        dir,
+        &store,
+        &plan.executor,
+        expected.as_deref(),
+        opts,
+    )?;
     let written = stages::report::write(&mut r, &out, opts)?;
     print_written(&written)?;
     Ok(ExitCode::SUCCESS)
@@ -1259,7 +1343,12 @@ fn table2(
         Some(r) => executor(Backend::Recorded, Some(r))?,
         None => executor(Backend::Simulated, None)?,
     };
-    let table = stages::tables::table2::build(&store, exp.as_ref(), released, &exec, expected)?;
+    let located = match &exp {
+        Some(e) => Some(stages::driver::locate(e, &store)?),
+        None => None,
+    };
+    let run = exp.as_ref().zip(located.as_ref());
+    let table = stages::tables::table2::build(&store, run, released, &exec, expected)?;
     show(&table, format == Format::Csv, out)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -1299,15 +1388,15 @@ fn render_table(
     let exp = cx.load(path)?;
     let store = cx.open_store(Access::ReadOnly)?;
     let csv = format == Format::Csv;
+    let at = stages::driver::locate(&exp, &store)?;
+    use stages::tables::{fidelity, table3, table4, table5, table7, tokens};
     match table {
-        TableName::Table3 => show(&stages::tables::table3::build(&store, &exp)?, csv, out)?,
-        TableName::Table4 => show(&stages::tables::table4::build(&store, &exp)?, csv, out)?,
-        TableName::Table5 => show(&stages::tables::table5::build(&store, &exp)?, csv, out)?,
-        TableName::Table6 => show(&stages::tables::fidelity::build(&store, &exp)?, csv, out)?,
-        TableName::Table7 => show(&stages::tables::table7::build(&store, &exp)?, csv, out)?,
-        TableName::Tokens | TableName::Table2 => {
-            show(&stages::tables::tokens::build(&store, &exp)?, csv, out)?
-        }
+        TableName::Table3 => show(&table3::build(&exp, &at)?, csv, out)?,
+        TableName::Table4 => show(&table4::build(&exp, &at)?, csv, out)?,
+        TableName::Table5 => show(&table5::build(&exp, &at)?, csv, out)?,
+        TableName::Table6 => show(&fidelity::build(&store, &exp, &at)?, csv, out)?,
+        TableName::Table7 => show(&table7::build(&exp, &at)?, csv, out)?,
+        TableName::Tokens | TableName::Table2 => show(&tokens::build(&exp, &at)?, csv, out)?,
     }
     Ok(ExitCode::SUCCESS)
 }

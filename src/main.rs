@@ -20,7 +20,13 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
-    match cli::main() {
+    let result = cli::main();
+    // How many times the command walked an experiment's drive to read the store (a
+    // command reads each experiment once; tests/plan_cli.rs holds it to that).
+    if std::env::var_os("OTB_TRACE_WALKS").is_some() {
+        eprintln!("otb: walks: {}", stages::driver::walks());
+    }
+    match result {
         Ok(code) => code,
         Err(err) if err.chain().any(|c| c.is::<cli::StdoutClosed>()) => ExitCode::SUCCESS,
         Err(err) => {

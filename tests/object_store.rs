@@ -756,3 +756,286 @@ fn a_killed_workers_completed_calls_reach_the_shared_store() {
         "the grid's calls: the first machine's 3 and the second's"
     );
 }
+
+/// The grid of the chaos tests: the scripted models on two settings and four
+/// methods (8 chains, one per worker; 2 rounds), small enough for an object store
+/// server in Python under 8 debug-build workers on two cores.
+fn chaos_grid(dir: &Path) -> PathBuf {
+    let exp = dir.join("chaos.toml");
+    std::fs::write(
+        &exp,
+        "name = \"chaos\"\n[bfcl]\nsettings = [\"names\", \"names+params\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\"]\nbackend = \"simulated\"\nrounds = 2\n[models]\nagent = \"scripted:schema\"\neditor = \"scripted:errors\"\n",
+    )
+    .unwrap();
+    exp
+}
+
+/// The tables a chaos run must reproduce: Table 2's rows of this run, Table 5 and
+/// the token table (CSV).
+fn chaos_tables(mut cmd: impl FnMut() -> Command, store: &str, exp: &Path) -> String {
+    ["table2", "table5", "tokens"]
+        .iter()
+        .map(|t| {
+            let csv = stdout_ok(
+                &cmd()
+                    .args([
+                        "--store",
+                        store,
+                        "table",
+                        t,
+                        "--format",
+                        "csv",
+                        "--experiment",
+                    ])
+                    .arg(exp)
+                    .output()
+                    .unwrap(),
+            );
+            if *t == "table2" {
+                common::run_rows(&csv)
+            } else {
+                csv
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A takeover line (`  taking over NODE from shard I/N (host H, pid P): its lease
+/// expired`): the node and the dead holder's pid.
+fn takeover(line: &str) -> Option<(String, u32)> {
+    let rest = line.trim().strip_prefix("taking over ")?;
+    let (node, holder) = rest.split_once(" from shard ")?;
+    let pid = holder
+        .split("pid ")
+        .nth(1)?
+        .split(')')
+        .next()?
+        .parse()
+        .ok()?;
+    Some((node.to_string(), pid))
+}
+
+/// 8 workers (`--shard i/8`) of the chaos grid on one store (`store`: a `file://`
+/// URL, or the S3 server's), two of them SIGKILLed at moments drawn from a seed
+/// (`OTB_CHAOS_SEED`, default 59), the rest left to finish (taking the killed
+/// workers' nodes over once their leases expire, after `lease_s`). The store then
+/// holds the tables of one process, and every node was computed once, but for the
+/// killed workers' open leases: that work is done again by the worker that takes
+/// the lease over (the duplicate work, counted and printed). `otb_for(mirror)` is
+/// `otb` set up for the store with that local mirror; `leases_dir`, where the store
+/// keeps its leases as files (`file://`), lets the test read the leases a killed
+/// worker left and check each takeover against them.
+fn eight_workers_two_killed(
+    label: &str,
+    store: &str,
+    otb_for: &dyn Fn(&Path) -> Command,
+    lease_s: u32,
+    leases_dir: Option<&Path>,
+    d: &Path,
+) {
+    let exp = chaos_grid(d);
+    let one = d.join("one");
+    let one_store = one.to_string_lossy().into_owned();
+    let total = stages(&stdout_ok(
+        &otb()
+            .args(["--store", &one_store, "run", "--quiet"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    ));
+    let expected = chaos_tables(otb, &one_store, &exp);
+
+    let seed: u64 = std::env::var("OTB_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(59);
+    let mut rng = datasets::rng::SplitMix64::new(seed);
+    let first = rng.below(8) + 1;
+    let second = (first + rng.below(7)) % 8 + 1;
+    // The moments, by progress (so they fall inside the run on any machine): once
+    // the workers together have computed k nodes, k drawn from 1 to 2/3 of the grid.
+    let mut kills = [first, second].map(|w| (1 + rng.below(total * 2 / 3), w));
+    kills.sort();
+
+    let started = Instant::now();
+    let mut workers: Vec<(Child, PathBuf)> = (1..=8)
+        .map(|i| {
+            let log = d.join(format!("worker{i}.log"));
+            let child = otb_for(&d.join(format!("mirror{i}")))
+                .args(["--store", store, "run"])
+                .arg(&exp)
+                .args(["--shard", &format!("{i}/8")])
+                .env("OTB_LEASE_S", lease_s.to_string())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+            (child, log)
+        })
+        .collect();
+    let ran_so_far = |workers: &[(Child, PathBuf)]| {
+        workers
+            .iter()
+            .map(|(_, log)| {
+                common::ran_nodes(&std::fs::read_to_string(log).unwrap_or_default()).len()
+            })
+            .sum::<usize>()
+    };
+    let mut killed = Vec::new();
+    let mut open_leases = Vec::new();
+    for (k, w) in kills {
+        while ran_so_far(&workers) < k {
+            assert!(started.elapsed() < Duration::from_secs(300), "no progress");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let at = started.elapsed();
+        let child = &mut workers[w - 1].0;
+        let ended_before = child.try_wait().unwrap().is_some();
+        assert!(
+            !ended_before,
+            "worker {w} ended before its kill after {k} nodes"
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        killed.push((w, child.id(), at, k));
+        // The leases it left (a file:// store's board is a folder), read before they
+        // expire.
+        for e in leases_dir
+            .map(std::fs::read_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let lease: serde_json::Value = std::fs::read(e.unwrap().path())
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or_default();
+            if lease["pid"].as_u64() == Some(u64::from(child.id())) {
+                open_leases.push(lease["node"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    let mut computed = Vec::new();
+    let mut taken_over = Vec::new();
+    // Every survivor ends (a lease no one can take over would keep them waiting).
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut statuses = Vec::new();
+    for i in 0..workers.len() {
+        let status = loop {
+            if let Some(status) = workers[i].0.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                for (c, _) in workers.iter_mut() {
+                    let _ = c.kill();
+                }
+                panic!(
+                    "worker {} still waiting after 300 s: {}",
+                    i + 1,
+                    std::fs::read_to_string(&workers[i].1).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        statuses.push(status);
+    }
+    for (i, ((_, log), status)) in workers.iter().zip(statuses).enumerate() {
+        let text = std::fs::read_to_string(log).unwrap();
+        let victim = killed.iter().any(|(w, _, _, _)| *w == i + 1);
+        assert!(victim || status.success(), "worker {}: {text}", i + 1);
+        computed.extend(common::ran_nodes(&text));
+        taken_over.extend(text.lines().filter_map(takeover));
+    }
+    let wall = started.elapsed();
+
+    // Computed once: no node's computation was published twice, and the only work
+    // done again is a killed worker's, under a lease that expired.
+    common::assert_once(&computed);
+    let dead: Vec<u32> = killed.iter().map(|(_, pid, _, _)| *pid).collect();
+    for (node, pid) in &taken_over {
+        assert!(
+            dead.contains(pid),
+            "{node} was taken over from a live worker (pid {pid}): two workers computed it"
+        );
+        assert!(
+            computed.contains(node),
+            "{node} taken over but not computed"
+        );
+    }
+    // A killed worker may have published a node and died before its line.
+    let unreported = total - computed.len();
+    assert!(
+        unreported <= killed.len(),
+        "{unreported} nodes computed by no one's log"
+    );
+    if leases_dir.is_some() {
+        // Each open lease of a killed worker was taken over, unless its node had
+        // been published before the kill (then it is reused, not computed again).
+        let mut taken: Vec<&String> = taken_over.iter().map(|(n, _)| n).collect();
+        taken.sort();
+        for node in &taken {
+            assert!(
+                open_leases.contains(node),
+                "{node} taken over without a lease left"
+            );
+        }
+        assert!(taken.len() <= open_leases.len());
+    }
+
+    // The tables of one process, and nothing left to compute (a fresh mirror).
+    let fresh = d.join("mirror-check");
+    assert_eq!(chaos_tables(|| otb_for(&fresh), store, &exp), expected);
+    let again = stdout_ok(
+        &otb_for(&fresh)
+            .args(["--store", store, "run", "--quiet"])
+            .arg(&exp)
+            .output()
+            .unwrap(),
+    );
+    assert!(again.contains(&format!("{total} stages, 0 ran")), "{again}");
+    let kills: Vec<String> = killed
+        .iter()
+        .map(|(w, _, at, k)| format!("shard {w}/8 after {k} nodes ({:.1} s)", at.as_secs_f64()))
+        .collect();
+    println!(
+        "chaos ({label}, seed {seed}, OTB_LEASE_S={lease_s}): {total} nodes, 8 workers, killed {}; all ended in {:.1} s; {} computations published (each node once; {unreported} published by a killed worker before its line); duplicate work: {} node(s) taken over from the killed workers' open leases{}",
+        kills.join(" and "),
+        wall.as_secs_f64(),
+        computed.len(),
+        taken_over.len(),
+        if leases_dir.is_some() {
+            format!(" ({} lease(s) left open)", open_leases.len())
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// On one `file://` store (each worker with its own mirror).
+#[test]
+fn eight_workers_on_a_file_store_two_sigkilled_make_the_tables_of_one_process() {
+    let d = tempfile::tempdir().unwrap();
+    let shared = d.path().join("shared");
+    let url = format!("file://{}", shared.display());
+    let otb_for = |mirror: &Path| {
+        let mut c = otb();
+        c.env("OTB_STORE_CACHE", mirror).env("OTB_HEARTBEAT_S", "0");
+        c
+    };
+    let leases = shared.join("cache").join("leases");
+    eight_workers_two_killed("file://", &url, &otb_for, 3, Some(&leases), d.path());
+}
+
+/// On the S3 test server. The leases are longer: a heartbeat that the one Python
+/// server answers late under 8 workers' polling must not make a live worker's
+/// lease look expired.
+#[test]
+fn eight_workers_on_s3_two_sigkilled_make_the_tables_of_one_process() {
+    let Some(s3) = Cloud::s3() else { return };
+    s3.bucket("chaos");
+    let d = tempfile::tempdir().unwrap();
+    let url = s3.url("chaos", "p");
+    let otb_for = |mirror: &Path| s3.otb(mirror);
+    eight_workers_two_killed("S3", &url, &otb_for, 15, None, d.path());
+}

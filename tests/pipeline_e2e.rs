@@ -10,15 +10,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Serialize, Deserialize, pipeline::Row)]
 #[row(table = "scores", doc = "exported scores")]
 struct LabelledScore {
-    #[row(doc = "instance")]
+    /// Instance.
     instance_id: String,
-    #[row(doc = "E")]
+    /// E.
     e: bool,
-    #[row(doc = "node")]
+    /// Node.
     node: String,
-    #[row(doc = "method")]
+    /// Method.
     method: String,
-    #[row(doc = "agent")]
+    /// Agent.
     agent: String,
 }
 
@@ -26,7 +26,7 @@ struct LabelledScore {
 #[derive(Debug, Serialize, Deserialize, pipeline::Row)]
 #[row(table = "summary", doc = "exported summary")]
 struct SummaryCount {
-    #[row(doc = "instances")]
+    /// Instances.
     n: i64,
 }
 use std::time::{Duration, Instant};

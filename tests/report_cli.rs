@@ -74,6 +74,46 @@ fn item_rows(dom: &str) -> usize {
     tags(dom, "<tr class=\"item").len()
 }
 
+/// The page's first section (inside `<main>`): its `id` and its inner HTML.
+fn first_section(dom: &str) -> (String, &str) {
+    let main = dom.find("<main>").expect("a main element");
+    let s = main + dom[main..].find("<section").expect("a section");
+    let open_end = s + dom[s..].find('>').expect("tag end") + 1;
+    let end = open_end + dom[open_end..].find("</section>").expect("section end");
+    (
+        attr(&dom[s..open_end], "id").unwrap_or_default(),
+        &dom[open_end..end],
+    )
+}
+
+/// The page opens on the paper's table `name` (its first heading, then a table), and
+/// the long listings (cells, items) come after it, folded.
+fn opens_on_the_table(dom: &str, name: &str) {
+    let (id, first) = first_section(dom);
+    assert_eq!(id, "tables", "the first section");
+    let h2 = first.find("<h2>").expect("a heading");
+    assert!(
+        first[h2..].starts_with(&format!("<h2>{name}</h2>")),
+        "the first heading: {}",
+        &first[h2..(h2 + 80).min(first.len())]
+    );
+    assert!(first.contains("<table>"), "the table itself: {first}");
+    let at = |pat: &str| dom.find(pat).unwrap_or_else(|| panic!("{pat}"));
+    assert!(
+        at("id=\"tables\"") < at("id=\"curves\""),
+        "table, then curves"
+    );
+    for fold in ["otb-cells-fold", "otb-items-fold"] {
+        let t = tags(dom, &format!("<details id=\"{fold}\""));
+        assert_eq!(t.len(), 1, "{fold}");
+        assert!(!t[0].contains(" open"), "{fold} is folded: {}", t[0]);
+        assert!(
+            at("id=\"curves\"") < at(&format!("id=\"{fold}\"")),
+            "{fold} after the curves"
+        );
+    }
+}
+
 /// `otb report EXP --to DIR` (must succeed); the report's path.
 fn report(store: &Path, exp: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
     let out = stdout_ok(
@@ -110,7 +150,7 @@ fn run(store: &Path, exp: &Path) {
 fn outputs(store: &Path, exp: &Path) -> stages::driver::RunOutput {
     let exp = stages::driver::load(exp).expect("load");
     let store = pipeline::Store::open(store, pipeline::Access::ReadOnly).expect("store");
-    stages::driver::locate(&exp, &store).expect("locate").0
+    stages::driver::locate(&exp, &store).expect("locate").run
 }
 
 #[test]
@@ -136,6 +176,7 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
 
     // Items per cell: each evaluate node's verdict rows.
     let dom = common::dom(&browser, &page, "");
+    opens_on_the_table(&dom, "Table 2 (BFCL-Opaque)");
     let listed = cells(&dom);
     let evals: Vec<_> = run.by_stage("evaluate").collect();
     assert_eq!(listed.len(), evals.len(), "{listed:?}");
@@ -154,8 +195,8 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
     // One trajectory: the last ToolObserver round of `names`, its first instance.
     let last = run
         .by_stage("explore")
-        .filter(|o| o.setting == "names" && o.method == "toolobserver")
-        .max_by_key(|o| o.round)
+        .filter(|o| o.cell.setting == "names" && o.cell.is(stages::env::Method::ToolObserver))
+        .max_by_key(|o| o.cell.round)
         .expect("a ToolObserver round");
     let traj: Vec<TrajectoryRow> = last.entry.read().unwrap();
     let t = traj.iter().find(|t| !t.calls.is_empty()).expect("a call");
@@ -193,7 +234,7 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
     for setting in ["names", "names+params"] {
         let opaque: Vec<stages::rows::DocRow> = run
             .by_stage("opacify")
-            .find(|o| o.setting == setting)
+            .find(|o| o.cell.setting == setting)
             .unwrap()
             .entry
             .read()
@@ -201,7 +242,7 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
         let mut diff: std::collections::BTreeSet<String> = Default::default();
         for o in run
             .by_stage("batch-reflect")
-            .filter(|o| o.setting == setting)
+            .filter(|o| o.cell.setting == setting)
         {
             let rows: Vec<stages::rows::DocRow> = o.entry.read().unwrap();
             for r in rows {
@@ -234,13 +275,13 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
     for setting in ["names", "names+params"] {
         let base = run
             .by_stage("evaluate")
-            .find(|o| o.setting == setting && o.method == "base")
+            .find(|o| o.cell.setting == setting && o.cell.is(stages::env::Method::Base))
             .unwrap();
         // A curve whose first reflection froze every instance has no later round.
         let Some(to) = run
             .by_stage("evaluate")
-            .filter(|o| o.setting == setting && o.method == "toolobserver")
-            .max_by_key(|o| o.round)
+            .filter(|o| o.cell.setting == setting && o.cell.is(stages::env::Method::ToolObserver))
+            .max_by_key(|o| o.cell.round)
         else {
             continue;
         };
@@ -285,6 +326,37 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
     );
     let text = std::fs::read_to_string(page2).unwrap();
     assert!(text.contains("A = names · easytool"), "compare A");
+
+    // --edits: the same documentation edits and flipped items as text, then the page.
+    let out = stdout_ok(
+        &otb()
+            .arg("--store")
+            .arg(&store)
+            .arg("report")
+            .arg(&exp)
+            .arg("--to")
+            .arg(d.path().join("rep3"))
+            .arg("--edits")
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        out.contains(&format!("Documentation edits: {changed} subjects changed")),
+        "{out}"
+    );
+    assert!(out.contains("after round 1: "), "{out}");
+    assert!(
+        out.contains(&format!(
+            "Items whose verdict changed after an edit: {}",
+            tags(&dom, "<tr class=\"flip\"").len()
+        )),
+        "{out}"
+    );
+    let at = |pat: &str| out.find(pat).unwrap_or_else(|| panic!("{pat} in {out}"));
+    assert!(
+        at("Items whose") < at("report.html"),
+        "the page's path after: {out}"
+    );
     assert!(text.contains("at the given prices"), "priced");
 
     // Split into a page per cell: the main page embeds no items, each cell's page
@@ -553,6 +625,7 @@ fn chess_and_search_reports_in_a_browser() {
         let page = report(&store, &exp, &d.path().join("chess"), &[]);
         let run = outputs(&store, &exp);
         let dom = common::dom(&browser, &page, "");
+        opens_on_the_table(&dom, "Table 3 (chess)");
         let listed = cells(&dom);
         let explores: Vec<_> = run.by_stage("chess-explore").collect();
         assert_eq!(listed.len(), explores.len(), "{listed:?}");
@@ -561,7 +634,7 @@ fn chess_and_search_reports_in_a_browser() {
             let games: Vec<stages::chess::rows::GameRow> = o.entry.read().unwrap();
             let (id, n) = &listed[&o.node];
             assert_eq!(*n, games.len(), "{}", o.node);
-            if o.node.contains("test") && !opened {
+            if o.cell.split() == Some(stages::env::Split::Test) && !opened {
                 let g = &games[0];
                 let dom = common::dom(&browser, &page, &format!("item={id}:{}", g.game_id));
                 let panel = detail(&dom);
@@ -594,6 +667,7 @@ fn chess_and_search_reports_in_a_browser() {
     let page = report(&store, &exp, &d.path().join("search"), &[]);
     let run = outputs(&store, &exp);
     let dom = common::dom(&browser, &page, "");
+    opens_on_the_table(&dom, "Table 4 (search)");
     let listed = cells(&dom);
     let explores: Vec<_> = run.by_stage("search-explore").collect();
     assert_eq!(listed.len(), explores.len(), "{listed:?}");
@@ -603,7 +677,7 @@ fn chess_and_search_reports_in_a_browser() {
     }
     let test = explores
         .iter()
-        .find(|o| o.node.contains("test"))
+        .find(|o| o.cell.split() == Some(stages::env::Split::Test))
         .expect("a test cell");
     let eps: Vec<stages::search::EpisodeRow> = test.entry.read().unwrap();
     let (id, _) = &listed[&test.node];
@@ -630,7 +704,9 @@ fn chess_and_search_reports_in_a_browser() {
 }
 
 /// The authors' released runs: imported and graded into the store, one cell per run
-/// version, ToolObserver's version 0 as its Base; the page loads.
+/// version, ToolObserver's version 0 as its Base; the page loads, opens on Table 2
+/// (paper beside released, with E's intervals), names cells by the paper's settings
+/// and draws ToolObserver's tokens per round from the release's token usage.
 #[test]
 fn the_released_runs_report() {
     let Some(shared) = common::shared_bfcl() else {
@@ -677,6 +753,74 @@ fn the_released_runs_report() {
         !tags(&dom, "<div class=\"comparison\"").is_empty(),
         "Base vs ToolObserver"
     );
+
+    // The first screen: Table 2 with the paper's and the released values, the
+    // released cells with E's bootstrap interval.
+    opens_on_the_table(&dom, "Table 2 (BFCL-Opaque)");
+    let (_, table) = first_section(&dom);
+    for source in ["<td>paper</td>", "<td>released</td>"] {
+        assert!(table.contains(source), "{source} rows in {table}");
+    }
+    assert!(table.contains("E∈["), "released intervals in {table}");
+
+    // Cells and items by the paper's setting names, not the release's config names.
+    let region = |start: &str, end: &str| {
+        let s = dom.find(start).unwrap_or_else(|| panic!("{start}"));
+        let e = s + dom[s..].find(end).unwrap_or_else(|| panic!("{end}"));
+        &dom[s..e]
+    };
+    let cells_table = region("id=\"otb-cells\"", "</table>");
+    let item_list = region("id=\"otb-items\"", "id=\"otb-detail\"");
+    // What the page shows (node names stay in attributes, for links and tests).
+    let shown = |html: &str| {
+        let mut text = String::new();
+        let mut in_tag = false;
+        for c in html.chars() {
+            match c {
+                '<' => in_tag = true,
+                '>' => {
+                    in_tag = false;
+                    text.push(' ');
+                }
+                c if !in_tag => text.push(c),
+                _ => {}
+            }
+        }
+        text
+    };
+    for (what, html) in [("cells", cells_table), ("items", item_list)] {
+        let text = shown(html);
+        assert!(
+            text.contains("exec_"),
+            "{what}: {}",
+            &text[..text.len().min(2000)]
+        );
+        assert!(
+            !text.contains("increasing_number") && !text.contains("executable_"),
+            "{what} named by config: {}",
+            &text[..text.len().min(2000)]
+        );
+    }
+    for setting in [
+        "gold · exec_simple",
+        "names · exec_simple",
+        "names+desc · exec_multiple",
+        "names+params · exec_multiple",
+    ] {
+        assert!(
+            cells_table.contains(&format!("<td>{setting}</td>")),
+            "{setting} in {cells_table}"
+        );
+    }
+
+    // Tokens per round from the release's token_usage files: thousands of tokens,
+    // not a line at zero.
+    let tokens = region("<title>ToolObserver tokens per round", "</svg>");
+    assert!(
+        tokens.contains("k</text>") || tokens.contains("M</text>"),
+        "token ticks: {tokens}"
+    );
+    assert!(!dom.contains("no token usage recorded"), "a tokens note");
 }
 
 /// The full scripted grid (`experiments/scripted.toml`: 150 instances, every setting

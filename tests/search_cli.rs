@@ -468,3 +468,80 @@ fn a_tool_call_the_agent_writes_as_text_is_made() {
     let t4 = table4(&store, &exp);
     assert!(t4.contains("/ 2.0"), "{t4}");
 }
+
+/// `otb plan --format json` of the finished run of `exp` over `store`: its nodes.
+fn plan_nodes(store: &Path, exp: &Path) -> Vec<serde_json::Value> {
+    let out = otb()
+        .arg("--store")
+        .arg(store)
+        .args(["plan", "--format", "json"])
+        .arg(exp)
+        .output()
+        .unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&stdout_ok(&out)).expect("plan JSON");
+    plan["nodes"].as_array().expect("nodes").clone()
+}
+
+/// The search judge on a training play is a node of its own (the environment's
+/// grading node): at the training play's cell, with its own key, reading that play's
+/// episodes; batch-reflect's `trajectories` input is that node. Without a judge,
+/// batch-reflect reads the play's episodes and there is no judge node.
+#[test]
+fn the_training_judge_is_the_node_batch_reflect_reads() {
+    let d = tempfile::tempdir().unwrap();
+    write_fixture(d.path());
+    let exp = |name: &str, judge: &str| {
+        fixture_experiment(
+            d.path(),
+            name,
+            (CANARY, "corpus.jsonl"),
+            &format!("tool_sets = [\"domains\"]\nmethods = [\"toolobserver\"]\ntrain_questions = 2\ntest_questions = 2\nmax_turns = 1\nrounds = 1\nbatch_size = 2\n{judge}[models]\nagent = \"scripted:random\"\neditor = \"scripted:observer\"\n"),
+        )
+    };
+    let train_play =
+        |n: &serde_json::Value| n["cell"]["split"] == "train" && n["cell"]["round"] == 0;
+    for (name, judge) in [("judged", "judge = \"scripted:judge\"\n"), ("exact", "")] {
+        let exp = exp(name, judge);
+        stdout_ok(&run(d.path(), &exp));
+        let nodes = plan_nodes(&d.path().join("store"), &exp);
+        let one = |stage: &str, pred: &dyn Fn(&serde_json::Value) -> bool| {
+            let found: Vec<&serde_json::Value> = nodes
+                .iter()
+                .filter(|n| n["stage"] == stage && pred(n))
+                .collect();
+            assert_eq!(found.len(), 1, "{name}: {stage}: {found:?}");
+            found[0].clone()
+        };
+        let explore = one("search-explore", &train_play);
+        let reflect = one("batch-reflect", &|_| true);
+        let read: Vec<&serde_json::Value> = reflect["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["name"] == "trajectories")
+            .collect();
+        assert_eq!(read.len(), 1, "{reflect}");
+        let judges: Vec<&serde_json::Value> = nodes
+            .iter()
+            .filter(|n| n["stage"] == "search-judge" && train_play(n))
+            .collect();
+        if judge.is_empty() {
+            assert!(judges.is_empty(), "{judges:?}");
+            assert_eq!(read[0]["node"], explore["node"], "{reflect}");
+            continue;
+        }
+        let judged = one("search-judge", &train_play);
+        assert_eq!(judged["cell"], explore["cell"]);
+        assert!(judged["key"].is_string(), "{judged}");
+        assert_ne!(judged["key"], explore["key"]);
+        assert!(
+            judged["inputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|i| i["name"] == "episodes" && i["node"] == explore["node"]),
+            "{judged}"
+        );
+        assert_eq!(read[0]["node"], judged["node"], "{reflect}");
+    }
+}

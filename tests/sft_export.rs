@@ -21,15 +21,15 @@ use std::collections::BTreeMap;
 fn improved_tools(s: &Scratch) -> usize {
     let exp = stages::driver::load(&s.exp()).unwrap();
     let store = pipeline::Store::open(&s.store(), pipeline::Access::ReadOnly).unwrap();
-    let (run, _) = stages::driver::locate(&exp, &store).unwrap();
+    let run = stages::driver::locate(&exp, &store).unwrap().run;
     let mut count = 0;
     for setting in ["names", "names+params"] {
         let rows = |stage: &str, method: &str, last: bool| {
             let mut outs: Vec<_> = run
                 .by_stage(stage)
-                .filter(|o| o.setting == setting && o.method == method)
+                .filter(|o| o.cell.setting == setting && o.cell.method_name() == method)
                 .collect();
-            outs.sort_by_key(|o| o.round);
+            outs.sort_by_key(|o| o.cell.round);
             let o = if last { outs.last() } else { outs.first() };
             o.map(|o| o.entry.clone())
         };
@@ -39,7 +39,7 @@ fn improved_tools(s: &Scratch) -> usize {
         let finals: Vec<DocRow> = reflect.read().unwrap();
         let opaque: Vec<DocRow> = run
             .by_stage("opacify")
-            .find(|o| o.setting == setting)
+            .find(|o| o.cell.setting == setting)
             .unwrap()
             .entry
             .read()

@@ -116,6 +116,44 @@ impl Scripted {
     }
 }
 
+impl Scripted {
+    /// What `otb serve --model scripted:echo` serves: a reply that is a pure
+    /// function of the request, with no model, so a server's machinery (HTTP,
+    /// streaming, connection bounds) can be measured and tested alone. It answers
+    /// `echo: ` and the first [`ECHO_CHARS`] characters of the last user message's
+    /// text (finish reason `stop`), and counts tokens as whitespace-separated
+    /// words: the prompt's over every message's text, the completion's over the
+    /// reply.
+    pub fn echo() -> Self {
+        Scripted::new(|req| {
+            let words = |t: &str| t.split_whitespace().count() as u64;
+            let last = req
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.role == crate::types::Role::User)
+                .and_then(|m| m.content.as_deref())
+                .unwrap_or("");
+            let text: String = format!(
+                "echo: {}",
+                last.chars().take(ECHO_CHARS).collect::<String>()
+            );
+            let mut resp = ChatResponse::text(text);
+            resp.usage.prompt = req
+                .messages
+                .iter()
+                .filter_map(|m| m.content.as_deref())
+                .map(words)
+                .fold(0, u64::saturating_add);
+            resp.usage.completion = resp.content.as_deref().map_or(0, words);
+            Ok(resp)
+        })
+    }
+}
+
+/// How many characters of the last user message [`Scripted::echo`] repeats.
+pub const ECHO_CHARS: usize = 200;
+
 impl Backend for Scripted {
     fn chat<'a>(&'a self, req: &'a ChatRequest) -> BoxFuture<'a, Result<ChatResponse, LlmError>> {
         let out = (self.f)(req);
@@ -139,6 +177,28 @@ mod tests {
         let req = ChatRequest::new("m", vec![Message::user("hi")]);
         let resp = b.chat(&req).await.unwrap();
         assert_eq!(resp.content.as_deref(), Some("1 messages"));
+    }
+
+    #[tokio::test]
+    async fn echo_repeats_the_last_user_message_bounded_and_counts_words() {
+        let b = Scripted::echo();
+        let req = ChatRequest::new(
+            "m",
+            vec![
+                Message::system("be brief"),
+                Message::user("first question"),
+                Message::user("what is two plus two"),
+            ],
+        );
+        let resp = b.chat(&req).await.unwrap();
+        assert_eq!(resp.content.as_deref(), Some("echo: what is two plus two"));
+        assert_eq!(resp.finish_reason.as_deref(), Some("stop"));
+        assert_eq!((resp.usage.prompt, resp.usage.completion), (9, 6));
+        // The same request, the same reply; a huge message is cut.
+        assert_eq!(b.chat(&req).await.unwrap().content, resp.content);
+        let huge = ChatRequest::new("m", vec![Message::user("é".repeat(1 << 20))]);
+        let text = b.chat(&huge).await.unwrap().content.unwrap();
+        assert_eq!(text.chars().count(), "echo: ".len() + ECHO_CHARS);
     }
 
     #[tokio::test]

@@ -7,10 +7,14 @@
 //! server-sent events. Bind it to 127.0.0.1.
 //!
 //! Bounds ([`ServeConfig`]): at most `max_connections` connections are
-//! served at once; further ones **wait** (they are not accepted until a
-//! slot frees, so they queue in the kernel's backlog and the client's own
-//! timeout applies) rather than being refused with 503, because a model
-//! call can take minutes and a refusal would burn the client's retries. A
+//! served at once; further ones **wait** (one is accepted and waits for a
+//! slot, the rest are not accepted yet, so they queue in the kernel's
+//! backlog and the client's own timeout applies) rather than being refused
+//! with 503, because a model call can take minutes and a refusal would burn
+//! the client's retries. While a connection waits, every reply closes its
+//! kept-alive connection (`Connection: close`): clients that keep their
+//! connections busy, request after request, cannot shut the others out; a
+//! client whose connection was closed reconnects behind those waiting. A
 //! connection that sends no complete request head within `io_timeout`
 //! (a client that connects and says nothing, or one idle between requests)
 //! is closed; a request whose body does not arrive within `io_timeout` gets
@@ -28,7 +32,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -134,18 +138,24 @@ pub async fn serve_listener_with(
         model: cfg.model.clone(),
         counter: AtomicU64::new(0),
         timeout: cfg.io_timeout,
+        waiting: AtomicBool::new(false),
     });
     loop {
-        // Wait for a free slot before accepting: excess connections queue.
-        let permit = slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| LlmError::new(ErrorKind::Fatal, "connection limiter closed"))?;
         let (stream, _) = listener
             .accept()
             .await
             .map_err(|e| LlmError::new(ErrorKind::Fatal, format!("accept failed: {e}")))?;
+        // A slot for it, else it waits (and the connections after it stay in the
+        // backlog); meanwhile replies close their connections to make way.
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                state.waiting.store(true, Ordering::Relaxed);
+                let permit = slots.clone().acquire_owned().await;
+                state.waiting.store(false, Ordering::Relaxed);
+                permit.map_err(|_| LlmError::new(ErrorKind::Fatal, "connection limiter closed"))?
+            }
+        };
         let state = state.clone();
         tokio::spawn(async move {
             let timeout = state.timeout;
@@ -171,6 +181,8 @@ struct State {
     model: Option<String>,
     counter: AtomicU64,
     timeout: Duration,
+    /// An accepted connection waits for a slot: replies close their connections.
+    waiting: AtomicBool,
 }
 
 /// What a request is answered with.
@@ -238,6 +250,13 @@ async fn answer(req: Request<Incoming>, state: &State) -> Response<Full<Bytes>> 
         h.insert(
             hyper::header::CACHE_CONTROL,
             hyper::header::HeaderValue::from_static("no-cache"),
+        );
+    }
+    if state.waiting.load(Ordering::Relaxed) {
+        // hyper ends the connection after this reply: its slot goes to the waiter.
+        h.insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
         );
     }
     resp

@@ -153,6 +153,59 @@ async fn idle_clients_time_out_and_excess_connections_wait() {
     }
 }
 
+/// Clients that keep their connections busy, request after request, cannot shut
+/// out one that waits for a slot: while it waits, each reply closes its connection
+/// (`Connection: close`), so the waiting client is answered next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_kept_alive_connections_make_way_for_a_waiting_one() {
+    use tokio::io::AsyncWriteExt;
+    let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ServeConfig {
+        max_connections: 1,
+        io_timeout: Duration::from_secs(10),
+        ..ServeConfig::default()
+    };
+    let b = Scripted::new(|_| Ok(ChatResponse::text("hi")));
+    tokio::spawn(serve_listener_with(Arc::new(b), listener, cfg));
+    let body = chat_body("x");
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    // One client keeps the only slot busy for 3 s, reconnecting when told to close.
+    let busy = tokio::spawn(async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let until = Instant::now() + Duration::from_secs(3);
+        let (mut answered, mut closed) = (0, 0);
+        while Instant::now() < until {
+            s.write_all(req.as_bytes()).await.unwrap();
+            let (head, _) = read_response(&mut s).await;
+            answered += 1;
+            if head.to_ascii_lowercase().contains("connection: close") {
+                closed += 1;
+                s = TcpStream::connect(addr).await.unwrap();
+            }
+        }
+        (answered, closed)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Another is answered while the first is still busy.
+    let t = Instant::now();
+    let r = client(addr).chat(&ask("y")).await.unwrap();
+    assert_eq!(r.content.as_deref(), Some("hi"));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "waited {:?}",
+        t.elapsed()
+    );
+    let (answered, closed) = busy.await.unwrap();
+    assert!(
+        closed >= 1 && answered > closed,
+        "{answered} answered, {closed} closed"
+    );
+}
+
 /// Reads one response from a kept-alive connection: (head, body by Content-Length).
 async fn read_response(s: &mut TcpStream) -> (String, String) {
     let mut buf = Vec::new();

@@ -11,11 +11,11 @@ use std::time::Instant;
 #[derive(Serialize, Deserialize, Row)]
 #[row(table = "rows", doc = "bench row")]
 struct R {
-    #[row(doc = "id")]
+    /// Id.
     id: String,
-    #[row(doc = "x")]
+    /// X.
     x: f64,
-    #[row(doc = "args")]
+    /// Args.
     args: serde_json::Value,
 }
 

@@ -1,18 +1,18 @@
 //! A grid of many ready nodes through the executor (issue #59's load figure): N
 //! independent nodes (default 5,000; `OTB_NODES`), each writing one row, run by one
-//! `Plan` into a fresh store; prints the wall time, the most threads the process had
+//! `Schedule` into a fresh store; prints the wall time, the most threads the process had
 //! at once and its peak resident memory (Linux `/proc/self/status`).
 //!
 //! `cargo run --release -p pipeline --example many_nodes` (`OTB_NODE_THREADS` sets
 //! the executor's cap).
 
-use pipeline::{Mode, Node, Params, Plan, Row, Seq, Session, StageCtx, StageError, Store};
+use pipeline::{Mode, Node, Params, Row, Schedule, Seq, Session, StageCtx, StageError, Store};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, Row)]
 #[row(table = "nums", doc = "numbers")]
 struct Num {
-    #[row(doc = "a number")]
+    /// A number.
     x: i64,
 }
 
@@ -34,7 +34,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path(), pipeline::Access::ReadWrite).expect("store");
     let session = Session::new(&store, Mode::Run, true);
-    let plan: Plan<'_, StageError> = Plan::default();
+    let plan: Schedule<'_, StageError> = Schedule::default();
     let (done, most) = (AtomicBool::new(false), AtomicUsize::new(0));
     let t0 = std::time::Instant::now();
     std::thread::scope(|scope| {

@@ -76,7 +76,23 @@ pub struct NodeReport {
     pub inputs: Vec<(String, String)>,
 }
 
+/// A node whose key is known: what the steps of [`Session::stage_at`] share.
+struct Keyed<'a> {
+    node: &'a str,
+    stage: &'a str,
+    components: KeyComponents,
+    key: Digest,
+}
+
 impl NodeReport {
+    /// What the run that computed `entry` reported: its rows, time and usage.
+    fn computed_as(&mut self, entry: &Entry) {
+        self.rows = entry.rows();
+        self.wall_ms = entry.manifest.wall_ms;
+        self.finished_unix = entry.manifest.created_unix;
+        self.usage = entry.manifest.usage.clone();
+    }
+
     /// The report of `node` (of `stage`, reading `inputs`) before anything is known
     /// of it: no key, nothing computed.
     fn new(node: &str, stage: &str, inputs: &[Input<'_>]) -> NodeReport {
@@ -101,7 +117,7 @@ impl NodeReport {
 /// entry yet. A drive passes handles on as inputs whether they are computed or not:
 /// in status mode a node that is not in the store has a pending handle, and every
 /// node after it is listed as waiting for it ([`NodeState::Blocked`]); in a run whose
-/// nodes an [`crate::exec::Plan`] executes, a handle is a promise that the node
+/// nodes an [`crate::exec::Schedule`] executes, a handle is a promise that the node
 /// settles when it is computed (or fails), and the nodes reading it wait for it.
 #[derive(Clone)]
 pub struct Handle {
@@ -490,6 +506,18 @@ impl<'s> Session<'s> {
                         if let Lookup::Hit(e) = self.store.inspect(components) {
                             return Ok(Err(*e));
                         }
+                        match guard.taken_from() {
+                            // Work the dead worker did on it is lost: say so, so that
+                            // a log counts what was computed twice.
+                            Some(h) if h.pid != 0 => self.println(&format!(
+                                "  taking over {node} from {} (host {}, pid {}): its lease expired",
+                                h.worker, h.host, h.pid
+                            )),
+                            Some(_) => self.println(&format!(
+                                "  taking over {node}: its lease was left unreadable by a worker that died writing it"
+                            )),
+                            None => {}
+                        }
                         return Ok(Ok(guard));
                     }
                     crate::lease::Claim::Busy(h) if h.pid == 0 => {
@@ -699,7 +727,6 @@ impl<'s> Session<'s> {
             code_version,
             params,
         } = call;
-        let pending = Handle::pending(node);
         let mut report = NodeReport::new(node, stage, inputs);
         if inputs.iter().any(|(_, h)| h.entry().is_none()) {
             return self.waiting(seq, report, stage, inputs);
@@ -715,6 +742,12 @@ impl<'s> Session<'s> {
         };
         let key = components.key();
         report.key = Some(key.clone());
+        let keyed = Keyed {
+            node,
+            stage,
+            components,
+            key,
+        };
         let store_err = |e| StageError::store(stage, e);
         // One computation per key in a run: a second node with this key waits here
         // and then finds the first one's output.
@@ -722,7 +755,7 @@ impl<'s> Session<'s> {
             self.computing
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .entry(key.clone())
+                .entry(keyed.key.clone())
                 .or_default()
                 .clone()
         });
@@ -731,97 +764,150 @@ impl<'s> Session<'s> {
             .map(|g| g.lock().unwrap_or_else(|e| e.into_inner()));
         // `inspect` changes nothing: status mode (also used to compute what `gc` keeps)
         // must neither quarantine nor record slots.
-        let corrupt = match self.store.inspect(&components) {
-            Lookup::Hit(entry) => {
-                if self.mode == Mode::Run {
-                    self.store
-                        .record_slot(node, &components)
-                        .map_err(store_err)?;
-                    // A run stopped between publishing this entry and deleting its
-                    // journal left the journal behind: the entry is the result now.
-                    crate::journal::Journal::new(self.store.root(), &key).remove();
-                }
-                report.rows = entry.rows();
-                report.wall_ms = entry.manifest.wall_ms;
-                report.finished_unix = entry.manifest.created_unix;
-                report.usage = entry.manifest.usage.clone();
-                self.report(seq, report);
-                return Ok(Handle::ready(node, *entry));
-            }
+        let corrupt = match self.store.inspect(&keyed.components) {
+            Lookup::Hit(entry) => return self.reuse(seq, report, &keyed, *entry),
             Lookup::Miss => None,
             Lookup::Corrupt { reason } => Some(reason),
         };
         if self.mode == Mode::Status {
-            let mut reasons = match (corrupt, self.store.slot(node)) {
-                (Some(reason), _) => vec![format!("stored output is corrupt: {reason}")],
-                (None, None) => vec!["never run".to_string()],
-                (None, Some(slot)) if slot.key == key => {
-                    vec!["output missing from the store (removed by gc?)".to_string()]
-                }
-                (None, Some(slot)) => {
-                    let ch = components.changes_since(&slot.components);
-                    if ch.is_empty() {
-                        vec!["key changed".to_string()]
-                    } else {
-                        ch.iter().map(|c| c.to_string()).collect()
-                    }
-                }
+            report.state = NodeState::WouldRun {
+                reasons: self.why_it_would_run(&keyed, corrupt),
             };
-            if let Some(h) = crate::lease::lease_of(&crate::lease::Board::of(self.store), &key) {
-                reasons.retain(|r| r != "never run");
-                reasons.insert(0, format!("in progress: {}", lease_text(&h)));
-            } else if self.store.in_progress(stage, &key) {
-                // Started but not published: "never run" would say otherwise.
-                reasons.retain(|r| r != "never run");
-                reasons.insert(
-                    0,
-                    "in progress: being computed now, or stopped part-way (what it finished is kept)"
-                        .to_string(),
-                );
-            }
-            report.state = NodeState::WouldRun { reasons };
             self.report(seq, report);
-            return Ok(pending);
+            return Ok(Handle::pending(node));
         }
         if let Some(reason) = &corrupt {
             // Moved aside or an error: a corrupt entry is never reused.
             self.store
-                .quarantine(stage, &key, reason)
+                .quarantine(stage, &keyed.key, reason)
                 .map_err(store_err)?;
         }
         let _lease = match &self.coop {
             None => None,
             Some(coop) => match self
-                .cooperate(coop, node, &components, &key)
+                .cooperate(coop, node, &keyed.components, &keyed.key)
                 .map_err(store_err)?
             {
                 Ok(guard) => Some(guard),
-                Err(entry) => {
-                    self.store
-                        .record_slot(node, &components)
-                        .map_err(store_err)?;
-                    // The worker that published it may have stopped before deleting
-                    // its journal: the entry is the result now.
-                    crate::journal::Journal::new(self.store.root(), &key).remove();
-                    self.by_others.fetch_add(1, Ordering::Relaxed);
-                    report.rows = entry.rows();
-                    report.wall_ms = entry.manifest.wall_ms;
-                    report.finished_unix = entry.manifest.created_unix;
-                    report.usage = entry.manifest.usage.clone();
-                    self.println(&format!("  {node}: computed by another worker"));
-                    self.report(seq, report);
-                    return Ok(Handle::ready(node, entry));
-                }
+                Err(entry) => return self.computed_by_another_worker(seq, report, &keyed, entry),
             },
         };
+        self.compute(seq, report, &keyed, inputs, run)
+    }
+
+    /// [`Session::stage_at`] found the node's entry in the store: reuse it (a run
+    /// records the node's slot first).
+    fn reuse(
+        &self,
+        seq: &Seq,
+        mut report: NodeReport,
+        keyed: &Keyed<'_>,
+        entry: Entry,
+    ) -> Result<Handle, StageError> {
+        if self.mode == Mode::Run {
+            self.store
+                .record_slot(keyed.node, &keyed.components)
+                .map_err(|e| StageError::store(keyed.stage, e))?;
+            // A run stopped between publishing this entry and deleting its
+            // journal left the journal behind: the entry is the result now.
+            crate::journal::Journal::new(self.store.root(), &keyed.key).remove();
+        }
+        report.computed_as(&entry);
+        self.report(seq, report);
+        Ok(Handle::ready(keyed.node, entry))
+    }
+
+    /// Status mode: why a node that is not in the store would run (`corrupt`: what
+    /// verification found wrong with its stored entry), an entry in progress first.
+    fn why_it_would_run(&self, keyed: &Keyed<'_>, corrupt: Option<String>) -> Vec<String> {
+        let Keyed {
+            node,
+            stage,
+            components,
+            key,
+        } = keyed;
+        let mut reasons = match (corrupt, self.store.slot(node)) {
+            (Some(reason), _) => vec![format!("stored output is corrupt: {reason}")],
+            (None, None) => vec!["never run".to_string()],
+            (None, Some(slot)) if slot.key == *key => {
+                vec!["output missing from the store (removed by gc?)".to_string()]
+            }
+            (None, Some(slot)) => {
+                let ch = components.changes_since(&slot.components);
+                if ch.is_empty() {
+                    vec!["key changed".to_string()]
+                } else {
+                    ch.iter().map(|c| c.to_string()).collect()
+                }
+            }
+        };
+        if let Some(h) = crate::lease::lease_of(&crate::lease::Board::of(self.store), key) {
+            reasons.retain(|r| r != "never run");
+            reasons.insert(0, format!("in progress: {}", lease_text(&h)));
+        } else if self.store.in_progress(stage, key) {
+            // Started but not published: "never run" would say otherwise.
+            reasons.retain(|r| r != "never run");
+            reasons.insert(
+                0,
+                "in progress: being computed now, or stopped part-way (what it finished is kept)"
+                    .to_string(),
+            );
+        }
+        reasons
+    }
+
+    /// Cooperating workers: another worker published the node's entry while this
+    /// one waited for its lease; take it.
+    fn computed_by_another_worker(
+        &self,
+        seq: &Seq,
+        mut report: NodeReport,
+        keyed: &Keyed<'_>,
+        entry: Entry,
+    ) -> Result<Handle, StageError> {
+        self.store
+            .record_slot(keyed.node, &keyed.components)
+            .map_err(|e| StageError::store(keyed.stage, e))?;
+        // The worker that published it may have stopped before deleting
+        // its journal: the entry is the result now.
+        crate::journal::Journal::new(self.store.root(), &keyed.key).remove();
+        self.by_others.fetch_add(1, Ordering::Relaxed);
+        report.computed_as(&entry);
+        self.println(&format!("  {}: computed by another worker", keyed.node));
+        self.report(seq, report);
+        Ok(Handle::ready(keyed.node, entry))
+    }
+
+    /// Run mode, a node not in the store: compute it with `run` in a staging
+    /// directory (journaled, shown among the active nodes), then publish it and
+    /// record the node's slot.
+    fn compute<F>(
+        &self,
+        seq: &Seq,
+        mut report: NodeReport,
+        keyed: &Keyed<'_>,
+        inputs: &[Input<'_>],
+        run: F,
+    ) -> Result<Handle, StageError>
+    where
+        F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError>,
+    {
+        let Keyed {
+            node,
+            stage,
+            components,
+            key,
+        } = keyed;
+        let (node, stage) = (*node, *stage);
+        let store_err = |e| StageError::store(stage, e);
         let start = Instant::now();
         let mut ctx = StageCtx {
             inputs: inputs
                 .iter()
                 .map(|(n, h)| (n.to_string(), (*h).clone()))
                 .collect(),
-            staging: self.store.begin(&components).map_err(store_err)?,
-            journal: crate::journal::Journal::new(self.store.root(), &key),
+            staging: self.store.begin(components).map_err(store_err)?,
+            journal: crate::journal::Journal::new(self.store.root(), key),
             node,
             usage: Usage::default(),
             multi: &self.multi,
@@ -857,7 +943,7 @@ impl<'s> Session<'s> {
             .map_err(store_err)?;
         journal.remove();
         self.store
-            .record_slot(node, &components)
+            .record_slot(node, components)
             .map_err(store_err)?;
         report.state = NodeState::Ran;
         report.rows = entry.rows();

@@ -1,18 +1,18 @@
-//! The executor of a run: a [`Plan`] holds the nodes a drive issued, each with the
+//! The executor of a run: a [`Schedule`] holds the nodes a drive issued, each with the
 //! handles it waits for, and runs every node as soon as its inputs are computed, on a
 //! thread of its own, so independent nodes (the settings of a grid, Gold beside Base,
 //! the rounds of one curve beside another's) run at the same time and their model
 //! calls meet in the backend's batch.
 //!
-//! At most [`Plan::threads`] tasks run at once (default [`DEFAULT_THREADS`], or
+//! At most [`Schedule::threads`] tasks run at once (default [`DEFAULT_THREADS`], or
 //! `OTB_NODE_THREADS`): a grid of thousands of ready nodes starts that many threads,
 //! and the rest start, in the drive's order, as those finish.
 //!
-//! A drive issues nodes without waiting for them ([`Plan::node`]): it gets a promise
+//! A drive issues nodes without waiting for them ([`Schedule::node`]): it gets a promise
 //! [`Handle`] back at once and passes it on as an input. What a drive can only decide
 //! from a computed output (whether an online ToolObserver curve goes on, a key that
-//! needs an input's content) is a continuation ([`Plan::push`]) that runs once the
-//! handles it waits for are settled, and may issue more nodes. [`Plan::run`] returns
+//! needs an input's content) is a continuation ([`Schedule::push`]) that runs once the
+//! handles it waits for are settled, and may issue more nodes. [`Schedule::run`] returns
 //! when nothing is left to run.
 //!
 //! What the order of completion must not change, it does not: every node and
@@ -37,7 +37,7 @@ pub enum Params<'p> {
     Later(Box<dyn FnOnce() -> Result<serde_json::Value, StageError> + Send + 'p>),
 }
 
-/// A node as [`Plan::node`] issues it.
+/// A node as [`Schedule::node`] issues it.
 pub struct Node<'p> {
     /// Its place in the drive's order.
     pub seq: Seq,
@@ -70,9 +70,9 @@ struct State<'p, E> {
     errors: Vec<(Seq, E)>,
 }
 
-/// The nodes and continuations of a run, executed by [`Plan::run`]. `'p`: what the
-/// tasks borrow (the drive's environment, models, session) outlives the plan.
-pub struct Plan<'p, E> {
+/// The nodes and continuations of a run, executed by [`Schedule::run`]. `'p`: what the
+/// tasks borrow (the drive's environment, models, session) outlives the schedule.
+pub struct Schedule<'p, E> {
     state: Mutex<State<'p, E>>,
     changed: Condvar,
     threads: usize,
@@ -92,16 +92,16 @@ fn threads_from_env() -> usize {
         .unwrap_or(DEFAULT_THREADS)
 }
 
-impl<'p, E> Default for Plan<'p, E> {
+impl<'p, E> Default for Schedule<'p, E> {
     fn default() -> Self {
-        Plan::with_threads(threads_from_env())
+        Schedule::with_threads(threads_from_env())
     }
 }
 
-impl<'p, E> Plan<'p, E> {
-    /// A plan that runs at most `threads` tasks at once (at least 1).
+impl<'p, E> Schedule<'p, E> {
+    /// A schedule that runs at most `threads` tasks at once (at least 1).
     pub fn with_threads(threads: usize) -> Self {
-        Plan {
+        Schedule {
             state: Mutex::new(State {
                 queue: Vec::new(),
                 running: 0,
@@ -118,7 +118,7 @@ impl<'p, E> Plan<'p, E> {
     }
 }
 
-impl<'p, E: From<StageError> + Send + 'p> Plan<'p, E> {
+impl<'p, E: From<StageError> + Send + 'p> Schedule<'p, E> {
     fn lock(&self) -> std::sync::MutexGuard<'_, State<'p, E>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -269,7 +269,7 @@ mod tests {
     #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize, Row)]
     #[row(table = "nums", doc = "numbers")]
     struct Num {
-        #[row(doc = "a number")]
+        /// A number.
         x: i64,
     }
 
@@ -293,7 +293,7 @@ mod tests {
         let store = Store::open(dir.path(), crate::Access::ReadWrite).unwrap();
         let session = Session::new(&store, Mode::Run, true);
         let ran = AtomicUsize::new(0);
-        let plan: Plan<'_, StageError> = Plan::default();
+        let plan: Schedule<'_, StageError> = Schedule::default();
         let write = |x: i64| {
             let ran = &ran;
             move |ctx: &mut StageCtx<'_>| {
@@ -334,7 +334,7 @@ mod tests {
             AtomicUsize::new(0),
             AtomicUsize::new(0),
         );
-        let plan: Plan<'_, StageError> = Plan::with_threads(4);
+        let plan: Schedule<'_, StageError> = Schedule::with_threads(4);
         for i in 0..200u32 {
             let (now, most, ran) = (&now, &most, &ran);
             plan.node(
@@ -366,7 +366,7 @@ mod tests {
         let store = Store::open(dir.path(), crate::Access::ReadWrite).unwrap();
         let session = Session::new(&store, Mode::Run, true);
         let continued = AtomicUsize::new(0);
-        let plan: Plan<'_, StageError> = Plan::default();
+        let plan: Schedule<'_, StageError> = Schedule::default();
         let a = plan.node(&session, node(0, "a", &[]), |_ctx: &mut StageCtx<'_>| {
             Err(StageError::user("num", "bad input"))
         });
@@ -399,7 +399,7 @@ mod tests {
         let store = Store::open(dir.path(), crate::Access::ReadWrite).unwrap();
         let session = Session::new(&store, Mode::Run, true);
         let later = std::sync::Mutex::new(None);
-        let plan: std::sync::Arc<Plan<'_, StageError>> = Default::default();
+        let plan: std::sync::Arc<Schedule<'_, StageError>> = Default::default();
         let a = plan.node(&session, node(0, "a", &[]), |ctx: &mut StageCtx<'_>| {
             ctx.write(&[Num { x: 5 }])?;
             Ok(())

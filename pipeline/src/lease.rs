@@ -151,23 +151,40 @@ impl Board {
         }
     }
 
-    /// Create `rel` holding `h` unless it exists: whether this call created it.
+    /// Create `rel` holding `h` unless it exists: whether this call created it. The
+    /// file appears with its holder or not at all: it is written whole under a name of
+    /// its own, then hard-linked to `rel` (which fails when `rel` exists). A file
+    /// created empty and written after could be left empty by a worker killed in
+    /// between, and every other worker would wait for it forever.
     fn create(&self, rel: &str, h: &Holder) -> Result<bool, StoreError> {
         match self {
             Board::Dir(root) => {
                 let path = Self::path(root, rel);
-                match fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                {
-                    Ok(f) => {
-                        drop(f);
-                        write_holder(&path, h)?;
-                        Ok(true)
-                    }
+                static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let whole = path.with_extension(format!("new{}-{seq}", std::process::id()));
+                write_holder(&whole, h)?;
+                let linked = fs::hard_link(&whole, &path);
+                let _ = fs::remove_file(&whole);
+                match linked {
+                    Ok(()) => Ok(true),
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-                    Err(e) => Err(StoreError::io(&path, e)),
+                    // A filesystem without hard links: created empty, then written (a
+                    // lease left unreadable by a death in between is taken over after
+                    // the timeout: `unreadable_for`).
+                    Err(_) => match fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&path)
+                    {
+                        Ok(f) => {
+                            drop(f);
+                            write_holder(&path, h)?;
+                            Ok(true)
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                        Err(e) => Err(StoreError::io(&path, e)),
+                    },
                 }
             }
             Board::Remote(r) => Ok(matches!(
@@ -211,6 +228,21 @@ impl Board {
         }
     }
 
+    /// Whether `rel` exists, does not parse and was last written more than
+    /// `timeout` ago: a lease file left empty or cut by a worker that died writing
+    /// it (an older otb created it empty, then wrote it), which no heartbeat will
+    /// ever refresh. Object stores write an object whole: never there.
+    fn unreadable_for(&self, rel: &str, timeout: Duration) -> bool {
+        match self {
+            Board::Dir(root) => fs::metadata(Self::path(root, rel))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > timeout),
+            Board::Remote(_) => false,
+        }
+    }
+
     fn remove(&self, rel: &str) {
         match self {
             Board::Dir(root) => {
@@ -251,13 +283,23 @@ pub struct LeaseGuard {
     key: Digest,
     me: Holder,
     held: Arc<Mutex<HashSet<Digest>>>,
+    taken_from: Option<Box<Holder>>,
+}
+
+impl LeaseGuard {
+    /// The dead worker whose expired lease this one took over (its work on the
+    /// node is done again here); `None` when the node was free.
+    pub fn taken_from(&self) -> Option<&Holder> {
+        self.taken_from.as_deref()
+    }
 }
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        if let Ok(mut h) = self.held.lock() {
-            h.remove(&self.key);
-        }
+        // Held while the lease is removed: the heartbeat (which holds it while it
+        // refreshes the held leases) cannot write this lease back after its removal.
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.remove(&self.key);
         let rel = lease_rel(&self.key);
         // Only this worker's lease: one taken over meanwhile is the taker's.
         if let Some((l, _)) = self.board.read(&rel) {
@@ -265,6 +307,7 @@ impl Drop for LeaseGuard {
                 self.board.remove(&rel);
             }
         }
+        drop(held);
     }
 }
 
@@ -340,13 +383,12 @@ impl Coop {
             ..self.me.clone()
         };
         self.board.write(&worker_rel(self.shard), &me, None)?;
-        let held: Vec<Digest> = self
-            .held
-            .lock()
-            .map(|h| h.iter().cloned().collect())
-            .unwrap_or_default();
-        for key in held {
-            let rel = lease_rel(&key);
+        // Held while the leases are refreshed, so that a lease released meanwhile
+        // (its guard dropped) is not written back: the guard waits for this beat, or
+        // this beat no longer lists it.
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        for key in held.iter() {
+            let rel = lease_rel(key);
             if let Some((mut l, v)) = self.board.read(&rel) {
                 if l.pid == self.me.pid && l.host == self.me.host {
                     l.heartbeat_ms = now;
@@ -397,10 +439,18 @@ impl Coop {
                 heartbeat_ms: now,
                 ..self.me.clone()
             };
+            let mut taken_from = None;
             let held = if self.board.create(&rel, &mine)? {
                 true
             } else {
                 match self.board.read(&rel) {
+                    // Unreadable for longer than a heartbeat may take: its writer
+                    // died writing it; take it over.
+                    None if self.board.unreadable_for(&rel, self.timeout) => {
+                        let won = self.board.take_over(&rel, &Version::default(), &mine)?;
+                        taken_from = won.then(|| Box::new(Holder::unknown(node)));
+                        won
+                    }
                     // Being written by its creator this instant: busy, by a worker
                     // not yet known (never this one: it did not write it).
                     None => return Ok(Claim::Busy(Holder::unknown(node))),
@@ -412,7 +462,11 @@ impl Coop {
                     }
                     Some((h, _)) if !h.expired(self.timeout) => return Ok(Claim::Busy(h)),
                     // Dead holder: take it over (one worker wins), or try again.
-                    Some((_, v)) => self.board.take_over(&rel, &v, &mine)?,
+                    Some((h, v)) => {
+                        let won = self.board.take_over(&rel, &v, &mine)?;
+                        taken_from = won.then(|| Box::new(h));
+                        won
+                    }
                 }
             };
             if held {
@@ -424,6 +478,7 @@ impl Coop {
                     key: key.clone(),
                     me: self.me.clone(),
                     held: self.held.clone(),
+                    taken_from,
                 }));
             }
         }
@@ -628,6 +683,54 @@ mod tests {
         takes_over(Board::Remote(Remote::with_store(mem, "leases").unwrap()));
     }
 
+    /// A lease file left empty (a worker of an older otb killed between creating and
+    /// writing it) is taken over once it is older than the timeout, not waited for
+    /// forever; a fresh unreadable one is busy (its writer may be writing it).
+    #[test]
+    fn a_lease_left_empty_by_a_dead_writer_is_taken_over() {
+        let d = tempfile::tempdir().unwrap();
+        let board = Board::Dir(d.path().to_path_buf());
+        let key = Digest("cd".repeat(32));
+        let coop = Coop::join(
+            board.clone(),
+            Shard { index: 1, count: 2 },
+            Duration::from_millis(300),
+            HashMap::new(),
+        )
+        .unwrap();
+        let path = d.path().join(lease_rel(&key));
+        fs::write(&path, b"").unwrap();
+        assert!(matches!(coop.claim("n", &key).unwrap(), Claim::Busy(h) if h.pid == 0));
+        let old = std::time::SystemTime::now() - Duration::from_secs(5);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let Claim::Held(guard) = coop.claim("n", &key).unwrap() else {
+            panic!("an empty lease of a dead writer is taken over")
+        };
+        assert_eq!(guard.taken_from().map(|h| h.pid), Some(0));
+        assert_eq!(
+            lease_of(&board, &key).map(|h| h.pid),
+            Some(std::process::id())
+        );
+        drop(guard);
+        assert!(lease_of(&board, &key).is_none());
+        // A lease is created whole: nothing but the lease file is left beside it.
+        let Claim::Held(again) = coop.claim("n", &key).unwrap() else {
+            panic!("a free lease is held")
+        };
+        let names: Vec<_> = fs::read_dir(lease_dir(d.path()))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        drop(again);
+        coop.leave();
+    }
+
     /// A lease is held by one worker, kept alive by its heartbeat, and taken over
     /// by one worker once its holder is dead.
     fn takes_over(board: Board) {
@@ -650,6 +753,10 @@ mod tests {
         let Claim::Held(guard) = a.claim("n", &key).unwrap() else {
             panic!("the first claim holds")
         };
+        assert!(
+            guard.taken_from().is_none(),
+            "a free node is taken from no one"
+        );
         assert!(matches!(b.claim("n", &key).unwrap(), Claim::Busy(h) if h.node == "n"));
         // a's heartbeat keeps it alive past the timeout.
         std::thread::sleep(Duration::from_millis(600));
@@ -668,6 +775,12 @@ mod tests {
         let Claim::Held(taken) = b.claim("n", &key).unwrap() else {
             panic!("a dead worker's lease is taken over")
         };
+        // The taker knows whose work it does again.
+        let from = taken.taken_from().expect("taken from the dead worker");
+        assert_eq!(
+            (from.worker.as_str(), from.node.as_str()),
+            ("shard 1/2", "n")
+        );
         // Taken once: a second taker finds the new holder alive.
         assert!(matches!(c.claim("n", &key).unwrap(), Claim::Busy(_)));
         drop(taken);

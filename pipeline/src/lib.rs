@@ -95,7 +95,7 @@ pub mod table;
 pub use digest::Digest;
 pub use engine::{Call, Handle, Input, Mode, NodeReport, NodeState, Seq, Session, StageCtx};
 pub use error::{Classify, ErrorClass, StageError, StageErrorKind, StoreError, StoreErrorKind};
-pub use exec::{Node, Params, Plan};
+pub use exec::{Node, Params, Schedule};
 pub use fsio::write_atomic;
 pub use gc::{GcReport, KeepSet};
 pub use journal::Journal;

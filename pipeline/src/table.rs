@@ -81,9 +81,9 @@ pub const fn col(name: &'static str, ty: ColType, doc: &'static str) -> Column {
 /// A typed row of a stored table. Every column is nullable (`Option` fields map to null).
 ///
 /// Implemented with `#[derive(Row)]` (`pipeline::Row`, from the `row-derive` crate):
-/// `#[row(table = "...", doc = "...")]` on the struct and `#[row(doc = "...")]` on every
-/// field, one column per field in field order, the column type inferred from the field's
-/// type or given as `#[row(ty = Json)]`.
+/// `#[row(table = "...", doc = "...")]` on the struct and a `///` doc comment on every
+/// field (its first paragraph is the column's doc), one column per field in field order,
+/// the column type inferred from the field's type or given as `#[row(ty = Json)]`.
 pub trait Row: Serialize + DeserializeOwned {
     /// The table's file stem, e.g. `scores` -> `scores.parquet`.
     const TABLE: &'static str;
@@ -347,15 +347,18 @@ mod tests {
     #[derive(Debug, PartialEq, Serialize, Deserialize, Row)]
     #[row(table = "demo", doc = "a test row")]
     struct Demo {
-        #[row(doc = "id")]
+        /// Id.
         id: String,
-        #[row(doc = "count")]
+        /// The count, over
+        /// two lines.
+        ///
+        /// Not part of the column doc.
         n: i64,
-        #[row(doc = "value")]
+        /// Value.
         x: Option<f64>,
-        #[row(doc = "flag")]
+        /// Flag.
         ok: bool,
-        #[row(doc = "arguments")]
+        /// Arguments.
         args: serde_json::Value,
     }
 
@@ -366,11 +369,11 @@ mod tests {
         assert_eq!(
             Demo::columns(),
             [
-                col("id", ColType::Str, "id"),
-                col("n", ColType::I64, "count"),
-                col("x", ColType::F64, "value"),
-                col("ok", ColType::Bool, "flag"),
-                col("args", ColType::Json, "arguments"),
+                col("id", ColType::Str, "Id."),
+                col("n", ColType::I64, "The count, over two lines."),
+                col("x", ColType::F64, "Value."),
+                col("ok", ColType::Bool, "Flag."),
+                col("args", ColType::Json, "Arguments."),
             ]
         );
     }
@@ -379,10 +382,11 @@ mod tests {
     #[derive(Serialize, Deserialize, Row)]
     #[row(table = "other", doc = "a row with explicit types")]
     struct Other {
-        #[row(doc = "a digest as text", ty = Str)]
+        /// A digest as text.
+        #[row(ty = Str)]
         digest: Digest,
         #[serde(rename = "when")]
-        #[row(doc = "renamed")]
+        /// Renamed.
         at: Option<u32>,
     }
 
@@ -391,8 +395,8 @@ mod tests {
         assert_eq!(
             Other::columns(),
             [
-                col("digest", ColType::Str, "a digest as text"),
-                col("when", ColType::I64, "renamed"),
+                col("digest", ColType::Str, "A digest as text."),
+                col("when", ColType::I64, "Renamed."),
             ]
         );
         let dir = tempfile::tempdir().unwrap();
@@ -437,6 +441,45 @@ mod tests {
         assert_eq!(m1.rows, 2);
         let back: Vec<Demo> = read_rows(&p1).unwrap();
         assert_eq!(back, rows());
+    }
+
+    /// `Demo` with other docs: the docs are SCHEMA.md's, not the files'.
+    #[derive(Serialize, Deserialize, Row)]
+    #[row(table = "demo", doc = "the same columns, other docs")]
+    struct Redocumented {
+        /// Another text.
+        id: String,
+        /// Another text.
+        n: i64,
+        /// Another text.
+        x: Option<f64>,
+        /// Another text.
+        ok: bool,
+        /// Another text.
+        args: serde_json::Value,
+    }
+
+    #[test]
+    fn docs_do_not_reach_the_stored_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let again: Vec<Redocumented> = rows()
+            .into_iter()
+            .map(|r| Redocumented {
+                id: r.id,
+                n: r.n,
+                x: r.x,
+                ok: r.ok,
+                args: r.args,
+            })
+            .collect();
+        let m1 = write_rows(&rows(), &dir.path().join("a.parquet")).unwrap();
+        let m2 = write_rows(&again, &dir.path().join("b.parquet")).unwrap();
+        assert_ne!(Demo::DOC, Redocumented::DOC);
+        assert_ne!(Demo::columns()[0].doc, Redocumented::columns()[0].doc);
+        assert_eq!(
+            m1.digest, m2.digest,
+            "a doc must not change a table's bytes"
+        );
     }
 
     #[test]

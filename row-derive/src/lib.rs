@@ -6,16 +6,17 @@
 //! use pipeline::Row;
 //! use serde::{Deserialize, Serialize};
 //!
+//! /// One agent tool call in a test game.
 //! #[derive(Serialize, Deserialize, Row)]
 //! #[row(table = "chess_calls", doc = "one agent tool call in a test game")]
 //! pub struct CallCheckRow {
-//!     #[row(doc = "game")]
+//!     /// The game.
 //!     pub game_id: String,
-//!     #[row(doc = "ply number")]
+//!     /// Ply number.
 //!     pub ply: i64,
-//!     #[row(doc = "engine evaluation, null when unknown")]
+//!     /// Engine evaluation; null when unknown.
 //!     pub eval: Option<i64>,
-//!     #[row(doc = "every ply as JSON")]
+//!     /// Every ply as JSON.
 //!     pub plies: serde_json::Value,
 //! }
 //! ```
@@ -23,11 +24,26 @@
 //! # Attributes
 //!
 //! * On the struct, required: `#[row(table = "...", doc = "...")]`: `Row::TABLE`
-//!   (the file stem, `<table>.parquet`) and `Row::DOC` (what one row is, for
-//!   SCHEMA.md).
-//! * On every field, required: `#[row(doc = "...")]`, the column's line in SCHEMA.md.
-//!   Optional: `ty = Str | I64 | F64 | Bool | Json` (a `ColType` variant) where the
-//!   type is not inferred.
+//!   (the file stem, `<table>.parquet`) and `Row::DOC` (what one row is: SCHEMA.md
+//!   prints it as `One row = <doc>.`, so it is a phrase for a table's reader, not
+//!   the struct's `///` comment, which describes the Rust type).
+//! * On every field, required: a `///` doc comment (the `#[doc = "..."]` attributes
+//!   it stands for), which is also the column's line in SCHEMA.md; a field without
+//!   one is a compile error. Optional: `#[row(ty = Str | I64 | F64 | Bool | Json)]`
+//!   (a `ColType` variant) where the type is not inferred. `#[row(doc = "...")]` on
+//!   a field is an error: the doc is written once, as the `///` comment.
+//!
+//! # Column docs
+//!
+//! A column's doc is its field's `///` comment, lightly normalised so that it is one
+//! line of a Markdown table: its first paragraph (up to the first blank line), each
+//! line trimmed and the lines joined with single spaces, and an intra-doc link
+//! written as `` [`name`] `` shown as `` `name` `` (a link with a target, `[text](url)`,
+//! stays). Markdown is otherwise kept as written (code spans included); SCHEMA.md
+//! escapes a `|`. The docs are not written into the Parquet files (a column there is
+//! its name, type and nullability, plus `otb:json` metadata on JSON columns), so
+//! rewording one changes SCHEMA.md and `stages/src/tables/row_schemas.md`, never a
+//! stored table's bytes or a key.
 //!
 //! # Columns
 //!
@@ -148,7 +164,7 @@ struct ColumnSpec {
     name: String,
     /// A `ColType` variant.
     ty: syn::Ident,
-    doc: LitStr,
+    doc: String,
 }
 
 fn field_column(field: &syn::Field) -> syn::Result<ColumnSpec> {
@@ -156,12 +172,14 @@ fn field_column(field: &syn::Field) -> syn::Result<ColumnSpec> {
         return Err(syn::Error::new_spanned(field, "a field without a name"));
     };
     let mut name = ident.to_string();
-    let (mut doc, mut ty) = (None, None);
+    let mut ty = None;
     for attr in &field.attrs {
         if attr.path().is_ident("row") {
             attr.parse_nested_meta(|meta| {
                 if meta.path.is_ident("doc") {
-                    doc = Some(meta.value()?.parse::<LitStr>()?);
+                    return Err(meta.error(
+                        "a column's doc is the field's `///` comment: remove #[row(doc = ...)]",
+                    ));
                 } else if meta.path.is_ident("ty") {
                     let t: syn::Ident = meta.value()?.parse()?;
                     if !COL_TYPES.contains(&t.to_string().as_str()) {
@@ -172,7 +190,7 @@ fn field_column(field: &syn::Field) -> syn::Result<ColumnSpec> {
                     }
                     ty = Some(t);
                 } else {
-                    return Err(meta.error("expected `doc = \"...\"` or `ty = ...`"));
+                    return Err(meta.error("expected `ty = ...`"));
                 }
                 Ok(())
             })?;
@@ -193,8 +211,12 @@ fn field_column(field: &syn::Field) -> syn::Result<ColumnSpec> {
             })?;
         }
     }
-    let doc =
-        doc.ok_or_else(|| syn::Error::new_spanned(ident, "a column needs #[row(doc = \"...\")]"))?;
+    let doc = column_doc(&field.attrs)?.ok_or_else(|| {
+        syn::Error::new_spanned(
+            ident,
+            "a column needs a `///` doc comment (its line in SCHEMA.md)",
+        )
+    })?;
     let ty = match ty {
         Some(t) => t,
         None => match infer(&field.ty) {
@@ -211,6 +233,76 @@ fn field_column(field: &syn::Field) -> syn::Result<ColumnSpec> {
         },
     };
     Ok(ColumnSpec { name, ty, doc })
+}
+
+/// The column doc of a field's `///` comment (its `#[doc = "..."]` attributes):
+/// the first paragraph, lines trimmed and joined with single spaces, intra-doc
+/// links `` [`name`] `` as `` `name` ``; `None` when there is no text.
+fn column_doc(attrs: &[syn::Attribute]) -> syn::Result<Option<String>> {
+    let mut text = String::new();
+    for attr in attrs {
+        if !attr.path().is_ident("doc") {
+            continue;
+        }
+        let syn::Meta::NameValue(nv) = &attr.meta else {
+            continue;
+        };
+        let syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) = &nv.value
+        else {
+            return Err(syn::Error::new_spanned(
+                &nv.value,
+                "a column's doc must be a literal `///` comment",
+            ));
+        };
+        text.push_str(&s.value());
+        text.push('\n');
+    }
+    let mut words: Vec<&str> = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() {
+            if words.is_empty() {
+                continue;
+            }
+            break;
+        }
+        words.push(line);
+    }
+    if words.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(unlink(&words.join(" "))))
+}
+
+/// `` [`name`] `` (an intra-doc link without a target) as `` `name` ``.
+fn unlink(doc: &str) -> String {
+    let mut out = String::with_capacity(doc.len());
+    let mut rest = doc;
+    while let Some(at) = rest.find("[`") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 2..];
+        let link = tail.find('`').and_then(|end| {
+            let after = &tail[end + 1..];
+            (after.starts_with(']') && !after[1..].starts_with(['(', '[']))
+                .then_some((&tail[..end], &after[1..]))
+        });
+        match link {
+            Some((name, after)) => {
+                out.push('`');
+                out.push_str(name);
+                out.push('`');
+                rest = after;
+            }
+            None => {
+                out.push_str("[`");
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Consumes the value of a serde attribute this derive does not read
@@ -304,11 +396,15 @@ mod tests {
             #[row(table = "t", doc = "one row")]
             #[serde(deny_unknown_fields)]
             struct T {
-                #[row(doc = "a")]
+                /// The `a` count; null
+                ///   when unknown.
+                ///
+                /// Not in the column doc.
                 #[serde(default, skip_serializing_if = "Option::is_none")]
                 a: Option<i64>,
                 #[serde(rename = "bee")]
-                #[row(doc = "b", ty = Json)]
+                /// A [`Digest`], see [`Digest`](crate::Digest) and [the spec][spec].
+                #[row(ty = Json)]
                 b: Digest,
             }
         });
@@ -318,8 +414,12 @@ mod tests {
                 const DOC: &'static str = "one row";
                 fn columns() -> &'static [::pipeline::Column] {
                     const C: &[::pipeline::Column] = &[
-                        ::pipeline::col("a", ::pipeline::ColType::I64, "a"),
-                        ::pipeline::col("bee", ::pipeline::ColType::Json, "b")
+                        ::pipeline::col("a", ::pipeline::ColType::I64, "The `a` count; null when unknown."),
+                        ::pipeline::col(
+                            "bee",
+                            ::pipeline::ColType::Json,
+                            "A `Digest`, see [`Digest`](crate::Digest) and [the spec][spec]."
+                        )
                     ];
                     C
                 }
@@ -329,41 +429,67 @@ mod tests {
     }
 
     #[test]
+    fn intra_doc_links_lose_their_brackets_and_nothing_else_does() {
+        assert_eq!(
+            unlink("the id ([`tool_set_id`])."),
+            "the id (`tool_set_id`)."
+        );
+        assert_eq!(unlink("[`A`] or [`B`]"), "`A` or `B`");
+        assert_eq!(unlink("`[{docid, url}]`"), "`[{docid, url}]`");
+        assert_eq!(unlink("[`x`](y) [`x`][y] [`x"), "[`x`](y) [`x`][y] [`x");
+    }
+
+    #[test]
     fn what_cannot_be_a_column_is_a_compile_error() {
         let e = error(parse_quote! {
             #[row(table = "t", doc = "d")]
-            struct T { #[row(doc = "x")] x: Digest }
+            struct T { #[doc = "x"] x: Digest }
         });
         assert!(e.contains("cannot infer the column type"), "{e}");
         let e = error(parse_quote! {
             #[row(table = "t", doc = "d")]
             struct T { x: i64 }
         });
-        assert!(e.contains("needs #[row(doc"), "{e}");
+        assert!(e.contains("needs a `///` doc comment"), "{e}");
+        let e = error(parse_quote! {
+            #[row(table = "t", doc = "d")]
+            struct T { #[doc = ""] #[doc = "   "] #[doc = ""] x: i64 }
+        });
+        assert!(e.contains("needs a `///` doc comment"), "{e}");
+        let e = error(parse_quote! {
+            #[row(table = "t", doc = "d")]
+            struct T { #[doc = "x"] #[row(doc = "x")] x: i64 }
+        });
+        assert!(e.contains("remove #[row(doc"), "{e}");
         let e = error(parse_quote! {
             #[row(doc = "d")]
-            struct T { #[row(doc = "x")] x: i64 }
+            struct T { #[doc = "x"] x: i64 }
         });
         assert!(e.contains("#[row(table"), "{e}");
         let e = error(parse_quote! {
+            #[row(table = "t")]
+            struct T { #[doc = "x"] x: i64 }
+        });
+        assert!(e.contains("#[row(doc"), "{e}");
+        let e = error(parse_quote! {
             #[row(table = "t", doc = "d")]
-            struct T { #[row(doc = "x", ty = Text)] x: i64 }
+            struct T { #[doc = "x"] #[row(ty = Text)] x: i64 }
         });
         assert!(e.contains("expected one of Str"), "{e}");
         let e = error(parse_quote! {
             #[row(table = "t", doc = "d")]
             #[serde(rename_all = "camelCase")]
-            struct T { #[row(doc = "x")] x: i64 }
+            struct T { #[doc = "x"] x: i64 }
         });
         assert!(e.contains("per field"), "{e}");
         let e = error(parse_quote! {
             #[row(table = "t", doc = "d")]
-            struct T { #[row(doc = "x")] #[serde(skip)] x: i64 }
+            struct T { #[doc = "x"] #[serde(skip)] x: i64 }
         });
         assert!(e.contains("serde(skip)"), "{e}");
         let e = error(parse_quote! {
             #[row(table = "t", doc = "d")]
-            struct T { #[row(doc = "x")] x: i64, #[serde(rename = "x")] #[row(doc = "y")] y: i64 }
+            struct T { #[doc = "x"] x: i64, #[serde(rename = "x")] #[doc = "y"] y: i64 }
         });
         assert!(e.contains("two columns are named `x`"), "{e}");
         let e = error(parse_quote! {

@@ -25,7 +25,7 @@
 use crate::models::ModelSpec;
 
 /// The two splits of an offline environment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Split {
     /// The training split: the agent explores and the editor learns from it.
@@ -44,8 +44,9 @@ impl Split {
     }
 }
 
-/// Where an output sits in the grid (setting x method x agent x editor x round), as
-/// tables and exports read it.
+/// The part of a [`Cell`] that `summarize`'s key holds (setting x method x agent x
+/// editor x round): derived from the cell, never built by hand. Its serialised form is
+/// the store's (changing it would make users' `summarize` entries stale).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Label {
     /// The documentation setting (BFCL) or tool set (chess, search).
@@ -71,7 +72,7 @@ pub enum Naming {
 }
 
 /// Which step of a method a node is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Step {
     /// The method's starting documentation: opacified / gold docs, or a baseline's.
     #[default]
@@ -273,21 +274,135 @@ impl At {
         format!("{stage}[{}]", self.tag())
     }
 
-    /// The label of this cell's outputs.
+    /// The typed cell of this node's outputs in environment `env` (the experiment
+    /// table that drove it): what every reader groups and filters by.
+    pub fn cell(&self, env: &'static str) -> Cell {
+        let (method, guard) = Method::parse_label(&self.method);
+        let spec = |m: &Option<ModelSpec>| m.as_ref().map(ToString::to_string).unwrap_or_default();
+        Cell {
+            env,
+            setting: self.setting.clone(),
+            method,
+            guard,
+            agent: spec(&self.agent),
+            editor: spec(&self.editor),
+            round: self.round,
+            step: self.step,
+            seed: self.seed,
+        }
+    }
+
+    /// The label of this cell's outputs (`summarize`'s key holds it).
+    pub fn label(&self) -> Label {
+        self.cell("").label()
+    }
+}
+
+/// A cell serialises (`otb plan --format json`, exports) with its method and step by
+/// name and its split as a field of its own.
+impl serde::Serialize for Cell {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Cell", 9)?;
+        st.serialize_field("env", self.env)?;
+        st.serialize_field("setting", &self.setting)?;
+        st.serialize_field("method", self.method_name())?;
+        st.serialize_field("agent", &self.agent)?;
+        st.serialize_field("editor", &self.editor)?;
+        st.serialize_field("round", &self.round)?;
+        st.serialize_field("step", self.step_name())?;
+        st.serialize_field("split", &self.split())?;
+        st.serialize_field("seed", &self.seed)?;
+        st.end()
+    }
+}
+
+/// Where a stored output sits in the experiment's grid, every coordinate typed: what
+/// tables, the report, exports and the SFT export read instead of node names (which
+/// are written from the same [`At`] but never parsed back).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Cell {
+    /// The environment's experiment table (`bfcl`, `chess`, `search`, ...); empty
+    /// for an output recorded outside any environment.
+    pub env: &'static str,
+    /// The documentation setting (BFCL) or tool set (chess, search).
+    pub setting: String,
+    /// The method, or `None` for a node outside the grid (`bfcl-data`,
+    /// `summarize`, the splits of an offline environment).
+    pub method: Option<Method>,
+    /// ToolObserver with the guard (`toolobserver-guard`).
+    pub guard: bool,
+    /// Agent model spec (empty for agent-free nodes).
+    pub agent: String,
+    /// Editor model spec (empty where no editor is involved).
+    pub editor: String,
+    /// The documentation round: the one a node plays with, or the one it makes.
+    pub round: i64,
+    /// Which step of the method the node is (with the split of a play step).
+    pub step: Step,
+    /// The chain's seed.
+    pub seed: u64,
+}
+
+impl Cell {
+    /// The method as tables name it: `toolobserver-guard` for the guarded
+    /// ToolObserver, empty outside the grid.
+    pub fn method_name(&self) -> &'static str {
+        match (self.method, self.guard) {
+            (Some(Method::ToolObserver), true) => "toolobserver-guard",
+            (Some(m), _) => m.as_str(),
+            (None, _) => "",
+        }
+    }
+
+    /// Whether this is method `m` exactly (the guarded ToolObserver is not
+    /// `ToolObserver`: see [`Cell::is_toolobserver`]).
+    pub fn is(&self, m: Method) -> bool {
+        self.method == Some(m) && !self.guard
+    }
+
+    /// Either ToolObserver, guarded or not.
+    pub fn is_toolobserver(&self) -> bool {
+        self.method == Some(Method::ToolObserver)
+    }
+
+    /// The split of an offline play step.
+    pub fn split(&self) -> Option<Split> {
+        match self.step {
+            Step::Play { split } => split,
+            _ => None,
+        }
+    }
+
+    /// The step's name as exports write it: `source`, `play` or `edit`.
+    pub fn step_name(&self) -> &'static str {
+        match self.step {
+            Step::Source => "source",
+            Step::Play { .. } => "play",
+            Step::Edit => "edit",
+        }
+    }
+
+    /// The cell without its round: one curve of rounds (a ToolObserver chain).
+    pub fn curve(&self) -> Cell {
+        Cell {
+            round: 0,
+            ..self.clone()
+        }
+    }
+
+    /// The split's name (`train`, `test`), empty where the step has none.
+    pub fn split_name(&self) -> &'static str {
+        self.split().map_or("", Split::as_str)
+    }
+
+    /// The label `summarize`'s key holds.
     pub fn label(&self) -> Label {
         Label {
             setting: self.setting.clone(),
-            method: self.method.clone(),
-            agent: self
-                .agent
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-            editor: self
-                .editor
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
+            method: self.method_name().to_string(),
+            agent: self.agent.clone(),
+            editor: self.editor.clone(),
             round: self.round,
         }
     }
@@ -341,6 +456,15 @@ impl Method {
     /// The method named `s`, if there is one.
     pub fn parse(s: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+
+    /// A method as a grid cell names it (`toolobserver-guard` included): the method
+    /// and whether it is guarded; `(None, false)` for no method (outside the grid).
+    pub fn parse_label(s: &str) -> (Option<Method>, bool) {
+        match s {
+            "toolobserver-guard" => (Some(Method::ToolObserver), true),
+            _ => (Method::parse(s), false),
+        }
     }
 
     /// Whether any of `methods` asks the editor (ToolObserver and every baseline do;

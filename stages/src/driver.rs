@@ -82,7 +82,10 @@ pub fn drive_with(
     let out = crate::env::Recorder::default();
     let driven = push_while(sync.as_ref(), opts.push_every, || {
         let mut cx = crate::env::Cx::new(s, &models, &out);
-        exp.envs.iter().try_for_each(|env| env.drive(exp, &mut cx))
+        exp.envs.iter().try_for_each(|env| {
+            cx.set_env(env.table());
+            env.drive(exp, &mut cx)
+        })
     });
     if let Some(mut sync) = sync.and_then(|m| m.into_inner().ok()) {
         if let Err(e) = sync.push() {
@@ -132,13 +135,60 @@ pub fn preflight(exp: &Experiment) -> Result<(), crate::InputError> {
     Ok(())
 }
 
-/// The one way renderers locate an experiment's results: the driver in status mode
-/// (nothing runs, no model is loaded), quietly.
-/// Also returns the status of every node, so a renderer can say what is missing.
-pub fn locate(exp: &Experiment, store: &Store) -> Result<(RunOutput, Vec<NodeReport>), DriveError> {
+/// An experiment's results as the store holds them: one status-mode walk of its
+/// drive, which every reader of a command (tables, report, plan, export, gc's keep
+/// list, shard owners) takes instead of walking again.
+#[derive(Debug, Default)]
+pub struct Located {
+    /// Every computed output with its cell, the summary's curve and every grid
+    /// node's cell, in drive order.
+    pub run: RunOutput,
+    /// The state of every node (fresh, would run, blocked, planned), in drive order.
+    pub reports: Vec<NodeReport>,
+    cells: std::collections::HashMap<String, usize>,
+}
+
+impl Located {
+    /// Results from a drive's output and its session's reports.
+    pub fn new(run: RunOutput, reports: Vec<NodeReport>) -> Located {
+        let cells = run
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.clone(), i))
+            .collect();
+        Located {
+            run,
+            reports,
+            cells,
+        }
+    }
+
+    /// The grid cell of node `node` (computed or not); `None` outside the grid.
+    pub fn cell(&self, node: &str) -> Option<&crate::env::Cell> {
+        self.cells.get(node).map(|&i| &self.run.cells[i].1)
+    }
+}
+
+/// How many times this process has walked an experiment's drive to locate its
+/// results ([`locate`]): a command walks once per experiment it reads
+/// (`OTB_TRACE_WALKS=1` makes `otb` print the count when it ends; a test holds it
+/// to one).
+pub fn walks() -> usize {
+    WALKS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+static WALKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The one way readers locate an experiment's results: the driver in status mode
+/// (nothing runs, no model is loaded), quietly, with the status of every node so a
+/// reader can say what is missing. Call it once per command and pass the
+/// [`Located`] on.
+pub fn locate(exp: &Experiment, store: &Store) -> Result<Located, DriveError> {
+    WALKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let s = Session::new(store, Mode::Status, true);
     let out = drive(exp, &s)?;
-    Ok((out, s.reports()))
+    Ok(Located::new(out, s.reports()))
 }
 
 /// The class of `e` when it is one of the workspace's classified errors (the

@@ -18,10 +18,10 @@
 //! folder under `datasets/src/` (data, tools, grader: no store, no models) and one
 //! under `stages/src/` implementing one of these traits; see ARCHITECTURE.md.
 
-pub use crate::at::{At, Label, Method, Naming, Shown, Split, Step};
+pub use crate::at::{At, Cell, Label, Method, Naming, Shown, Split, Step};
 use crate::models::Models;
 use crate::rows::DocRow;
-use pipeline::{Entry, Handle, Node, Params, Plan, Seq, Session, StageCtx, StageError};
+use pipeline::{Entry, Handle, Node, Params, Schedule, Seq, Session, StageCtx, StageError};
 use std::sync::{Arc, Mutex};
 
 /// The instance id of an offline environment's one shared documentation row.
@@ -69,23 +69,15 @@ impl pipeline::Classify for DriveError {
     }
 }
 
-/// One stage output of the experiment, labelled for export and tables.
+/// One stage output of the experiment with its grid cell, for export and tables.
 #[derive(Clone, Debug)]
 pub struct Output {
-    /// The node's name.
+    /// The node's name (for people and the store's slots: readers use `cell`).
     pub node: String,
     /// The stage it ran.
     pub stage: &'static str,
-    /// The setting or tool set.
-    pub setting: String,
-    /// The method (`gold`, `base`, `toolobserver`, ...).
-    pub method: String,
-    /// Agent model spec (empty for agent-free stages such as `bfcl-data`).
-    pub agent: String,
-    /// Editor model spec (empty where no editor is involved).
-    pub editor: String,
-    /// The ToolObserver round (0 for every other method).
-    pub round: i64,
+    /// Where it sits in the grid (no method for a node outside the grid).
+    pub cell: Cell,
     /// Its stored output.
     pub entry: Entry,
 }
@@ -100,10 +92,10 @@ pub struct RunOutput {
     /// a label unique within the drive (pending ones too, in status mode: the
     /// summary waits for them): renderers summarise the computed ones themselves
     /// when the summary stage has not run yet (a run still going, or stopped).
-    pub curve: Vec<(String, Label, Handle)>,
+    pub curve: Vec<(String, Cell, Handle)>,
     /// The grid cell of every node of the grid the drive passed (computed or not), in
     /// drive order: what `otb plan` says each node belongs to.
-    pub cells: Vec<(String, Label)>,
+    pub cells: Vec<(String, Cell)>,
 }
 
 impl RunOutput {
@@ -114,21 +106,20 @@ impl RunOutput {
 
     /// Record an output if it is computed; a node shared by several chains
     /// (opacify, agent-free baselines) is recorded once.
-    fn push(&mut self, node: &str, stage: &'static str, label: &Label, h: &Handle) {
+    fn push(&mut self, node: &str, stage: &'static str, cell: &Cell, h: &Handle) {
         let Some(e) = h.entry() else { return };
         if self.outputs.iter().any(|o| {
-            o.node == node && o.stage == stage && o.agent == label.agent && o.editor == label.editor
+            o.node == node
+                && o.stage == stage
+                && o.cell.agent == cell.agent
+                && o.cell.editor == cell.editor
         }) {
             return;
         }
         self.outputs.push(Output {
             node: node.to_string(),
             stage,
-            setting: label.setting.clone(),
-            method: label.method.clone(),
-            agent: label.agent.clone(),
-            editor: label.editor.clone(),
-            round: label.round,
+            cell: cell.clone(),
             entry: e.clone(),
         });
     }
@@ -147,12 +138,12 @@ enum Record {
     Output {
         node: String,
         stage: &'static str,
-        label: Label,
+        cell: Cell,
         handle: Handle,
-        cell: bool,
+        in_grid: bool,
     },
     /// A score output an environment's summary aggregates.
-    Curve(String, Label, Handle),
+    Curve(String, Cell, Handle),
 }
 
 impl Recorder {
@@ -164,8 +155,8 @@ impl Recorder {
     }
 
     /// The curve records from place `from` on, in the drive's order.
-    pub fn curve_since(&self, from: &Seq) -> Vec<(String, Label, Handle)> {
-        let mut v: Vec<(Seq, (String, Label, Handle))> = self
+    pub fn curve_since(&self, from: &Seq) -> Vec<(String, Cell, Handle)> {
+        let mut v: Vec<(Seq, (String, Cell, Handle))> = self
             .records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -190,13 +181,13 @@ impl Recorder {
                 Record::Output {
                     node,
                     stage,
-                    label,
-                    handle,
                     cell,
+                    handle,
+                    in_grid,
                 } => {
-                    out.push(&node, stage, &label, &handle);
-                    if cell {
-                        out.cells.push((node, label));
+                    out.push(&node, stage, &cell, &handle);
+                    if in_grid {
+                        out.cells.push((node, cell));
                     }
                 }
                 Record::Curve(n, l, h) => out.curve.push((n, l, h)),
@@ -212,20 +203,23 @@ fn concurrent() -> bool {
     std::env::var("OTB_CONCURRENT_CHAINS").map_or(true, |v| v.trim() != "0")
 }
 
-/// What every stage call of a drive needs: the session (run or plan), the models,
-/// where outputs are recorded, and -- inside [`Cx::scope`] in a run -- the plan its
+/// What every stage call of a drive needs: the session (run or status mode), the models,
+/// where outputs are recorded, and -- inside [`Cx::scope`] in a run -- the schedule its
 /// nodes are issued to. `'p`: what the nodes' code may borrow.
 pub struct Cx<'p, 's> {
     /// The session: run, or status mode.
     pub session: &'p Session<'s>,
     /// The models of the drive, opened on first use.
     pub models: &'p Models,
-    /// Where outputs are recorded with their labels.
+    /// Where outputs are recorded with their cells.
     pub out: &'p Recorder,
+    /// The environment (its experiment table's name) whose drive this is: the
+    /// [`Cell::env`] of what it records.
+    env: &'static str,
     /// Inside [`Cx::scope`] in a concurrent run: where nodes are issued (they run
     /// when [`Cx::scope`] ends); otherwise every node is looked up or computed when
     /// it is called.
-    plan: Option<Arc<Plan<'p, DriveError>>>,
+    schedule: Option<Arc<Schedule<'p, DriveError>>>,
     /// This drive's (or continuation's) place; its nodes are numbered under it.
     seq: Seq,
     next: u32,
@@ -239,10 +233,17 @@ impl<'p, 's> Cx<'p, 's> {
             session,
             models,
             out,
-            plan: None,
+            env: "",
+            schedule: None,
             seq: Seq::default(),
             next: 0,
         }
+    }
+
+    /// The same drive, recording for environment `env` (its experiment table's name)
+    /// from now on.
+    pub fn set_env(&mut self, env: &'static str) {
+        self.env = env;
     }
 
     /// The place of the next node or continuation.
@@ -258,7 +259,7 @@ impl<'p, 's> Cx<'p, 's> {
         self.seq.child(self.next)
     }
 
-    /// Issue the nodes `f` calls as one plan and, in a run, execute it: every node
+    /// Issue the nodes `f` calls as one schedule and, in a run, execute it: every node
     /// as soon as its inputs are computed, independent ones concurrently (unless
     /// `OTB_CONCURRENT_CHAINS=0`); returns when all have run, with the first error in
     /// the drive's order. In status mode (and one node at a time) `f`'s nodes are
@@ -270,12 +271,13 @@ impl<'p, 's> Cx<'p, 's> {
         F: FnOnce(&mut Cx<'q, 's>) -> Result<R, DriveError>,
     {
         let deferred = self.session.mode() == pipeline::Mode::Run && concurrent();
-        let plan: Option<Arc<Plan<'q, DriveError>>> = deferred.then(Default::default);
+        let schedule: Option<Arc<Schedule<'q, DriveError>>> = deferred.then(Default::default);
         let mut inner = Cx {
             session: self.session,
             models: self.models,
             out: self.out,
-            plan: plan.clone(),
+            env: self.env,
+            schedule: schedule.clone(),
             seq: self.next_seq(),
             next: 0,
         };
@@ -283,14 +285,14 @@ impl<'p, 's> Cx<'p, 's> {
         drop(inner);
         // What was issued runs even after an error issuing more (every node runs to
         // its end); the issuing error comes first.
-        let errors = plan.map(|p| p.run()).unwrap_or_default();
+        let errors = schedule.map(|p| p.run()).unwrap_or_default();
         let r = issued?;
         errors.into_iter().next().map_or(Ok(r), Err)
     }
 
     /// Run `f` once every handle of `waits` is computed: at once when nodes are
     /// computed as they are called (in status mode some of them may be pending),
-    /// else when the plan's executor has computed them (skipped if one failed). `f`
+    /// else when the schedule's executor has computed them (skipped if one failed). `f`
     /// issues its nodes at this call's place in the drive's order: what a
     /// continuation records sorts as if it had run here.
     pub fn then<F>(&mut self, waits: &[&Handle], f: F) -> Result<(), DriveError>
@@ -302,16 +304,17 @@ impl<'p, 's> Cx<'p, 's> {
             session: self.session,
             models: self.models,
             out: self.out,
-            plan: self.plan.clone(),
+            env: self.env,
+            schedule: self.schedule.clone(),
             seq,
             next: 0,
         };
-        match self.plan.clone() {
+        match self.schedule.clone() {
             None => f(&mut child),
-            Some(plan) => {
+            Some(schedule) => {
                 let waits = waits.iter().map(|h| (*h).clone()).collect();
                 let seq = child.seq.clone();
-                plan.push(seq, waits, move || f(&mut child));
+                schedule.push(seq, waits, move || f(&mut child));
                 Ok(())
             }
         }
@@ -339,7 +342,7 @@ impl<'p, 's> Cx<'p, 's> {
         let node = at.node(stage);
         let seq = self.next_seq();
         let h = self.issue_known(&seq, (&node, stage, version), params, inputs, run)?;
-        self.record(seq, &node, stage, at.label(), &h);
+        self.record(seq, &node, stage, at.cell(self.env), &h);
         Ok(h)
     }
 
@@ -361,25 +364,25 @@ impl<'p, 's> Cx<'p, 's> {
     {
         let node = at.node(stage);
         let seq = self.next_seq();
-        let h = if self.plan.is_none() && inputs.iter().any(|(_, h)| h.entry().is_none()) {
+        let h = if self.schedule.is_none() && inputs.iter().any(|(_, h)| h.entry().is_none()) {
             self.session.unkeyed(&seq, &node, stage, inputs)?
         } else {
             let params = Params::Later(Box::new(params));
             self.issue(node_of(&seq, (&node, stage, version), params, inputs), run)?
         };
-        self.record(seq, &node, stage, at.label(), &h);
+        self.record(seq, &node, stage, at.cell(self.env), &h);
         Ok(h)
     }
 
-    fn record(&self, seq: Seq, node: &str, stage: &'static str, label: Label, h: &Handle) {
+    fn record(&self, seq: Seq, node: &str, stage: &'static str, cell: Cell, h: &Handle) {
         self.out.add(
             seq,
             Record::Output {
                 node: node.to_string(),
                 stage,
-                label,
+                cell,
                 handle: h.clone(),
-                cell: true,
+                in_grid: true,
             },
         );
     }
@@ -393,17 +396,21 @@ impl<'p, 's> Cx<'p, 's> {
             Record::Output {
                 node: node.to_string(),
                 stage,
-                label: Label::default(),
+                cell: Cell {
+                    env: self.env,
+                    ..Cell::default()
+                },
                 handle: h.clone(),
-                cell: false,
+                in_grid: false,
             },
         );
     }
 
-    /// Record a score output an environment's summary aggregates.
-    pub fn curve(&mut self, name: String, label: Label, h: &Handle) {
+    /// Record a score output (cell `at`) an environment's summary aggregates.
+    pub fn curve(&mut self, name: String, at: &At, h: &Handle) {
         let seq = self.next_seq();
-        self.out.add(seq, Record::Curve(name, label, h.clone()));
+        let cell = at.cell(self.env);
+        self.out.add(seq, Record::Curve(name, cell, h.clone()));
     }
 
     /// [`Cx::stage`] for a node outside the grid (`bfcl-data`, `chess-positions`): its
@@ -446,13 +453,13 @@ impl<'p, 's> Cx<'p, 's> {
     }
 
     /// Look the node up, or compute it (now, or -- in a scope of a run -- when the
-    /// plan runs).
+    /// schedule runs).
     fn issue<F>(&self, n: Node<'p>, run: F) -> Result<Handle, DriveError>
     where
         F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError> + Send + 'p,
     {
-        if let Some(plan) = &self.plan {
-            return Ok(plan.node(self.session, n, run));
+        if let Some(schedule) = &self.schedule {
+            return Ok(schedule.node(self.session, n, run));
         }
         let params = match n.params {
             Params::Known(v) => v,
@@ -597,6 +604,31 @@ pub trait OfflineEnv: Sync {
 
     /// The trajectories as the editor reads them, in order (each bounded).
     fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError>;
+
+    /// A grading node of its own over a training play's `trajectories` (search: the
+    /// LLM judge, when one is set), whose output batch-reflect then reads in their
+    /// place, through [`OfflineEnv::serialize_graded`]; `None`: batch-reflect reads the
+    /// trajectories through [`OfflineEnv::serialize`]. Pending in status mode when not
+    /// computed. (Default: none.)
+    fn grade<'p>(
+        &'p self,
+        _cx: &mut Cx<'p, '_>,
+        _play: &Play<'_>,
+        _trajectories: &Handle,
+    ) -> Result<Option<Handle>, DriveError> {
+        Ok(None)
+    }
+
+    /// The output of the grading node ([`OfflineEnv::grade`]) as the editor reads it,
+    /// one text per trajectory, in order. (Default: a bug -- this environment has no
+    /// grading node.)
+    fn serialize_graded(&self, _graded: &Handle) -> Result<Vec<String>, DriveError> {
+        Err(StageError::bug(
+            "serialize_graded",
+            "this environment grades no trajectories",
+        )
+        .into())
+    }
 
     /// What the editor must know to compare tools in this environment (e.g. for
     /// chess: which sign of the evaluation is good for whom). Goes into the prompts.

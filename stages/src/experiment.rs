@@ -420,11 +420,87 @@ pub trait Environment: Send + Sync {
     fn scripted_editors(&self) -> &'static [&'static str] {
         &[]
     }
+
+    /// How it reads its own rows for `otb report` and `otb export --sft` (default:
+    /// nothing of its own: no items, roles, intervals or SFT pairs).
+    fn reader(&self) -> &dyn Reader {
+        &NoReader
+    }
 }
+
+/// What an environment reads of its own rows (`otb report`: its items, the roles of
+/// its stages' model calls, its interval bars, its gold docs; `otb export --sft`: its
+/// tool sets and pairs), so that `report/` and `tables/` name no environment.
+pub trait Reader: Send + Sync {
+    /// Whether its nodes of `stage` hold the report's items (one cell of the report's
+    /// grid each: BFCL's `evaluate`, an offline `*-explore`).
+    fn holds_items(&self, _stage: &str) -> bool {
+        false
+    }
+
+    /// The report's items of `out`, a computed node of a stage it
+    /// [`holds_items`](Reader::holds_items), reading what it needs `along` the
+    /// plan's edges; every text a model wrote goes through `cap`.
+    fn items(
+        &self,
+        _out: &crate::reading::Computed<'_>,
+        _along: &dyn crate::reading::Along,
+        _cap: &mut crate::reading::Cap,
+    ) -> Result<crate::reading::Reading, pipeline::StoreError> {
+        Ok(crate::reading::Reading::default())
+    }
+
+    /// Whose model its `stage` calls (`agent`, `judge`), for the report's cost;
+    /// `None` for a stage not its own or one that calls no model (the shared editor
+    /// stages are the editor's).
+    fn role_of(&self, _stage: &str) -> Option<&'static str> {
+        None
+    }
+
+    /// The report's interval bars of `out`, any computed output of the run (the
+    /// environment picks those holding its tables).
+    fn intervals(
+        &self,
+        _out: &crate::reading::Computed<'_>,
+    ) -> Result<Vec<crate::reading::Interval>, pipeline::StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Whether the documentation output `out` (at `stage`) is the gold documentation
+    /// the report shows beside a ToolObserver curve on `setting`: by default the
+    /// setting's own `gold` method.
+    fn is_gold_docs(&self, setting: &str, _stage: &str, out: &crate::at::Cell) -> bool {
+        out.setting == setting && out.is(Method::Gold)
+    }
+
+    /// Its tool sets in `run` ([`tool_set_id`]s), for `otb export --sft`.
+    fn sft_tool_sets(&self, _run: &crate::env::RunOutput) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The SFT pairs of `run`: every tool whose ToolObserver description made its
+    /// agent better (none held out yet), for `otb export --sft`.
+    fn sft_pairs(
+        &self,
+        _run: &crate::env::RunOutput,
+        _exp: &Experiment,
+    ) -> Result<Vec<crate::reading::SftPair>, pipeline::StageError> {
+        Ok(Vec::new())
+    }
+}
+
+/// The reader of an environment that reads nothing of its own.
+pub struct NoReader;
+
+impl Reader for NoReader {}
 
 /// One environment's table of an experiment, checked: what the experiment, the
 /// driver and `otb run` ask of it.
 pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
+    /// Its table's name in experiment files ([`Environment::table`]): the
+    /// [`crate::env::Cell::env`] of every output its drive records.
+    fn table(&self) -> &'static str;
+
     /// Whether one of its methods uses an editor (the editors are then checked as
     /// editors).
     fn uses_editor(&self) -> bool;
@@ -490,6 +566,11 @@ impl Registry {
     pub fn environments(&self) -> impl Iterator<Item = &dyn Environment> {
         self.envs.iter().map(|e| e.as_ref())
     }
+
+    /// The environment whose table is `table` (a [`crate::env::Cell::env`]).
+    pub fn get(&self, table: &str) -> Option<&dyn Environment> {
+        self.environments().find(|e| e.table() == table)
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -520,6 +601,408 @@ fn check_model(
         .collect();
     crate::models::parse_for_with(spec, as_role, &extra)
         .map_err(|e| cfg_err(path, format!("models.{role}: {}", e.0)))
+}
+
+/// The experiment file's text as a TOML table.
+fn read_toml(path: &Path, text: &str) -> Result<toml::Table, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        let loc = e
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].lines().count().max(1);
+                format!("line {line}: ")
+            })
+            .unwrap_or_default();
+        cfg_err(path, format!("malformed TOML: {loc}{msg}"))
+    })
+}
+
+/// An experiment file's environment tables, each with its environment.
+type EnvTables = Vec<(Arc<dyn Environment>, toml::Value)>;
+
+/// The environment tables of `doc`, in the registry's order, and the rest: the
+/// experiment's own tables and keys (an unknown one is an error).
+fn split_tables(
+    registry: &Registry,
+    path: &Path,
+    mut doc: toml::Table,
+) -> Result<(EnvTables, RawExperiment), ConfigError> {
+    // The environment tables go to their environments; the rest is the
+    // experiment's own.
+    let env_tables: EnvTables = registry
+        .envs
+        .iter()
+        .filter_map(|e| doc.remove(e.table()).map(|t| (e.clone(), t)))
+        .collect();
+    if let Some(k) = doc.keys().find(|k| !OWN_KEYS.contains(&k.as_str())) {
+        let valid: Vec<&str> = OWN_KEYS
+            .iter()
+            .copied()
+            .chain(registry.envs.iter().map(|e| e.table()))
+            .collect();
+        return Err(cfg_err(
+            path,
+            format!("unknown table or key `{k}` (valid: {})", valid.join(", ")),
+        ));
+    }
+    let raw: RawExperiment = toml::Value::Table(doc).try_into().map_err(|e| {
+        cfg_err(
+            path,
+            format!("malformed TOML: {}", e.to_string().trim_end()),
+        )
+    })?;
+    Ok((env_tables, raw))
+}
+
+/// Resolves the experiment's relative paths inside its folder and notes each one
+/// that climbs out of it (`../..`): such a path is refused unless the user allowed
+/// it.
+struct Resolver<'a> {
+    /// The experiment file's folder.
+    base: &'a Path,
+    /// The relative paths resolved so far that leave it.
+    escapes: std::cell::RefCell<Vec<String>>,
+}
+
+impl Resolver<'_> {
+    /// `p` made relative to the experiment's folder (an absolute path as it is).
+    fn resolve(&self, p: &str) -> PathBuf {
+        let pb = PathBuf::from(p);
+        if pb.is_absolute() {
+            return pb;
+        }
+        let mut depth = 0i64;
+        for c in pb.components() {
+            match c {
+                std::path::Component::ParentDir => depth -= 1,
+                std::path::Component::Normal(_) => depth += 1,
+                _ => {}
+            }
+            if depth < 0 {
+                self.escapes.borrow_mut().push(p.to_string());
+                break;
+            }
+        }
+        self.base.join(pb)
+    }
+}
+
+/// The error of path `p`, which leaves the experiment's folder.
+fn outside_err(path: &Path, p: &str) -> ConfigError {
+    cfg_err(
+        path,
+        format!(
+            "path `{p}` leaves the experiment's folder; use a path inside it, an absolute path, or `otb --allow-outside-paths`"
+        ),
+    )
+}
+
+/// Each environment table read and checked by its environment; at least one.
+fn parse_envs(
+    registry: &Registry,
+    path: &Path,
+    env_tables: EnvTables,
+    resolver: &Resolver<'_>,
+) -> Result<Vec<Box<dyn EnvTable>>, ConfigError> {
+    let resolve = |p: &str| resolver.resolve(p);
+    let envs: Vec<Box<dyn EnvTable>> = env_tables
+        .into_iter()
+        .map(|(e, t)| e.parse(t, &resolve).map_err(|m| cfg_err(path, m)))
+        .collect::<Result<_, _>>()?;
+    if envs.is_empty() {
+        let tables: Vec<String> = registry
+            .envs
+            .iter()
+            .map(|e| format!("`[{}]`", e.table()))
+            .collect();
+        return Err(cfg_err(
+            path,
+            format!("no environment table: add {}", or_list(&tables)),
+        ));
+    }
+    Ok(envs)
+}
+
+/// The `[models]` table, checked.
+struct Models {
+    agents: Vec<ModelSpec>,
+    editors: Vec<ModelSpec>,
+    sampling: SplitSampling,
+    endpoints: Vec<String>,
+}
+
+/// Reads `[models]`: the endpoints, the agents' sampling, the agents and the editors
+/// (checked as editors only where `needs_editor`; by default the first agent).
+fn parse_models(
+    registry: &Registry,
+    path: &Path,
+    raw: Option<RawModels>,
+    needs_editor: bool,
+) -> Result<Models, ConfigError> {
+    let models = raw.unwrap_or(RawModels {
+        agent: None,
+        editor: None,
+        agents: None,
+        editors: None,
+        explore_temperature: None,
+        test_temperature: None,
+        explore_reasoning_effort: None,
+        reasoning_effort: None,
+        endpoints: None,
+    });
+    let endpoints = endpoints(path, models.endpoints.as_deref())?;
+    let sampling = sampling(path, &models)?;
+    let agents = model_list(
+        (registry, path),
+        "agent",
+        models.agent,
+        models.agents,
+        vec!["embedded:qwen2.5-coder-1.5b".to_string()],
+        Role::Agent,
+    )?;
+    let first_agent = agents[0].to_string();
+    let editors = model_list(
+        (registry, path),
+        "editor",
+        models.editor,
+        models.editors,
+        vec![first_agent],
+        if needs_editor {
+            Role::Editor
+        } else {
+            Role::Unused
+        },
+    )?;
+    Ok(Models {
+        agents,
+        editors,
+        sampling,
+        endpoints,
+    })
+}
+
+/// The models of `role` (`one` = `models.<role>` or `many` = `models.<role>s`, else
+/// `default`), each checked `as_role`, none twice.
+fn model_list(
+    (registry, path): (&Registry, &Path),
+    role: &str,
+    one: Option<String>,
+    many: Option<Vec<String>>,
+    default: Vec<String>,
+    as_role: Role,
+) -> Result<Vec<ModelSpec>, ConfigError> {
+    let list = match (one, many) {
+        (Some(_), Some(_)) => {
+            return Err(cfg_err(
+                path,
+                format!("models: give `{role}` or `{role}s`, not both"),
+            ))
+        }
+        (Some(m), None) => vec![m],
+        (None, Some(ms)) => ms,
+        (None, None) => default,
+    };
+    if list.is_empty() {
+        return Err(cfg_err(path, format!("models.{role}s is empty")));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut specs = Vec::with_capacity(list.len());
+    for m in &list {
+        specs.push(check_model(path, registry, role, m, as_role)?);
+        if !seen.insert(m.as_str()) {
+            return Err(cfg_err(path, format!("models.{role}s lists `{m}` twice")));
+        }
+    }
+    Ok(specs)
+}
+
+/// The `[baselines]` table with its defaults, checked.
+fn parse_baselines(path: &Path, raw: Option<RawBaselines>) -> Result<Baselines, ConfigError> {
+    let rb = raw.unwrap_or_default();
+    let baselines = Baselines {
+        concurrency: rb.concurrency.unwrap_or(8),
+        play2prompt: rb.play2prompt.unwrap_or_default(),
+        draft: rb.draft.unwrap_or_default(),
+        tracefree: rb.tracefree.unwrap_or_default(),
+    };
+    if baselines.concurrency == 0 {
+        return Err(cfg_err(path, "baselines.concurrency must be at least 1"));
+    }
+    let p = &baselines.play2prompt;
+    if [
+        p.init_loops,
+        p.beam_width,
+        p.expansions,
+        p.top_k,
+        p.examples,
+    ]
+    .contains(&0)
+    {
+        return Err(cfg_err(
+            path,
+            "baselines.play2prompt: init_loops, beam_width, expansions, top_k and examples must be at least 1",
+        ));
+    }
+    check_names(
+        "baselines.play2prompt.instances value",
+        std::slice::from_ref(&p.instances),
+        &["paper", "all"],
+    )
+    .map_err(|m| cfg_err(path, m))?;
+    let d = &baselines.draft;
+    check_names("embedder", std::slice::from_ref(&d.embedder), EMBEDDERS)
+        .map_err(|m| cfg_err(path, m))?;
+    if d.episodes == 0 || !(0.0..=1.0).contains(&d.diversity) || !(0.0..=1.0).contains(&d.converge)
+    {
+        return Err(cfg_err(
+            path,
+            "baselines.draft: episodes must be at least 1; diversity and converge lie in [0, 1]",
+        ));
+    }
+    let t = &baselines.tracefree;
+    if let Some(g) = &t.generator {
+        crate::models::parse_for(g, Role::Editor)
+            .map_err(|e| cfg_err(path, format!("baselines.tracefree.generator: {}", e.0)))?;
+    }
+    if !((0.0..=2.0).contains(&t.temperature)
+        && t.top_p > 0.0
+        && t.top_p <= 1.0
+        && t.max_tokens >= 16)
+    {
+        return Err(cfg_err(
+            path,
+            "baselines.tracefree: temperature lies in [0, 2], top_p in (0, 1], max_tokens is at least 16",
+        ));
+    }
+    if !(t.repetition_penalty > 0.0 && t.repetition_penalty <= 2.0) {
+        return Err(cfg_err(
+            path,
+            "baselines.tracefree: repetition_penalty lies in (0, 2] (1.0: none)",
+        ));
+    }
+    if t.generator_tuned && t.generator.is_none() {
+        return Err(cfg_err(
+            path,
+            "baselines.tracefree: generator_tuned = true marks a named generator as fine-tuned; name it with generator = \"openai:<name>\"",
+        ));
+    }
+    Ok(baselines)
+}
+
+/// The `[prompts]` table read: the set and the four template texts.
+struct Prompts {
+    set: &'static PromptSet,
+    agent_system: String,
+    editor: String,
+    batch: String,
+    merge: String,
+}
+
+/// Reads `[prompts]`: the shipped set it names, and each template from the file the
+/// user names or else the set's; the offline templates must have their placeholders.
+fn read_prompts(
+    path: &Path,
+    raw: Option<RawPrompts>,
+    resolver: &Resolver<'_>,
+    allow_outside: bool,
+) -> Result<Prompts, ConfigError> {
+    let prompts = raw.unwrap_or(RawPrompts {
+        set: None,
+        agent_system: None,
+        editor: None,
+        editor_batch: None,
+        editor_merge: None,
+    });
+    let set = match prompts.set.as_deref() {
+        None | Some("project") => &PROJECT_PROMPTS,
+        Some("paper") => &PAPER_PROMPTS,
+        Some(other) => {
+            return Err(cfg_err(
+                path,
+                format!("prompts.set = `{other}` (valid: project, paper)"),
+            ))
+        }
+    };
+    let read =
+        |p: Option<String>, default: &str| read_prompt((path, resolver, allow_outside), p, default);
+    let agent_system = read(prompts.agent_system, set.agent_system)?;
+    let editor = read(prompts.editor, set.editor)?;
+    let batch = read(prompts.editor_batch, set.editor_batch)?;
+    let merge = read(prompts.editor_merge, set.editor_merge)?;
+    for (name, text, fields) in [
+        (
+            "editor_batch",
+            &batch,
+            &["{{tools}}", "{{trajectories}}"][..],
+        ),
+        ("editor_merge", &merge, &["{{tools}}", "{{analyses}}"][..]),
+    ] {
+        if let Some(f) = fields.iter().find(|f| !text.contains(**f)) {
+            return Err(cfg_err(
+                path,
+                format!("prompts.{name}: the template has no {f} placeholder"),
+            ));
+        }
+    }
+    Ok(Prompts {
+        set,
+        agent_system,
+        editor,
+        batch,
+        merge,
+    })
+}
+
+/// One template: the text of the file `p` names (a regular file of at most
+/// `MAX_PROMPT_BYTES`, refused while any path leaves the experiment's folder unless
+/// allowed), or `default` without one.
+fn read_prompt(
+    (path, resolver, allow_outside): (&Path, &Resolver<'_>, bool),
+    p: Option<String>,
+    default: &str,
+) -> Result<String, ConfigError> {
+    let Some(p) = p else {
+        return Ok(default.to_string());
+    };
+    let f = resolver.resolve(&p);
+    if !allow_outside && !resolver.escapes.borrow().is_empty() {
+        return Err(outside_err(path, &p));
+    }
+    let meta =
+        std::fs::metadata(&f).map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))?;
+    if !meta.is_file() {
+        return Err(cfg_err(
+            path,
+            format!("prompt template {p}: not a regular file"),
+        ));
+    }
+    if meta.len() > MAX_PROMPT_BYTES {
+        return Err(cfg_err(
+            path,
+            format!(
+                "prompt template {p}: {} bytes, more than the {MAX_PROMPT_BYTES} a template may have",
+                meta.len()
+            ),
+        ));
+    }
+    datasets::files::read_text(&f, MAX_PROMPT_BYTES)
+        .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))
+}
+
+/// The experiment's name (`name = ...`, else the file's stem), checked: it becomes a
+/// folder (`outputs/reports/<name>/`, export folders), so a shared experiment file
+/// must not choose a path outside the folders the user named.
+fn experiment_name(path: &Path, name: Option<String>) -> Result<String, ConfigError> {
+    let name = name.unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    if let Err(why) = check_name(&name) {
+        return Err(cfg_err(path, format!("name {name:?}: {why}")));
+    }
+    Ok(name)
 }
 
 impl Experiment {
@@ -558,329 +1041,45 @@ impl Experiment {
         text: &str,
         allow_outside: bool,
     ) -> Result<Experiment, ConfigError> {
-        let mut doc: toml::Table = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            let loc = e
-                .span()
-                .map(|s| {
-                    let line = text[..s.start.min(text.len())].lines().count().max(1);
-                    format!("line {line}: ")
-                })
-                .unwrap_or_default();
-            cfg_err(path, format!("malformed TOML: {loc}{msg}"))
-        })?;
-        // The environment tables go to their environments; the rest is the
-        // experiment's own.
-        let env_tables: Vec<(Arc<dyn Environment>, toml::Value)> = registry
-            .envs
-            .iter()
-            .filter_map(|e| doc.remove(e.table()).map(|t| (e.clone(), t)))
-            .collect();
-        if let Some(k) = doc.keys().find(|k| !OWN_KEYS.contains(&k.as_str())) {
-            let valid: Vec<&str> = OWN_KEYS
-                .iter()
-                .copied()
-                .chain(registry.envs.iter().map(|e| e.table()))
-                .collect();
-            return Err(cfg_err(
-                path,
-                format!("unknown table or key `{k}` (valid: {})", valid.join(", ")),
-            ));
-        }
-        let raw: RawExperiment = toml::Value::Table(doc).try_into().map_err(|e| {
-            cfg_err(
-                path,
-                format!("malformed TOML: {}", e.to_string().trim_end()),
-            )
-        })?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        // A relative path resolves inside the experiment's folder; one that climbs out
-        // of it (`../..`) is refused unless the user allowed it.
-        let escapes: std::cell::RefCell<Vec<String>> = std::cell::RefCell::new(Vec::new());
-        let resolve = |p: &str| -> PathBuf {
-            let pb = PathBuf::from(p);
-            if pb.is_absolute() {
-                return pb;
-            }
-            let mut depth = 0i64;
-            for c in pb.components() {
-                match c {
-                    std::path::Component::ParentDir => depth -= 1,
-                    std::path::Component::Normal(_) => depth += 1,
-                    _ => {}
-                }
-                if depth < 0 {
-                    escapes.borrow_mut().push(p.to_string());
-                    break;
-                }
-            }
-            base.join(pb)
+        let doc = read_toml(path, text)?;
+        let (env_tables, raw) = split_tables(registry, path, doc)?;
+        let resolver = Resolver {
+            base: path.parent().unwrap_or(Path::new(".")),
+            escapes: std::cell::RefCell::new(Vec::new()),
         };
-        let mut envs: Vec<Box<dyn EnvTable>> = env_tables
-            .into_iter()
-            .map(|(e, t)| e.parse(t, &resolve).map_err(|m| cfg_err(path, m)))
-            .collect::<Result<_, _>>()?;
-        if envs.is_empty() {
-            let tables: Vec<String> = registry
-                .envs
-                .iter()
-                .map(|e| format!("`[{}]`", e.table()))
-                .collect();
-            return Err(cfg_err(
-                path,
-                format!("no environment table: add {}", or_list(&tables)),
-            ));
-        }
-        let models = raw.models.unwrap_or(RawModels {
-            agent: None,
-            editor: None,
-            agents: None,
-            editors: None,
-            explore_temperature: None,
-            test_temperature: None,
-            explore_reasoning_effort: None,
-            reasoning_effort: None,
-            endpoints: None,
-        });
-        let endpoints = endpoints(path, models.endpoints.as_deref())?;
-        let sampling = sampling(path, &models)?;
-        let one_or_many = |role: &str,
-                           one: Option<String>,
-                           many: Option<Vec<String>>,
-                           default: &dyn Fn() -> Vec<String>,
-                           as_role: Role|
-         -> Result<Vec<ModelSpec>, ConfigError> {
-            let list = match (one, many) {
-                (Some(_), Some(_)) => {
-                    return Err(cfg_err(
-                        path,
-                        format!("models: give `{role}` or `{role}s`, not both"),
-                    ))
-                }
-                (Some(m), None) => vec![m],
-                (None, Some(ms)) => ms,
-                (None, None) => default(),
-            };
-            if list.is_empty() {
-                return Err(cfg_err(path, format!("models.{role}s is empty")));
-            }
-            let mut seen = std::collections::BTreeSet::new();
-            let mut specs = Vec::with_capacity(list.len());
-            for m in &list {
-                specs.push(check_model(path, registry, role, m, as_role)?);
-                if !seen.insert(m.as_str()) {
-                    return Err(cfg_err(path, format!("models.{role}s lists `{m}` twice")));
-                }
-            }
-            Ok(specs)
-        };
+        let mut envs = parse_envs(registry, path, env_tables, &resolver)?;
         // Editors are checked as editors only where a method uses one.
         let needs_editor = envs.iter().any(|e| e.uses_editor());
-        let agents = one_or_many(
-            "agent",
-            models.agent,
-            models.agents,
-            &|| vec!["embedded:qwen2.5-coder-1.5b".to_string()],
-            Role::Agent,
-        )?;
-        let first_agent = agents[0].to_string();
-        let editors = one_or_many(
-            "editor",
-            models.editor,
-            models.editors,
-            &|| vec![first_agent.clone()],
-            if needs_editor {
-                Role::Editor
-            } else {
-                Role::Unused
-            },
-        )?;
-        let rb = raw.baselines.unwrap_or_default();
-        let mut baselines = Baselines {
-            concurrency: rb.concurrency.unwrap_or(8),
-            play2prompt: rb.play2prompt.unwrap_or_default(),
-            draft: rb.draft.unwrap_or_default(),
-            tracefree: rb.tracefree.unwrap_or_default(),
-        };
-        if baselines.concurrency == 0 {
-            return Err(cfg_err(path, "baselines.concurrency must be at least 1"));
-        }
-        let p = &baselines.play2prompt;
-        if [
-            p.init_loops,
-            p.beam_width,
-            p.expansions,
-            p.top_k,
-            p.examples,
-        ]
-        .contains(&0)
-        {
-            return Err(cfg_err(
-                path,
-                "baselines.play2prompt: init_loops, beam_width, expansions, top_k and examples must be at least 1",
-            ));
-        }
-        check_names(
-            "baselines.play2prompt.instances value",
-            std::slice::from_ref(&p.instances),
-            &["paper", "all"],
-        )
-        .map_err(|m| cfg_err(path, m))?;
-        let d = &baselines.draft;
-        check_names("embedder", std::slice::from_ref(&d.embedder), EMBEDDERS)
-            .map_err(|m| cfg_err(path, m))?;
-        if d.episodes == 0
-            || !(0.0..=1.0).contains(&d.diversity)
-            || !(0.0..=1.0).contains(&d.converge)
-        {
-            return Err(cfg_err(
-                path,
-                "baselines.draft: episodes must be at least 1; diversity and converge lie in [0, 1]",
-            ));
-        }
-        let t = &baselines.tracefree;
-        if let Some(g) = &t.generator {
-            crate::models::parse_for(g, Role::Editor)
-                .map_err(|e| cfg_err(path, format!("baselines.tracefree.generator: {}", e.0)))?;
-        }
-        if !((0.0..=2.0).contains(&t.temperature)
-            && t.top_p > 0.0
-            && t.top_p <= 1.0
-            && t.max_tokens >= 16)
-        {
-            return Err(cfg_err(
-                path,
-                "baselines.tracefree: temperature lies in [0, 2], top_p in (0, 1], max_tokens is at least 16",
-            ));
-        }
-        if !(t.repetition_penalty > 0.0 && t.repetition_penalty <= 2.0) {
-            return Err(cfg_err(
-                path,
-                "baselines.tracefree: repetition_penalty lies in (0, 2] (1.0: none)",
-            ));
-        }
-        if t.generator_tuned && t.generator.is_none() {
-            return Err(cfg_err(
-                path,
-                "baselines.tracefree: generator_tuned = true marks a named generator as fine-tuned; name it with generator = \"openai:<name>\"",
-            ));
-        }
-        let prompts = raw.prompts.unwrap_or(RawPrompts {
-            set: None,
-            agent_system: None,
-            editor: None,
-            editor_batch: None,
-            editor_merge: None,
-        });
-        let set = match prompts.set.as_deref() {
-            None | Some("project") => &PROJECT_PROMPTS,
-            Some("paper") => &PAPER_PROMPTS,
-            Some(other) => {
-                return Err(cfg_err(
-                    path,
-                    format!("prompts.set = `{other}` (valid: project, paper)"),
-                ))
-            }
-        };
-        let read_prompt = |p: Option<String>, default: &str| -> Result<String, ConfigError> {
-            match p {
-                None => Ok(default.to_string()),
-                Some(p) => {
-                    let f = resolve(&p);
-                    if !allow_outside && !escapes.borrow().is_empty() {
-                        return Err(cfg_err(
-                            path,
-                            format!(
-                                "path `{p}` leaves the experiment's folder; use a path inside it, an absolute path, or `otb --allow-outside-paths`"
-                            ),
-                        ));
-                    }
-                    let meta = std::fs::metadata(&f)
-                        .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))?;
-                    if !meta.is_file() {
-                        return Err(cfg_err(
-                            path,
-                            format!("prompt template {p}: not a regular file"),
-                        ));
-                    }
-                    if meta.len() > MAX_PROMPT_BYTES {
-                        return Err(cfg_err(
-                            path,
-                            format!(
-                                "prompt template {p}: {} bytes, more than the {MAX_PROMPT_BYTES} a template may have",
-                                meta.len()
-                            ),
-                        ));
-                    }
-                    datasets::files::read_text(&f, MAX_PROMPT_BYTES)
-                        .map_err(|e| cfg_err(path, format!("prompt template {p}: {e}")))
-                }
-            }
-        };
+        let models = parse_models(registry, path, raw.models, needs_editor)?;
+        let mut baselines = parse_baselines(path, raw.baselines)?;
+        let prompts = read_prompts(path, raw.prompts, &resolver, allow_outside)?;
+        let paper = prompts.set.name == "paper";
         // Trace-Free+'s generator requests follow the set too.
-        baselines.tracefree.paper = set.name == "paper";
+        baselines.tracefree.paper = paper;
         // The offline environments keep their own agent prompts and editor notes, one
         // file per set.
         for e in envs.iter_mut() {
-            e.follow_prompt_set(set.name == "paper");
+            e.follow_prompt_set(paper);
         }
-        let agent_system_prompt = read_prompt(prompts.agent_system, set.agent_system)?;
-        let editor_prompt = read_prompt(prompts.editor, set.editor)?;
-        let batch_prompt = read_prompt(prompts.editor_batch, set.editor_batch)?;
-        let merge_prompt = read_prompt(prompts.editor_merge, set.editor_merge)?;
-        for (name, text, fields) in [
-            (
-                "editor_batch",
-                &batch_prompt,
-                &["{{tools}}", "{{trajectories}}"][..],
-            ),
-            (
-                "editor_merge",
-                &merge_prompt,
-                &["{{tools}}", "{{analyses}}"][..],
-            ),
-        ] {
-            if let Some(f) = fields.iter().find(|f| !text.contains(**f)) {
-                return Err(cfg_err(
-                    path,
-                    format!("prompts.{name}: the template has no {f} placeholder"),
-                ));
-            }
+        if let (false, Some(p)) = (allow_outside, resolver.escapes.borrow().first()) {
+            return Err(outside_err(path, p));
         }
-        if let (false, Some(p)) = (allow_outside, escapes.borrow().first()) {
-            return Err(cfg_err(
-                path,
-                format!(
-                    "path `{p}` leaves the experiment's folder; use a path inside it, an absolute path, or `otb --allow-outside-paths`"
-                ),
-            ));
-        }
-        let name = raw.name.unwrap_or_else(|| {
-            path.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        });
-        // The name becomes a folder (`outputs/reports/<name>/`, export folders): a
-        // shared experiment file must not choose a path outside the folders the user
-        // named.
-        if let Err(why) = check_name(&name) {
-            return Err(cfg_err(path, format!("name {name:?}: {why}")));
-        }
+        let name = experiment_name(path, raw.name)?;
         let exp = Experiment {
             path: path.to_path_buf(),
             name,
             envs: envs.into_iter().map(std::sync::Arc::from).collect(),
             registry: registry.clone(),
-            agents,
-            editors,
+            agents: models.agents,
+            editors: models.editors,
             baselines,
-            agent_system_prompt,
-            editor_prompt,
-            batch_prompt,
-            merge_prompt,
-            prompt_set: set.name,
-            sampling,
-            endpoints,
+            agent_system_prompt: prompts.agent_system,
+            editor_prompt: prompts.editor,
+            batch_prompt: prompts.batch,
+            merge_prompt: prompts.merge,
+            prompt_set: prompts.set.name,
+            sampling: models.sampling,
+            endpoints: models.endpoints,
         };
         // A fine-tuned generator is scored only on tool sets it was not trained on.
         if let Some(m) = trained_on_overlap(&exp) {

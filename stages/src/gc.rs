@@ -6,7 +6,7 @@
 
 use crate::env::DriveError;
 use crate::experiment::Experiment;
-use pipeline::{GcReport, KeepSet, Mode, Session, Store};
+use pipeline::{GcReport, KeepSet, Store};
 use std::fmt::Write as _;
 
 /// The keys `exps` reference, each walk recorded as complete or not.
@@ -14,9 +14,8 @@ pub fn keep_set(store: &Store, exps: &[Experiment]) -> KeepSet {
     let mut keep = KeepSet::new();
     for exp in exps {
         let label = exp.path.display().to_string();
-        let session = Session::new(store, Mode::Status, true);
-        match crate::driver::drive(exp, &session) {
-            Ok(_) => keep.add_walk(&label, &session.reports()),
+        match crate::driver::locate(exp, store) {
+            Ok(located) => keep.add_walk(&label, &located.reports),
             Err(e) => keep.add_failed_walk(&label, &e),
         }
     }

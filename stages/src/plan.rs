@@ -42,7 +42,7 @@ pub struct PlanNode {
     pub inputs: Vec<PlanInput>,
     /// The grid cell it belongs to (setting or tool set, method, agent, editor,
     /// round); none for a node outside the grid (`bfcl-data`, `chess-positions`).
-    pub cell: Option<crate::env::Label>,
+    pub cell: Option<crate::env::Cell>,
 }
 
 /// An edge of a [`Plan`]: node `node`'s output, read as `name`.
@@ -56,14 +56,18 @@ pub struct PlanInput {
 
 /// The plan of `exp` over `store` (which is only read).
 pub fn plan(exp: &Experiment, store: &Store) -> Result<Plan, DriveError> {
-    let (out, reports) = crate::driver::locate(exp, store)?;
-    let mut plan = Plan::from_reports(&exp.name, &reports);
-    let cells: std::collections::HashMap<&str, &crate::env::Label> =
-        out.cells.iter().map(|(n, l)| (n.as_str(), l)).collect();
-    for n in plan.nodes.iter_mut() {
-        n.cell = cells.get(n.node.as_str()).map(|l| (*l).clone());
+    Ok(Plan::of(exp, &crate::driver::locate(exp, store)?))
+}
+
+impl Plan {
+    /// The plan of `exp` as `located`.
+    pub fn of(exp: &Experiment, located: &crate::driver::Located) -> Plan {
+        let mut plan = Plan::from_reports(&exp.name, &located.reports);
+        for n in plan.nodes.iter_mut() {
+            n.cell = located.cell(&n.node).cloned();
+        }
+        plan
     }
-    Ok(plan)
 }
 
 impl Plan {
@@ -83,7 +87,7 @@ impl Plan {
             }
             let chain = (
                 c.setting.clone(),
-                c.method.clone(),
+                c.method_name().to_string(),
                 c.agent.clone(),
                 c.editor.clone(),
             );

@@ -1,6 +1,7 @@
 //! The tables stages exchange. Each struct is one row; its `#[derive(Row)]`
 //! attributes are the documented schema that `otb export` writes beside the data.
 
+use pipeline::table::ColType;
 use pipeline::{Column, Row};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,25 +14,18 @@ use serde_json::Value;
 )]
 pub struct InstanceRow {
     /// BFCL id, e.g. `exec_simple_0`.
-    #[row(doc = "BFCL id, e.g. exec_simple_0")]
     pub instance_id: String,
     /// `exec_simple` or `exec_multiple`.
-    #[row(doc = "exec_simple or exec_multiple")]
     pub category: String,
     /// Position within the category.
-    #[row(doc = "position within the category")]
     pub idx: i64,
     /// The user's request.
-    #[row(doc = "the user's request")]
     pub question: String,
     /// Original function docs (BFCL JSON schema dialect).
-    #[row(doc = "original function docs (BFCL JSON schema dialect)")]
     pub functions: Value,
     /// Ground-truth calls as Python call strings.
-    #[row(doc = "ground-truth calls as Python call strings")]
     pub ground_truth: Value,
     /// Per ground-truth call: `exact_match`, `real_time_match` or `structural_match`.
-    #[row(doc = "per ground-truth call: exact_match / real_time_match / structural_match")]
     pub execution_result_type: Value,
 }
 
@@ -43,30 +37,22 @@ pub struct InstanceRow {
 )]
 pub struct DocRow {
     /// BFCL id.
-    #[row(doc = "BFCL id")]
     pub instance_id: String,
     /// `gold`, `names`, `names+desc` or `names+params`.
-    #[row(doc = "gold, names, names+desc or names+params")]
     pub setting: String,
     /// 0 = opacified docs; k = after k reflection rounds.
-    #[row(doc = "0 = opacified docs; k = after k reflection rounds")]
     pub round: i64,
     /// Tool definitions as JSON schema (name, description, parameters?).
-    #[row(doc = "tool definitions as JSON schema (name, description, parameters?)")]
     pub tools: Value,
     /// `[[real name, shown name], ...]` (grading only; never shown to models).
-    #[row(doc = "[[real name, shown name], ...] (grading only; never shown to models)")]
     pub name_mapping: Value,
     /// The descriptions changed in this round (always true at round 0).
-    #[row(doc = "documentation changed in this round")]
     pub changed: bool,
     /// No further rewrites (ToolObserver convergence).
-    #[row(doc = "instance converged: no more rewrites")]
     pub frozen: bool,
     /// Demonstrations shown to the agent with these docs (Play2Prompt):
     /// `[{"query": .., "function": .., "arguments": {..}}]`, or `null`.
     #[serde(default)]
-    #[row(doc = "demonstrations put in the agent prompt (Play2Prompt), or null")]
     pub demos: Value,
 }
 
@@ -90,41 +76,30 @@ pub struct CallRecord {
 )]
 pub struct TrajectoryRow {
     /// BFCL id.
-    #[row(doc = "BFCL id")]
     pub instance_id: String,
     /// ToolObserver round (0 = base docs).
-    #[row(doc = "ToolObserver round (0 = base docs)")]
     pub round: i64,
     /// Agent model spec.
-    #[row(doc = "agent model spec")]
     pub model: String,
     /// The tool calls of the first assistant message (`{function, args, raw?}` each).
-    #[row(doc = "[{function, args, raw?}] tool calls of the first assistant message")]
     pub calls: Vec<CallRecord>,
     /// Assistant text, if any.
-    #[row(doc = "assistant text, if any")]
     pub content: Option<String>,
-    /// Set when the model call failed after retries (rate_limit, transient, malformed,
-    /// refusal, ...): the instance is then an error row, not a model mistake.
-    #[row(doc = "null, or the class of a failed model call")]
+    /// Null, or the class of a model call that failed after retries (rate_limit,
+    /// transient, malformed, refusal, ...): the instance is then an error row, not a
+    /// model mistake.
     pub error_kind: Option<String>,
     /// Error message of a failed model call.
-    #[row(doc = "error message of a failed model call")]
     pub error: Option<String>,
     /// Prompt tokens.
-    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
     /// Completion tokens.
-    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
     /// Reasoning tokens.
-    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
     /// Wall time of the call.
-    #[row(doc = "wall time of the call")]
     pub latency_ms: i64,
     /// Copied from the previous round because this instance's docs did not change.
-    #[row(doc = "copied from the previous round (docs unchanged)")]
     pub reused: bool,
 }
 
@@ -136,37 +111,26 @@ pub struct TrajectoryRow {
 )]
 pub struct ScoreRow {
     /// BFCL id.
-    #[row(doc = "BFCL id")]
     pub instance_id: String,
     /// `exec_simple` or `exec_multiple`.
-    #[row(doc = "exec_simple or exec_multiple")]
     pub category: String,
     /// ToolObserver round.
-    #[row(doc = "ToolObserver round")]
     pub round: i64,
     /// Execution accuracy verdict.
-    #[row(doc = "execution accuracy verdict")]
     pub e: bool,
     /// Why E failed (or `ok`).
-    #[row(doc = "why E failed (or ok)")]
     pub e_reason: String,
     /// Parameter accuracy.
-    #[row(doc = "parameter accuracy")]
     pub p: f64,
     /// AST accuracy, reference behaviour.
-    #[row(doc = "AST accuracy, reference behaviour")]
     pub a: f64,
     /// AST accuracy with the hallucination check against the tools shown.
-    #[row(doc = "AST accuracy with the hallucination check against the tools shown")]
     pub a_corrected: f64,
     /// Per model call: `{"ok": <python value as JSON>, "repr": "..."}` or `{"error": "..."}`.
-    #[row(doc = "per call: {ok, repr} or {error}")]
     pub outputs: Value,
     /// Outcome line the editor is shown (SUCCESS / ERROR / Model output ...).
-    #[row(doc = "the outcome text shown to the editor")]
     pub outcome: String,
-    /// `None`, or the class of the failed model call.
-    #[row(doc = "null, or the class of the failed model call")]
+    /// Null, or the class of the failed model call.
     pub error_kind: Option<String>,
 }
 
@@ -178,37 +142,26 @@ pub struct ScoreRow {
 )]
 pub struct EditRow {
     /// BFCL id.
-    #[row(doc = "BFCL id")]
     pub instance_id: String,
     /// Reflection round (1..K).
-    #[row(doc = "reflection round (1..K)")]
     pub round: i64,
     /// Editor model spec.
-    #[row(doc = "editor model spec")]
     pub model: String,
     /// A request was sent (false: frozen or skipped).
-    #[row(doc = "a request was sent (false: frozen or skipped)")]
     pub sent: bool,
     /// The editor's reply text.
-    #[row(doc = "the editor's reply text")]
     pub reply: Option<String>,
     /// Tool names whose description changed.
-    #[row(doc = "tool names whose description changed")]
     pub updated: Vec<String>,
     /// Blocks that needed the lenient parsing rules.
-    #[row(doc = "blocks that needed the lenient parsing rules")]
     pub lenient_parses: i64,
-    /// `None`, or the class of a failed editor call.
-    #[row(doc = "null, or the class of a failed editor call")]
+    /// Null, or the class of a failed editor call.
     pub error_kind: Option<String>,
     /// Prompt tokens.
-    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
     /// Completion tokens.
-    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
     /// Reasoning tokens.
-    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
 }
 
@@ -221,38 +174,27 @@ pub struct EditRow {
 )]
 pub struct DocCallRow {
     /// BFCL id.
-    #[row(doc = "BFCL id")]
     pub instance_id: String,
     /// The shown tool name the call was about (empty for tool-set-level calls).
-    #[row(doc = "shown tool name (empty: whole tool set)")]
     pub tool: String,
     /// `easytool`, `play2prompt`, `draft` or `tracefree`.
-    #[row(doc = "easytool, play2prompt, draft or tracefree")]
     pub method: String,
     /// The step of the method (`condense`, `play`, `critique`, `explorer`, ...).
-    #[row(doc = "step of the method that made the call")]
     pub step: String,
     /// `exploration` (discovering tool behaviour) or `editing` (writing docs).
-    #[row(doc = "exploration or editing")]
     pub phase: String,
     /// `editor` or `agent` (the task model, e.g. Play2Prompt's validation runs).
-    #[row(doc = "editor or agent (task model)")]
     pub role: String,
     /// Model spec.
-    #[row(doc = "model spec")]
     pub model: String,
-    /// `None`, or the class of a failed model call (or of an unusable reply:
+    /// Null, or the class of a failed model call (or of an unusable reply:
     /// `malformed-reply`, `description-cut`).
-    #[row(doc = "null, or the class of a failed model call or unusable reply")]
     pub error_kind: Option<String>,
     /// Prompt tokens.
-    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
     /// Completion tokens.
-    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
     /// Reasoning tokens.
-    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
 }
 
@@ -265,25 +207,18 @@ pub struct DocCallRow {
 )]
 pub struct ToolRunRow {
     /// BFCL id.
-    #[row(doc = "BFCL id")]
     pub instance_id: String,
     /// Shown tool name.
-    #[row(doc = "shown tool name")]
     pub tool: String,
     /// `play2prompt` or `draft`.
-    #[row(doc = "play2prompt or draft")]
     pub method: String,
     /// Step of the method.
-    #[row(doc = "step of the method")]
     pub step: String,
     /// The arguments as JSON.
-    #[row(doc = "the arguments as JSON")]
     pub arguments: Value,
     /// The call returned without an exception.
-    #[row(doc = "the call returned without an exception")]
     pub ok: bool,
     /// Python `repr` of the result, or the error text.
-    #[row(doc = "Python repr of the result, or the error text")]
     pub output: String,
 }
 
@@ -304,14 +239,92 @@ pub fn name_mapping(v: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// An exported table: its name, its schema text, and whether its rows get the chain's
-/// labels (node, method, agent, editor).
+/// A column `otb export` adds to every labelled table, after the table's own: one
+/// coordinate of the grid cell (`at::Cell`) of the node that wrote the row.
+pub struct CellColumn {
+    /// Its plain name; see [`cell_column_name`] for the name it takes in a table.
+    pub name: &'static str,
+    /// Its type (`Str` or `I64`; never null in an export).
+    pub ty: ColType,
+    /// What it holds.
+    pub doc: &'static str,
+}
+
+/// The cell's columns, in the order they follow a labelled table's own columns (the
+/// four that exports had before the others came, then the others).
+pub const CELL_COLUMNS: [CellColumn; 10] = [
+    CellColumn {
+        name: "node",
+        ty: ColType::Str,
+        doc: "Cell: the experiment node that wrote the row.",
+    },
+    CellColumn {
+        name: "method",
+        ty: ColType::Str,
+        doc: "Cell: `gold`, `base`, `toolobserver`, `toolobserver-guard`, `easytool`, `play2prompt`, `draft` or `tracefree`; empty outside the grid.",
+    },
+    CellColumn {
+        name: "agent",
+        ty: ColType::Str,
+        doc: "Cell: agent model spec of the chain (empty: none).",
+    },
+    CellColumn {
+        name: "editor",
+        ty: ColType::Str,
+        doc: "Cell: editor model spec of the chain (empty: none).",
+    },
+    CellColumn {
+        name: "env",
+        ty: ColType::Str,
+        doc: "Cell: the environment's experiment table (`bfcl`, `chess`, `search`, ...).",
+    },
+    CellColumn {
+        name: "setting",
+        ty: ColType::Str,
+        doc: "Cell: documentation setting (BFCL) or tool set (chess, search).",
+    },
+    CellColumn {
+        name: "round",
+        ty: ColType::I64,
+        doc: "Cell: documentation round the node plays with, or makes.",
+    },
+    CellColumn {
+        name: "step",
+        ty: ColType::Str,
+        doc: "Cell: `source`, `play` or `edit`.",
+    },
+    CellColumn {
+        name: "split",
+        ty: ColType::Str,
+        doc: "Cell: `train` or `test` for an offline play step; empty otherwise.",
+    },
+    CellColumn {
+        name: "seed",
+        ty: ColType::I64,
+        doc: "Cell: the chain's seed.",
+    },
+];
+
+/// The name the cell column `plain` takes in a table that has a column named `n`
+/// when `own(n)`: its plain name, or, where the table has a column of that name
+/// (which keeps it), the name with `cell_` before it -- so a table never has two
+/// columns of one name.
+pub fn cell_column_name(plain: &str, own: impl Fn(&str) -> bool) -> String {
+    let mut name = plain.to_string();
+    while own(&name) {
+        name.insert_str(0, "cell_");
+    }
+    name
+}
+
+/// An exported table: its name, its schema text, and whether its rows get the grid
+/// cell's columns ([`CELL_COLUMNS`]).
 pub struct Exported {
     /// The table's name (its file is `<table>.parquet`).
     pub table: &'static str,
     doc: &'static str,
     columns: &'static [Column],
-    /// Its rows get the chain's label columns (node, method, agent, editor).
+    /// Its rows get the grid cell's columns ([`CELL_COLUMNS`]) after their own.
     pub labelled: bool,
 }
 
@@ -326,37 +339,40 @@ impl Exported {
         }
     }
 
+    /// The exported file's column names, in order: the table's own, then, when
+    /// labelled, the cell's ([`CELL_COLUMNS`], named by [`cell_column_name`]).
+    pub fn column_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.columns.iter().map(|c| c.name.to_string()).collect();
+        if self.labelled {
+            for c in &CELL_COLUMNS {
+                names.push(cell_column_name(c.name, |n| {
+                    self.columns.iter().any(|o| o.name == n)
+                }));
+            }
+        }
+        names
+    }
+
     /// Appends the table's schema section (Markdown: a heading, what a row is, and
-    /// a column table, label columns first when labelled) to `out`.
+    /// a column table: the table's own columns, then the cell's when labelled, in
+    /// the order of the exported file) to `out`.
     pub fn schema(&self, out: &mut String) {
         out.push_str(&format!(
             "## {}.parquet\n\nOne row = {}.\n\n| column | type | meaning |\n|---|---|---|\n",
             self.table, self.doc
         ));
-        if self.labelled {
-            for (n, t, d) in [
-                (
-                    "node",
-                    "string",
-                    "the experiment node that produced the row",
-                ),
-                (
-                    "method",
-                    "string",
-                    "gold, base, toolobserver, easytool, play2prompt or draft",
-                ),
-                ("agent", "string", "agent model spec of the chain"),
-                (
-                    "editor",
-                    "string",
-                    "editor model spec of the chain (empty: none)",
-                ),
-            ] {
-                out.push_str(&format!("| {n} | {t} | {d} |\n"));
-            }
-        }
         for c in self.columns {
-            out.push_str(&format!("| {} | {} | {} |\n", c.name, c.ty.name(), c.doc));
+            // A column's doc is its field's `///` text: a `|` in it (a code span
+            // included) would end the Markdown table's cell.
+            let doc = c.doc.replace('|', "\\|");
+            out.push_str(&format!("| {} | {} | {doc} |\n", c.name, c.ty.name()));
+        }
+        if self.labelled {
+            for c in &CELL_COLUMNS {
+                let name = cell_column_name(c.name, |n| self.columns.iter().any(|o| o.name == n));
+                let doc = c.doc.replace('|', "\\|");
+                out.push_str(&format!("| {name} | {} | {doc} |\n", c.ty.name()));
+            }
         }
         out.push('\n');
     }

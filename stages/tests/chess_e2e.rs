@@ -163,7 +163,7 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
     assert!(out.by_stage("easytool").next().is_some());
     let evaluated: Vec<&str> = out
         .by_stage(stages::chess::EVALUATE_STAGE)
-        .map(|o| o.method.as_str())
+        .map(|o| o.cell.method_name())
         .collect();
     assert_eq!(evaluated, ["easytool", "play2prompt"]);
     // The games' stage accounts for each agent call: one per agent ply.
@@ -185,7 +185,8 @@ fn baselines_play_the_chess_tools_and_reach_table3() {
         assert!(agent_plies > games.len(), "{agent_plies}");
         assert_eq!(usage.calls, agent_plies as u64, "{}: {usage:?}", o.node);
     }
-    let t3 = stages::tables::table3::build(&store, &exp).unwrap();
+    let t3 = stages::tables::table3::build(&exp, &stages::driver::locate(&exp, &store).unwrap())
+        .unwrap();
     for m in ["easytool", "play2prompt"] {
         assert!(
             t3.rows.iter().any(|r| r.source == "run" && r.method == m),
@@ -496,7 +497,8 @@ fn tracefree_reaches_the_games_and_table3() {
     // The test games play the generated docs; the generator read the training games.
     assert!(input_of("tracefree test", "docs").starts_with("tracefree["));
     assert!(input_of("tracefree[", "trajectories").is_empty());
-    let t3 = stages::tables::table3::build(&store, &exp).unwrap();
+    let t3 = stages::tables::table3::build(&exp, &stages::driver::locate(&exp, &store).unwrap())
+        .unwrap();
     use stages::tables::report::TableReport;
     let text = t3.render(false);
     assert!(text.contains("+TF-prompt traces"), "{text}");
@@ -531,7 +533,11 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
         let tools = ToolSet::new(ToolFamily::PhaseSpecialists);
         let o = out
             .by_stage(stages::chess::EXPLORE_STAGE)
-            .find(|o| o.method == "toolobserver" && o.round == r && o.node.contains(" train r"))
+            .find(|o| {
+                o.cell.is(stages::env::Method::ToolObserver)
+                    && o.cell.round == r
+                    && o.cell.split() == Some(stages::env::Split::Train)
+            })
             .unwrap();
         let (mut calls, mut best) = (0, 0);
         for g in o.entry.read::<stages::chess::rows::GameRow>().unwrap() {
@@ -555,7 +561,7 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
     let docs = |stage: &str, method: &str| -> Vec<serde_json::Value> {
         let o = out
             .by_stage(stage)
-            .filter(|o| o.method == method)
+            .filter(|o| o.cell.method_name() == method)
             .last()
             .unwrap();
         let rows: Vec<stages::rows::DocRow> = o.entry.read().unwrap();
@@ -564,7 +570,7 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
     let round1 = |stage: &str| -> Vec<serde_json::Value> {
         let o = out
             .by_stage(stage)
-            .find(|o| o.method == "toolobserver" && o.round == 1)
+            .find(|o| o.cell.is(stages::env::Method::ToolObserver) && o.cell.round == 1)
             .unwrap();
         let rows: Vec<stages::rows::DocRow> = o.entry.read().unwrap();
         rows[0].tools.as_array().unwrap().clone()

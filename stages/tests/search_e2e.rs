@@ -118,7 +118,8 @@ fn search_runs_through_the_stages_and_reaches_table4() {
     assert!(searched.iter().all(|r| r.arguments["query"] == "query"));
     // Offline ToolObserver ran over the training split.
     assert_eq!(out.by_stage("consensus-merge").count(), 1);
-    let t = stages::tables::table4::build(&store, &exp).unwrap();
+    let t = stages::tables::table4::build(&exp, &stages::driver::locate(&exp, &store).unwrap())
+        .unwrap();
     let text = t.render(false);
     assert!(text.contains("run: substitute"), "{text}");
     assert!(text.contains("not BrowseComp-Plus numbers"), "{text}");
@@ -264,7 +265,9 @@ fn learned_docs_change_the_tools_the_agent_picks() {
     );
     let tools_used = |method: &str| -> std::collections::BTreeSet<String> {
         out.by_stage(stages::search::EXPLORE_STAGE)
-            .filter(|o| o.method == method && o.node.contains(" test"))
+            .filter(|o| {
+                o.cell.method_name() == method && o.cell.split() == Some(stages::env::Split::Test)
+            })
             .flat_map(|o| o.entry.read::<EpisodeRow>().unwrap())
             .flat_map(|e| e.steps.as_array().cloned().unwrap_or_default())
             .flat_map(|st| st["calls"].as_array().cloned().unwrap_or_default())
@@ -348,7 +351,7 @@ fn the_editor_is_told_the_judges_verdicts() {
     );
     let train_explore = out
         .by_stage(stages::search::EXPLORE_STAGE)
-        .find(|o| o.node.contains(" train r0"))
+        .find(|o| o.cell.split() == Some(stages::env::Split::Train) && o.cell.round == 0)
         .expect("training episodes");
     let eps: Vec<EpisodeRow> = train_explore.entry.read().unwrap();
     let right: Vec<&EpisodeRow> = eps.iter().filter(|e| e.correct).collect();
@@ -361,7 +364,7 @@ fn the_editor_is_told_the_judges_verdicts() {
         .all(|e| e.editor_text.contains("Judged: correct")));
     let judged = out
         .by_stage(stages::search::JUDGE_STAGE)
-        .find(|o| o.node.contains(" train r0"))
+        .find(|o| o.cell.split() == Some(stages::env::Split::Train) && o.cell.round == 0)
         .expect("the training episodes are judged");
     let rows: Vec<stages::search::JudgeRow> = judged.entry.read().unwrap();
     assert_eq!(rows.len(), eps.len());
@@ -395,7 +398,7 @@ fn the_editor_is_told_the_judges_verdicts() {
     // Test verdicts carry no editor text.
     for o in out
         .by_stage(stages::search::JUDGE_STAGE)
-        .filter(|o| o.node.contains(" test"))
+        .filter(|o| o.cell.split() == Some(stages::env::Split::Test))
     {
         let rows: Vec<stages::search::JudgeRow> = o.entry.read().unwrap();
         assert!(rows
@@ -407,7 +410,7 @@ fn the_editor_is_told_the_judges_verdicts() {
     assert_eq!(out.by_stage(stages::search::JUDGE_STAGE).count(), 0);
     let train_explore = out
         .by_stage(stages::search::EXPLORE_STAGE)
-        .find(|o| o.node.contains(" train r0"))
+        .find(|o| o.cell.split() == Some(stages::env::Split::Train) && o.cell.round == 0)
         .unwrap();
     let reflect = out.by_stage("batch-reflect").next().unwrap();
     assert_eq!(
@@ -530,7 +533,8 @@ fn tracefree_reaches_the_episodes_and_table4() {
     // Trace-free: nothing but the docs goes in.
     let gen = reports.iter().find(|r| r.stage == "tracefree").unwrap();
     assert_eq!(gen.inputs.len(), 1, "{:?}", gen.inputs);
-    let t4 = stages::tables::table4::build(&store, &exp).unwrap();
+    let t4 = stages::tables::table4::build(&exp, &stages::driver::locate(&exp, &store).unwrap())
+        .unwrap();
     use stages::tables::report::TableReport;
     let text = t4.render(false);
     assert!(text.contains("| +TF-prompt |"), "{text}");
@@ -563,21 +567,25 @@ fn sft_pairs_of_search_come_from_training_play_only() {
     let train = |r: i64| -> f64 {
         let o = out
             .by_stage(stages::search::EXPLORE_STAGE)
-            .find(|o| o.method == "toolobserver" && o.round == r && o.node.contains(" train r"))
+            .find(|o| {
+                o.cell.is(stages::env::Method::ToolObserver)
+                    && o.cell.round == r
+                    && o.cell.split() == Some(stages::env::Split::Train)
+            })
             .unwrap();
         let eps = o.entry.read::<stages::search::EpisodeRow>().unwrap();
         eps.iter().filter(|e| e.correct).count() as f64 / eps.len() as f64
     };
     let opaque: Vec<stages::rows::DocRow> = out
         .by_stage("search-docs")
-        .find(|o| o.method == "base")
+        .find(|o| o.cell.is(stages::env::Method::Base))
         .unwrap()
         .entry
         .read()
         .unwrap();
     let last: Vec<stages::rows::DocRow> = out
         .by_stage("consensus-merge")
-        .find(|o| o.round == 1)
+        .find(|o| o.cell.round == 1)
         .unwrap()
         .entry
         .read()

@@ -10,8 +10,8 @@ use pipeline::{Handle, Mode, Row, Session, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use stages::env::{
-    At, Cx, DriveError, Example, Naming, OfflineEnv, OnlineEnv, Play, Recorder, RunOutput, Split,
-    SHARED,
+    At, Cx, DriveError, Example, Method, Naming, OfflineEnv, OnlineEnv, Output, Play, Recorder,
+    RunOutput, Split, SHARED,
 };
 use stages::experiment::{EnvTable, Environment, Experiment};
 use stages::models::{
@@ -19,6 +19,7 @@ use stages::models::{
 };
 use stages::offline::{self, AnalysisRow, MergeRow, OfflineCurve};
 use stages::online::{self, Curve};
+use stages::reading::{self, Along, Block, Cap, Computed, Item, Reading, SftPair};
 use stages::rows::Exported;
 use stages::rows::{CallRecord, DocRow, EditRow};
 use stages::tables::report::TableReport;
@@ -28,26 +29,26 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(table = "toy_trajectories", doc = "one toy episode")]
 struct ToyTrajectory {
-    #[row(doc = "question")]
+    /// Question.
     instance_id: String,
-    #[row(doc = "round")]
+    /// Round.
     round: i64,
-    #[row(doc = "tool called")]
+    /// Tool called.
     tool: Option<String>,
-    #[row(doc = "tool output")]
+    /// Tool output.
     answer: Option<String>,
-    #[row(doc = "failed agent call")]
+    /// Failed agent call.
     error_kind: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(table = "toy_scores", doc = "one toy verdict")]
 struct ToyScore {
-    #[row(doc = "question")]
+    /// Question.
     instance_id: String,
-    #[row(doc = "round")]
+    /// Round.
     round: i64,
-    #[row(doc = "tool_b was called")]
+    /// `tool_b` was called.
     solved: bool,
 }
 
@@ -598,6 +599,160 @@ fn a_cut_reply_loses_its_last_description() {
     assert_eq!(merge[1].source, "unchanged");
 }
 
+/// The toy with a grading node of its own over each training play (`toy-grade`, one
+/// verdict per trajectory), as search grades with its judge.
+struct GradedToy(Toy);
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(table = "toy_grades", doc = "one toy grade")]
+struct ToyGrade {
+    /// Question.
+    instance_id: String,
+    /// The grade as the editor reads it.
+    text: String,
+}
+
+impl OfflineEnv for GradedToy {
+    fn explore<'p>(&'p self, cx: &mut Cx<'p, '_>, play: &Play<'_>) -> Result<Handle, DriveError> {
+        self.0.explore(cx, play)
+    }
+
+    fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError> {
+        self.0.serialize(trajectories)
+    }
+
+    fn grade<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
+        play: &Play<'_>,
+        trajectories: &Handle,
+    ) -> Result<Option<Handle>, DriveError> {
+        let h = cx.stage(
+            play.at,
+            "toy-grade",
+            1,
+            json!({"grader": "tool_b"}),
+            &[("trajectories", trajectories)],
+            |ctx, _| {
+                let rows: Vec<ToyTrajectory> = ctx.read("trajectories")?;
+                let out: Vec<ToyGrade> = rows
+                    .iter()
+                    .map(|t| ToyGrade {
+                        instance_id: t.instance_id.clone(),
+                        text: format!(
+                            "{}: graded {}",
+                            t.instance_id,
+                            if t.tool.as_deref() == Some("tool_b") {
+                                "right"
+                            } else {
+                                "wrong"
+                            }
+                        ),
+                    })
+                    .collect();
+                ctx.write(&out)?;
+                Ok(())
+            },
+        )?;
+        Ok(Some(h))
+    }
+
+    fn serialize_graded(&self, graded: &Handle) -> Result<Vec<String>, DriveError> {
+        let g: Vec<ToyGrade> = graded.read()?;
+        Ok(g.into_iter().map(|g| g.text).collect())
+    }
+
+    fn editor_notes(&self) -> &str {
+        self.0.editor_notes()
+    }
+
+    fn evaluate<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
+        play: &Play<'_>,
+        trajectories: &Handle,
+    ) -> Result<Handle, DriveError> {
+        self.0.evaluate(cx, play, trajectories)
+    }
+}
+
+/// An environment that grades its training plays (`OfflineEnv::grade`, as search's
+/// judge does): the grading is a node of its own at the training play's cell, with
+/// its own key, and batch-reflect's input is that node, read through
+/// `serialize_graded` (the editor sees the grades, not the bare trajectories).
+#[test]
+fn a_grading_node_is_what_batch_reflect_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+    let (m, _, editor) = models(dir.path(), &[], false);
+    let toy = GradedToy(Toy {
+        questions: (1..=6).map(|i| format!("q{i}")).collect(),
+    });
+    let sampling = Default::default();
+    let s = Session::new(&store, Mode::Run, true);
+    let docs0 = seed_docs(&s, &[], true);
+    let rec = Recorder::default();
+    let at = At {
+        agent: Some(spec("scripted:toy")),
+        editor: Some(spec("scripted:teacher")),
+        ..At::new(Naming::Offline, "toy", "toolobserver")
+    };
+    let mut cx = Cx::new(&s, &m, &rec);
+    let curve = OfflineCurve {
+        batch_template: "BATCH {{notes}}\n{{tools}}\n{{trajectories}}",
+        merge_template: "MERGE {{notes}}\n{{tools}}\n{{analyses}}",
+        rounds: 2,
+        batch_size: 2,
+        sampling: &sampling,
+    };
+    offline::toolobserver(&toy, &mut cx, &at, &curve, &docs0).unwrap();
+    drop(cx);
+    let out = rec.finish();
+    let train =
+        |o: &&Output, round: i64| o.cell.split() == Some(Split::Train) && o.cell.round == round;
+    // One grading node per training play (rounds 0 and 1), none on the test split.
+    assert_eq!(out.by_stage("toy-grade").count(), 2);
+    assert!(out
+        .by_stage("toy-grade")
+        .all(|o| o.cell.split() == Some(Split::Train)));
+    for round in 0..2 {
+        let explore = out
+            .by_stage("toy-explore")
+            .find(|o| train(o, round))
+            .expect("a training play");
+        let grade = out
+            .by_stage("toy-grade")
+            .find(|o| train(o, round))
+            .expect("its grading node");
+        assert_eq!(grade.cell, explore.cell);
+        assert_ne!(grade.entry.manifest.key, explore.entry.manifest.key);
+        assert_eq!(
+            grade.entry.manifest.components.inputs["trajectories"],
+            explore.entry.manifest.output_digest
+        );
+        let reflect = out
+            .by_stage("batch-reflect")
+            .find(|o| o.cell.round == round + 1)
+            .expect("the round's batch-reflect");
+        assert_eq!(
+            reflect.entry.manifest.components.inputs["trajectories"],
+            grade.entry.manifest.output_digest
+        );
+    }
+    // The editor read the grades (serialize_graded), not the trajectories.
+    let prompts = editor.prompts.lock().unwrap().clone();
+    let batches: Vec<&String> = prompts.iter().filter(|p| p.starts_with("BATCH")).collect();
+    assert_eq!(batches.len(), 4);
+    assert!(
+        batches.iter().all(|p| p.contains(": graded ")),
+        "{batches:?}"
+    );
+    assert!(
+        batches.iter().all(|p| !p.contains(": called ")),
+        "{batches:?}"
+    );
+}
+
 /// `otb status` before an offline curve has started: its first agent turns would run,
 /// and every later node of its K rounds and of the test split is listed, each once,
 /// waiting for the node before it (offline curves run all K rounds).
@@ -719,9 +874,153 @@ impl Environment for ToyEnvironment {
     fn scripted_editors(&self) -> &'static [&'static str] {
         &["teacher"]
     }
+
+    fn reader(&self) -> &dyn stages::experiment::Reader {
+        &ToyReader
+    }
+}
+
+/// Reading: the report's items and the SFT export, in the toy's own code.
+struct ToyReader;
+
+impl stages::experiment::Reader for ToyReader {
+    fn holds_items(&self, stage: &str) -> bool {
+        stage == "toy-evaluate"
+    }
+
+    /// A verdict per question, with the call it made and the docs it read.
+    fn items(
+        &self,
+        out: &Computed<'_>,
+        along: &dyn Along,
+        cap: &mut Cap,
+    ) -> Result<Reading, pipeline::StoreError> {
+        let scores: Vec<ToyScore> = out.entry.read()?;
+        let traj: Vec<ToyTrajectory> =
+            reading::rows(along.upstream(out.node, ToyTrajectory::TABLE, None))?;
+        let docs: Vec<DocRow> =
+            reading::rows(along.upstream(out.node, DocRow::TABLE, Some("docs")))?;
+        let items = scores
+            .iter()
+            .map(|s| {
+                let t = traj.iter().find(|t| t.instance_id == s.instance_id);
+                let tool = t.and_then(|t| t.tool.clone()).unwrap_or("nothing".into());
+                let error = t.and_then(|t| t.error_kind.clone());
+                let score = if s.solved { 1.0 } else { 0.0 };
+                let mut detail = vec![Block::Kv {
+                    t: "Toy episode".into(),
+                    v: vec![
+                        ("tool".into(), tool.clone()),
+                        (
+                            "answer".into(),
+                            t.and_then(|t| t.answer.clone()).unwrap_or_default(),
+                        ),
+                    ],
+                }];
+                if let Some(d) = docs
+                    .iter()
+                    .find(|d| d.instance_id == s.instance_id || d.instance_id == SHARED)
+                {
+                    detail.push(Block::Code {
+                        t: "Documentation the agent saw".into(),
+                        v: cap.text(&reading::docs_text(&d.tools)),
+                    });
+                }
+                Item {
+                    cell: 0,
+                    id: s.instance_id.clone(),
+                    verdict: reading::verdict(score, &error),
+                    score,
+                    error,
+                    summary: cap.text(&format!("toy: called {tool}")),
+                    detail,
+                }
+            })
+            .collect();
+        Ok(Reading {
+            items,
+            ..Reading::default()
+        })
+    }
+
+    fn role_of(&self, stage: &str) -> Option<&'static str> {
+        (stage == "toy-explore").then_some("agent")
+    }
+
+    fn sft_tool_sets(&self, run: &RunOutput) -> Vec<String> {
+        if run.by_stage("toy-evaluate").next().is_some() {
+            vec!["toy".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Online: a pair per tool the editor changed for a question that went from
+    /// unsolved (Base, round 0) to solved (ToolObserver's last round).
+    fn sft_pairs(&self, run: &RunOutput, _exp: &Experiment) -> Result<Vec<SftPair>, StageError> {
+        let evals = || run.by_stage("toy-evaluate").filter(|o| o.cell.env == "toy");
+        let before = evals().find(|o| o.cell.is(Method::Base) && o.cell.round == 0);
+        let after = evals()
+            .filter(|o| o.cell.is(Method::ToolObserver))
+            .max_by_key(|o| o.cell.round);
+        let docs = run
+            .by_stage("batch-reflect")
+            .filter(|o| o.cell.env == "toy")
+            .max_by_key(|o| o.cell.round);
+        let (Some(before), Some(after), Some(docs)) = (before, after, docs) else {
+            return Ok(Vec::new());
+        };
+        let solved = |o: &Output| -> Result<Vec<String>, StageError> {
+            let rows: Vec<ToyScore> = o.entry.read()?;
+            Ok(rows
+                .into_iter()
+                .filter(|s| s.solved)
+                .map(|s| s.instance_id)
+                .collect())
+        };
+        let (was, is) = (solved(before)?, solved(after)?);
+        let original = tools("", "");
+        let original = original.as_array().cloned().unwrap_or_default();
+        let finals: Vec<DocRow> = docs.entry.read()?;
+        let mut out = Vec::new();
+        for d in finals
+            .iter()
+            .filter(|d| is.contains(&d.instance_id) && !was.contains(&d.instance_id))
+        {
+            let now = d.tools.as_array().cloned().unwrap_or_default();
+            // The round-0 play as the editor read it.
+            let trace = vec![format!("{}: tool_b was not called", d.instance_id)];
+            for (b, a) in reading::changed(&original, &now) {
+                let name = a["name"].as_str().unwrap_or("").to_string();
+                out.push(SftPair {
+                    environment: "toy".into(),
+                    setting: docs.cell.setting.clone(),
+                    tool_set: "toy".into(),
+                    held_out: false,
+                    agent: docs.cell.agent.clone(),
+                    editor: docs.cell.editor.clone(),
+                    method: docs.cell.method_name().into(),
+                    instance_id: d.instance_id.clone(),
+                    round: docs.cell.round,
+                    selected_on: reading::SELECTED_ON_INSTANCE.into(),
+                    interface: b.to_string(),
+                    traces: reading::traces_of(&trace, &name),
+                    target: a["description"].as_str().unwrap_or("").into(),
+                    tool: name,
+                    score_before: 0.0,
+                    score_after: 1.0,
+                });
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl EnvTable for ToyConfig {
+    fn table(&self) -> &'static str {
+        "toy"
+    }
+
     fn uses_editor(&self) -> bool {
         true
     }
@@ -844,13 +1143,13 @@ fn the_toy_goes_through_the_registry_and_otbs_code_paths() {
             assert!(ran.contains(n), "{mode}: {n} was planned, not run: {ran:?}");
         }
 
-        let (located, reports) = stages::driver::locate(&exp, &store).unwrap();
-        let status = stages::tables::report::status_text(&reports);
+        let located = stages::driver::locate(&exp, &store).unwrap();
+        let status = stages::tables::report::status_text(&located);
         assert!(
             status.contains(" fresh, 0 would run, 0 missing behind them"),
             "{status}"
         );
-        assert_eq!(located.outputs.len(), out.outputs.len());
+        assert_eq!(located.run.outputs.len(), out.outputs.len());
 
         let to = dir.path().join("export");
         let files = stages::tables::export::export_experiment(&store, &exp, &to).unwrap();
@@ -866,7 +1165,7 @@ fn the_toy_goes_through_the_registry_and_otbs_code_paths() {
             "{schema}"
         );
 
-        let t = table(&located);
+        let t = table(&located.run);
         assert_eq!(
             t.lines.last().map(|l| l.1),
             Some(1.0),
@@ -875,5 +1174,102 @@ fn the_toy_goes_through_the_registry_and_otbs_code_paths() {
         );
         let written = t.write(&dir.path().join("tables")).unwrap();
         assert_eq!(written.len(), 3, "{written:?}");
+    }
+}
+
+/// A report cell as the toy's report test compares it: environment, method, round,
+/// split, items, mean score.
+type ReportCell<'a> = (&'a str, &'a str, i64, &'a str, usize, Option<f64>);
+
+/// The toy reads its own rows for the report and the SFT export (its `Environment`
+/// implementation, nothing in `report/` or `tables/`): `otb report` shows its cells
+/// and items (and renders them into the page), and `otb export --sft` writes its
+/// pairs.
+#[test]
+fn the_toy_gets_a_report_section_and_an_sft_export_from_its_own_reader() {
+    let registry = Arc::new(stages::driver::builtin().with(ToyEnvironment));
+    for mode in ["online", "offline"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("toy.toml");
+        std::fs::write(
+            &path,
+            format!("[toy]\nmode = \"{mode}\"\nrounds = 2\n[models]\nagent = \"scripted:toy\"\neditor = \"scripted:teacher\"\n"),
+        )
+        .unwrap();
+        let exp = Experiment::load(&registry, &path).unwrap();
+        let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
+        stages::driver::drive(&exp, &Session::new(&store, Mode::Run, true)).unwrap();
+
+        // The report: a cell per `toy-evaluate` node, its items read by the toy.
+        let opts = stages::report::Options::default();
+        let mut r = stages::report::of_experiment(&store, &exp, None, &opts).unwrap();
+        let cells: Vec<ReportCell<'_>> = r
+            .cells
+            .iter()
+            .map(|c| {
+                (
+                    c.env,
+                    c.method.as_str(),
+                    c.round,
+                    c.split.as_str(),
+                    c.n,
+                    c.mean,
+                )
+            })
+            .collect();
+        let want: Vec<ReportCell<'_>> = if mode == "online" {
+            // r0 calls tool_a (nothing mentions B); r1 has the editor's tool_b.
+            vec![
+                ("toy", "base", 0, "", 6, Some(0.0)),
+                ("toy", "toolobserver", 1, "", 6, Some(1.0)),
+            ]
+        } else {
+            // The test split (3 questions) after the last round.
+            vec![("toy", "toolobserver", 2, "test", 3, Some(1.0))]
+        };
+        assert_eq!(cells, want, "{mode}");
+        let last = r.cells.last().unwrap().id;
+        let items: Vec<&stages::reading::Item> =
+            r.items.iter().filter(|i| i.cell == last).collect();
+        assert!(
+            items
+                .iter()
+                .all(|i| i.verdict == "right" && i.summary == "toy: called tool_b"),
+            "{mode}: {items:?}"
+        );
+        // The docs the agent saw, found along the plan's edges.
+        let docs = items[0].detail.iter().find_map(|b| match b {
+            Block::Code { t, v } if t == "Documentation the agent saw" => Some(v.as_str()),
+            _ => None,
+        });
+        assert!(
+            docs.is_some_and(|d| d.contains("tool_b\n  Answers B.")),
+            "{mode}: {:?}",
+            items[0].detail
+        );
+        let written = stages::report::write(&mut r, &dir.path().join("report"), &opts).unwrap();
+        let page = std::fs::read_to_string(&written[0]).unwrap();
+        assert!(
+            page.contains("toy: called tool_b"),
+            "{mode}: the items are on the page"
+        );
+
+        // The SFT export: online, the six questions that tool_b's new description
+        // solved; offline, the toy reads no pair.
+        let located = stages::driver::locate(&exp, &store).unwrap();
+        let to = dir.path().join("sft");
+        stages::tables::sft::write(&located.run, &exp, &to, &Default::default()).unwrap();
+        let pairs: Vec<SftPair> = pipeline::table::read_rows(&to.join("pairs.parquet")).unwrap();
+        let holdout = std::fs::read_to_string(to.join("holdout.json")).unwrap();
+        assert!(holdout.contains("\"toy\""), "{mode}: {holdout}");
+        if mode == "online" {
+            assert_eq!(pairs.len(), 6, "{pairs:#?}");
+            assert!(pairs.iter().all(|p| p.environment == "toy"
+                && p.tool == "tool_b"
+                && p.target == "Answers B."
+                && p.traces.contains("tool_b was not called")));
+        } else {
+            assert!(pairs.is_empty(), "{pairs:#?}");
+        }
     }
 }

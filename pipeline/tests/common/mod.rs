@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Row)]
 #[row(table = "nums", doc = "one toy value")]
 pub struct Num {
-    #[row(doc = "row id")]
+    /// Row id.
     pub id: String,
-    #[row(doc = "value")]
+    /// Value.
     pub x: i64,
 }
 

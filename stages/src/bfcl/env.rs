@@ -167,7 +167,7 @@ impl OnlineEnv for Bfcl<'_> {
     /// Every `evaluate` output goes to the drive's curve, in drive order: the
     /// `summarize` stage's inputs.
     fn curve_start(&self, cx: &mut Cx<'_, '_>, at: &At, scores: &Handle) {
-        cx.curve(format!("{}/{}", at.tag(), at.method), at.label(), scores);
+        cx.curve(format!("{}/{}", at.tag(), at.method), at, scores);
     }
 
     fn examples(

@@ -10,6 +10,7 @@ pub mod evaluate;
 pub mod explore;
 pub mod import_released;
 pub mod opacify;
+pub mod reading;
 pub mod released;
 pub mod summarize;
 
@@ -74,9 +75,17 @@ impl Environment for BfclEnvironment {
             .map_err(|e| crate::experiment::table_error("bfcl", &e))?;
         Ok(Box::new(BfclExperiment::from_raw(raw, resolve)?))
     }
+
+    fn reader(&self) -> &dyn crate::experiment::Reader {
+        &reading::BfclReader
+    }
 }
 
 impl EnvTable for BfclExperiment {
+    fn table(&self) -> &'static str {
+        "bfcl"
+    }
+
     fn uses_editor(&self) -> bool {
         crate::env::Method::any_uses_editor(&self.methods)
     }

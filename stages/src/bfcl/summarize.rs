@@ -26,58 +26,40 @@ pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 )]
 pub struct SummaryRow {
     /// Setting/round label.
-    #[row(doc = "setting/round label")]
     pub label: String,
     /// Documentation setting.
-    #[row(doc = "documentation setting")]
     pub setting: String,
     /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt` or `draft`.
-    #[row(doc = "gold, base, toolobserver, easytool, play2prompt or draft")]
     pub method: String,
     /// Agent model spec.
-    #[row(doc = "agent model spec")]
     pub agent: String,
     /// Editor model spec (empty: none).
-    #[row(doc = "editor model spec (empty: none)")]
     pub editor: String,
     /// ToolObserver round (0 = base docs).
-    #[row(doc = "ToolObserver round (0 = base docs)")]
     pub round: i64,
     /// Instances.
-    #[row(doc = "instances")]
     pub n: i64,
     /// Execution accuracy.
-    #[row(doc = "execution accuracy")]
     pub e: f64,
     /// Parameter accuracy.
-    #[row(doc = "parameter accuracy")]
     pub p: f64,
     /// AST accuracy (reference behaviour).
-    #[row(doc = "AST accuracy (reference behaviour)")]
     pub a: f64,
     /// AST accuracy with the hallucination check.
-    #[row(doc = "AST accuracy with the hallucination check")]
     pub a_corrected: f64,
     /// E, bootstrap 2.5th percentile.
-    #[row(doc = "E, bootstrap 2.5th percentile")]
     pub e_lo: f64,
     /// E, bootstrap 97.5th percentile.
-    #[row(doc = "E, bootstrap 97.5th percentile")]
     pub e_hi: f64,
     /// P, 2.5th percentile.
-    #[row(doc = "P, 2.5th percentile")]
     pub p_lo: f64,
     /// P, 97.5th percentile.
-    #[row(doc = "P, 97.5th percentile")]
     pub p_hi: f64,
     /// A, 2.5th percentile.
-    #[row(doc = "A, 2.5th percentile")]
     pub a_lo: f64,
     /// A, 97.5th percentile.
-    #[row(doc = "A, 97.5th percentile")]
     pub a_hi: f64,
     /// Instances whose model call failed (error rows).
-    #[row(doc = "instances whose model call failed (error rows)")]
     pub errors: i64,
 }
 
@@ -110,16 +92,16 @@ pub struct SummaryInput {
 
 impl SummaryInput {
     /// The summary's inputs from a drive's `RunOutput::curve` entries.
-    pub fn from_curve(curve: &[(String, crate::env::Label, Handle)]) -> Vec<SummaryInput> {
+    pub fn from_curve(curve: &[(String, crate::env::Cell, Handle)]) -> Vec<SummaryInput> {
         curve
             .iter()
-            .map(|(tag, l, e)| SummaryInput {
+            .map(|(tag, c, e)| SummaryInput {
                 label: tag.clone(),
-                setting: l.setting.clone(),
-                method: l.method.clone(),
-                agent: l.agent.clone(),
-                editor: l.editor.clone(),
-                round: l.round,
+                setting: c.setting.clone(),
+                method: c.method_name().to_string(),
+                agent: c.agent.clone(),
+                editor: c.editor.clone(),
+                round: c.round,
                 entry: e.clone(),
             })
             .collect()

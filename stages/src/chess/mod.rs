@@ -31,6 +31,7 @@ pub mod evaluate;
 pub mod explore;
 pub mod oracle;
 pub mod positions;
+pub mod reading;
 pub mod rows;
 
 pub use calibrate::CALIBRATE_STAGE;
@@ -297,9 +298,17 @@ impl crate::experiment::Environment for ChessEnvironment {
     fn exported(&self) -> Vec<crate::rows::Exported> {
         rows::exported()
     }
+
+    fn reader(&self) -> &dyn crate::experiment::Reader {
+        &reading::ChessReader
+    }
 }
 
 impl crate::experiment::EnvTable for ChessExperiment {
+    fn table(&self) -> &'static str {
+        "chess"
+    }
+
     fn uses_editor(&self) -> bool {
         crate::env::Method::any_uses_editor(&self.methods)
     }

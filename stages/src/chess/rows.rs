@@ -12,25 +12,18 @@ use serde_json::Value;
 )]
 pub struct PositionRow {
     /// `train` or `test`.
-    #[row(doc = "train or test")]
     pub split: String,
     /// Position identifier.
-    #[row(doc = "identifier")]
     pub position_id: String,
     /// The position in FEN.
-    #[row(doc = "FEN")]
     pub fen: String,
     /// `opening`, `middlegame`, `endgame` or `late_endgame`.
-    #[row(doc = "opening, middlegame, endgame, late_endgame")]
     pub phase: String,
     /// Evaluation stratum.
-    #[row(doc = "evaluation stratum")]
     pub evaluation: String,
     /// Centipawns from White's view (null for a mate).
-    #[row(doc = "centipawns from White's view (null for a mate)")]
     pub cp: Option<f64>,
     /// Mate in moves, positive when White mates.
-    #[row(doc = "mate in moves, positive when White mates")]
     pub mate: Option<f64>,
 }
 
@@ -42,61 +35,42 @@ pub struct PositionRow {
 )]
 pub struct GameRow {
     /// Game identifier.
-    #[row(doc = "identifier")]
     pub game_id: String,
     /// `train` (exploration) or `test`.
-    #[row(doc = "train (exploration) or test")]
     pub split: String,
     /// Documentation round the agent used.
-    #[row(doc = "documentation round the agent used")]
     pub round: i64,
     /// Agent model spec.
-    #[row(doc = "agent model spec")]
     pub model: String,
     /// Start position (its `position_id`).
-    #[row(doc = "start position")]
     pub position_id: String,
     /// `white` or `black`.
-    #[row(doc = "white or black")]
     pub agent_side: String,
     /// The opponent's nominal Elo.
-    #[row(doc = "opponent's nominal Elo")]
     pub opponent_elo: i64,
     /// 1 / 0.5 / 0 for the agent; null when unfinished.
-    #[row(doc = "1 / 0.5 / 0 for the agent")]
     pub score: Option<f64>,
     /// `1-0`, `0-1`, `1/2-1/2` or `*`.
-    #[row(doc = "1-0, 0-1, 1/2-1/2 or *")]
     pub result: String,
     /// Why the game ended.
-    #[row(doc = "why the game ended")]
     pub end_reason: String,
-    /// Every ply (`datasets::chess::game::PlyRecord`).
-    #[row(doc = "every ply: side, SAN, FENs, tool, evaluation")]
+    /// Every ply: side, SAN, FENs, tool, evaluation (`datasets::chess::game::PlyRecord`).
     pub plies: Value,
     /// Engine evaluation of the start (White's view).
-    #[row(doc = "engine evaluation of the start (White's view)")]
     pub start_eval: Option<i64>,
     /// Engine evaluation at the end (White's view).
-    #[row(doc = "engine evaluation at the end (White's view)")]
     pub final_eval: Option<i64>,
     /// The game as the editor reads it (bounded).
-    #[row(doc = "the game as the editor reads it")]
     pub editor_text: String,
     /// Agent turns whose model call failed (answer-class: the game was lost).
-    #[row(doc = "agent turns whose model call failed")]
     pub failed_calls: i64,
     /// Class of the first failed call, or null.
-    #[row(doc = "class of the first failed call, or null")]
     pub error_kind: Option<String>,
     /// Agent prompt tokens.
-    #[row(doc = "agent prompt tokens")]
     pub prompt_tokens: i64,
     /// Agent completion tokens.
-    #[row(doc = "agent completion tokens")]
     pub completion_tokens: i64,
     /// Agent reasoning tokens.
-    #[row(doc = "agent reasoning tokens")]
     pub reasoning_tokens: i64,
 }
 
@@ -131,22 +105,16 @@ impl GameRow {
 )]
 pub struct CallCheckRow {
     /// The game the call was made in (its `game_id`).
-    #[row(doc = "game")]
     pub game_id: String,
     /// Ply number.
-    #[row(doc = "ply number")]
     pub ply: i64,
     /// Phase of the position the tool was called in.
-    #[row(doc = "phase of the position the tool was called in")]
     pub phase: String,
     /// Tool called.
-    #[row(doc = "tool called")]
     pub tool: String,
     /// The optimal tool there.
-    #[row(doc = "the optimal tool there")]
     pub optimal: String,
     /// The call picked the optimal tool.
-    #[row(doc = "the call picked the optimal tool")]
     pub is_optimal: bool,
 }
 
@@ -158,13 +126,10 @@ pub struct CallCheckRow {
 )]
 pub struct BestToolRow {
     /// Share of tool calls that picked the optimal tool.
-    #[row(doc = "share of tool calls that picked the optimal tool")]
     pub best_tool_pct: f64,
     /// Agent tool calls.
-    #[row(doc = "agent tool calls")]
     pub tool_calls: i64,
-    /// `{phase: percent}`.
-    #[row(doc = "{phase: best-tool %}")]
+    /// Best-tool % per phase: `{phase: percent}`.
     pub per_phase: Value,
 }
 
@@ -176,49 +141,34 @@ pub struct BestToolRow {
 )]
 pub struct EloRow {
     /// Test games rated.
-    #[row(doc = "games")]
     pub games: i64,
     /// Start rating of the streaming Elo.
-    #[row(doc = "start rating")]
     pub start: f64,
     /// Seeded shuffles (seeds 0..n).
-    #[row(doc = "seeded shuffles (seeds 0..n)")]
     pub shuffles: i64,
     /// Mean final rating (the paper's headline).
-    #[row(doc = "mean final rating (the paper's headline)")]
     pub mean: f64,
     /// Median final rating (the authors' code).
-    #[row(doc = "median final rating (the authors' code)")]
     pub median: f64,
     /// 5th percentile.
-    #[row(doc = "5th percentile")]
     pub ci90_lo: f64,
     /// 95th percentile.
-    #[row(doc = "95th percentile")]
     pub ci90_hi: f64,
     /// 2.5th percentile.
-    #[row(doc = "2.5th percentile")]
     pub ci95_lo: f64,
     /// 97.5th percentile.
-    #[row(doc = "97.5th percentile")]
     pub ci95_hi: f64,
     /// 0.5th percentile.
-    #[row(doc = "0.5th percentile")]
     pub ci99_lo: f64,
     /// 99.5th percentile.
-    #[row(doc = "99.5th percentile")]
     pub ci99_hi: f64,
     /// Rating at which expected = actual score.
-    #[row(doc = "rating at which expected = actual score")]
     pub performance: Option<f64>,
     /// Share of tool calls that picked the optimal tool.
-    #[row(doc = "share of tool calls that picked the optimal tool")]
     pub best_tool_pct: f64,
     /// Agent tool calls.
-    #[row(doc = "agent tool calls")]
     pub tool_calls: i64,
-    /// `{phase: percent}`.
-    #[row(doc = "{phase: best-tool %}")]
+    /// Best-tool % per phase: `{phase: percent}`.
     pub per_phase: Value,
 }
 
@@ -230,25 +180,18 @@ pub struct EloRow {
 )]
 pub struct CalibrationRow {
     /// The strength's nominal Elo.
-    #[row(doc = "the strength's nominal Elo")]
     pub nominal_elo: i64,
     /// Games played.
-    #[row(doc = "games played")]
     pub games: i64,
     /// Wins.
-    #[row(doc = "wins")]
     pub wins: i64,
     /// Draws.
-    #[row(doc = "draws")]
     pub draws: i64,
     /// Losses.
-    #[row(doc = "losses")]
     pub losses: i64,
     /// The anchors' Elos (the engine's own calibrated `UCI_Elo`).
-    #[row(doc = "anchor opponents' Elos")]
     pub anchors: Value,
     /// Performance rating against the anchors.
-    #[row(doc = "performance rating against the anchors")]
     pub measured_elo: Option<f64>,
 }
 
@@ -261,28 +204,20 @@ pub struct CalibrationRow {
 )]
 pub struct ToolCalibrationRow {
     /// `phase_specialists` or `strength_gradient`.
-    #[row(doc = "phase_specialists or strength_gradient")]
     pub tool_set: String,
     /// The tool's gold name.
-    #[row(doc = "the tool's gold name")]
     pub tool: String,
     /// Games played.
-    #[row(doc = "games played")]
     pub games: i64,
     /// Wins.
-    #[row(doc = "wins")]
     pub wins: i64,
     /// Draws.
-    #[row(doc = "draws")]
     pub draws: i64,
     /// Losses.
-    #[row(doc = "losses")]
     pub losses: i64,
     /// The anchors' Elos (the engine's own calibrated `UCI_Elo`).
-    #[row(doc = "anchor opponents' Elos")]
     pub anchors: Value,
     /// Performance rating against the anchors.
-    #[row(doc = "performance rating against the anchors")]
     pub measured_elo: Option<f64>,
 }
 

@@ -14,49 +14,34 @@ use std::path::{Path, PathBuf};
 )]
 pub struct CallRow {
     /// SHA-256 of the canonical request.
-    #[row(doc = "sha256 of the canonical request")]
     pub key: String,
     /// Stage that made the call.
-    #[row(doc = "stage that made the call")]
     pub stage: Option<String>,
     /// Backend that answered: `openai`, `embedded`, ...
-    #[row(doc = "openai, embedded, ...")]
     pub backend: String,
     /// Model name.
-    #[row(doc = "model name")]
     pub model: String,
     /// When the call completed (Unix time, milliseconds).
-    #[row(doc = "when the call completed")]
     pub created_unix_ms: i64,
     /// Wall time of the call.
-    #[row(doc = "wall time of the call")]
     pub latency_ms: i64,
     /// Prompt tokens.
-    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
     /// Completion tokens.
-    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
     /// Reasoning tokens.
-    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
     /// Finish reason.
-    #[row(doc = "finish reason")]
     pub finish_reason: Option<String>,
     /// Assistant text.
-    #[row(doc = "assistant text")]
     pub content: Option<String>,
     /// Tool calls in the reply.
-    #[row(doc = "tool calls in the reply")]
     pub n_tool_calls: i64,
     /// Tool calls whose arguments were not JSON.
-    #[row(doc = "tool calls whose arguments were not JSON")]
     pub n_malformed_arguments: i64,
     /// Tool calls as a JSON array.
-    #[row(doc = "tool calls as a JSON array")]
     pub tool_calls: String,
     /// The full request as JSON.
-    #[row(doc = "the full request as JSON")]
     pub request: String,
 }
 

@@ -622,7 +622,8 @@ fn with_room(sampling: Sampling, room: Option<u32>) -> Sampling {
 }
 
 /// `otb serve`: expose a model spec (`embedded:<name>`, `openai:<model>`,
-/// `replay:<model>`) as an OpenAI-compatible endpoint at `addr` until killed.
+/// `replay:<model>`, or `scripted:echo`, a reply without a model) as an
+/// OpenAI-compatible endpoint at `addr` until killed.
 /// Requests through it are not cached here (the client caches).
 pub fn serve_blocking(
     spec: &ModelSpec,
@@ -638,7 +639,18 @@ pub fn serve_blocking(
         CallCache::open_per_write(cache_dir)
             .map_err(|e| Failure::infra(format!("call cache {}: {e}", cache_dir.display())))?,
     );
-    let (backend, model) = backend_for(spec, &cache, &[])?;
+    let (backend, model) = match spec.kind {
+        // `scripted:echo`: no model, the server alone (checked by `parse_for`).
+        llm::ModelKind::Scripted => {
+            let backend = crate::models::scripted::served(&spec.name).ok_or_else(|| {
+                Failure::user(format!(
+                    "model `{spec}`: not a scripted model that can be served"
+                ))
+            })?;
+            (backend, spec.name.clone())
+        }
+        _ => backend_for(spec, &cache, &[])?,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -68,7 +68,8 @@ pub fn parse_for_with(spec: &str, role: Role, extra: &[&str]) -> Result<ModelSpe
             let shipped = match role {
                 Role::Agent => scripted::AGENTS,
                 Role::Editor => scripted::EDITORS,
-                Role::Serve | Role::Unused => &[],
+                Role::Serve => scripted::SERVED,
+                Role::Unused => &[],
             };
             let mut valid = shipped.to_vec();
             if matches!(role, Role::Agent | Role::Editor) {
@@ -84,11 +85,10 @@ pub fn parse_for_with(spec: &str, role: Role, extra: &[&str]) -> Result<ModelSpe
                     Role::Editor => "editor",
                     Role::Serve | Role::Unused => "served model",
                 };
-                return Err(InputError(if list.is_empty() {
-                    format!("model `{m}`: scripted models cannot be served")
-                } else {
-                    format!("unknown scripted {what} `{m}` (valid: {})", list.join(", "))
-                }));
+                return Err(InputError(format!(
+                    "unknown scripted {what} `{m}` (valid: {})",
+                    list.join(", ")
+                )));
             }
         }
         ModelKind::Embedded => {
@@ -780,6 +780,16 @@ mod tests {
             "unknown scripted editor `scripted:schema` (valid: scripted:errors, scripted:silent, scripted:observer, scripted:judge)"
         );
         assert!(parse_for("embedded:no-such-model", Role::Agent).is_err());
+        // `otb serve` serves `scripted:echo` and no agent or editor; nothing else
+        // uses the echo.
+        assert!(parse_for("scripted:echo", Role::Serve).is_ok());
+        let e = parse_for("scripted:schema", Role::Serve).unwrap_err().0;
+        assert_eq!(
+            e,
+            "unknown scripted served model `scripted:schema` (valid: scripted:echo)"
+        );
+        assert!(parse_for("scripted:echo", Role::Agent).is_err());
+        assert!(parse_for("scripted:echo", Role::Editor).is_err());
     }
 
     #[test]

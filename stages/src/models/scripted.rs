@@ -9,6 +9,7 @@
 //! | `scripted:silent`    | deterministic editor that never proposes a change           |
 //! | `scripted:judge`     | deterministic answer judge (search's `judge`): `correct: yes` when the reference answer's words appear in the response, in order |
 //! | `scripted:observer`  | deterministic offline editor (search): describes each tool by the titles its calls returned in the trajectories (`Updated description: Finds documents such as ...`); leaves merging to the majority fallback |
+//! | `scripted:echo`      | `otb serve` only: answers `echo: ` and the start of the last user message ([`llm::Scripted::echo`]), to measure and test the server without a model |
 //!
 //! Scripted models report one token per whitespace-separated word of their prompt
 //! and reply, so token accounting is exercised without a model.
@@ -30,6 +31,16 @@ pub const AGENTS: &[&str] = &[
 ];
 /// Scripted editors by name.
 pub const EDITORS: &[&str] = &["errors", "silent", "observer", "judge"];
+/// Scripted models `otb serve` can serve (a backend each, [`served`]).
+pub const SERVED: &[&str] = &["echo"];
+
+/// The backend of the servable scripted model called `name` (one of [`SERVED`]).
+pub fn served(name: &str) -> Option<std::sync::Arc<dyn llm::Backend>> {
+    match name {
+        "echo" => Some(std::sync::Arc::new(llm::Scripted::echo())),
+        _ => None,
+    }
+}
 
 /// The scripted agent called `name` (one of [`AGENTS`]).
 pub fn agent(name: &str) -> Option<Box<dyn MultiTurn>> {

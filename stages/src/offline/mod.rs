@@ -3,7 +3,8 @@
 //! documentation is evaluated on the test split. For k = 1..K:
 //!
 //! ```text
-//! explore[train r(k-1)] -> batch-reflect[r k] (mini-batches of 10, one editor request each)
+//! explore[train r(k-1)] (-> the environment's grading node, e.g. search's judge)
+//!                       -> batch-reflect[r k] (mini-batches of 10, one editor request each)
 //!                       -> consensus-merge[r k] (one request over every batch's analysis)
 //!                       -> docs r k
 //! docs r K -> explore[test] -> evaluate
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 pub mod blocks;
+pub mod sft;
 
 /// The offline reflect stage (one request per mini-batch).
 pub const REFLECT_STAGE: &str = "batch-reflect";
@@ -65,34 +67,24 @@ pub const DEFAULT_MERGE: &str = include_str!("../../../prompts/editor_merge.txt"
 )]
 pub struct AnalysisRow {
     /// The reflection round (1..K).
-    #[row(doc = "reflection round (1..K)")]
     pub round: i64,
     /// The mini-batch's number within the round.
-    #[row(doc = "mini-batch number within the round")]
     pub batch: i64,
     /// Indices (in exploration order) of the trajectories in this batch.
-    #[row(doc = "indices of the batch's trajectories")]
     pub trajectories: Vec<i64>,
     /// The editor model spec.
-    #[row(doc = "editor model spec")]
     pub model: String,
     /// The editor's reply (none when the call failed).
-    #[row(doc = "the editor's analysis")]
     pub reply: Option<String>,
     /// `{tool name: proposed description}` parsed from the reply.
-    #[row(doc = "{tool: proposed description}")]
     pub proposals: Value,
     /// The class of a failed call, or `length` for a reply cut at its limit.
-    #[row(doc = "null, or the class of a failed editor call")]
     pub error_kind: Option<String>,
     /// Prompt tokens.
-    #[row(doc = "prompt tokens")]
     pub prompt_tokens: i64,
     /// Completion tokens.
-    #[row(doc = "completion tokens")]
     pub completion_tokens: i64,
     /// Reasoning tokens.
-    #[row(doc = "reasoning tokens")]
     pub reasoning_tokens: i64,
 }
 
@@ -104,17 +96,13 @@ pub struct AnalysisRow {
 )]
 pub struct MergeRow {
     /// The reflection round (1..K).
-    #[row(doc = "reflection round (1..K)")]
     pub round: i64,
     /// The tool's name.
-    #[row(doc = "tool name")]
     pub tool: String,
     /// `merge` (the merge reply), `majority` (the merge omitted the tool: most
     /// frequent batch proposal) or `unchanged` (no proposal at all).
-    #[row(doc = "merge, majority or unchanged")]
     pub source: String,
     /// The description the next round uses.
-    #[row(doc = "the description the next round uses")]
     pub description: String,
 }
 
@@ -470,6 +458,12 @@ pub fn toolobserver<'p>(
             docs: &docs,
         };
         let traj = env.explore(cx, &play)?;
+        // An environment may grade the training play in a node of its own (search's
+        // judge): batch-reflect then reads that node's output (under the same input
+        // name, so keys are those of before the grading node had a seam of its own).
+        let graded = env.grade(cx, &play, &traj)?;
+        let is_graded = graded.is_some();
+        let read = graded.as_ref().unwrap_or(&traj);
         let params = ReflectParams {
             mode: "offline",
             max_tokens: EDITOR_REPLY_TOKENS,
@@ -486,10 +480,15 @@ pub fn toolobserver<'p>(
             REFLECT_STAGE,
             REFLECT_VERSION,
             params,
-            &[("docs", &docs), ("trajectories", &traj)],
+            &[("docs", &docs), ("trajectories", read)],
             move |ctx, params| {
                 let ed = models.editor_with_room(&params.editor, params.max_tokens)?;
-                let serialized = env.serialize(ctx.input("trajectories")?)?;
+                let read = ctx.input("trajectories")?;
+                let serialized = if is_graded {
+                    env.serialize_graded(read)?
+                } else {
+                    env.serialize(read)?
+                };
                 let docs_rows: Vec<DocRow> = ctx.read("docs")?;
                 batch_reflect(ctx, ed.as_ref(), params, &docs_rows, &serialized)
             },

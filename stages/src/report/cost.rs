@@ -50,22 +50,24 @@ impl Prices {
         Ok(p)
     }
 
-    fn dollars(&self, model: &str, prompt: u64, completion: u64) -> Option<f64> {
+    /// Dollars of `prompt` and `completion` tokens of `model`, if the file prices it.
+    pub fn dollars(&self, model: &str, prompt: u64, completion: u64) -> Option<f64> {
         self.prices
             .get(model)
             .map(|p| (prompt as f64 * p.input + completion as f64 * p.output) / 1e6)
     }
 }
 
-/// Whose model a stage calls.
-fn role(stage: &str) -> &'static str {
+/// Whose model a stage calls: the editor's shared stages, else what an environment
+/// of `src` says of its own ([`crate::experiment::Reader::role_of`]).
+fn role(src: &Source, stage: &str) -> &'static str {
     match stage {
-        crate::bfcl::explore::STAGE
-        | crate::chess::EXPLORE_STAGE
-        | crate::search::EXPLORE_STAGE => "agent",
         crate::batch_reflect::STAGE | crate::offline::MERGE_STAGE => "editor",
-        crate::search::judge::JUDGE_STAGE => "judge",
-        _ => "-",
+        _ => src
+            .environments
+            .environments()
+            .find_map(|e| e.reader().role_of(stage))
+            .unwrap_or("-"),
     }
 }
 
@@ -92,12 +94,17 @@ pub fn collect(src: &Source, prices: Option<&Prices>) -> Result<Vec<CostRow>, St
         if u.calls == 0 && u.prompt_tokens == 0 {
             continue;
         }
-        let l = &o.label;
+        let l = &o.cell;
         if o.entry.manifest.outputs.contains_key(DocCallRow::TABLE) {
             let rows: Vec<DocCallRow> = o.entry.read()?;
             for r in rows {
                 add(
-                    (n.stage.clone(), l.method.clone(), r.role, r.model),
+                    (
+                        n.stage.clone(),
+                        l.method_name().to_string(),
+                        r.role,
+                        r.model,
+                    ),
                     1,
                     r.prompt_tokens.max(0) as u64,
                     r.completion_tokens.max(0) as u64,
@@ -106,14 +113,19 @@ pub fn collect(src: &Source, prices: Option<&Prices>) -> Result<Vec<CostRow>, St
             }
             continue;
         }
-        let role = role(&n.stage);
+        let role = role(src, &n.stage);
         let model = match role {
             "agent" => l.agent.clone(),
             "editor" => l.editor.clone(),
             _ => "-".into(),
         };
         add(
-            (n.stage.clone(), l.method.clone(), role.into(), model),
+            (
+                n.stage.clone(),
+                l.method_name().to_string(),
+                role.into(),
+                model,
+            ),
             u.calls,
             u.prompt_tokens,
             u.completion_tokens,

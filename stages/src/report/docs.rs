@@ -63,8 +63,6 @@ pub fn collect(
     items: &[Item],
     cap: &mut super::items::Cap,
 ) -> Result<DocEdits, StoreError> {
-    let env_of: HashMap<&str, &'static str> =
-        cells.iter().map(|c| (c.setting.as_str(), c.env)).collect();
     let mut all: Vec<Docs<'_>> = Vec::new();
     for o in &src.outs {
         if o.entry.manifest.outputs.contains_key(DocRow::TABLE) {
@@ -77,8 +75,8 @@ pub fn collect(
     // ToolObserver curves: (setting, agent, editor) -> rounds in order.
     let mut curves: BTreeMap<(String, String, String), Vec<&Docs<'_>>> = BTreeMap::new();
     for d in &all {
-        let l = &d.out.label;
-        if l.method == "toolobserver" && l.round > 0 {
+        let l = &d.out.cell;
+        if l.is(crate::at::Method::ToolObserver) && l.round > 0 {
             curves
                 .entry((l.setting.clone(), l.agent.clone(), l.editor.clone()))
                 .or_default()
@@ -87,52 +85,47 @@ pub fn collect(
     }
     let mut out = DocEdits::default();
     for ((setting, agent, editor), mut rounds) in curves {
-        rounds.sort_by_key(|d| d.out.label.round);
+        rounds.sort_by_key(|d| d.out.cell.round);
         let online: Vec<(i64, usize)> = rounds
             .iter()
             .filter(|d| d.out.stage == crate::batch_reflect::STAGE)
-            .map(|d| {
-                (
-                    d.out.label.round,
-                    d.rows.iter().filter(|r| r.frozen).count(),
-                )
-            })
+            .map(|d| (d.out.cell.round, d.rows.iter().filter(|r| r.frozen).count()))
             .collect();
         if !online.is_empty() {
             out.frozen
                 .insert((setting.clone(), agent.clone(), editor.clone()), online);
         }
-        let env = env_of.get(setting.as_str()).copied().unwrap_or("bfcl");
+        // The curve's environment says which documentation is its gold.
+        let env = rounds.first().map_or("", |d| d.out.cell.env);
+        let reader = src.environments.get(env);
         let base = all.iter().find(|d| {
-            let l = &d.out.label;
-            l.setting == setting && l.method == "base" && l.round == 0
+            let l = &d.out.cell;
+            l.setting == setting && l.is(crate::at::Method::Base) && l.round == 0
         });
         let Some(base) = base else { continue };
-        // BFCL's gold is the `gold` setting's opacify; offline, the tool set's gold docs.
         let gold = all.iter().find(|d| {
-            let l = &d.out.label;
-            (env == "bfcl" && l.setting == "gold" && d.out.stage == crate::bfcl::opacify::STAGE)
-                || (env != "bfcl" && l.setting == setting && l.method == "gold")
+            reader.is_some_and(|e| e.reader().is_gold_docs(&setting, &d.out.stage, &d.out.cell))
         });
         let baselines: Vec<&Docs<'_>> = crate::at::Method::ALL
             .into_iter()
             .filter(|m| m.is_baseline())
             .filter_map(|m| {
                 let of = |d: &&Docs<'_>| {
-                    let l = &d.out.label;
-                    l.setting == setting && l.method == m.as_str()
+                    let l = &d.out.cell;
+                    l.setting == setting && l.is(m)
                 };
                 all.iter()
                     .filter(of)
-                    .find(|d| d.out.label.editor == editor || d.out.label.editor.is_empty())
+                    .find(|d| d.out.cell.editor == editor || d.out.cell.editor.is_empty())
                     .or_else(|| all.iter().find(of))
             })
             .collect();
         for b in &base.rows {
-            let instance = if env == "bfcl" {
-                b.instance_id.clone()
-            } else {
+            // Per instance (online), or one subject for a tool set's shared docs.
+            let instance = if b.instance_id == crate::env::SHARED {
                 String::new()
+            } else {
+                b.instance_id.clone()
             };
             let mut subject = DocSubject {
                 env,
@@ -159,7 +152,7 @@ pub fn collect(
                         continue;
                     };
                     if last != d {
-                        h.rounds.push((r.out.label.round, cap.text(&d)));
+                        h.rounds.push((r.out.cell.round, cap.text(&d)));
                         last = d;
                         changed = true;
                     }
@@ -175,7 +168,8 @@ pub fn collect(
                         .row(&b.instance_id)
                         .and_then(|r| desc_of(&r.tools, &name))
                     {
-                        h.others.push((bl.out.label.method.clone(), cap.text(&d)));
+                        h.others
+                            .push((bl.out.cell.method_name().to_string(), cap.text(&d)));
                     }
                 }
                 subject.tools.push(h);
@@ -269,10 +263,10 @@ fn edited_tools(
     round: i64,
 ) -> Result<HashMap<String, Vec<String>>, StoreError> {
     let Some(o) = src.outs.iter().find(|o| {
-        o.label.setting == setting
-            && o.label.agent == agent
-            && o.label.editor == editor
-            && o.label.round == round
+        o.cell.setting == setting
+            && o.cell.agent == agent
+            && o.cell.editor == editor
+            && o.cell.round == round
             && o.entry.manifest.outputs.contains_key(EditRow::TABLE)
     }) else {
         return Ok(HashMap::new());

@@ -177,7 +177,8 @@ const PALETTE: [&str; 8] = [
 ];
 
 fn chart(c: &Chart) -> Markup {
-    let (w, h, ml, mr, mt, mb) = (640.0, 270.0, 52.0, 200.0, 40.0, 34.0);
+    // Two charts side by side on a 1280-pixel-wide screen.
+    let (w, h, ml, mr, mt, mb) = (580.0, 260.0, 52.0, 190.0, 40.0, 34.0);
     let pts = c.series.iter().flat_map(|(_, p)| p.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y, lo, hi) in pts {
@@ -251,7 +252,18 @@ fn chart(c: &Chart) -> Markup {
 
 fn intervals(iv: &Intervals) -> Markup {
     let row_h = 20.0;
-    let (w, ml, mr) = (720.0, 300.0, 30.0);
+    // Room on the left for the longest label (about 6.3 px a character at 11 px,
+    // at most 70 characters shown) and on the right for `v [lo, hi] unit`.
+    const LABEL_CHARS: usize = 70;
+    let longest = iv
+        .rows
+        .iter()
+        .map(|r| r.0.chars().count().min(LABEL_CHARS))
+        .max()
+        .unwrap_or(0);
+    let ml = (longest as f64 * 6.3 + 16.0).max(120.0);
+    let mr = 40.0 + 6.3 * (iv.unit.chars().count() + 24) as f64;
+    let w = ml + 420.0 + mr;
     let h = 40.0 + row_h * iv.rows.len() as f64;
     let lo = iv
         .rows
@@ -275,7 +287,7 @@ fn intervals(iv: &Intervals) -> Markup {
             text x="4" y="14" font-weight="600" { (iv.title) }
             @for (i, (label, v, a, b)) in iv.rows.iter().enumerate() {
                 @let y = 30.0 + row_h * i as f64;
-                text x=(ml - 8.0) y=(y + 4.0) text-anchor="end" { (label) }
+                text x=(ml - 8.0) y=(y + 4.0) text-anchor="end" { (clip(label, LABEL_CHARS)) }
                 line x1=(px(*a)) y1=(y) x2=(px(*b)) y2=(y) stroke="#2457a6" stroke-width="2" {}
                 line x1=(px(*a)) y1=(y - 4.0) x2=(px(*a)) y2=(y + 4.0) stroke="#2457a6" {}
                 line x1=(px(*b)) y1=(y - 4.0) x2=(px(*b)) y2=(y + 4.0) stroke="#2457a6" {}
@@ -411,6 +423,18 @@ fn tables(ts: &[TableText]) -> Markup {
     }
 }
 
+/// Long listings, each folded under its name.
+fn listings(ts: &[TableText]) -> Markup {
+    html! {
+        @for t in ts {
+            details.listing {
+                summary { (t.name) }
+                (markdown(&t.markdown))
+            }
+        }
+    }
+}
+
 fn cells_table(cells: &[Cell], link_pages: bool) -> Markup {
     html! {
         table #otb-cells {
@@ -456,34 +480,60 @@ pub fn page(r: &Report, split: bool) -> String {
             body {
                 header {
                     h1 { "otb report: " (r.title) }
-                    div.muted { "written " (when(r.written_unix)) " by " (p.version) " from the store " (p.store) }
+                    div.muted { "written " (when(r.written_unix)) " by " (p.version) " from the store " span.ids { (p.store) } }
                     nav {
-                        a href="#tables" { "Tables" } a href="#curves" { "Curves" } a href="#cells" { "Cells" }
+                        a href="#tables" { "Table" } a href="#curves" { "Curves" }
+                        @if !r.more_tables.is_empty() { a href="#more-tables" { "More tables" } }
+                        @if !r.listings.is_empty() { a href="#listings" { "Listings" } }
+                        a href="#cells" { "Cells" }
                         a href="#items" { "Items" } a href="#docs" { "Documentation edits" }
                         a href="#compare" { "Comparison" } a href="#cost" { "Cost" } a href="#provenance" { "Provenance" }
                     }
                 }
                 main {
-                    @for n in &r.notes { div.note { (n) } }
-                    section #tables { h2 { "Tables" } (tables(&r.tables)) }
+                    // The first screen: the paper's table of the run, then the curves.
+                    section #tables {
+                        @if r.tables.is_empty() { h2 { "Tables" } p.muted { "No paper table applies to this run's cells yet." } }
+                        @for t in &r.tables {
+                            h2 { (t.name) }
+                            (markdown(&t.markdown))
+                        }
+                        @for n in &r.notes { div.note { (n) } }
+                    }
                     section #curves {
                         h2 { "Curves and intervals" }
-                        @if r.charts.is_empty() && r.intervals.is_empty() { p.muted { "No curve or interval to draw yet." } }
+                        @if r.charts.is_empty() && r.intervals.is_empty() && r.curve_notes.is_empty() { p.muted { "No curve or interval to draw yet." } }
                         @for c in &r.charts { (chart(c)) }
+                        @for n in &r.curve_notes { p.muted.curve-note { (n) } }
                         @for i in &r.intervals { div { (intervals(i)) } }
+                    }
+                    @if !r.more_tables.is_empty() {
+                        section #more-tables { h2 { "More tables" } (tables(&r.more_tables)) }
+                    }
+                    // Long listings come after, folded.
+                    @if !r.listings.is_empty() {
+                        section #listings { h2 { "Listings" } (listings(&r.listings)) }
                     }
                     section #cells {
                         h2 { "Cells (" (r.cells.len()) ")" }
-                        p.muted { "Every cell of the grid with items: BFCL instances, chess games or search episodes played with one documentation. "
-                            @if split { "This report is split: each cell's items are on a page of their own (the item count links to it)." }
-                            @else { "The item count filters the list below." } }
-                        (cells_table(&r.cells, split))
+                        details #otb-cells-fold {
+                            summary { "Every cell of the grid (" (r.cells.len()) ")" }
+                            p.muted { "Every cell of the grid with items: BFCL instances, chess games or search episodes played with one documentation. "
+                                @if split { "This report is split: each cell's items are on a page of their own (the item count links to it)." }
+                                @else { "The item count filters the list below." } }
+                            (cells_table(&r.cells, split))
+                        }
                     }
                     section #items {
                         h2 { "Items" }
                         @if r.cut.0 > 0 { div.note { (r.cut.0) " texts were longer than the report embeds; " (r.cut.1) " bytes cut in all (the store has them whole)." } }
-                        @if split { p { "Open a cell's page from the table above." } }
-                        @else { (browser(&r.cells, &items)) }
+                        @if split { p { "Open a cell's page from the table of cells." } }
+                        @else {
+                            details #otb-items-fold {
+                                summary { "Every item (" (r.items.len()) "): filter, sort, open one" }
+                                (browser(&r.cells, &items))
+                            }
+                        }
                     }
                     section #docs { h2 { "Documentation edits" } (doc_edits(&r.docs, &r.cells)) }
                     section #compare {
@@ -517,6 +567,17 @@ pub fn page(r: &Report, split: bool) -> String {
                             @for c in &r.cost {
                                 tr { td { (c.stage) } td { (c.method) } td { (c.role) } td { (c.model) } td.num { (thousands(c.calls)) } td.num { (thousands(c.prompt)) } td.num { (thousands(c.completion)) } td.num { (thousands(c.reasoning)) }
                                     @if priced { td.num { (c.dollars.map(|d| format!("{d:.4}")).unwrap_or_else(|| "-".into())) } } }
+                            }
+                        }
+                        @if !r.estimate.is_empty() {
+                            h3 { "Estimate beside actual" }
+                            p.muted { "The bill " code { "otb run" } " printed before it ran (" code { "otb plan" } "), for the nodes computed since: calls are upper bounds where the protocol does not fix them." }
+                            table {
+                                tr { th { "stage" } th { "model" } th.num { "calls estimated" } th.num { "calls made" } th.num { "tokens estimated" } th.num { "tokens used" } th.num { "seconds estimated" } th.num { "seconds taken" } }
+                                @for v in &r.estimate {
+                                    tr { td { (v.stage) } td { (v.model) } td.num { (thousands(v.est_calls)) } td.num { (thousands(v.calls)) } td.num { (thousands(v.est_tokens)) } td.num { (thousands(v.tokens)) }
+                                        td.num { (v.est_seconds.map(|s| format!("{s:.0}")).unwrap_or_else(|| "?".into())) } td.num { (format!("{:.0}", v.seconds)) } }
+                                }
                             }
                         }
                     }

@@ -9,6 +9,7 @@
 //!   baselines' finals beside it, and the items that flipped after an edit.
 //! - `compare.rs`: paired comparisons of two methods or two experiments.
 //! - `cost.rs`: tokens per stage, method, role and model; dollars from a price file.
+//! - `text.rs`: the documentation edits as text (`otb report --edits`).
 //! - `html.rs`: the page (maud templates, inline CSS, SVG, the items as JSON read by a
 //!   small script that writes every value as text).
 //!
@@ -21,12 +22,13 @@ pub mod html;
 pub mod items;
 pub mod model;
 pub mod source;
+pub mod text;
 
 use crate::env::DriveError;
 use crate::experiment::Experiment;
 use crate::tables::report::TableReport;
 use model::{Chart, Intervals, NodeLine, Report, TableText};
-use pipeline::{Row, StageError, Store};
+use pipeline::{StageError, Store};
 use source::Source;
 use std::path::{Path, PathBuf};
 
@@ -77,8 +79,17 @@ fn bar(n: usize, on: bool, what: &str) -> indicatif::ProgressBar {
     b
 }
 
+/// Tokens a node's output used that its manifest does not record (the released runs'
+/// token-usage files), by node name.
+type ExtraTokens = std::collections::HashMap<String, u64>;
+
 /// Cells, items, documentation edits and cost of a source.
-fn body(src: &Source, opts: &Options, title: &str) -> Result<Report, StageError> {
+fn body(
+    src: &Source,
+    opts: &Options,
+    title: &str,
+    extra_tokens: &ExtraTokens,
+) -> Result<Report, StageError> {
     let mut cap = items::Cap::new(opts.item_bytes);
     let grid = items::grid(src);
     let pb = bar(grid.len(), opts.progress, "reading the store");
@@ -97,7 +108,7 @@ fn body(src: &Source, opts: &Options, title: &str) -> Result<Report, StageError>
         cost,
         ..Report::default()
     };
-    r.charts = curves(src, &r);
+    (r.charts, r.curve_notes) = curves(src, &r, extra_tokens);
     r.intervals = intervals(src)?;
     r.provenance.nodes = src
         .nodes
@@ -147,23 +158,25 @@ pub fn of_experiment(
     against: Option<&Experiment>,
     opts: &Options,
 ) -> Result<Report, DriveError> {
-    let (run, reports) = crate::driver::locate(exp, store)?;
-    let mut src = Source::of_run(run, &reports);
+    let located = crate::driver::locate(exp, store)?;
+    let mut src = Source::of_run(&located);
+    src.environments = exp.registry.clone();
     src.mark_in_progress(store);
-    let mut r = body(&src, opts, &exp.name)?;
-    r.provenance.store = store.root().display().to_string();
+    let mut r = body(&src, opts, &exp.name, &ExtraTokens::new())?;
+    r.provenance.store = shown_path(store.root());
     r.provenance.models = exp.models_line();
     r.provenance.switches = exp.env_switches();
+    r.estimate = crate::estimate::versus_of(exp, store, &located);
     r.provenance.experiment = Some((
-        exp.path.display().to_string(),
+        shown_path(&exp.path),
         std::fs::read_to_string(&exp.path).unwrap_or_default(),
     ));
-    r.tables = tables(store, exp, &r, opts);
+    (r.tables, r.more_tables) = tables(store, exp, &located, &r, opts);
     match against {
         None => compare_within(&mut r, opts.compare.clone()),
         Some(other) => {
-            let (run2, reports2) = crate::driver::locate(other, store)?;
-            let src2 = Source::of_run(run2, &reports2);
+            let mut src2 = Source::of_run(&crate::driver::locate(other, store)?);
+            src2.environments = other.registry.clone();
             let mut cap = items::Cap::new(opts.item_bytes);
             let (cells2, items2) = items::collect(&src2, items::grid(&src2), &mut cap, || {})?;
             let a = compare::Side {
@@ -201,131 +214,308 @@ pub fn of_experiment(
     Ok(r)
 }
 
-/// The report of the authors' released runs, imported into the store.
+/// A path as the page shows it: relative to the working directory when it lies
+/// under it, else as given (no machine paths on a page made from relative ones).
+pub fn shown_path(p: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| p.strip_prefix(&cwd).ok().map(Path::to_path_buf))
+        .filter(|rel| !rel.as_os_str().is_empty())
+        .unwrap_or_else(|| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// A released run's configuration by the paper's setting name and the category:
+/// `names · exec_simple`, `gold · exec_multiple` (the raw name when it is not one of
+/// the four settings).
+pub fn released_setting(config: &str) -> String {
+    use datasets::bfcl::opacify::Setting;
+    match datasets::bfcl::released::split_config(config) {
+        Some((cat, suffix)) => match Setting::from_reference_suffix(suffix) {
+            Some(s) => format!("{} · {}", s.as_str(), cat.as_str()),
+            None => config.to_string(),
+        },
+        None => config.to_string(),
+    }
+}
+
+/// Table 2's model label of a released run's generation hypers (`gpt5_...` ->
+/// `GPT-5`, `gpt5mini_...` -> `GPT-5-mini`), as Table 2 labels its rows.
+fn released_model(gen_hypers: &str) -> String {
+    match gen_hypers.split('_').next().unwrap_or("") {
+        "gpt5" => "GPT-5".into(),
+        "gpt5mini" => "GPT-5-mini".into(),
+        _ => gen_hypers.to_string(),
+    }
+}
+
+/// The report's method of a released run version: ToolObserver's version 0 is its
+/// Base (the opacified docs, no edit yet) or, on the original docs, Gold; later
+/// versions are its rounds.
+fn released_method(i: &crate::bfcl::import_released::Imported) -> String {
+    let gold = datasets::bfcl::released::split_config(&i.config).is_some_and(|(_, s)| s == "base");
+    match (i.method.as_str(), i.version) {
+        ("tool_observer", 0) if gold => "gold".to_string(),
+        ("tool_observer", 0) => "base".to_string(),
+        ("tool_observer", _) => "toolobserver".to_string(),
+        (m, _) => m.to_string(),
+    }
+}
+
+/// The tokens a released run version used, from its `token_usage_*.json` files:
+/// version 0 the agent's Base run (`v0_token_usage_generation.json`), version N the
+/// agent's re-run and the editor (`vN/token_usage_generation.json`,
+/// `vN/token_usage_descriptions.json`). `None` when it has no such file.
+fn released_tokens(run: &datasets::bfcl::released::RunRef) -> Option<u64> {
+    use datasets::bfcl::released_checks::read_token_usage;
+    let dir = run.results_path.parent()?;
+    let files: &[&str] = if run.version == 0 {
+        &["v0_token_usage_generation.json"]
+    } else {
+        &[
+            "token_usage_generation.json",
+            "token_usage_descriptions.json",
+        ]
+    };
+    let mut total = None;
+    for f in files {
+        if let Ok(Some(u)) = read_token_usage(&dir.join(f)) {
+            *total.get_or_insert(0) += u.total;
+        }
+    }
+    total
+}
+
+/// The report of the authors' released runs, imported into the store. Its Table 2
+/// rescores the release under `dir` with `exec` (`expected`: the reference tool
+/// configs), as `otb table table2 --released` does.
 pub fn of_released(
     imported: &[crate::bfcl::import_released::Imported],
     reports: &[pipeline::NodeReport],
     dir: &Path,
     store: &Store,
+    exec: &datasets::bfcl::executor::Executor,
+    expected: Option<&Path>,
     opts: &Options,
 ) -> Result<Report, DriveError> {
+    use std::collections::BTreeSet;
+    // Agents by Table 2's model label where that names each generation hypers once.
+    let hypers: BTreeSet<&str> = imported.iter().map(|i| i.gen_hypers.as_str()).collect();
+    let labels: BTreeSet<String> = hypers.iter().map(|h| released_model(h)).collect();
+    let agent = |h: &str| {
+        if labels.len() == hypers.len() {
+            released_model(h)
+        } else {
+            h.to_string()
+        }
+    };
+    let runs = datasets::bfcl::released::discover_runs(dir).unwrap_or_default();
+    let mut extra = ExtraTokens::new();
     let mut outs = Vec::new();
     for i in imported {
-        // A ToolObserver run's version 0 is its Base (the opacified docs, no edit
-        // yet); later versions are its rounds.
-        let method = match (i.method.as_str(), i.version) {
-            ("tool_observer", 0) => "base".to_string(),
-            ("tool_observer", _) => "toolobserver".to_string(),
-            (m, _) => m.to_string(),
-        };
-        let label = crate::at::Label {
-            setting: i.config.clone(),
+        let (method, guard) = crate::at::Method::parse_label(&released_method(i));
+        let label = crate::at::Cell {
+            env: "bfcl",
+            setting: released_setting(&i.config),
             method,
-            agent: i.gen_hypers.clone(),
-            editor: String::new(),
+            guard,
+            agent: agent(&i.gen_hypers),
             round: i64::from(i.version),
+            step: crate::at::Step::Play { split: None },
+            ..crate::at::Cell::default()
         };
+        let run = runs.iter().find(|r| {
+            r.method == i.method
+                && r.config == i.config
+                && r.gen_hypers == i.gen_hypers
+                && r.version == i.version
+        });
+        if let Some(t) = run.and_then(released_tokens) {
+            extra.insert(i.import.manifest.node.clone(), t);
+        }
         outs.push(source::Out {
             node: i.import.manifest.node.clone(),
             stage: crate::bfcl::import_released::STAGE.into(),
-            label: label.clone(),
+            cell: label.clone(),
             entry: i.import.clone(),
         });
         outs.push(source::Out {
             node: i.scores.manifest.node.clone(),
             stage: crate::bfcl::evaluate::STAGE.into(),
-            label,
+            cell: label,
             entry: i.scores.clone(),
         });
     }
     let src = Source::new(outs, reports, Vec::new());
     let title = format!("released runs in {}", dir.display());
-    let mut r = body(&src, opts, &title)?;
-    r.provenance.store = store.root().display().to_string();
+    let mut r = body(&src, opts, &title, &extra)?;
+    r.provenance.store = shown_path(store.root());
     r.provenance.models =
         "the authors' released runs (GPT-5 family), rescored with this project's grader".into();
+    match crate::tables::table2::build(store, None, Some(dir), exec, expected) {
+        Ok(mut t2) => {
+            released_intervals(&mut t2, imported, &r);
+            r.tables.push(TableText {
+                name: "Table 2 (BFCL-Opaque)".into(),
+                markdown: t2.render(false),
+            });
+        }
+        Err(e) => r.tables.push(TableText {
+            name: "Table 2 (BFCL-Opaque)".into(),
+            markdown: format!("(not rendered: {e})"),
+        }),
+    }
+    {
+        use datasets::bfcl::released_checks as rc;
+        let checks = [
+            (
+                "Table 5 (rounds to convergence), from the release",
+                rc::table5(dir).map(|c| rc::render_table5(&c)),
+            ),
+            (
+                "Tokens (the paper's cost claim), from the release",
+                rc::tokens(dir).map(|c| rc::render_tokens(&c)),
+            ),
+        ];
+        for (name, md) in checks {
+            r.more_tables.push(TableText {
+                name: name.into(),
+                markdown: md.unwrap_or_else(|e| format!("(not rendered: {e})")),
+            });
+        }
+    }
     let mut md = String::from(
-        "The released runs, rescored here (one row per run version)\n\n| method | config | gen_hypers | version | E | P | A | n |\n|---|---|---|---|---|---|---|---|\n",
+        "The released runs, rescored here (one row per run version)\n\n| method | setting | agent | version | E | P | A | n |\n|---|---|---|---|---|---|---|---|\n",
     );
     for i in imported {
         md.push_str(&format!(
             "| {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {} |\n",
-            i.method, i.config, i.gen_hypers, i.version, i.e, i.p, i.a, i.n
+            i.method,
+            released_setting(&i.config),
+            agent(&i.gen_hypers),
+            i.version,
+            i.e,
+            i.p,
+            i.a,
+            i.n
         ));
     }
-    r.tables.push(TableText {
-        name: "Released runs".into(),
+    r.listings.push(TableText {
+        name: format!("Released run versions ({})", imported.len()),
         markdown: md,
     });
     compare_within(&mut r, opts.compare.clone());
     Ok(r)
 }
 
+/// E's bootstrap interval (1000 resamples, seed 0) of each released cell of Table 2,
+/// from the report's items of the run versions that cell pools (Gold: ToolObserver's
+/// version 0 on the original docs; Base: its version 0; +TO: its last version; +P2P
+/// and +ET: the baseline's run), when those items are exactly the cell's (same count,
+/// same mean to 3 decimals); otherwise the cell keeps no interval.
+fn released_intervals(
+    t2: &mut crate::tables::table2::Table2,
+    imported: &[crate::bfcl::import_released::Imported],
+    r: &Report,
+) {
+    use std::collections::{BTreeMap, HashMap};
+    let mut last: BTreeMap<(&str, &str, &str), u32> = BTreeMap::new();
+    for i in imported {
+        let v = last
+            .entry((&i.method, &i.config, &i.gen_hypers))
+            .or_insert(0);
+        *v = (*v).max(i.version);
+    }
+    let cell_of: HashMap<&str, usize> = r.cells.iter().map(|c| (c.node.as_str(), c.id)).collect();
+    let mut scores: HashMap<usize, Vec<f64>> = HashMap::new();
+    for it in &r.items {
+        scores.entry(it.cell).or_default().push(it.score);
+    }
+    for c in t2.cells.iter_mut().filter(|c| c.source == "released") {
+        let mut es: Vec<f64> = Vec::new();
+        for i in imported {
+            let Some((_, suffix)) = datasets::bfcl::released::split_config(&i.config) else {
+                continue;
+            };
+            let setting = datasets::bfcl::opacify::Setting::from_reference_suffix(suffix);
+            let same_setting = setting.is_some_and(|s| s.as_str() == c.setting);
+            let lv = last[&(i.method.as_str(), i.config.as_str(), i.gen_hypers.as_str())];
+            let pooled = match (c.method.as_str(), i.method.as_str()) {
+                ("Gold", "tool_observer") => suffix == "base" && i.version == 0,
+                ("Base", "tool_observer") => same_setting && i.version == 0,
+                ("+TO", "tool_observer") => same_setting && i.version == lv && lv > 0,
+                ("+P2P", "play2prompt") | ("+ET", "easytool") => same_setting && i.version == 0,
+                _ => false,
+            };
+            if !pooled || released_model(&i.gen_hypers) != c.model {
+                continue;
+            }
+            if let Some(v) = cell_of
+                .get(i.scores.manifest.node.as_str())
+                .and_then(|id| scores.get(id))
+            {
+                es.extend(v);
+            }
+        }
+        let n = es.len();
+        if n == 0 || n as i64 != c.n {
+            continue;
+        }
+        let mean = es.iter().sum::<f64>() / n as f64;
+        if (mean - c.e).abs() < 5e-4 {
+            let (lo, hi) = datasets::stats::bootstrap_mean_ci(&es, 1000, 0);
+            c.e_lo = Some(lo);
+            c.e_hi = Some(hi);
+        }
+    }
+}
+
 /// The paper tables that apply to the experiment's cells, as `otb table` renders
-/// them; a table that cannot be rendered is a note, not a failed report.
-fn tables(store: &Store, exp: &Experiment, r: &Report, opts: &Options) -> Vec<TableText> {
+/// them: the paper's table of each environment (Table 2, 3, 4: the page opens on
+/// them), then the others (rounds to convergence, tokens). A table that cannot be
+/// rendered is a note, not a failed report.
+fn tables(
+    store: &Store,
+    exp: &Experiment,
+    located: &crate::driver::Located,
+    r: &Report,
+    opts: &Options,
+) -> (Vec<TableText>, Vec<TableText>) {
     let has = |env: &str| r.cells.iter().any(|c| c.env == env);
     let mut out = Vec::new();
-    let mut push = |name: &str, md: Result<String, String>| match md {
-        Ok(markdown) => out.push(TableText {
+    let mut more = Vec::new();
+    let mut push = |name: &str, md: Result<String, String>| {
+        let t = TableText {
             name: name.into(),
-            markdown,
-        }),
-        Err(e) => out.push(TableText {
-            name: name.into(),
-            markdown: format!("(not rendered: {e})"),
-        }),
+            markdown: md.unwrap_or_else(|e| format!("(not rendered: {e})")),
+        };
+        if name.starts_with("Table 2") || name.starts_with("Table 3") || name.starts_with("Table 4")
+        {
+            out.push(t);
+        } else {
+            more.push(t);
+        }
     };
-    if has("bfcl") {
-        let t2 = crate::bfcl::make_executor(None)
-            .map_err(|e| e.to_string())
-            .and_then(|exec| {
-                crate::tables::table2::build(
-                    store,
-                    Some(exp),
-                    opts.released_runs.as_deref(),
-                    &exec,
-                    None,
-                )
-                .map_err(|e| e.to_string())
-            })
-            .map(|t| t.render(false));
-        push("Table 2 (BFCL-Opaque)", t2);
-        push(
-            "Table 5 (rounds to convergence)",
-            crate::tables::table5::build(store, exp)
-                .map(|t| t.render(false))
-                .map_err(|e| e.to_string()),
-        );
-        push(
-            "Tokens per method",
-            crate::tables::tokens::build(store, exp)
-                .map(|t| t.render(false))
-                .map_err(|e| e.to_string()),
-        );
+    for env in exp.registry.environments().filter(|e| has(e.table())) {
+        for (name, md) in crate::tables::of_environment(
+            env.table(),
+            store,
+            exp,
+            located,
+            opts.released_runs.as_deref(),
+        ) {
+            push(name, md);
+        }
     }
-    if has("chess") {
-        push(
-            "Table 3 (chess)",
-            crate::tables::table3::build(store, exp)
-                .map(|t| t.render(false))
-                .map_err(|e| e.to_string()),
-        );
-    }
-    if has("search") {
-        push(
-            "Table 4 (search)",
-            crate::tables::table4::build(store, exp)
-                .map(|t| t.render(false))
-                .map_err(|e| e.to_string()),
-        );
-    }
-    out
+    (out, more)
 }
 
 /// ToolObserver's online curves (BFCL): E, P and A by round with E's bootstrap
-/// interval, instances frozen and tokens per round.
-fn curves(src: &Source, r: &Report) -> Vec<Chart> {
+/// interval, instances frozen and tokens per round (the manifests' usage plus
+/// `extra`), and a note for what cannot be drawn: a tokens chart with no token
+/// recorded says so instead of drawing a line at zero.
+fn curves(src: &Source, r: &Report, extra: &ExtraTokens) -> (Vec<Chart>, Vec<String>) {
     use std::collections::{BTreeMap, HashMap};
     let mut scores: HashMap<usize, Vec<f64>> = HashMap::new();
     for it in &r.items {
@@ -334,7 +524,8 @@ fn curves(src: &Source, r: &Report) -> Vec<Chart> {
     type Curve = (String, String, String);
     let mut seqs: BTreeMap<Curve, Vec<&model::Cell>> = BTreeMap::new();
     for c in &r.cells {
-        if c.env == "bfcl" && c.method == "toolobserver" && c.state == "done" {
+        // Online curves: every round plays the same instances (no split).
+        if c.split.is_empty() && c.method == "toolobserver" && c.state == "done" {
             seqs.entry((c.setting.clone(), c.agent.clone(), c.editor.clone()))
                 .or_default()
                 .push(c);
@@ -350,9 +541,14 @@ fn curves(src: &Source, r: &Report) -> Vec<Chart> {
         <= 1;
     let mut frozen: Vec<model::Series> = Vec::new();
     let mut tokens: Vec<model::Series> = Vec::new();
+    let mut untokened = 0;
     for ((setting, agent, editor), mut seq) in seqs {
+        // Round 0: Base (a released chain on the original docs: its Gold run).
         if let Some(base) = r.cells.iter().find(|c| {
-            c.env == "bfcl" && c.setting == setting && c.agent == agent && c.method == "base"
+            c.split.is_empty()
+                && c.setting == setting
+                && c.agent == agent
+                && (c.method == "base" || (c.method == "gold" && c.round == 0))
         }) {
             if base.state == "done" && seq.iter().all(|c| c.round > 0) {
                 seq.push(base);
@@ -379,7 +575,11 @@ fn curves(src: &Source, r: &Report) -> Vec<Chart> {
         };
         if !e.is_empty() {
             charts.push(Chart {
-                title: format!("ToolObserver by round: {setting} · {agent} · editor {editor}"),
+                title: if editor.is_empty() {
+                    format!("ToolObserver by round: {setting} · {agent}")
+                } else {
+                    format!("ToolObserver by round: {setting} · {agent} · editor {editor}")
+                },
                 x: "round".into(),
                 y: "accuracy".into(),
                 series: vec![("E (95% CI)".into(), e), ("P".into(), p), ("A".into(), a)],
@@ -395,8 +595,8 @@ fn curves(src: &Source, r: &Report) -> Vec<Chart> {
             .collect();
         let mut tk = Vec::new();
         for o in &src.outs {
-            let l = &o.label;
-            if l.method != "toolobserver"
+            let l = &o.cell;
+            if !l.is(crate::at::Method::ToolObserver)
                 || l.setting != setting
                 || l.agent != agent
                 || l.editor != editor
@@ -404,23 +604,22 @@ fn curves(src: &Source, r: &Report) -> Vec<Chart> {
                 continue;
             }
             let u = &o.entry.manifest.usage;
+            let used = (u.prompt_tokens + u.completion_tokens) as f64
+                + extra.get(&o.node).copied().unwrap_or(0) as f64;
             let x = l.round as f64;
             match tk.iter_mut().find(|(rx, ..): &&mut model::Point| *rx == x) {
-                Some(t) => t.1 += (u.prompt_tokens + u.completion_tokens) as f64,
-                None => tk.push((
-                    x,
-                    (u.prompt_tokens + u.completion_tokens) as f64,
-                    None,
-                    None,
-                )),
+                Some(t) => t.1 += used,
+                None => tk.push((x, used, None, None)),
             }
         }
         tk.sort_by(|a, b| a.0.total_cmp(&b.0));
         if !fz.is_empty() {
             frozen.push((name.clone(), fz));
         }
-        if !tk.is_empty() {
+        if tk.iter().any(|t| t.1 > 0.0) {
             tokens.push((name, tk));
+        } else if !tk.is_empty() {
+            untokened += 1;
         }
     }
     if !frozen.is_empty() {
@@ -439,54 +638,52 @@ fn curves(src: &Source, r: &Report) -> Vec<Chart> {
             series: tokens,
         });
     }
-    charts
+    let mut notes = Vec::new();
+    if untokened > 0 {
+        notes.push(format!(
+            "ToolObserver tokens per round: no token usage recorded for {untokened} curve{} (its models report none), so no tokens chart is drawn for {}.",
+            if untokened == 1 { "" } else { "s" },
+            if untokened == 1 { "it" } else { "them" }
+        ));
+    }
+    (charts, notes)
 }
 
-/// Chess: each test cell's bootstrap Elo (mean, 95% interval); search: each test
-/// cell's accuracy with its bootstrap interval.
+/// The interval charts the environments draw of the computed outputs (chess: each
+/// test cell's bootstrap Elo; search: each test cell's accuracy with its bootstrap
+/// interval): one chart per title, in the registry's order, a bar per output.
 fn intervals(src: &Source) -> Result<Vec<Intervals>, StageError> {
-    use crate::chess::rows::EloRow;
-    use crate::search::rows::SearchScoreRow;
-    let mut elo = Intervals {
-        title: "Chess: bootstrap Elo of the test games (mean, 95% interval)".into(),
-        unit: "Elo".into(),
-        rows: Vec::new(),
-    };
-    let mut acc = Intervals {
-        title: "Search: judged accuracy (bootstrap 95% interval)".into(),
-        unit: "%".into(),
-        rows: Vec::new(),
-    };
-    let label = |l: &crate::at::Label| {
-        let mut s = format!("{} · {}", l.setting, l.method);
-        if l.method == "toolobserver" {
+    let label = |l: &crate::at::Cell| {
+        let mut s = format!("{} · {}", l.setting, l.method_name());
+        if l.is(crate::at::Method::ToolObserver) {
             s.push_str(&format!(" r{}", l.round));
         }
         s.push_str(&format!(" · {}", l.agent));
         s
     };
-    for o in &src.outs {
-        let has = |t: &str| o.entry.manifest.outputs.contains_key(t);
-        if has(EloRow::TABLE) {
-            for e in o.entry.read::<EloRow>()? {
-                elo.rows
-                    .push((label(&o.label), e.mean, e.ci95_lo, e.ci95_hi));
-            }
-        } else if has(SearchScoreRow::TABLE) {
-            for s in o.entry.read::<SearchScoreRow>()? {
-                acc.rows.push((
-                    label(&o.label),
-                    s.accuracy * 100.0,
-                    s.ci95_lo * 100.0,
-                    s.ci95_hi * 100.0,
-                ));
+    let mut charts: Vec<Intervals> = Vec::new();
+    for env in src.environments.environments() {
+        for o in &src.outs {
+            let out = crate::reading::Computed {
+                node: &o.node,
+                stage: &o.stage,
+                cell: &o.cell,
+                entry: &o.entry,
+            };
+            for i in env.reader().intervals(&out)? {
+                let row = (label(&o.cell), i.value, i.lo, i.hi);
+                match charts.iter_mut().find(|c| c.title == i.title) {
+                    Some(c) => c.rows.push(row),
+                    None => charts.push(Intervals {
+                        title: i.title.into(),
+                        unit: i.unit.into(),
+                        rows: vec![row],
+                    }),
+                }
             }
         }
     }
-    Ok([elo, acc]
-        .into_iter()
-        .filter(|i| !i.rows.is_empty())
-        .collect())
+    Ok(charts)
 }
 
 /// Write the report to `dir`: `report.html`, and with a large store one page per
@@ -525,4 +722,50 @@ pub fn write(r: &mut Report, dir: &Path, opts: &Options) -> Result<Vec<PathBuf>,
     pipeline::write_atomic(&p, html::page(r, split).as_bytes()).map_err(|e| fail(&p, &e))?;
     written.insert(0, p);
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_show_relative_to_the_working_directory_or_as_given() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            shown_path(&cwd.join("outputs").join("store")),
+            "outputs/store"
+        );
+        assert_eq!(shown_path(Path::new("outputs/store")), "outputs/store");
+        assert_eq!(
+            shown_path(Path::new("/elsewhere/store")),
+            "/elsewhere/store"
+        );
+        assert_eq!(shown_path(&cwd), cwd.display().to_string());
+    }
+
+    #[test]
+    fn released_configs_read_as_the_papers_settings() {
+        assert_eq!(
+            released_setting("executable_simple_name[all:increasing_number]_param[all:remove_all]"),
+            "names+desc · exec_simple"
+        );
+        assert_eq!(
+            released_setting("executable_multiple_function_name[all:increasing_number]_desc[all:blank]_param[all:remove_all]"),
+            "names · exec_multiple"
+        );
+        assert_eq!(
+            released_setting("executable_multiple_function_name[all:increasing_number]_desc[all:blank]_param[all:blank_descriptions]"),
+            "names+params · exec_multiple"
+        );
+        assert_eq!(
+            released_setting("executable_simple_base"),
+            "gold · exec_simple"
+        );
+        assert_eq!(released_setting("something_else"), "something_else");
+        assert_eq!(
+            released_model("gpt5_medium_req_8192_must_call_tool_seed0"),
+            "GPT-5"
+        );
+        assert_eq!(released_model("gpt5mini_medium_x"), "GPT-5-mini");
+    }
 }

@@ -63,72 +63,7 @@ impl Cell {
     }
 }
 
-/// One graded item of a cell.
-#[derive(Clone, Debug, Serialize)]
-pub struct Item {
-    /// The cell's id.
-    pub cell: usize,
-    /// The item id (BFCL instance, chess game, search question): what a paired
-    /// comparison matches on.
-    pub id: String,
-    /// `right`, `wrong`, `draw` or `error`.
-    pub verdict: &'static str,
-    /// The item's score in \[0, 1\] (E, the game's score, judged correct).
-    pub score: f64,
-    /// The class of a failed model call, if any.
-    pub error: Option<String>,
-    /// One line: what happened (tools called, the result).
-    pub summary: String,
-    /// The item opened: blocks in order.
-    pub detail: Vec<Block>,
-}
-
-/// A part of an opened item. The page's script renders each kind; every string goes
-/// into the page as text, never as markup.
-#[derive(Clone, Debug, Serialize)]
-#[serde(tag = "k")]
-pub enum Block {
-    /// A paragraph of prose (a question, a reply).
-    Text {
-        /// Heading.
-        t: String,
-        /// The text.
-        v: String,
-    },
-    /// Preformatted text (documentation, JSON, tool output).
-    Code {
-        /// Heading.
-        t: String,
-        /// The text.
-        v: String,
-    },
-    /// Name / value pairs.
-    Kv {
-        /// Heading.
-        t: String,
-        /// The pairs.
-        v: Vec<(String, String)>,
-    },
-    /// A table.
-    Table {
-        /// Heading.
-        t: String,
-        /// Column names.
-        head: Vec<String>,
-        /// Rows of cells.
-        rows: Vec<Vec<String>>,
-    },
-    /// A chess game: the position before each ply (FEN) with a label, stepped
-    /// through on a board.
-    Board {
-        /// Heading.
-        t: String,
-        /// FEN before each ply, then the final position.
-        fens: Vec<String>,
-        /// A caption per FEN.
-        labels: Vec<String>,
-    },
-}
+pub use crate::reading::{Block, Item};
 
 /// One tool's description through a curve's rounds, with the other methods' final
 /// descriptions beside it.
@@ -327,10 +262,17 @@ pub struct Report {
     pub title: String,
     /// When it was written (Unix seconds).
     pub written_unix: u64,
-    /// The paper tables that apply, as `otb table` renders them.
+    /// The paper's table of the run (Table 2, 3 or 4 as `otb table` renders them:
+    /// paper / released / run side by side): the page opens on it.
     pub tables: Vec<TableText>,
+    /// The other tables that apply (rounds to convergence, tokens), after the curves.
+    pub more_tables: Vec<TableText>,
+    /// Long listings (the released runs' versions), folded after the tables.
+    pub listings: Vec<TableText>,
     /// Per-round curves.
     pub charts: Vec<Chart>,
+    /// What the curves cannot draw, and why (e.g. no token usage recorded).
+    pub curve_notes: Vec<String>,
     /// Interval plots.
     pub intervals: Vec<Intervals>,
     /// Every cell, in grid order.
@@ -345,6 +287,8 @@ pub struct Report {
     pub comparisons: Vec<Comparison>,
     /// Cost rows.
     pub cost: Vec<CostRow>,
+    /// The bill `otb run` recorded, beside what its computed nodes cost.
+    pub estimate: Vec<crate::estimate::Versus>,
     /// Whether a price file was given.
     pub priced: bool,
     /// Provenance.

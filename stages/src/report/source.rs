@@ -2,7 +2,7 @@
 //! the run's plan with its inputs. Built from a status-mode drive of an experiment
 //! ([`Source::of_run`]) or from the released runs' import session.
 
-use crate::at::Label;
+use crate::at::Cell;
 use pipeline::{Entry, NodeReport, NodeState};
 use std::collections::HashMap;
 
@@ -14,7 +14,7 @@ pub struct Out {
     /// Stage.
     pub stage: String,
     /// Grid coordinates.
-    pub label: Label,
+    pub cell: Cell,
     /// The stored output.
     pub entry: Entry,
 }
@@ -27,7 +27,10 @@ pub struct Source {
     /// Every node of the plan, in run order (each once).
     pub nodes: Vec<NodeReport>,
     /// Grid cell of every grid node, computed or not.
-    pub cells: Vec<(String, Label)>,
+    pub cells: Vec<(String, Cell)>,
+    /// The environments that read the outputs' rows (by [`Cell::env`]): the
+    /// experiment's registry, the built-in one by default.
+    pub environments: std::sync::Arc<crate::experiment::Registry>,
     by_node: HashMap<String, usize>,
     inputs: HashMap<String, Vec<(String, String)>>,
     consumers: HashMap<String, Vec<String>>,
@@ -36,7 +39,7 @@ pub struct Source {
 
 impl Source {
     /// A source from outputs, plan reports and cells.
-    pub fn new(outs: Vec<Out>, reports: &[NodeReport], cells: Vec<(String, Label)>) -> Source {
+    pub fn new(outs: Vec<Out>, reports: &[NodeReport], cells: Vec<(String, Cell)>) -> Source {
         let mut seen = std::collections::HashSet::new();
         let nodes: Vec<NodeReport> = reports
             .iter()
@@ -63,6 +66,7 @@ impl Source {
             outs,
             nodes,
             cells,
+            environments: crate::driver::environments(),
             by_node,
             inputs,
             consumers,
@@ -86,25 +90,21 @@ impl Source {
             .collect();
     }
 
-    /// The source of an experiment's drive in status mode.
-    pub fn of_run(run: crate::env::RunOutput, reports: &[NodeReport]) -> Source {
-        let outs = run
+    /// The source of an experiment's drive in status mode (its outputs read by the
+    /// built-in environments: see [`Source::environments`]).
+    pub fn of_run(located: &crate::driver::Located) -> Source {
+        let outs = located
+            .run
             .outputs
-            .into_iter()
+            .iter()
             .map(|o| Out {
-                label: Label {
-                    setting: o.setting,
-                    method: o.method,
-                    agent: o.agent,
-                    editor: o.editor,
-                    round: o.round,
-                },
-                node: o.node,
+                cell: o.cell.clone(),
+                node: o.node.clone(),
                 stage: o.stage.to_string(),
-                entry: o.entry,
+                entry: o.entry.clone(),
             })
             .collect();
-        Source::new(outs, reports, run.cells)
+        Source::new(outs, &located.reports, located.run.cells.clone())
     }
 
     /// The output of `node`, when computed.
@@ -168,5 +168,16 @@ impl Source {
             Some(NodeState::Planned { .. }) => "planned (runs if the curve goes on)".into(),
             None => "not listed".into(),
         }
+    }
+}
+
+/// What an environment's reader finds along the plan's edges.
+impl crate::reading::Along for Source {
+    fn upstream(&self, node: &str, table: &str, prefer: Option<&str>) -> Option<&Entry> {
+        Source::upstream(self, node, table, prefer).map(|o| &o.entry)
+    }
+
+    fn downstream(&self, node: &str, table: &str) -> Option<&Entry> {
+        Source::downstream(self, node, table).map(|o| &o.entry)
     }
 }

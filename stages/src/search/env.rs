@@ -1,13 +1,14 @@
 //! Search behind the environment seam: `Search` as an [`OfflineEnv`] (exploration,
-//! the judge on training episodes, the editor's view, evaluation).
+//! the judge on training episodes as the grading node batch-reflect reads, the
+//! editor's view, evaluation).
 
 use super::evaluate::score;
 use super::rows::{EpisodeRow, JudgeRow};
 use super::tools::{domains, empty_result, tool_set, SearchRunner};
-use super::{Search, EVALUATE_STAGE, EXPLORE_STAGE, VERSION};
+use super::{Search, EVALUATE_STAGE, EXPLORE_STAGE, JUDGE_STAGE, VERSION};
 use crate::env::{Cx, DriveError, OfflineEnv, Play, Split, ToolRunner};
 use datasets::search::{Opacity, SearchEnv};
-use pipeline::{Handle, Row, StageError};
+use pipeline::{Handle, StageError};
 use serde_json::{json, Value};
 
 impl OfflineEnv for Search<'_> {
@@ -16,20 +17,37 @@ impl OfflineEnv for Search<'_> {
     }
 
     fn serialize(&self, trajectories: &Handle) -> Result<Vec<String>, DriveError> {
-        if trajectories
-            .get()?
-            .manifest
-            .outputs
-            .contains_key(JudgeRow::TABLE)
-        {
-            let rows: Vec<JudgeRow> = trajectories.read()?;
-            return Ok(rows
-                .into_iter()
-                .map(|r| r.editor_text.unwrap_or_default())
-                .collect());
-        }
         let eps: Vec<EpisodeRow> = trajectories.read()?;
         Ok(eps.into_iter().map(|e| e.editor_text).collect())
+    }
+
+    /// With a judge, the editor is told the judge's verdicts: the training episodes
+    /// are judged in a node of their own (`search-judge[... train r<k>]`), whose rows
+    /// carry each episode as the editor reads it with the verdict as its outcome.
+    fn grade<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
+        play: &Play<'_>,
+        trajectories: &Handle,
+    ) -> Result<Option<Handle>, DriveError> {
+        match (&self.s.judge, play.at.split_for(JUDGE_STAGE)?) {
+            (Some(judge), Split::Train) => Ok(Some(self.judge(
+                cx,
+                play.at,
+                judge,
+                Split::Train,
+                trajectories,
+            )?)),
+            _ => Ok(None),
+        }
+    }
+
+    fn serialize_graded(&self, graded: &Handle) -> Result<Vec<String>, DriveError> {
+        let rows: Vec<JudgeRow> = graded.read()?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.editor_text.unwrap_or_default())
+            .collect())
     }
 
     fn agent_system(&self) -> &str {

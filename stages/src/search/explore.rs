@@ -285,7 +285,8 @@ impl<'a> Search<'a> {
         play: &Play<'_>,
     ) -> Result<Handle, DriveError> {
         let Play { at, sampling, docs } = *play;
-        let split = at.split_for(EXPLORE_STAGE)?;
+        // A play step on no split is a bug: said now, not when the key is computed.
+        at.split_for(EXPLORE_STAGE)?;
         let inputs = [("questions", &self.questions.handle), ("docs", docs)];
         let models = cx.models;
         let key = {
@@ -297,7 +298,7 @@ impl<'a> Search<'a> {
             }
         };
         let (play_at, play_sampling) = (at.clone(), sampling.clone());
-        let e = cx.stage_later(
+        cx.stage_later(
             at,
             EXPLORE_STAGE,
             EXPLORE_VERSION,
@@ -310,24 +311,7 @@ impl<'a> Search<'a> {
                 let agent = models.agent_sampled(&p.agent, &p.sampling)?;
                 self.play(ctx, agent.as_ref(), &p, (&system, &tools))
             },
-        )?;
-        self.judged(cx, at, split, e)
-    }
-
-    /// With a judge, the editor is told the judge's verdicts: the training episodes
-    /// are judged and the judgement (each row with the episode as the editor reads
-    /// it) is what the reflect stage gets. Without one, the episodes.
-    fn judged<'p>(
-        &'p self,
-        cx: &mut Cx<'p, '_>,
-        at: &At,
-        split: Split,
-        episodes: Handle,
-    ) -> Result<Handle, DriveError> {
-        match (&self.s.judge, split) {
-            (Some(judge), Split::Train) => self.judge(cx, at, judge, split, &episodes),
-            _ => Ok(episodes),
-        }
+        )
     }
 
     /// Whether `tools` (the docs an episode plays) name the gold tools, in order.

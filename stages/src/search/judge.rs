@@ -120,7 +120,10 @@ impl Search<'_> {
     /// episode of `trajectories` (`Ok(None)`: no judge configured, or blocked in
     /// status mode).
     /// On the training split each row also carries the episode as the editor reads it
-    /// with the verdict as its outcome.
+    /// with the verdict as its outcome: there it is `Search`'s grading node
+    /// ([`crate::env::OfflineEnv::grade`]), whose output batch-reflect reads; on the test
+    /// split `search-evaluate` reads it. (Its key, and batch-reflect's, are what they were
+    /// when exploration returned the judgement in place of the episodes: no version bump.)
     pub(super) fn judge<'p>(
         &'p self,
         cx: &mut Cx<'p, '_>,

@@ -30,6 +30,7 @@ pub mod evaluate;
 pub mod explore;
 pub mod judge;
 pub mod questions;
+pub mod reading;
 pub mod rows;
 pub mod scripted;
 pub mod tools;
@@ -195,9 +196,17 @@ impl crate::experiment::Environment for SearchEnvironment {
     fn exported(&self) -> Vec<crate::rows::Exported> {
         exported()
     }
+
+    fn reader(&self) -> &dyn crate::experiment::Reader {
+        &reading::SearchReader
+    }
 }
 
 impl crate::experiment::EnvTable for SearchExperiment {
+    fn table(&self) -> &'static str {
+        "search"
+    }
+
     fn uses_editor(&self) -> bool {
         crate::env::Method::any_uses_editor(&self.methods)
     }

@@ -1,15 +1,27 @@
 //! `otb export`: flat Parquet tables of a finished experiment, one file per kind of
-//! row, every stored table of that kind concatenated, with `node`,
-//! `method`, `agent` and `editor` columns added, plus a `SCHEMA.md` documenting every column.
+//! row, every stored table of that kind concatenated, plus a `SCHEMA.md` documenting
+//! every column.
+//!
+//! A labelled table (every kind a grid node writes) keeps its own columns and rows as
+//! stored, and gets the grid cell of the node that wrote each row as columns after
+//! them ([`CELL_COLUMNS`]: `node`, `method`, `agent`, `editor`, `env`, `setting`,
+//! `round`, `step`, `split`, `seed`; strings empty where the cell has none, `round`
+//! and `seed` Int64), so a user groups by `setting, method, agent` without parsing
+//! node names. **The naming rule:** a cell column takes its plain name, unless the
+//! table has a column of that name of its own (e.g. `docs.setting`, `scores.round`,
+//! `doc_calls.method` and `.step`, `chess_games.split`): that one keeps the name and
+//! the cell's is `cell_<name>` (`cell_round`, ...), so no table has two columns of
+//! one name. SCHEMA.md's header says the same.
 
 use crate::bfcl::summarize::SummaryRow;
 use crate::driver::RunOutput;
 use crate::experiment::Experiment;
 use crate::offline::{AnalysisRow, MergeRow};
 use crate::rows::{
-    DocCallRow, DocRow, EditRow, Exported, InstanceRow, ScoreRow, ToolRunRow, TrajectoryRow,
+    cell_column_name, DocCallRow, DocRow, EditRow, Exported, InstanceRow, ScoreRow, ToolRunRow,
+    TrajectoryRow, CELL_COLUMNS,
 };
-use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
@@ -42,12 +54,51 @@ pub fn tables(registry: &crate::experiment::Registry) -> Vec<Exported> {
     t
 }
 
-/// The label columns of a labelled table, after the table's own.
-const LABELS: [&str; 4] = ["node", "method", "agent", "editor"];
+/// SCHEMA.md's header: what the files are, and the cell columns' naming rule.
+const SCHEMA_HEADER: &str = "# Exported tables\n\n\
+Written by `otb export`. JSON columns hold JSON text (object key order as produced).\n\n\
+A table whose rows a grid node writes keeps its own columns and rows as stored, and \
+gets the grid cell of that node as columns after them: `node`, `method`, `agent`, \
+`editor`, `env`, `setting`, `round`, `step`, `split`, `seed` (strings are empty \
+where the cell has none; `round` and `seed` are int64). A cell column takes its plain \
+name unless the table has a column of that name of its own, which keeps it: the \
+cell's is then `cell_<name>` (e.g. `scores.cell_round` beside `scores.round`). No \
+table has two columns of one name.\n\n";
+
+/// One cell column's value for every row of a batch of `n` rows of output `o`.
+fn cell_array(o: &crate::env::Output, column: &str, n: usize) -> Result<ArrayRef, StageError> {
+    let c = &o.cell;
+    let text = |v: &str| -> ArrayRef { Arc::new(StringArray::from(vec![v; n])) };
+    let int = |v: i64| -> ArrayRef { Arc::new(Int64Array::from(vec![v; n])) };
+    Ok(match column {
+        "node" => text(&o.node),
+        "env" => text(c.env),
+        "setting" => text(&c.setting),
+        "method" => text(c.method_name()),
+        "agent" => text(&c.agent),
+        "editor" => text(&c.editor),
+        "round" => int(c.round),
+        "step" => text(c.step_name()),
+        "split" => text(c.split_name()),
+        // A seed comes from a TOML integer, which is an i64.
+        "seed" => int(i64::try_from(c.seed).map_err(|_| {
+            StageError::bug(
+                "export",
+                format!("{}: seed {} does not fit an int64 column", o.node, c.seed),
+            )
+        })?),
+        other => {
+            return Err(StageError::bug(
+                "export",
+                format!("no value for cell column `{other}`"),
+            ))
+        }
+    })
+}
 
 /// Stacks table `table` of every output that has it into `dest/<table>.parquet`
-/// (the first such table's schema, plus the label columns when `labelled`);
-/// `None` when no output has it.
+/// (the first such table's schema, plus the cell's columns when `labelled`, named by
+/// [`cell_column_name`]); `None` when no output has it.
 fn concat_table(
     run: &RunOutput,
     table: &str,
@@ -72,7 +123,15 @@ fn concat_table(
                 .map(|f| f.as_ref().clone())
                 .collect();
             if labelled {
-                fields.extend(LABELS.map(|l| Field::new(l, DataType::Utf8, false)));
+                let own: Vec<String> = fields.iter().map(|f| f.name().clone()).collect();
+                for c in &CELL_COLUMNS {
+                    let name = cell_column_name(c.name, |n| own.iter().any(|o| o == n));
+                    let ty = match c.ty {
+                        pipeline::table::ColType::I64 => DataType::Int64,
+                        _ => DataType::Utf8,
+                    };
+                    fields.push(Field::new(name, ty, false));
+                }
             }
             let schema = Arc::new(Schema::new(fields));
             let file = std::fs::File::create(&path)
@@ -91,9 +150,8 @@ fn concat_table(
             let batch = batch.map_err(|e| at(&e))?;
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
             if labelled {
-                let n = batch.num_rows();
-                for v in [&o.node, &o.method, &o.agent, &o.editor] {
-                    columns.push(Arc::new(StringArray::from(vec![v.as_str(); n])));
+                for c in &CELL_COLUMNS {
+                    columns.push(cell_array(o, c.name, batch.num_rows())?);
                 }
             }
             let batch = RecordBatch::try_new(schema.clone(), columns).map_err(|e| at(&e))?;
@@ -119,9 +177,7 @@ pub fn export(
 ) -> Result<Vec<PathBuf>, StageError> {
     std::fs::create_dir_all(dest).map_err(|e| fail(format!("{}: {e}", dest.display())))?;
     let mut written = Vec::new();
-    let mut schema = String::from(
-        "# Exported tables\n\nWritten by `otb export`. JSON columns hold JSON text (object key order as produced).\n\n",
-    );
+    let mut schema = String::from(SCHEMA_HEADER);
     let known = tables(registry);
     for t in &known {
         t.schema(&mut schema);
@@ -156,8 +212,8 @@ pub fn export_experiment(
     exp: &Experiment,
     dest: &Path,
 ) -> Result<Vec<PathBuf>, crate::env::DriveError> {
-    let run = finished_run(store, exp, &[dest])?;
-    Ok(export(&run, &exp.registry, dest)?)
+    let located = finished_run(store, exp, &[dest])?;
+    Ok(export(&located.run, &exp.registry, dest)?)
 }
 
 /// The outputs of `exp` in `store`, which must be complete (bad input otherwise: run
@@ -166,7 +222,7 @@ pub fn finished_run(
     store: &pipeline::Store,
     exp: &Experiment,
     dests: &[&Path],
-) -> Result<RunOutput, crate::env::DriveError> {
+) -> Result<crate::driver::Located, crate::env::DriveError> {
     // Nothing but the store writes inside it: a file in an entry would make the entry
     // fail its verification (and be recomputed).
     if let Some(dest) = dests
@@ -180,10 +236,9 @@ pub fn finished_run(
         ))
         .into());
     }
-    let session = pipeline::Session::new(store, pipeline::Mode::Status, true);
-    let run = crate::driver::drive(exp, &session)?;
-    if session
-        .reports()
+    let located = crate::driver::locate(exp, store)?;
+    if located
+        .reports
         .iter()
         .any(|r| r.state != pipeline::NodeState::Fresh)
     {
@@ -195,7 +250,7 @@ pub fn finished_run(
         ))
         .into());
     }
-    Ok(run)
+    Ok(located)
 }
 
 #[cfg(test)]
@@ -223,6 +278,39 @@ mod tests {
             t.schema(&mut out);
         }
         out
+    }
+
+    /// No exported table, of any environment, has two columns of one name: a cell
+    /// column whose name the table has is `cell_<name>`.
+    #[test]
+    fn no_exported_table_has_two_columns_of_one_name() {
+        let all = tables(&crate::driver::environments());
+        for t in &all {
+            let names = t.column_names();
+            let mut unique = names.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), names.len(), "{}: {names:?}", t.table);
+        }
+        let scores = all.iter().find(|t| t.table == "scores").unwrap();
+        assert_eq!(
+            scores.column_names()[scores.column_names().len() - 10..],
+            [
+                "node",
+                "method",
+                "agent",
+                "editor",
+                "env",
+                "setting",
+                "cell_round",
+                "step",
+                "split",
+                "seed"
+            ]
+        );
+        let calls = all.iter().find(|t| t.table == "doc_calls").unwrap();
+        assert!(calls.column_names().contains(&"cell_method".to_string()));
+        assert!(calls.column_names().contains(&"cell_step".to_string()));
     }
 
     /// Every table's name, row doc and columns (name, type, doc, order) are pinned:

@@ -8,6 +8,7 @@
 //! EasyTool when nothing could be written).
 
 use crate::baselines::{cosine, Embed};
+use crate::driver::Located;
 use crate::driver::Output;
 use crate::experiment::Experiment;
 use crate::models::embed::make_embedder;
@@ -25,25 +26,18 @@ use std::collections::{BTreeMap, HashMap};
 )]
 pub struct FidelityRow {
     /// Documentation setting.
-    #[row(doc = "documentation setting")]
     pub setting: String,
     /// `toolobserver`, `easytool`, `play2prompt` or `draft`.
-    #[row(doc = "toolobserver, easytool, play2prompt or draft")]
     pub method: String,
     /// Agent model (Play2Prompt's task model; ToolObserver's explorer).
-    #[row(doc = "agent model (Play2Prompt's task model; ToolObserver's explorer)")]
     pub agent: String,
     /// Editor model.
-    #[row(doc = "editor model")]
     pub editor: String,
     /// Tools compared (those with a gold description).
-    #[row(doc = "tools compared")]
     pub tools: i64,
     /// Mean cosine of sentence embeddings, final vs gold.
-    #[row(doc = "mean cosine of sentence embeddings, final vs gold")]
     pub semantic: f64,
     /// Mean ROUGE-1 F1, final vs gold.
-    #[row(doc = "mean ROUGE-1 F1, final vs gold")]
     pub lexical: f64,
 }
 
@@ -139,13 +133,13 @@ fn final_docs(out: &[Output]) -> BTreeMap<(String, String, String, String), &Out
             continue;
         }
         let k = (
-            o.setting.clone(),
-            o.method.clone(),
-            o.agent.clone(),
-            o.editor.clone(),
+            o.cell.setting.clone(),
+            o.cell.method_name().to_string(),
+            o.cell.agent.clone(),
+            o.cell.editor.clone(),
         );
         match finals.get(&k) {
-            Some(prev) if prev.round >= o.round => {}
+            Some(prev) if prev.cell.round >= o.cell.round => {}
             _ => {
                 finals.insert(k, o);
             }
@@ -156,9 +150,8 @@ fn final_docs(out: &[Output]) -> BTreeMap<(String, String, String, String), &Out
 
 /// Builds Table 6 from the experiment's outputs in `store`: each method's final docs
 /// scored against the gold descriptions (the embedder is the one of DRAFT's budget).
-pub fn build(store: &Store, exp: &Experiment) -> Result<Table6, StageError> {
-    let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::infra("table6", e.to_string()))?;
+pub fn build(store: &Store, exp: &Experiment, located: &Located) -> Result<Table6, StageError> {
+    let (out, _) = (&located.run, &located.reports);
     let mut notes = Vec::new();
     let Some(data) = out
         .outputs

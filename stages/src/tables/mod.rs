@@ -16,6 +16,55 @@ pub mod tokens;
 
 use crate::experiment::Experiment;
 
+/// A rendered table or why it is not: `(name, Markdown)`.
+pub type Rendered = (&'static str, Result<String, String>);
+
+/// The tables of environment `env` (an experiment table's name) that `otb report`
+/// shows for `exp`, in order, rendered as `otb table` renders them; `released`: the
+/// authors' released runs for Table 2's `released` rows. An environment with no
+/// table here has none.
+pub fn of_environment(
+    env: &str,
+    store: &pipeline::Store,
+    exp: &Experiment,
+    located: &crate::driver::Located,
+    released: Option<&std::path::Path>,
+) -> Vec<Rendered> {
+    use report::TableReport;
+    let md = |t: Result<String, pipeline::StageError>| t.map_err(|e| e.to_string());
+    match env {
+        "bfcl" => {
+            let t2 = crate::bfcl::make_executor(None)
+                .map_err(|e| e.to_string())
+                .and_then(|exec| {
+                    table2::build(store, Some((exp, located)), released, &exec, None)
+                        .map_err(|e| e.to_string())
+                })
+                .map(|t| t.render(false));
+            vec![
+                ("Table 2 (BFCL-Opaque)", t2),
+                (
+                    "Table 5 (rounds to convergence)",
+                    md(table5::build(exp, located).map(|t| t.render(false))),
+                ),
+                (
+                    "Tokens per method",
+                    md(tokens::build(exp, located).map(|t| t.render(false))),
+                ),
+            ]
+        }
+        "chess" => vec![(
+            "Table 3 (chess)",
+            md(table3::build(exp, located).map(|t| t.render(false))),
+        )],
+        "search" => vec![(
+            "Table 4 (search)",
+            md(table4::build(exp, located).map(|t| t.render(false))),
+        )],
+        _ => Vec::new(),
+    }
+}
+
 /// The note an environment table ends with about the run: nothing in the store yet
 /// (`found` = 0 run cells: run it first), or how many stages are still to compute
 /// (finished cells are shown).

@@ -1,9 +1,13 @@
 //! Human-readable reports of a session: the `otb status` listing.
 
+use crate::driver::Located;
+use crate::env::{Cell, Method};
 use pipeline::{NodeReport, NodeState};
+use std::collections::{BTreeMap, HashMap};
 
 /// One line per node: state, node, and for stale nodes the reasons, indented.
-pub fn status_text(reports: &[NodeReport]) -> String {
+pub fn status_text(located: &Located) -> String {
+    let reports = &located.reports[..];
     let mut out = String::new();
     let (mut fresh, mut would, mut blocked) = (0, 0, 0);
     // Stages of later rounds, by kind (not listed one by one).
@@ -52,7 +56,7 @@ pub fn status_text(reports: &[NodeReport]) -> String {
             kinds.join(", ")
         ));
     }
-    if let Some(eta) = estimate(reports) {
+    if let Some(eta) = estimate(reports, &|node| located.cell(node)) {
         out.push_str(&eta);
     }
     if !spent.is_empty() {
@@ -80,7 +84,10 @@ fn computed(r: &NodeReport) -> bool {
 /// estimate, since an online ToolObserver curve may end early); `None` when nothing
 /// is left. Each stage counts at the mean time of its kind among the computed ones,
 /// except a round of a curve whose earlier rounds were computed (see [`Rounds`]).
-fn estimate(reports: &[NodeReport]) -> Option<String> {
+fn estimate<'a>(
+    reports: &'a [NodeReport],
+    cell_of: &'a dyn Fn(&str) -> Option<&'a Cell>,
+) -> Option<String> {
     let mut mean: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
     for r in reports {
         if computed(r) {
@@ -89,7 +96,7 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
             e.1 += 1;
         }
     }
-    let rounds = Rounds::new(reports);
+    let rounds = Rounds::new(reports, cell_of);
     // Summed times of `stages`: (as the rounds shrink, at the last round's time), and
     // the kinds with no time measured yet.
     let sum = |stages: &[&NodeReport]| {
@@ -188,40 +195,41 @@ fn estimate(reports: &[NodeReport]) -> Option<String> {
     Some(line)
 }
 
-/// The computed rounds of each curve, for estimating its rounds still to run. A node
-/// is a round of a curve when its name has a token `r<N>` in its brackets
-/// (`explore[names r3]`, `batch-reflect[names r2 e=x]`); the curve is the stage kind
-/// and the name with that token blanked. As instances freeze, a curve's rounds get
-/// shorter (fewer instances left to run and edit), so round N is estimated from the
-/// curve's last computed round M < N as `t(M) * q^(N-M)`, where `q` is how much round
-/// M shrank from round M-1 (at most 1; 1 when M-1 is unknown).
+/// The computed rounds of each curve, for estimating its rounds still to run. A
+/// curve is a ToolObserver chain of one stage kind: its cell but the round (a play on
+/// the test split is no round of it), starting from Base's round 0, which every
+/// editor's curve shares. As instances freeze, a curve's rounds get shorter (fewer
+/// instances left to run and edit), so round N is estimated from the curve's last
+/// computed round M < N as `t(M) * q^(N-M)`, where `q` is how much round M shrank
+/// from round M-1 (at most 1; 1 when M-1 is unknown).
 struct Rounds<'a> {
-    // curve -> round -> stage time
-    done: std::collections::HashMap<(&'a str, String), std::collections::BTreeMap<u32, u64>>,
+    // (stage, curve) -> round -> stage time
+    done: HashMap<(&'a str, Cell), BTreeMap<i64, u64>>,
+    cell_of: &'a dyn Fn(&str) -> Option<&'a Cell>,
 }
 
 impl<'a> Rounds<'a> {
-    fn new(reports: &'a [NodeReport]) -> Rounds<'a> {
-        let mut done: std::collections::HashMap<_, std::collections::BTreeMap<u32, u64>> =
-            Default::default();
-        for r in reports {
-            if !computed(r) {
-                continue;
-            }
-            if let Some((curve, round)) = curve_of(&r.node) {
+    fn new(reports: &'a [NodeReport], cell_of: &'a dyn Fn(&str) -> Option<&'a Cell>) -> Self {
+        let mut done: HashMap<_, BTreeMap<i64, u64>> = Default::default();
+        for r in reports.iter().filter(|r| computed(r)) {
+            if let Some((curve, round)) = cell_of(&r.node).and_then(curve_round) {
                 done.entry((r.stage.as_str(), curve))
                     .or_default()
                     .insert(round, r.wall_ms);
             }
         }
-        Rounds { done }
+        Rounds { done, cell_of }
     }
 
     /// `(projected, at the last round's time)` for a round of a curve that has an
     /// earlier round computed.
     fn project(&self, r: &NodeReport) -> Option<(u64, u64)> {
-        let (curve, round) = curve_of(&r.node)?;
-        let done = self.done.get(&(r.stage.as_str(), curve))?;
+        let (curve, round) = (self.cell_of)(&r.node).and_then(curve_round)?;
+        let start = self.done.get(&(r.stage.as_str(), curve_start(&curve)));
+        let own = self.done.get(&(r.stage.as_str(), curve));
+        let mut done: BTreeMap<i64, u64> =
+            start.into_iter().flatten().map(|(&k, &v)| (k, v)).collect();
+        done.extend(own.into_iter().flatten().map(|(&k, &v)| (k, v)));
         let (&m, &last) = done.range(..round).next_back()?;
         let q = match m.checked_sub(1).and_then(|p| done.get(&p)) {
             Some(&before) if before > 0 => (last as f64 / before as f64).min(1.0),
@@ -232,23 +240,30 @@ impl<'a> Rounds<'a> {
     }
 }
 
-/// `(curve, N)` for a node named `kind[... rN ...]`: the bracket's text with the
-/// round token replaced by `r*`, and N.
-fn curve_of(node: &str) -> Option<(String, u32)> {
-    let open = node.find('[')?;
-    let inner = node[open + 1..].strip_suffix(']')?;
-    let mut round = None;
-    let tokens: Vec<&str> = inner
-        .split(' ')
-        .map(|t| match t.strip_prefix('r').map(str::parse::<u32>) {
-            Some(Ok(n)) if round.is_none() => {
-                round = Some(n);
-                "r*"
-            }
-            _ => t,
-        })
-        .collect();
-    Some((tokens.join(" "), round?))
+/// `(curve, N)` for a node of round N of a ToolObserver curve (its Base round 0
+/// included): the cell without its round, and N.
+fn curve_round(c: &Cell) -> Option<(Cell, i64)> {
+    if c.split() == Some(crate::at::Split::Test) {
+        return None;
+    }
+    if c.is_toolobserver() {
+        return Some((c.curve(), c.round));
+    }
+    if c.is(Method::Base) && c.round == 0 {
+        return Some((curve_start(c), 0));
+    }
+    None
+}
+
+/// The curve every editor's (and the guard's) ToolObserver curve of `c`'s chain
+/// starts from: Base's round 0.
+fn curve_start(c: &Cell) -> Cell {
+    Cell {
+        method: Some(Method::ToolObserver),
+        guard: false,
+        editor: String::new(),
+        ..c.curve()
+    }
 }
 
 /// How many stages were computing at a time, on average, while any was: the computed
@@ -407,7 +422,7 @@ mod tests {
             report("explore", would(), 0),
             report("explore", would(), 0),
         ];
-        let text = status_text(&concurrent);
+        let text = status_text(&plain(concurrent));
         assert!(
             text.contains("at least 5 min 00 s of stage time") && text.contains("at the overlap measured so far (1.5 stages computing at a time), about 3 min 20 s of wall time"),
             "{text}"
@@ -419,7 +434,7 @@ mod tests {
             at("explore", 100, 9_000),
             report("explore", would(), 0),
         ];
-        let text = status_text(&sequential);
+        let text = status_text(&plain(sequential.clone()));
         assert!(!text.contains("overlap measured"), "{text}");
         assert_eq!(overlap(&sequential), None);
         // Nested and chained intervals merge.
@@ -439,7 +454,7 @@ mod tests {
             report("explore", planned(), 0),
             report("batch-reflect", planned(), 0),
         ];
-        let text = status_text(&reports);
+        let text = status_text(&plain(reports.clone()));
         assert!(
             text.contains("4 stages shown: 3 fresh, 1 would run, 0 missing behind them\n"),
             "{text}"
@@ -463,30 +478,69 @@ mod tests {
         );
     }
 
+    /// Reports with no grid cells.
+    fn plain(reports: Vec<NodeReport>) -> Located {
+        Located::new(crate::env::RunOutput::default(), reports)
+    }
+
     #[test]
     fn a_curves_later_rounds_shrink_as_its_rounds_have_shrunk() {
-        assert_eq!(curve_of("explore[names r3]"), Some(("names r*".into(), 3)));
-        assert_eq!(
-            curve_of("batch-reflect[names+desc r12 a=x e=y]"),
-            Some(("names+desc r* a=x e=y".into(), 12))
-        );
-        assert_eq!(curve_of("draft[names]"), None);
-        assert_eq!(curve_of("explore[names rx]"), None);
-        let named = |node: &str, state: NodeState, wall_s: u64| NodeReport {
-            node: node.into(),
-            ..report("explore", state, wall_s * 1000)
+        let cell = |setting: &str, method: Method, round: i64| Cell {
+            env: "bfcl",
+            setting: setting.into(),
+            method: Some(method),
+            agent: "scripted:a".into(),
+            editor: if method == Method::Base {
+                ""
+            } else {
+                "scripted:e"
+            }
+            .into(),
+            round,
+            step: crate::at::Step::Play { split: None },
+            ..Cell::default()
         };
-        let reports = vec![
-            named("explore[names r0]", NodeState::Fresh, 100),
-            named("explore[names r1]", NodeState::Fresh, 100),
-            named("explore[names r2]", NodeState::Fresh, 50),
+        let to = |setting: &str, round: i64| cell(setting, Method::ToolObserver, round);
+        let (start, _) = curve_round(&cell("names", Method::Base, 0)).unwrap();
+        let (curve, round) = curve_round(&to("names", 3)).unwrap();
+        assert_eq!((curve_start(&curve), round), (start.clone(), 3));
+        assert_ne!(curve, start);
+        let guard = Cell {
+            guard: true,
+            ..to("names", 2)
+        };
+        assert_eq!(curve_start(&curve_round(&guard).unwrap().0), start);
+        let test = Cell {
+            step: crate::at::Step::Play {
+                split: Some(crate::at::Split::Test),
+            },
+            ..to("names", 2)
+        };
+        assert_eq!(curve_round(&test), None);
+        assert_eq!(curve_round(&cell("names", Method::Draft, 0)), None);
+        let located = |rows: Vec<(Cell, NodeState, u64)>| {
+            let mut run = crate::env::RunOutput::default();
+            let mut reports = Vec::new();
+            for (i, (c, state, wall_s)) in rows.into_iter().enumerate() {
+                let node = format!("explore[{i}]");
+                reports.push(NodeReport {
+                    node: node.clone(),
+                    ..report("explore", state, wall_s * 1000)
+                });
+                run.cells.push((node, c));
+            }
+            Located::new(run, reports)
+        };
+        let text = status_text(&located(vec![
+            (cell("names", Method::Base, 0), NodeState::Fresh, 100),
+            (to("names", 1), NodeState::Fresh, 100),
+            (to("names", 2), NodeState::Fresh, 50),
             // Round 2 took half of round 1: round 3 is estimated at 25 s, round 4 at
             // 12.5 s; a curve with no round computed counts at the kind's mean.
-            named("explore[names r3]", would(), 0),
-            named("explore[desc r0]", would(), 0),
-            named("explore[names r4]", planned(), 0),
-        ];
-        let text = status_text(&reports);
+            (to("names", 3), would(), 0),
+            (cell("desc", Method::Base, 0), would(), 0),
+            (to("names", 4), planned(), 0),
+        ]));
         // 25 s + 83.3 s (the mean)
         assert!(
             text.contains("for the 2 stages still to run: at least 1 min 48 s of stage time (each at the mean time of its kind so far, a later round of a curve at its last round's time shrunk"),
@@ -496,13 +550,22 @@ mod tests {
             text.contains("  and up to 50.0 s more for the 1 stages of later rounds not shown (about 12.5 s if the rounds go on shrinking as they have so far; less if curves end early)"),
             "{text}"
         );
+        // Round 1 is projected from Base's round 0, which starts every curve.
+        let text = status_text(&located(vec![
+            (cell("names", Method::Base, 0), NodeState::Fresh, 40),
+            (cell("desc", Method::Base, 0), NodeState::Fresh, 160),
+            (to("names", 1), would(), 0),
+        ]));
+        assert!(
+            text.contains("for the 1 stages still to run: at least 40.0 s of stage time"),
+            "{text}"
+        );
         // Rounds that grew are not extrapolated upwards.
-        let grew = vec![
-            named("explore[names r1]", NodeState::Fresh, 50),
-            named("explore[names r2]", NodeState::Fresh, 100),
-            named("explore[names r3]", planned(), 0),
-        ];
-        let text = status_text(&grew);
+        let text = status_text(&located(vec![
+            (to("names", 1), NodeState::Fresh, 50),
+            (to("names", 2), NodeState::Fresh, 100),
+            (to("names", 3), planned(), 0),
+        ]));
         assert!(
             text.contains("  and up to 1 min 40 s more for the 1 stages of later rounds not shown (less if curves end early)"),
             "{text}"
@@ -519,12 +582,12 @@ mod tests {
             report("explore", would(), 0),
             report("draft", would(), 0),
         ];
-        let text = status_text(&reports);
+        let text = status_text(&plain(reports.clone()));
         assert!(
             text.contains("estimated time for the 3 stages still to run: at least 3 min 00 s of stage time (each at the mean time of its kind so far; stages of concurrent chains overlap, so the wall time is shorter; not yet measured: draft)"),
             "{text}"
         );
-        assert!(estimate(&reports[..3]).is_none());
+        assert!(estimate(&reports[..3], &|_| None).is_none());
         // Only stages that take no time measured: not "at least 0 s".
         let cheap = vec![
             report("evaluate", NodeState::Fresh, 100),
@@ -532,7 +595,7 @@ mod tests {
             report("draft", would(), 0),
         ];
         assert_eq!(
-            estimate(&cheap).as_deref(),
+            estimate(&cheap, &|_| None).as_deref(),
             Some("estimated time for the 2 stages still to run: not known until a stage of each kind has run (draft)\n")
         );
         assert_eq!(duration(3_725_000), "1 h 02 min");

@@ -27,26 +27,19 @@
 //! trace-free share (default 2 stages, 10% then 90%: the paper's best schedule).
 
 use crate::baselines::tracefree;
-use crate::baselines::{tool_description, tool_name, tools_of};
-use crate::driver::{Output, RunOutput};
+use crate::driver::RunOutput;
 use crate::experiment::Experiment;
-use crate::rows::{DocRow, InstanceRow, ScoreRow, TrajectoryRow};
 use datasets::rng::SplitMix64;
 use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Recorded calls per tool in a trace-based example.
-pub const TRACES: u32 = 3;
+pub use crate::reading::{SELECTED_ON_INSTANCE, SELECTED_ON_TRAIN, TRACES};
 /// The default curriculum's trace-free share per stage: the paper's best schedule
 /// (its Table 7: 2 stages, 10% then 90%).
 pub const DEFAULT_SHARES: [f64; 2] = [0.1, 0.9];
-/// `pairs.selected_on` of an offline pair: scored on the training split.
-pub const SELECTED_ON_TRAIN: &str = "train";
-/// `pairs.selected_on` of a BFCL pair: scored on the instance itself (no split).
-pub const SELECTED_ON_INSTANCE: &str = "instance";
 
 fn fail(e: impl std::fmt::Display) -> StageError {
     StageError::infra("export", e.to_string())
@@ -242,76 +235,7 @@ impl Curriculum {
     }
 }
 
-/// One improved tool: what ToolObserver started from and ended with.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Row)]
-#[row(
-    table = "sft_pairs",
-    doc = "one tool whose ToolObserver description made the agent better (`otb export --sft`)"
-)]
-pub struct SftPair {
-    /// `bfcl`, `chess` or `search`.
-    #[row(doc = "bfcl, chess or search")]
-    pub environment: String,
-    /// The setting or tool set.
-    #[row(doc = "setting (BFCL) or tool set")]
-    pub setting: String,
-    /// The tool set's identifier ([`tool_set_id`]).
-    #[row(
-        doc = "tool set id (bfcl, chess:<set>, search:<set>), as holdout.json and [baselines.tracefree] trained_on name it"
-    )]
-    pub tool_set: String,
-    /// Whether `--holdout` kept the pair out of the training examples.
-    #[row(doc = "true: held out by --holdout (in no stage file)")]
-    pub held_out: bool,
-    /// The agent model of the curve.
-    #[row(doc = "agent model")]
-    pub agent: String,
-    /// The editor model of the curve.
-    #[row(doc = "editor model")]
-    pub editor: String,
-    /// `toolobserver` or `toolobserver-guard`.
-    #[row(doc = "toolobserver or toolobserver-guard")]
-    pub method: String,
-    /// The BFCL instance, or `*` (an offline tool set's shared docs).
-    #[row(doc = "BFCL instance id, or * for an offline tool set")]
-    pub instance_id: String,
-    /// The tool's shown name.
-    #[row(doc = "tool name as shown to the agent")]
-    pub tool: String,
-    /// The documentation round of the target.
-    #[row(
-        doc = "documentation round of the target (BFCL: the last; chess, search: the best training round)"
-    )]
-    pub round: i64,
-    /// What the scores were measured on: [`SELECTED_ON_TRAIN`] or
-    /// [`SELECTED_ON_INSTANCE`].
-    #[row(
-        doc = "train (chess, search: the training split) or instance (BFCL: the instance itself)"
-    )]
-    pub selected_on: String,
-    /// The tool before ToolObserver: its definition as JSON.
-    #[row(
-        doc = "the tool before ToolObserver, its definition as JSON (name, parameters, description)"
-    )]
-    pub interface: String,
-    /// The recorded calls that name the tool (numbered; empty when none).
-    #[row(
-        doc = "h_i: recorded turns naming the tool, numbered, as a trace-based request shows them (may be empty)"
-    )]
-    pub traces: String,
-    /// The selected description of the tool.
-    #[row(doc = "ToolObserver's description of round `round` (the target)")]
-    pub target: String,
-    /// The score before (BFCL: the instance's Base E, 0 or 1; chess: best-tool % of
-    /// the training calls; search: training accuracy).
-    #[row(
-        doc = "score with the original docs (BFCL: instance E 0/1; chess: best-tool % on the training split; search: training accuracy)"
-    )]
-    pub score_before: f64,
-    /// The score after, on the same scale and split.
-    #[row(doc = "score with the target's docs, same scale and split")]
-    pub score_after: f64,
-}
+pub use crate::reading::SftPair;
 
 /// One training example of the curriculum.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Row)]
@@ -320,35 +244,25 @@ pub struct SftPair {
     doc = "one Trace-Free+ training example (`otb export --sft`), in curriculum order"
 )]
 pub struct SftExample {
-    /// The curriculum stage, 1-based.
-    #[row(doc = "curriculum stage, 1..N (its trace-free share: curriculum.json)")]
+    /// The curriculum stage, 1-based (its trace-free share: `curriculum.json`).
     pub stage: i64,
     /// `trace-based` or `trace-free`.
-    #[row(doc = "trace-based or trace-free")]
     pub form: String,
-    /// The pair's environment.
-    #[row(doc = "bfcl, chess or search")]
+    /// The pair's environment: `bfcl`, `chess` or `search`.
     pub environment: String,
     /// The pair's setting or tool set.
-    #[row(doc = "setting or tool set")]
     pub setting: String,
     /// The pair's tool set identifier.
-    #[row(doc = "tool set id")]
     pub tool_set: String,
-    /// The pair's instance.
-    #[row(doc = "instance id, or *")]
+    /// The pair's instance, or `*`.
     pub instance_id: String,
     /// The pair's tool.
-    #[row(doc = "tool name")]
     pub tool: String,
     /// The generator's system message.
-    #[row(doc = "the generator's system message")]
     pub system: String,
-    /// The generator's request.
-    #[row(doc = "the generator request (the user message)")]
+    /// The generator's request (the user message).
     pub prompt: String,
-    /// The answer to learn: `{"description": ...}`.
-    #[row(doc = "the answer to learn, {\"description\": ...} (the assistant message)")]
+    /// The answer to learn, `{"description": ...}` (the assistant message).
     pub completion: String,
 }
 
@@ -360,354 +274,26 @@ fn request(interface: &str, traces: &str, set: &str) -> (String, String) {
     tracefree::request(&tool, traces, set)
 }
 
-/// `h_i` of a pair: up to [`TRACES`] of `texts` (recorded turns or episodes as the
-/// editor read them) that name the tool, numbered, each bounded as the stage bounds
-/// a trace ([`tracefree::text_traces`]); empty when none does.
-fn traces_of(texts: &[String], name: &str) -> String {
-    tracefree::text_traces(texts, name, TRACES)
-}
-
-/// The tool sets of `run` ([`tool_set_id`]), sorted.
-pub fn tool_sets(run: &RunOutput) -> Vec<String> {
-    let mut out = BTreeSet::new();
-    if run.by_stage("bfcl-data").next().is_some() {
-        out.insert(tool_set_id("bfcl", ""));
-    }
-    for (env, stage) in [("chess", "chess-docs"), ("search", "search-docs")] {
-        for o in run.by_stage(stage).filter(|o| o.method == "base") {
-            out.insert(tool_set_id(env, &o.setting));
-        }
-    }
-    out.into_iter().collect()
-}
-
-/// The pairs of `run`: every improved tool of every ToolObserver curve (none held
-/// out yet).
-pub fn pairs(run: &RunOutput, exp: &Experiment) -> Result<Vec<SftPair>, StageError> {
-    let mut out = Vec::new();
-    let outcome = exp
-        .bfcl()
-        .map_or(crate::bfcl::config::Outcome::Grader, |b| b.outcome);
-    online_pairs(run, outcome, &mut out)?;
-    for env in ["chess", "search"] {
-        offline_pairs(run, exp, env, &mut out)?;
-    }
-    Ok(out)
-}
-
-/// The last output of `stage` (highest round) among `outputs` matching `keep`.
-fn last<'a>(
-    run: &'a RunOutput,
-    stage: &'a str,
-    keep: impl Fn(&Output) -> bool,
-) -> Option<&'a Output> {
-    run.by_stage(stage)
-        .filter(|o| keep(o))
-        .max_by_key(|o| o.round)
-}
-
-/// The tools whose description changed from `before` to `after`, with both tools.
-fn changed<'a>(before: &'a [Value], after: &'a [Value]) -> Vec<(&'a Value, &'a Value)> {
-    after
-        .iter()
-        .filter_map(|a| {
-            let b = before.iter().find(|b| tool_name(b) == tool_name(a))?;
-            (tool_description(a).trim() != tool_description(b).trim()
-                && !tool_description(a).trim().is_empty())
-            .then_some((b, a))
-        })
+/// The tool sets of `run` ([`tool_set_id`]), sorted: each environment of `exp`
+/// names its own ([`crate::experiment::Reader::sft_tool_sets`]).
+pub fn tool_sets(run: &RunOutput, exp: &Experiment) -> Vec<String> {
+    exp.registry
+        .environments()
+        .flat_map(|e| e.reader().sft_tool_sets(run))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
         .collect()
 }
 
-fn online_pairs(
-    run: &RunOutput,
-    outcome: crate::bfcl::config::Outcome,
-    out: &mut Vec<SftPair>,
-) -> Result<(), StageError> {
-    let Some(data) = run.by_stage("bfcl-data").next() else {
-        return Ok(());
-    };
-    let instances: Vec<InstanceRow> = data.entry.read()?;
-    let questions: HashMap<&str, &str> = instances
-        .iter()
-        .map(|i| (i.instance_id.as_str(), i.question.as_str()))
-        .collect();
-    // Each curve: (setting, agent, editor, method).
-    let mut curves: Vec<(&str, &str, &str, &str)> = run
-        .by_stage("batch-reflect")
-        .filter(|o| o.method.starts_with("toolobserver"))
-        .map(|o| {
-            (
-                o.setting.as_str(),
-                o.agent.as_str(),
-                o.editor.as_str(),
-                o.method.as_str(),
-            )
-        })
-        .collect();
-    curves.sort_unstable();
-    curves.dedup();
-    for (setting, agent, editor, method) in curves {
-        let same = |o: &Output, m: &str| o.setting == setting && o.agent == agent && o.method == m;
-        let Some(opaque) = run.by_stage("opacify").find(|o| o.setting == setting) else {
-            continue;
-        };
-        let (Some(docs), Some(after), Some(before), Some(traj0)) = (
-            last(run, "batch-reflect", |o| {
-                same(o, method) && o.editor == editor
-            }),
-            last(run, "evaluate", |o| same(o, method) && o.editor == editor),
-            run.by_stage("evaluate")
-                .find(|o| same(o, "base") && o.round == 0),
-            run.by_stage("explore")
-                .find(|o| same(o, "base") && o.round == 0),
-        ) else {
-            continue;
-        };
-        let original: Vec<DocRow> = opaque.entry.read()?;
-        let finals: Vec<DocRow> = docs.entry.read()?;
-        let scores_after: Vec<ScoreRow> = after.entry.read()?;
-        let scores_before: Vec<ScoreRow> = before.entry.read()?;
-        let trajectories: Vec<TrajectoryRow> = traj0.entry.read()?;
-        let e_of =
-            |rows: &[ScoreRow], id: &str| rows.iter().find(|s| s.instance_id == id).map(|s| s.e);
-        for d in &finals {
-            let id = d.instance_id.as_str();
-            if !(e_of(&scores_before, id) == Some(false) && e_of(&scores_after, id) == Some(true)) {
-                continue;
-            }
-            let Some(o) = original.iter().find(|o| o.instance_id == id) else {
-                continue;
-            };
-            // The instance's round-0 turn as the editor saw it (`[bfcl] outcome`).
-            let trace = trajectories
-                .iter()
-                .find(|t| t.instance_id == id)
-                .map(|t| {
-                    let score = scores_before.iter().find(|s| s.instance_id == id);
-                    crate::bfcl::env::render_example(
-                        questions.get(id).copied().unwrap_or(""),
-                        t,
-                        score,
-                        outcome,
-                    )
-                })
-                .into_iter()
-                .collect::<Vec<_>>();
-            let (before_tools, after_tools) = (tools_of(o), tools_of(d));
-            for (b, a) in changed(&before_tools, &after_tools) {
-                out.push(SftPair {
-                    environment: "bfcl".into(),
-                    setting: setting.into(),
-                    tool_set: tool_set_id("bfcl", setting),
-                    held_out: false,
-                    agent: agent.into(),
-                    editor: editor.into(),
-                    method: method.into(),
-                    instance_id: id.into(),
-                    tool: tool_name(a).into(),
-                    round: docs.round,
-                    selected_on: SELECTED_ON_INSTANCE.into(),
-                    interface: b.to_string(),
-                    traces: traces_of(&trace, tool_name(a)),
-                    target: tool_description(a).trim().into(),
-                    score_before: 0.0,
-                    score_after: 1.0,
-                });
-            }
-        }
+/// The pairs of `run`: every improved tool of every ToolObserver curve (none held
+/// out yet), each environment of `exp` reading its own
+/// ([`crate::experiment::Reader::sft_pairs`]), in the registry's order.
+pub fn pairs(run: &RunOutput, exp: &Experiment) -> Result<Vec<SftPair>, StageError> {
+    let mut out = Vec::new();
+    for env in exp.registry.environments() {
+        out.extend(env.reader().sft_pairs(run, exp)?);
     }
-    Ok(())
-}
-
-/// Whether `o` is a play of the training split (`... train r<k> ...`).
-fn on_train(o: &Output) -> bool {
-    o.node.contains(" train r")
-}
-
-/// Chess: the best-tool % of the agent's tool calls in `games` (the test metric, on
-/// the training split); `None` when no call was made.
-fn chess_score(
-    exp: &Experiment,
-    set: &str,
-    games: &[crate::chess::rows::GameRow],
-    names: &[Value],
-) -> Result<Option<f64>, StageError> {
-    use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
-    let Some(c) = exp.chess() else {
-        return Ok(None);
-    };
-    let Some(family) = [ToolFamily::PhaseSpecialists, ToolFamily::StrengthGradient]
-        .into_iter()
-        .find(|f| f.as_str() == set)
-    else {
-        return Ok(None);
-    };
-    let tools = ToolSet::new(family);
-    let first = names.first().map(tool_name).unwrap_or("");
-    let kind = if tools.index_of(first, Docs::Gold).is_some() {
-        Docs::Gold
-    } else {
-        Docs::Opaque
-    };
-    let mut checks = Vec::new();
-    for g in games {
-        let rec = g
-            .record()
-            .map_err(|e| fail(format!("game {}: {e}", g.game_id)))?;
-        checks.extend(
-            datasets::chess::metrics::check_tool_calls(&rec, &tools, kind, c.indexing)
-                .map_err(|e| fail(format!("game {}: {e}", g.game_id)))?,
-        );
-    }
-    let s = datasets::chess::metrics::summarize_best_tool(&checks);
-    Ok((s.overall.calls > 0).then(|| s.overall.percent()))
-}
-
-/// One training play of an offline curve: its score and the texts the editor read.
-struct TrainPlay {
-    score: Option<f64>,
-    texts: Vec<String>,
-}
-
-/// The training play at `play` (and, for search, the judge's rows of it when a judge
-/// saw the episodes: the verdicts the editor read).
-fn train_play(
-    exp: &Experiment,
-    env: &str,
-    set: &str,
-    play: &Output,
-    judged: Option<&Output>,
-    names: &[Value],
-) -> Result<TrainPlay, StageError> {
-    let mean = |v: &[bool]| {
-        (!v.is_empty()).then(|| v.iter().filter(|b| **b).count() as f64 / v.len() as f64)
-    };
-    Ok(match (env, judged) {
-        ("chess", _) => {
-            let games: Vec<crate::chess::rows::GameRow> = play.entry.read()?;
-            TrainPlay {
-                score: chess_score(exp, set, &games, names)?,
-                texts: games.into_iter().map(|g| g.editor_text).collect(),
-            }
-        }
-        (_, Some(j)) => {
-            let rows: Vec<crate::search::JudgeRow> = j.entry.read()?;
-            let verdicts: Vec<bool> = rows.iter().map(|r| r.verdict == Some(true)).collect();
-            TrainPlay {
-                score: mean(&verdicts),
-                texts: rows
-                    .into_iter()
-                    .map(|r| r.editor_text.unwrap_or_default())
-                    .collect(),
-            }
-        }
-        _ => {
-            let eps: Vec<crate::search::EpisodeRow> = play.entry.read()?;
-            let correct: Vec<bool> = eps.iter().map(|e| e.correct).collect();
-            TrainPlay {
-                score: mean(&correct),
-                texts: eps.into_iter().map(|e| e.editor_text).collect(),
-            }
-        }
-    })
-}
-
-fn offline_pairs(
-    run: &RunOutput,
-    exp: &Experiment,
-    env: &str,
-    out: &mut Vec<SftPair>,
-) -> Result<(), StageError> {
-    let (docs_stage, explore, merge) = match env {
-        "chess" => ("chess-docs", "chess-explore", "consensus-merge"),
-        _ => ("search-docs", "search-explore", "consensus-merge"),
-    };
-    for opaque in run.by_stage(docs_stage).filter(|o| o.method == "base") {
-        let set = opaque.setting.as_str();
-        let mut curves: Vec<(&str, &str)> = run
-            .by_stage(merge)
-            .filter(|o| o.setting == set && o.method == "toolobserver")
-            .map(|o| (o.agent.as_str(), o.editor.as_str()))
-            .collect();
-        curves.sort_unstable();
-        curves.dedup();
-        let original: Vec<DocRow> = opaque.entry.read()?;
-        let Some(o) = original.first() else {
-            continue;
-        };
-        let before_tools = tools_of(o);
-        for (agent, editor) in curves {
-            let cell = |x: &Output| {
-                x.setting == set
-                    && x.agent == agent
-                    && x.method == "toolobserver"
-                    && x.editor == editor
-            };
-            // Round r's training play (docs of round r) and, with a judge, its verdicts.
-            let play_at = |r: i64| -> Result<Option<TrainPlay>, StageError> {
-                let Some(p) = run
-                    .by_stage(explore)
-                    .find(|x| cell(x) && x.round == r && on_train(x))
-                else {
-                    return Ok(None);
-                };
-                let judged = run
-                    .by_stage(crate::search::JUDGE_STAGE)
-                    .find(|x| cell(x) && x.round == r && on_train(x));
-                train_play(exp, env, set, p, judged, &before_tools).map(Some)
-            };
-            let Some(base) = play_at(0)? else {
-                continue;
-            };
-            let Some(before) = base.score else {
-                continue;
-            };
-            // The best round played on the training split, when it beats round 0.
-            let mut best: Option<(f64, &Output)> = None;
-            for docs in run.by_stage(merge).filter(|x| cell(x) && x.round >= 1) {
-                let Some(score) = play_at(docs.round)?.and_then(|p| p.score) else {
-                    continue;
-                };
-                let better = match best {
-                    None => score > before,
-                    Some((s, d)) => score > s || (score == s && docs.round > d.round),
-                };
-                if better {
-                    best = Some((score, docs));
-                }
-            }
-            let Some((after, docs)) = best else {
-                continue;
-            };
-            let finals: Vec<DocRow> = docs.entry.read()?;
-            let Some(d) = finals.first() else {
-                continue;
-            };
-            let after_tools = tools_of(d);
-            for (b, a) in changed(&before_tools, &after_tools) {
-                out.push(SftPair {
-                    environment: env.into(),
-                    setting: set.into(),
-                    tool_set: tool_set_id(env, set),
-                    held_out: false,
-                    agent: agent.into(),
-                    editor: editor.into(),
-                    method: "toolobserver".into(),
-                    instance_id: crate::env::SHARED.into(),
-                    tool: tool_name(a).into(),
-                    round: docs.round,
-                    selected_on: SELECTED_ON_TRAIN.into(),
-                    interface: b.to_string(),
-                    traces: traces_of(&base.texts, tool_name(a)),
-                    target: tool_description(a).trim().into(),
-                    score_before: before,
-                    score_after: after,
-                });
-            }
-        }
-    }
-    Ok(())
+    Ok(out)
 }
 
 /// `k` of `pool`, drawn by `rng`: whole shuffled passes over the pool, the last one
@@ -833,7 +419,7 @@ pub fn write(
     dest: &Path,
     opts: &SftOptions,
 ) -> Result<Vec<PathBuf>, StageError> {
-    let sets = tool_sets(run);
+    let sets = tool_sets(run, exp);
     let seed = opts.curriculum.seed;
     let held: BTreeSet<String> = match &opts.holdout {
         Some(h) => h.resolve(&sets, seed).map_err(user)?,
@@ -921,8 +507,11 @@ Written by `otb export EXP.toml --sft DIR` from a finished run: one pair per too
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::baselines::tools_of;
     use crate::chess::rows::GameRow;
+    use crate::driver::Output;
     use crate::experiment::TraceFreeBudget;
+    use crate::rows::DocRow;
     use crate::search::{EpisodeRow, JudgeRow};
     use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
 
@@ -1161,18 +750,38 @@ mod tests {
         round: i64,
         entry: pipeline::Entry,
     ) -> Output {
+        // `node` is the test's own shorthand: `... train rK` and `... test` are plays,
+        // `rK` an edit, anything else a source of docs.
+        use crate::at::{Split, Step};
+        let step = match node.rsplit(' ').next().unwrap_or(node) {
+            "test" => Step::Play {
+                split: Some(Split::Test),
+            },
+            _ if node.contains("train") => Step::Play {
+                split: Some(Split::Train),
+            },
+            r if r.starts_with('r') => Step::Edit,
+            _ => Step::Source,
+        };
+        let (method, guard) = crate::at::Method::parse_label(method);
         Output {
             node: format!("{stage}[{set} {node}]"),
             stage,
-            setting: set.into(),
-            method: method.into(),
-            agent: "scripted:a".into(),
-            editor: if method == "base" {
-                String::new()
-            } else {
-                "scripted:e".into()
+            cell: crate::env::Cell {
+                env: "chess",
+                setting: set.into(),
+                method,
+                guard,
+                agent: "scripted:a".into(),
+                editor: if method == Some(crate::at::Method::Base) {
+                    String::new()
+                } else {
+                    "scripted:e".into()
+                },
+                round,
+                step,
+                ..Default::default()
             },
-            round,
             entry,
         }
     }
@@ -1443,9 +1052,12 @@ mod tests {
         // The chess training score is computed (a rise is exported).
         let games = [game(true)];
         let names = tools_of(&docs(set, 0, "x"));
-        assert_eq!(chess_score(&exp, set, &games, &names).unwrap(), Some(100.0));
         assert_eq!(
-            chess_score(&exp, set, &[game(false)], &names).unwrap(),
+            crate::chess::reading::chess_score(&exp, set, &games, &names).unwrap(),
+            Some(100.0)
+        );
+        assert_eq!(
+            crate::chess::reading::chess_score(&exp, set, &[game(false)], &names).unwrap(),
             Some(0.0)
         );
     }

@@ -4,6 +4,7 @@
 
 use crate::bfcl::released::csv_field;
 use crate::bfcl::summarize::{SummaryInput, SummaryRow};
+use crate::driver::Located;
 use crate::experiment::Experiment;
 use datasets::bfcl::executor::Executor;
 use datasets::bfcl::opacify::Setting;
@@ -57,42 +58,27 @@ pub const PAPER: &[(&str, &str, &str, f64, f64, f64, u32)] = &[
 )]
 pub struct CellRow {
     /// `names`, `names+desc` or `names+params`.
-    #[row(doc = "names, names+desc or names+params")]
     pub setting: String,
     /// Agent model.
-    #[row(doc = "agent model")]
     pub model: String,
     /// Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF-prompt (traces), +TF (traces).
-    #[row(
-        doc = "Gold, Base, +TO, +TO guard, +P2P, +ET, +DRAFT, +TF-prompt (traces), +TF (traces)"
-    )]
     pub method: String,
     /// `paper` (printed), `released` (the authors' runs rescored here) or `run`
     /// (this project's run).
-    #[row(
-        doc = "paper (printed), released (authors' runs rescored here) or run (this project's run)"
-    )]
     pub source: String,
     /// Instances.
-    #[row(doc = "instances")]
     pub n: i64,
     /// Execution accuracy.
-    #[row(doc = "execution accuracy")]
     pub e: f64,
     /// Parameter accuracy.
-    #[row(doc = "parameter accuracy")]
     pub p: f64,
     /// AST accuracy.
-    #[row(doc = "AST accuracy")]
     pub a: f64,
     /// E bootstrap 2.5th percentile (run only).
-    #[row(doc = "E bootstrap 2.5th percentile (run only)")]
     pub e_lo: Option<f64>,
     /// E bootstrap 97.5th percentile (run only).
-    #[row(doc = "E bootstrap 97.5th percentile (run only)")]
     pub e_hi: Option<f64>,
     /// Model-call error rows (run only).
-    #[row(doc = "model-call error rows (run only)")]
     pub errors: Option<i64>,
 }
 
@@ -235,9 +221,8 @@ fn released_cells(
 /// This project's run: the experiment's `summarize` output, or, while the run is
 /// still going (or was stopped), the same aggregation over the evaluate outputs that
 /// exist; cells that are not finished are listed in `pending`.
-fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
-    let (out, reports) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::infra("table2", e.to_string()))?;
+fn run_cells(store: &Store, exp: &Experiment, located: &Located) -> Result<RunCells, StageError> {
+    let (out, reports) = (&located.run, &located.reports);
     let mut notes = Vec::new();
     let pending_nodes = reports
         .iter()
@@ -331,6 +316,8 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
         let settings: Vec<String> = b
             .map(|b| b.settings.iter().map(|s| s.as_str().to_string()).collect())
             .unwrap_or_default();
+        let cell_of: std::collections::HashMap<&str, &crate::env::Cell> =
+            out.cells.iter().map(|(n, c)| (n.as_str(), c)).collect();
         for agent in exp.agents.iter().map(ToString::to_string) {
             for s in &settings {
                 for (method, label) in [
@@ -345,12 +332,17 @@ fn run_cells(store: &Store, exp: &Experiment) -> Result<RunCells, StageError> {
                     if !methods.contains(&method) {
                         continue;
                     }
-                    // The cell's nodes: those of its setting (gold: of `gold`) and method.
+                    // The cell's nodes: those of its setting (gold: every node of the
+                    // `gold` setting) and method, for this agent (or agent-free).
                     let of_cell = |r: &&pipeline::NodeReport| {
-                        let want = if method == "gold" { "gold" } else { s.as_str() };
-                        node_setting(&r.node).is_some_and(|n| {
-                            n == want || n.strip_prefix(want).is_some_and(|t| t.starts_with(' '))
-                        }) && node_method(&r.node, r.stage.as_str()) == method
+                        cell_of.get(r.node.as_str()).is_some_and(|c| {
+                            (c.agent.is_empty() || c.agent == agent)
+                                && if method == "gold" {
+                                    c.setting == "gold"
+                                } else {
+                                    c.setting == *s && c.method_name() == method
+                                }
+                        })
                     };
                     let nodes: Vec<&pipeline::NodeReport> =
                         reports.iter().filter(of_cell).collect();
@@ -396,44 +388,12 @@ struct RunCells {
     pending: Vec<Pending>,
 }
 
-/// The bracketed part of a node name (`explore[names r1]` -> `names r1`).
-fn node_setting(node: &str) -> Option<&str> {
-    node.split_once('[')
-        .and_then(|(_, rest)| rest.strip_suffix(']'))
-}
-
-/// Which Table 2 method a node belongs to, from its stage and name.
-fn node_method(node: &str, stage: &str) -> &'static str {
-    let inner = node_setting(node).unwrap_or("");
-    for m in ["easytool", "play2prompt", "draft", "tracefree"] {
-        if stage == m || inner.contains(&format!(" {m} ")) {
-            return match m {
-                "easytool" => "easytool",
-                "play2prompt" => "play2prompt",
-                "draft" => "draft",
-                _ => "tracefree",
-            };
-        }
-    }
-    if inner.starts_with("gold") {
-        return "gold";
-    }
-    if stage == "batch-reflect" {
-        return "toolobserver";
-    }
-    // explore / evaluate of round k > 0 belong to ToolObserver; round 0 to Base.
-    match inner.split_whitespace().nth(1) {
-        Some(r) if r.starts_with('r') && r != "r0" => "toolobserver",
-        _ => "base",
-    }
-}
-
 /// Builds Table 2: the paper's printed cells; with `released`, the authors' runs
 /// under that folder rescored with `exec` (`expected`: the reference tool configs,
-/// see [`score_tree`]); with `exp`, this experiment's cells from `store`.
+/// see [`score_tree`]); with `exp`, this experiment's cells as `located` in `store`.
 pub fn build(
     store: &Store,
-    exp: Option<&Experiment>,
+    exp: Option<(&Experiment, &Located)>,
     released: Option<&Path>,
     exec: &Executor,
     expected: Option<&Path>,
@@ -464,8 +424,8 @@ pub fn build(
         ));
     }
     let mut pending = Vec::new();
-    if let Some(exp) = exp {
-        let r = run_cells(store, exp)?;
+    if let Some((exp, located)) = exp {
+        let r = run_cells(store, exp, located)?;
         cells.extend(r.cells);
         notes.extend(r.notes);
         pending = r.pending;

@@ -3,9 +3,10 @@
 //! beside this run's (mean Elo as the headline, median and the 95% interval too).
 
 use crate::chess::rows::EloRow;
+use crate::driver::Located;
 use crate::experiment::Experiment;
 use crate::tables::report::csv_row;
-use pipeline::{Row, StageError, Store};
+use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 
 /// The paper's Table 3 (`targets.md`): tool set, model, method, best-tool %, Elo.
@@ -64,41 +65,29 @@ pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
 )]
 pub struct Table3Row {
     /// `phase_specialists` or `strength_gradient`.
-    #[row(doc = "phase_specialists or strength_gradient")]
     pub tool_set: String,
     /// Agent model.
-    #[row(doc = "agent model")]
     pub model: String,
     /// `gold`, `base`, `toolobserver`, `play2prompt` or `easytool`.
-    #[row(doc = "gold, base, toolobserver, play2prompt, easytool")]
     pub method: String,
     /// `paper` or `run`.
-    #[row(doc = "paper or run")]
     pub source: String,
     /// Editor model spec of the run's +TO and baseline cells; empty for paper rows,
     /// Gold and Base.
-    #[row(doc = "editor model (run rows of +TO and the baselines)")]
     pub editor: String,
     /// Share of tool calls that picked the optimal tool.
-    #[row(doc = "share of tool calls that picked the optimal tool")]
     pub best_tool_pct: f64,
     /// Mean bootstrap streaming Elo (the paper's headline).
-    #[row(doc = "mean bootstrap streaming Elo (the paper's headline)")]
     pub elo_mean: f64,
     /// Median bootstrap Elo.
-    #[row(doc = "median bootstrap Elo")]
     pub elo_median: Option<f64>,
     /// 2.5th percentile.
-    #[row(doc = "2.5th percentile")]
     pub elo_ci95_lo: Option<f64>,
     /// 97.5th percentile.
-    #[row(doc = "97.5th percentile")]
     pub elo_ci95_hi: Option<f64>,
     /// Test games.
-    #[row(doc = "test games")]
     pub games: Option<i64>,
     /// Agent tool calls.
-    #[row(doc = "agent tool calls")]
     pub tool_calls: Option<i64>,
 }
 
@@ -115,7 +104,7 @@ pub struct Table3 {
 
 /// Builds Table 3: the paper's printed cells, then this experiment's Elo results
 /// from `store`.
-pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
+pub fn build(exp: &Experiment, located: &Located) -> Result<Table3, StageError> {
     let mut rows: Vec<Table3Row> = PAPER
         .iter()
         .map(|&(s, m, meth, acc, elo)| Table3Row {
@@ -134,18 +123,17 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
         })
         .collect();
     let mut notes = Vec::new();
-    let (out, reports) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::infra("table3", e.to_string()))?;
+    let (out, reports) = (&located.run, &located.reports);
     let mut found = 0;
     for o in out.by_stage(crate::chess::ELO_STAGE) {
         let elo: Vec<EloRow> = o.entry.read()?;
         let Some(e) = elo.first() else { continue };
         found += 1;
         rows.push(Table3Row {
-            tool_set: o.setting.clone(),
-            model: o.agent.clone(),
-            method: o.method.clone(),
-            editor: o.editor.clone(),
+            tool_set: o.cell.setting.clone(),
+            model: o.cell.agent.clone(),
+            method: o.cell.method_name().to_string(),
+            editor: o.cell.editor.clone(),
             source: "run".into(),
             best_tool_pct: e.best_tool_pct,
             elo_mean: e.mean,
@@ -156,7 +144,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table3, StageError> {
             tool_calls: Some(e.tool_calls),
         });
     }
-    notes.extend(crate::tables::progress_note(exp, "chess", found, &reports));
+    notes.extend(crate::tables::progress_note(exp, "chess", found, reports));
     let switches = exp.env_switches();
     if !switches.is_empty() {
         notes.push(format!("protocol: {}", switches.join("; ")));

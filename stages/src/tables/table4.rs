@@ -3,10 +3,11 @@
 //! run's rows are labelled with their data source: on the substitute corpus they are
 //! not BrowseComp-Plus numbers.
 
+use crate::driver::Located;
 use crate::experiment::Experiment;
 use crate::search::SearchScoreRow;
 use crate::tables::report::csv_row;
-use pipeline::{Row, StageError, Store};
+use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 
 /// The paper's Table 4 (`targets.md`): tool set, model, method, accuracy %, calls.
@@ -41,35 +42,25 @@ pub const PAPER: &[(&str, &str, &str, f64, f64)] = &[
 )]
 pub struct Table4Row {
     /// `domains` or `domains+all`.
-    #[row(doc = "domains or domains+all")]
     pub tool_set: String,
     /// Agent model.
-    #[row(doc = "agent model")]
     pub model: String,
     /// `gold`, `base`, `toolobserver`, `play2prompt` or `easytool`.
-    #[row(doc = "gold, base, toolobserver, play2prompt, easytool")]
     pub method: String,
     /// `paper (BrowseComp-Plus)` or this run's data source.
-    #[row(doc = "the paper (BrowseComp-Plus) or this run's data source")]
     pub source: String,
     /// Editor model spec of the run's +TO and baseline cells; empty for paper rows,
     /// Gold and Base.
-    #[row(doc = "editor model (run rows of +TO and the baselines)")]
     pub editor: String,
     /// Judged accuracy, %.
-    #[row(doc = "judged accuracy, %")]
     pub accuracy_pct: f64,
     /// Bootstrap 2.5th percentile, %.
-    #[row(doc = "bootstrap 2.5th percentile, %")]
     pub ci95_lo_pct: Option<f64>,
     /// Bootstrap 97.5th percentile, %.
-    #[row(doc = "bootstrap 97.5th percentile, %")]
     pub ci95_hi_pct: Option<f64>,
     /// Tool calls per question.
-    #[row(doc = "tool calls per question")]
     pub tool_calls: f64,
     /// Test questions.
-    #[row(doc = "test questions")]
     pub questions: Option<i64>,
 }
 
@@ -86,7 +77,7 @@ pub struct Table4 {
 
 /// Builds Table 4: the paper's printed cells, then this experiment's judged results
 /// from `store`.
-pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
+pub fn build(exp: &Experiment, located: &Located) -> Result<Table4, StageError> {
     let mut rows: Vec<Table4Row> = PAPER
         .iter()
         .map(|&(s, m, meth, acc, tc)| Table4Row {
@@ -103,18 +94,17 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
         })
         .collect();
     let mut notes = Vec::new();
-    let (out, reports) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::infra("table4", e.to_string()))?;
+    let (out, reports) = (&located.run, &located.reports);
     let mut judges = std::collections::BTreeSet::new();
     for o in out.by_stage(crate::search::EVALUATE_STAGE) {
         let r: Vec<SearchScoreRow> = o.entry.read()?;
         let Some(r) = r.first() else { continue };
         judges.insert(r.judge.clone());
         rows.push(Table4Row {
-            tool_set: o.setting.clone(),
-            model: o.agent.clone(),
-            method: o.method.clone(),
-            editor: o.editor.clone(),
+            tool_set: o.cell.setting.clone(),
+            model: o.cell.agent.clone(),
+            method: o.cell.method_name().to_string(),
+            editor: o.cell.editor.clone(),
             source: format!("run: {}", r.source),
             accuracy_pct: 100.0 * r.accuracy,
             ci95_lo_pct: Some(100.0 * r.ci95_lo),
@@ -130,7 +120,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table4, StageError> {
             judges.into_iter().collect::<Vec<_>>().join(", ")
         ));
     }
-    notes.extend(crate::tables::progress_note(exp, "search", found, &reports));
+    notes.extend(crate::tables::progress_note(exp, "search", found, reports));
     let switches = exp.env_switches();
     if !switches.is_empty() {
         notes.push(format!("protocol: {}", switches.join("; ")));

@@ -8,11 +8,12 @@
 //! round limit counts K.
 
 use crate::bfcl::summarize::SummaryRow;
+use crate::driver::Located;
 use crate::experiment::Experiment;
 use crate::rows::DocRow;
 use crate::tables::report::{csv_row, md_row};
 use crate::tables::table2::SETTINGS;
-use pipeline::{Row, StageError, Store};
+use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,28 +27,20 @@ use std::path::{Path, PathBuf};
 )]
 pub struct RoundsRow {
     /// Documentation setting.
-    #[row(doc = "documentation setting")]
     pub setting: String,
     /// Agent model.
-    #[row(doc = "agent model")]
     pub model: String,
     /// Editor model.
-    #[row(doc = "editor model")]
     pub editor: String,
     /// Instances.
-    #[row(doc = "instances")]
     pub instances: i64,
     /// Mean reflection rounds until the docs stopped changing.
-    #[row(doc = "mean reflection rounds until the docs stopped changing")]
     pub mean_rounds: f64,
     /// Instances frozen before the round limit.
-    #[row(doc = "instances frozen before the round limit")]
     pub converged: i64,
     /// The round limit K of the experiment.
-    #[row(doc = "K")]
     pub round_limit: i64,
     /// `toolobserver`, or `toolobserver-guard` (successes not sent to the editor).
-    #[row(doc = "toolobserver or toolobserver-guard")]
     pub method: String,
 }
 
@@ -79,9 +72,8 @@ pub struct RoundExtra {
 }
 
 /// Builds Table 5 and the curve from the experiment's outputs in `store`.
-pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
-    let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::infra("table5", e.to_string()))?;
+pub fn build(exp: &Experiment, located: &Located) -> Result<Table5, StageError> {
+    let (out, _) = (&located.run, &located.reports);
     let mut notes = Vec::new();
     let k = exp.bfcl().map_or(0, |b| b.rounds) as i64;
     // (setting, agent, editor, method) -> instance -> (rounds, frozen)
@@ -90,20 +82,20 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     let mut reflects: Vec<_> = out.by_stage(crate::batch_reflect::STAGE).collect();
     reflects.sort_by_key(|o| {
         (
-            o.setting.clone(),
-            o.agent.clone(),
-            o.editor.clone(),
-            o.round,
+            o.cell.setting.clone(),
+            o.cell.agent.clone(),
+            o.cell.editor.clone(),
+            o.cell.round,
         )
     });
     for o in reflects {
         let docs: Vec<DocRow> = o.entry.read()?;
         let m = per
             .entry((
-                o.setting.clone(),
-                o.agent.clone(),
-                o.editor.clone(),
-                o.method.clone(),
+                o.cell.setting.clone(),
+                o.cell.agent.clone(),
+                o.cell.editor.clone(),
+                o.cell.method_name().to_string(),
             ))
             .or_default();
         for d in docs {
@@ -111,7 +103,7 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
             if e.1 {
                 continue; // already frozen in an earlier round
             }
-            e.0 = o.round;
+            e.0 = o.cell.round;
             if d.frozen {
                 e.1 = true;
             }
@@ -158,11 +150,11 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
     let mut extra: BTreeMap<Key, RoundExtra> = BTreeMap::new();
     for o in out.by_stage(crate::batch_reflect::STAGE) {
         let key = (
-            o.setting.clone(),
-            o.agent.clone(),
-            o.editor.clone(),
-            o.method.clone(),
-            o.round,
+            o.cell.setting.clone(),
+            o.cell.agent.clone(),
+            o.cell.editor.clone(),
+            o.cell.method_name().to_string(),
+            o.cell.round,
         );
         let docs: Vec<DocRow> = o.entry.read()?;
         let edits: Vec<crate::rows::EditRow> = o.entry.read()?;
@@ -183,11 +175,11 @@ pub fn build(store: &Store, exp: &Experiment) -> Result<Table5, StageError> {
             .sum();
         agent_tokens.insert(
             (
-                o.setting.clone(),
-                o.agent.clone(),
-                o.editor.clone(),
-                o.method.clone(),
-                o.round,
+                o.cell.setting.clone(),
+                o.cell.agent.clone(),
+                o.cell.editor.clone(),
+                o.cell.method_name().to_string(),
+                o.cell.round,
             ),
             sum,
         );

@@ -4,8 +4,9 @@
 //! the last round of each setting's chain.
 
 use crate::bfcl::summarize::SummaryRow;
+use crate::driver::Located;
 use crate::experiment::Experiment;
-use pipeline::{Row, StageError, Store};
+use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -17,19 +18,14 @@ use std::collections::BTreeMap;
 )]
 pub struct EditorCell {
     /// Agent model.
-    #[row(doc = "agent model")]
     pub agent: String,
     /// Editor model.
-    #[row(doc = "editor model")]
     pub editor: String,
     /// Instances (summed over settings).
-    #[row(doc = "instances (summed over settings)")]
     pub n: i64,
     /// Execution accuracy at the last round, instance-weighted.
-    #[row(doc = "execution accuracy at the last round, instance-weighted")]
     pub e: f64,
     /// Settings that have results.
-    #[row(doc = "settings that have results")]
     pub settings: i64,
 }
 
@@ -75,9 +71,8 @@ pub fn cells(rows: &[SummaryRow]) -> Vec<EditorCell> {
 }
 
 /// Builds Table 7 from the experiment's `summarize` output in `store`.
-pub fn build(store: &Store, exp: &Experiment) -> Result<Table7, StageError> {
-    let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::infra("table7", e.to_string()))?;
+pub fn build(exp: &Experiment, located: &Located) -> Result<Table7, StageError> {
+    let (out, _) = (&located.run, &located.reports);
     let rows: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
         Some(s) => s.entry.read()?,
         None => Vec::new(),

@@ -13,10 +13,12 @@
 //! editing: the cost of producing the documentation; `ratio` = a method's `docs`
 //! divided by ToolObserver's for the same setting, agent and editor.
 
+use crate::driver::Located;
 use crate::driver::Output;
+use crate::env::Method;
 use crate::experiment::Experiment;
 use crate::rows::{DocCallRow, EditRow, TrajectoryRow};
-use pipeline::{Row, StageError, Store};
+use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -29,37 +31,26 @@ use std::collections::BTreeMap;
 )]
 pub struct TokenRow {
     /// Documentation setting.
-    #[row(doc = "documentation setting")]
     pub setting: String,
-    /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt` or `draft`.
-    #[row(doc = "gold, base, toolobserver, easytool, play2prompt, draft, tracefree")]
+    /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt`, `draft` or `tracefree`.
     pub method: String,
     /// Agent model.
-    #[row(doc = "agent model")]
     pub agent: String,
     /// Editor model (empty: none).
-    #[row(doc = "editor model (empty: none)")]
     pub editor: String,
     /// Model calls made.
-    #[row(doc = "model calls made")]
     pub calls: i64,
     /// Tokens spent observing tools.
-    #[row(doc = "tokens spent observing tools")]
     pub exploration: i64,
     /// Tokens spent writing documentation.
-    #[row(doc = "tokens spent writing documentation")]
     pub editing: i64,
     /// Agent tokens on the final documentation.
-    #[row(doc = "agent tokens on the final documentation")]
     pub evaluation: i64,
     /// Reasoning tokens (already inside the columns above).
-    #[row(doc = "reasoning tokens (already inside the columns above)")]
     pub reasoning: i64,
     /// Exploration + editing.
-    #[row(doc = "exploration + editing")]
     pub docs: i64,
     /// `docs` / ToolObserver's `docs` (same setting, agent, editor); null without one.
-    #[row(doc = "docs / ToolObserver's docs")]
     pub ratio: Option<f64>,
 }
 
@@ -105,22 +96,21 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
     }
     let key = |o: &Output| -> Key {
         (
-            o.setting.clone(),
-            o.method.clone(),
-            o.agent.clone(),
-            o.editor.clone(),
+            o.cell.setting.clone(),
+            o.cell.method_name().to_string(),
+            o.cell.agent.clone(),
+            o.cell.editor.clone(),
         )
     };
     // ToolObserver's last explored round per (setting, agent, editor).
     // A chain whose first reflection froze everything has no explore beyond round 0:
     // its last round is 0 and Base's turns are its evaluation.
-    let is_to = |m: &str| m.starts_with("toolobserver");
     let mut last: BTreeMap<Key, i64> = BTreeMap::new();
-    for o in outputs.iter().filter(|o| is_to(&o.method)) {
+    for o in outputs.iter().filter(|o| o.cell.is_toolobserver()) {
         let k = key(o);
         let r = last.entry(k).or_insert(0);
         if o.stage == crate::bfcl::explore::STAGE {
-            *r = (*r).max(o.round);
+            *r = (*r).max(o.cell.round);
         }
     }
     for o in outputs {
@@ -137,17 +127,17 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
                         e.evaluation += s.tokens;
                     }
                 };
-                if is_to(&o.method) {
+                if o.cell.is_toolobserver() {
                     let final_round = last.get(&key(o)).copied().unwrap_or(0);
-                    add(key(o), o.round < final_round);
+                    add(key(o), o.cell.round < final_round);
                 } else {
                     add(key(o), false);
                 }
                 // Round 0 (Base) is also each ToolObserver chain's first exploration
                 // (its evaluation when the chain never got past it).
-                if o.method == "base" {
+                if o.cell.is(Method::Base) {
                     for ((setting, method, agent, editor), &final_round) in &last {
-                        if setting == &o.setting && agent == &o.agent {
+                        if setting == &o.cell.setting && agent == &o.cell.agent {
                             add(
                                 (
                                     setting.clone(),
@@ -214,9 +204,8 @@ pub fn compute(outputs: &[Output]) -> Result<Vec<TokenRow>, StageError> {
 }
 
 /// Builds the token table from the experiment's outputs in `store`.
-pub fn build(store: &Store, exp: &Experiment) -> Result<Tokens, StageError> {
-    let (out, _) = crate::driver::locate(exp, store)
-        .map_err(|e| StageError::infra("tokens", e.to_string()))?;
+pub fn build(exp: &Experiment, located: &Located) -> Result<Tokens, StageError> {
+    let (out, _) = (&located.run, &located.reports);
     let rows = compute(&out.outputs)?;
     let mut notes = Vec::new();
     if rows.is_empty() {

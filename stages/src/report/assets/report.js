@@ -175,15 +175,23 @@
     });
   }
 
+  // The item browser is folded below the tables and curves: a link to a cell or an
+  // item unfolds it and brings it into view.
+  function unfold() {
+    var d = document.getElementById("otb-items-fold");
+    if (d && !d.open) d.open = true;
+    var s = document.getElementById("items");
+    if (s && s.scrollIntoView) s.scrollIntoView();
+  }
   // #cell=N filters to a cell; #item=N:ID opens an item (links to either can be shared).
   function route() {
     var h = decodeURIComponent(location.hash.replace(/^#/, ""));
     var m = /^cell=(\d+)$/.exec(h);
-    if (m && byCell[m[1]]) { selects.cell.value = m[1]; render(); return; }
+    if (m && byCell[m[1]]) { selects.cell.value = m[1]; render(); unfold(); return; }
     m = /^item=(\d+):(.*)$/.exec(h);
     if (m) {
       var found = items.filter(function (i) { return String(i.cell) === m[1] && i.id === m[2]; })[0];
-      if (found) { selects.cell.value = m[1]; render(); open(found); }
+      if (found) { selects.cell.value = m[1]; render(); open(found); unfold(); }
     }
   }
   render();
