@@ -14,8 +14,15 @@ use serde_json::Value;
 /// The stage name (shared with the offline form; the key's `mode` tells them apart).
 pub const STAGE: &str = "batch-reflect";
 /// 2: an instance whose agent call failed is not frozen (it was, as if it had
-/// converged).
-pub const VERSION: u32 = 2;
+/// converged). 3: a description ends where the reply echoes the observed example
+/// ([`ECHOED`]: a small editor copied the calls and their outcome into it).
+pub const VERSION: u32 = 3;
+
+/// The observed example's section labels (the environment's rendering: the user's
+/// request, the calls, their outcome or output). A reply that repeats one has left the
+/// description: the description ends there, at the start of a line or inside one
+/// (`Outcome`, a common word, only at the start of a line).
+pub const ECHOED: [&str; 4] = ["CALLS MADE", "USER QUESTION", "MODEL OUTPUT", "OUTCOME"];
 
 /// One tool as the editor sees it.
 pub fn render_tool(tool: &Value) -> String {
@@ -95,9 +102,26 @@ fn header<'a>(line: &'a str, key: &str) -> Option<(&'a str, bool)> {
     Some((rest.trim_start_matches(['*', '_']), true))
 }
 
+/// Where `line` repeats one of the example's labels ([`ECHOED`]) inside it: the byte
+/// offset of the label (`Outcome` only at the line's start: see [`ECHOED`]).
+fn echo_in(line: &str) -> Option<usize> {
+    let upper = line.to_ascii_uppercase();
+    ECHOED
+        .iter()
+        .filter_map(|label| {
+            let at = format!("{label}:");
+            match *label {
+                "OUTCOME" => None,
+                _ => upper.find(&at),
+            }
+        })
+        .min()
+}
+
 /// Parses an editor reply's `FUNCTION:` / `DESCRIPTION:` blocks; a description runs
-/// until the next `FUNCTION:` header, and blocks with an empty name or description
-/// are dropped.
+/// until the next `FUNCTION:` header or until the reply echoes the observed example
+/// ([`ECHOED`]; what follows up to the next `FUNCTION:` is dropped), and blocks with
+/// an empty name or description are dropped.
 pub fn parse_reply(text: &str) -> ParsedReply {
     let mut out = ParsedReply::default();
     let mut name: Option<(String, bool)> = None;
@@ -112,9 +136,12 @@ pub fn parse_reply(text: &str) -> ParsedReply {
                 }
             }
         };
+    // Inside a block whose description already ended at an echo of the example.
+    let mut echoed = false;
     for line in text.lines() {
         let trimmed = line.trim();
         if let Some((rest, lenient)) = header(trimmed, "FUNCTION") {
+            echoed = false;
             flush(&mut name, &mut desc, &mut out);
             let n = rest
                 .trim()
@@ -122,15 +149,27 @@ pub fn parse_reply(text: &str) -> ParsedReply {
                 .trim()
                 .to_string();
             name = Some((n, lenient));
+        } else if echoed {
+            continue;
         } else if let Some((rest, lenient)) = header(trimmed, "DESCRIPTION") {
             if let Some((_, l)) = name.as_mut() {
                 *l |= lenient;
             }
-            desc = Some(rest.trim().to_string());
+            let rest = rest.trim();
+            let cut = echo_in(rest);
+            echoed = cut.is_some();
+            desc = Some(rest[..cut.unwrap_or(rest.len())].trim().to_string());
         } else if let Some(d) = desc.as_mut() {
-            if !trimmed.is_empty() {
+            if ECHOED.iter().any(|l| header(trimmed, l).is_some()) {
+                echoed = true;
+                continue;
+            }
+            let cut = echo_in(trimmed);
+            echoed = cut.is_some();
+            let kept = trimmed[..cut.unwrap_or(trimmed.len())].trim();
+            if !kept.is_empty() {
                 d.push(' ');
-                d.push_str(trimmed);
+                d.push_str(kept);
             }
         }
     }
@@ -289,6 +328,30 @@ mod tests {
 
     #[test]
     fn strict_blocks() {
+        // A small editor's echo of the example ends the description, on a line of
+        // its own or inside one; the next block is read as usual.
+        let r = parse_reply("FUNCTION: function_1\nDESCRIPTION: Cosine similarity of two vectors. Call function_1(a, b).\nCALLS MADE: function_1(vector1=[0.5])\nOutcome: ERROR: unexpected keyword\nIt failed.\nFUNCTION: function_2\nDESCRIPTION: Density of an object. Calls made: function_2(m=1)\n**User question:** what is\n");
+        assert_eq!(
+            r.blocks,
+            vec![
+                (
+                    "function_1".to_string(),
+                    "Cosine similarity of two vectors. Call function_1(a, b).".to_string()
+                ),
+                (
+                    "function_2".to_string(),
+                    "Density of an object.".to_string()
+                ),
+            ]
+        );
+        // `Outcome` inside a sentence is the description's own word.
+        let r = parse_reply(
+            "FUNCTION: f\nDESCRIPTION: Plays a game.\nReturns the outcome: win or loss.\n",
+        );
+        assert_eq!(
+            r.blocks[0].1,
+            "Plays a game. Returns the outcome: win or loss."
+        );
         let r = parse_reply("FUNCTION: function_1\nDESCRIPTION: Adds two numbers.\nUse a and b.\n\nFUNCTION: function_2\nDESCRIPTION: x\n");
         assert_eq!(
             r.blocks,
