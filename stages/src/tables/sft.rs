@@ -768,7 +768,12 @@ mod tests {
             node: format!("{stage}[{set} {node}]"),
             stage,
             cell: crate::env::Cell {
-                env: "chess",
+                // The environment whose drive recorded it (the stage's prefix).
+                env: if stage.starts_with("search") || stage == crate::search::JUDGE_STAGE {
+                    "search"
+                } else {
+                    "chess"
+                },
                 setting: set.into(),
                 method,
                 guard,
