@@ -768,12 +768,7 @@ mod tests {
             node: format!("{stage}[{set} {node}]"),
             stage,
             cell: crate::env::Cell {
-                // The environment whose drive recorded it (the stage's prefix).
-                env: if stage.starts_with("search") || stage == crate::search::JUDGE_STAGE {
-                    "search"
-                } else {
-                    "chess"
-                },
+                env: "chess",
                 setting: set.into(),
                 method,
                 guard,
