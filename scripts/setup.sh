@@ -8,8 +8,9 @@ set -euo pipefail
 # stockfish: the UCI chess engine of the Chess environment (/usr/games/stockfish);
 # graphviz: renders `otb plan --format dot` (optional for users; the tests check it);
 # python3-venv: the tests' virtual environment for the `openai` client;
-# chromium: the tests open `otb report`'s page in headless Chromium (optional for users).
-pkgs=(pkg-config cmake clang libclang-dev fonts-dejavu-core stockfish graphviz python3-venv chromium)
+# chromium: the tests open `otb report`'s page in headless Chromium (optional for users);
+# git: what mcp-server-git, the real MCP server of tests/mcp_proxy.rs, works on.
+pkgs=(pkg-config cmake clang libclang-dev fonts-dejavu-core stockfish graphviz python3-venv chromium git)
 command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || pkgs+=(python3-pip)
 missing=()

@@ -241,7 +241,50 @@ enum Command {
         #[arg(long, requires = "sft", default_value_t = 0)]
         seed: u64,
     },
-    /// Write one self-contained HTML report of an experiment, or of the released runs
+    /// Write one cell's tool descriptions as an MCP tool list (tools/list shape)
+    ///
+    /// {"tools": [{"name", "description", "inputSchema"}, ...], "_otb": {...}}: each
+    /// tool's real name and input schema unchanged, its description the method's (the
+    /// last round computed, unless --round), and under `_otb` the provenance
+    /// (experiment, cell, round, scores before and after where the store has them).
+    /// `otb mcp proxy --docs` serves it. A choice the store leaves open (several
+    /// settings, agents, editors) is refused with the choices listed; BFCL's
+    /// documentation is per instance, so a BFCL cell needs --instance. See docs/mcp.md.
+    #[command(verbatim_doc_comment)]
+    Docs {
+        /// The experiment file (TOML)
+        experiment: PathBuf,
+        /// gold, base, toolobserver, toolobserver-guard, easytool, play2prompt, draft
+        /// or tracefree
+        #[arg(long)]
+        method: String,
+        /// Write the tool list into FILE (default: stdout)
+        #[arg(long, value_name = "FILE")]
+        to: Option<PathBuf>,
+        /// The environment (bfcl, chess, search, ...)
+        #[arg(long)]
+        env: Option<String>,
+        /// The documentation setting (BFCL) or tool set (chess, search)
+        #[arg(long)]
+        setting: Option<String>,
+        /// The agent model spec
+        #[arg(long)]
+        agent: Option<String>,
+        /// The editor model spec
+        #[arg(long)]
+        editor: Option<String>,
+        /// The round (default: the last one computed)
+        #[arg(long)]
+        round: Option<i64>,
+        /// The instance, for per-instance documentation (BFCL)
+        #[arg(long, value_name = "ID")]
+        instance: Option<String>,
+    },
+    /// MCP servers: serve learned documentation in front of one
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     ///
     /// One page (default outputs/reports/<name>/report.html) that opens from file:// and
     /// reads only the store, so it works on a half-finished one. It shows:
@@ -493,6 +536,42 @@ enum ImportCommand {
 }
 
 #[derive(Subcommand)]
+enum McpCommand {
+    /// An MCP server that forwards everything to an upstream MCP server and lists its
+    /// tools with the descriptions of a tool list (`otb docs`)
+    ///
+    /// Serves MCP on stdin/stdout (or Streamable HTTP at http://ADDR/mcp with --addr):
+    /// a drop-in for the upstream in any MCP client configuration. Tools the list does
+    /// not name keep the upstream's descriptions; errors the upstream answers pass
+    /// through. The upstream is held to bounds (time per request, message size, JSON
+    /// depth, number of tools, description length): a request past one is an MCP error
+    /// naming it; an upstream that exits or breaks the protocol ends the proxy with one
+    /// line naming it (exit 1).
+    ///
+    ///   otb mcp proxy --docs tools.json --upstream python3 -m mcp_server_git --repository .
+    ///   otb mcp proxy --docs tools.json --upstream http://127.0.0.1:8000/mcp
+    #[command(verbatim_doc_comment)]
+    Proxy {
+        /// The tool list to serve (`otb docs --to`)
+        #[arg(long, value_name = "FILE")]
+        docs: PathBuf,
+        /// Serve Streamable HTTP on HOST:PORT instead of stdio (port 0: any free port)
+        #[arg(long, value_name = "HOST:PORT")]
+        addr: Option<std::net::SocketAddr>,
+        /// Seconds the upstream may take to answer `initialize`
+        #[arg(long, default_value_t = 20.0, value_name = "S")]
+        connect_timeout_s: f64,
+        /// Seconds the upstream may take to answer one request
+        #[arg(long, default_value_t = 60.0, value_name = "S")]
+        call_timeout_s: f64,
+        /// The upstream: a URL (http:// or https://), or a command and its arguments
+        /// (give it last: every word after it is the command's)
+        #[arg(long, required = true, num_args = 1.., allow_hyphen_values = true, value_name = "COMMAND ...|URL")]
+        upstream: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum CacheCommand {
     /// What the cache holds: calls, and tokens per stage and model
     Stats,
@@ -675,6 +754,38 @@ pub fn main() -> Result<ExitCode> {
             export(&cx, &experiment, to.as_deref(), sft.as_deref(), &opts)
         }
         Command::Gc { keep, dry_run } => gc(&cx, &keep, dry_run),
+        Command::Docs {
+            experiment,
+            method,
+            to,
+            env,
+            setting,
+            agent,
+            editor,
+            round,
+            instance,
+        } => {
+            let q = stages::learned::Query {
+                env,
+                setting,
+                agent,
+                editor,
+                round,
+                instance,
+                ..stages::learned::Query::for_method(&method)?
+            };
+            docs(&cx, &experiment, &q, to.as_deref())
+        }
+        Command::Mcp {
+            command:
+                McpCommand::Proxy {
+                    docs,
+                    addr,
+                    connect_timeout_s,
+                    call_timeout_s,
+                    upstream,
+                },
+        } => mcp_proxy(&docs, addr, connect_timeout_s, call_timeout_s, &upstream),
         Command::Report {
             experiment,
             to,
@@ -1098,6 +1209,99 @@ fn export(
         outln!("{}", w.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `otb docs`: one cell's documentation as an MCP tool list, on stdout or into
+/// `to` (written whole, after everything was checked).
+fn docs(
+    cx: &Ctx,
+    experiment: &Path,
+    q: &stages::learned::Query,
+    to: Option<&Path>,
+) -> Result<ExitCode> {
+    let exp = cx.load(experiment)?;
+    if let Some(to) = to {
+        if to.is_dir() {
+            return Err(BadInput(format!(
+                "--to {}: is a folder; name the file to write",
+                to.display()
+            ))
+            .into());
+        }
+        let parent = match to.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        if !parent.is_dir() {
+            return Err(BadInput(format!(
+                "--to {}: {} is not a folder",
+                to.display(),
+                parent.display()
+            ))
+            .into());
+        }
+        writable(parent).map_err(|e| {
+            BadInput(format!(
+                "--to {}: cannot write into {} ({e})",
+                to.display(),
+                parent.display()
+            ))
+        })?;
+    }
+    let store = cx.open_store(Access::ReadOnly)?;
+    let located = stages::driver::locate(&exp, &store)?;
+    let list = stages::learned::tool_list(&exp, &located, q)?;
+    let text = serde_json::to_string_pretty(&list)? + "\n";
+    match to {
+        None => out!("{text}"),
+        Some(to) => {
+            let tmp = to.with_extension("json.tmp");
+            std::fs::write(&tmp, &text)
+                .and_then(|()| std::fs::rename(&tmp, to))
+                .map_err(|e| anyhow::Error::new(e).context(format!("writing {}", to.display())))?;
+            let n = list["tools"].as_array().map_or(0, Vec::len);
+            let tools = if n == 1 { "tool" } else { "tools" };
+            outln!("wrote {n} {tools} to {}", to.display());
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `otb mcp proxy`: the bad input (the tool list, the command line) is refused
+/// before the upstream is started; an upstream that is gone is one error line.
+fn mcp_proxy(
+    docs: &Path,
+    addr: Option<std::net::SocketAddr>,
+    connect_timeout_s: f64,
+    call_timeout_s: f64,
+    upstream: &[String],
+) -> Result<ExitCode> {
+    let input = |e: mcp::Error| -> anyhow::Error {
+        match e {
+            mcp::Error::Input(s) => BadInput(s).into(),
+            e => e.into(),
+        }
+    };
+    let seconds = |s: f64, option: &str| {
+        if s.is_finite() && s > 0.0 && s <= 86_400.0 {
+            Ok(std::time::Duration::from_secs_f64(s))
+        } else {
+            Err(BadInput(format!(
+                "{option} {s}: give seconds above 0 and at most 86400"
+            )))
+        }
+    };
+    let limits = mcp::bounds::Limits {
+        connect: seconds(connect_timeout_s, "--connect-timeout-s")?,
+        call: seconds(call_timeout_s, "--call-timeout-s")?,
+        ..mcp::bounds::Limits::default()
+    };
+    let list = mcp::tools::ToolList::read(docs).map_err(input)?;
+    let spec = mcp::upstream::Spec::parse(upstream).map_err(input)?;
+    match mcp::proxy::run_blocking(&spec, list.descriptions(), limits, addr).map_err(input)? {
+        mcp::proxy::Ended::Client => Ok(ExitCode::SUCCESS),
+        mcp::proxy::Ended::Upstream(why) => Err(anyhow::anyhow!(why)),
+    }
 }
 
 /// Check a folder the user names for a command to write into (`--to`, `--sft`)

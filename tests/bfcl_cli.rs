@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{otb, shared_bfcl as shared};
+use common::{otb, shared_bfcl as shared, stdout_ok};
 
 fn exec(call: &str) -> (Option<i32>, String, String) {
     let out = otb().args(["exec", call]).output().unwrap();
@@ -45,12 +45,7 @@ fn exec_recorded_backend_answers_from_the_frozen_file() {
         .arg(&rec)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "859533.5");
+    assert_eq!(stdout_ok(&out).trim(), "859533.5");
     let out = otb()
         .args(["exec", "math_gcd(a=1, b=2)", "--backend", "recorded"])
         .output()

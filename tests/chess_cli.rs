@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{one_error_line, otb};
+use common::{chess_engine, one_error_line, otb, staging};
 
 fn run(dir: &std::path::Path, chess: &str, env: &[(&str, &str)]) -> std::process::Output {
     let exp = dir.join("exp.toml");
@@ -40,10 +40,7 @@ fn chess_bad_input_is_one_line_and_exit_2() {
     assert!(err.contains("chess engine"), "{err}");
     assert!(!d.path().join("store").exists());
 
-    if datasets::chess::engine::find_engine(None).is_err() {
-        testkit::skip("engine", "no chess engine");
-        return;
-    }
+    let Some(_) = chess_engine() else { return };
     std::fs::write(d.path().join("train.jsonl"), "{\"fen\": 42}\n").unwrap();
     std::fs::write(d.path().join("test.jsonl"), "not json\n").unwrap();
     let err = one_error_line(&run(
@@ -81,10 +78,7 @@ fn chess_bad_input_is_one_line_and_exit_2() {
 /// is gone once the stage is published.
 #[test]
 fn killing_a_chess_run_loses_only_the_games_in_flight() {
-    if datasets::chess::engine::find_engine(None).is_err() {
-        testkit::skip("engine", "no chess engine");
-        return;
-    }
+    let Some(_) = chess_engine() else { return };
     let d = tempfile::tempdir().unwrap();
     let fens = [
         "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq -",
@@ -100,12 +94,10 @@ fn killing_a_chess_run_loses_only_the_games_in_flight() {
     std::fs::write(d.path().join("train.jsonl"), line(0, fens[0]) + "\n").unwrap();
     let test: Vec<String> = fens.iter().enumerate().map(|(i, f)| line(i, f)).collect();
     std::fs::write(d.path().join("test.jsonl"), test.join("\n") + "\n").unwrap();
-    let exp = d.path().join("exp.toml");
-    std::fs::write(
-        &exp,
+    let exp = common::exp_file(
+        d.path(),
         "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\ntest_positions = 6\nopponents = [1350]\nmirror = true\nmovetime_ms = 20\nmax_plies = 40\nopponent_ratings = \"nominal\"\nconcurrency = 1\n[models]\nagent = \"scripted:random\"\n",
-    )
-    .unwrap();
+    );
     let store = d.path().join("store");
     let run = || {
         let mut c = otb();
@@ -162,10 +154,7 @@ fn killing_a_chess_run_loses_only_the_games_in_flight() {
 /// line; the run succeeds.
 #[test]
 fn odd_fens_are_repaired_or_skipped_and_counted() {
-    if datasets::chess::engine::find_engine(None).is_err() {
-        testkit::skip("engine", "no chess engine");
-        return;
-    }
+    let Some(_) = chess_engine() else { return };
     let d = tempfile::tempdir().unwrap();
     let line = |id: &str, fen: &str| {
         format!("{{\"fen\": \"{fen}\", \"phase\": \"middlegame\", \"evaluation\": \"equal\", \"cp\": 0.0, \"mate\": null, \"depth\": 12, \"test_id\": \"{id}\"}}\n")
@@ -222,17 +211,6 @@ fn script(dir: &std::path::Path, name: &str, text: &str) {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// The entries of the store's `tmp/` (staging folders a killed run leaves).
-fn staging(store: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(store.join("tmp"))
-        .map(|r| {
-            r.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A chess engine that exits at once, or one that answers a search and dies (its
@@ -398,12 +376,10 @@ fn an_oversized_fen_is_quoted_in_part() {
 #[test]
 fn baselines_alone_check_the_editor_before_the_store() {
     let d = tempfile::tempdir().unwrap();
-    let exp = d.path().join("exp.toml");
-    std::fs::write(
-        &exp,
+    let exp = common::exp_file(
+        d.path(),
         "name = \"c\"\n[chess]\nmethods = [\"easytool\"]\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:random\"\n",
-    )
-    .unwrap();
+    );
     let out = otb()
         .arg("--store")
         .arg(d.path().join("store"))

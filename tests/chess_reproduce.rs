@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::otb;
+use common::{chess_engine, otb};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -119,10 +119,7 @@ fn run(store: &Path, exp: &Path) -> String {
 
 #[test]
 fn a_chess_grid_publishes_the_same_entries_twice_even_on_a_loaded_machine() {
-    if datasets::chess::engine::find_engine(None).is_err() {
-        testkit::skip("engine", "no chess engine");
-        return;
-    }
+    let Some(_) = chess_engine() else { return };
     let d = tempfile::tempdir().unwrap();
     // A small node budget: the searches stop on it (not on their depth) in most
     // positions, which is the case the clock decided before.

@@ -66,29 +66,12 @@ fn embedded_model_runs_the_online_loop_and_reruns_from_cache() {
         first.ran
     );
     // Every agent turn is a row: a call to an offered tool, or a classified error.
-    let out = s.otb(&["cache", "stats"]);
-    let stats = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stats = s.otb_ok(&["cache", "stats"]);
     assert!(stats.contains("explore"), "{stats}");
     // A rerun makes no model calls and executes nothing.
     let second = s.run();
     assert_eq!(second.executed(), 0);
-    let dest = s.dir.path().join("export");
-    let out = s.otb(&[
-        "export",
-        s.exp().to_str().unwrap(),
-        "--to",
-        dest.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    s.export();
 }
 
 /// Each baseline (EasyTool, Play2Prompt, DRAFT with MiniLM embeddings) completes a

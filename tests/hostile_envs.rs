@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{one_error_line, otb, stdout_ok};
+use common::{chess_engine, one_error_line, otb, staging, stdout_ok};
 use datasets::search::real::encrypt;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -72,17 +72,6 @@ fn script(dir: &Path, name: &str, text: &str) {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// The entries of the store's `tmp/` (staging folders a failed or killed run leaves).
-fn staging(store: &Path) -> Vec<String> {
-    std::fs::read_dir(store.join("tmp"))
-        .map(|r| {
-            r.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A positions row (`test_id` = `id`) of the start position.
@@ -562,25 +551,7 @@ fn empty_duplicate_and_enormous_documents_and_a_1_mb_answer_run() {
 }
 /// The stage results in a store, as `stage/key`.
 fn published(store: &Path) -> Vec<String> {
-    let skip = ["cache", "quarantine", "slots", "tmp", "FORMAT"];
-    let mut keys = Vec::new();
-    let Ok(stages) = std::fs::read_dir(store) else {
-        return keys;
-    };
-    for stage in stages.filter_map(Result::ok) {
-        let name = stage.file_name().to_string_lossy().into_owned();
-        if skip.contains(&name.as_str()) || !stage.path().is_dir() {
-            continue;
-        }
-        for key in std::fs::read_dir(stage.path())
-            .unwrap()
-            .filter_map(Result::ok)
-        {
-            keys.push(format!("{name}/{}", key.file_name().to_string_lossy()));
-        }
-    }
-    keys.sort();
-    keys
+    common::published(store).unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------
@@ -769,10 +740,7 @@ fn chess_model(mut stream: std::net::TcpStream, behaviour: std::sync::Arc<Behavi
 /// side, each with its own model server.
 #[test]
 fn hostile_chess_agents_end_as_rows_and_the_run_goes_on() {
-    if datasets::chess::engine::find_engine(None).is_err() {
-        testkit::skip("engine", "no chess engine");
-        return;
-    }
+    let Some(_) = chess_engine() else { return };
     let d = tempfile::tempdir().unwrap();
     let cases = [
         (Behaviour::Huge, "ply_limit"),
@@ -903,10 +871,7 @@ fn a_search_run_killed_anywhere_ends_with_the_uninterrupted_table() {
 /// are the same.
 #[test]
 fn a_chess_run_killed_anywhere_completes_and_is_then_fresh() {
-    if datasets::chess::engine::find_engine(None).is_err() {
-        testkit::skip("engine", "no chess engine");
-        return;
-    }
+    let Some(_) = chess_engine() else { return };
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("train.jsonl"), position_line("a")).unwrap();
     std::fs::write(
@@ -914,12 +879,10 @@ fn a_chess_run_killed_anywhere_completes_and_is_then_fresh() {
         position_line("b") + &position_line("c").replace("KQkq -", "KQkq - 0 1"),
     )
     .unwrap();
-    let exp = d.path().join("exp.toml");
-    std::fs::write(
-        &exp,
+    let exp = common::exp_file(
+        d.path(),
         "name = \"k\"\n[chess]\ntool_sets = [\"strength_gradient\"]\nmethods = [\"gold\", \"base\"]\ntrain_file = \"train.jsonl\"\ntest_file = \"test.jsonl\"\nopponents = [1350]\nnodes = 2000\nmax_plies = 8\nopponent_ratings = \"nominal\"\nconcurrency = 2\n[models]\nagent = \"scripted:random\"\n",
-    )
-    .unwrap();
+    );
     let reference = d.path().join("reference");
     let t0 = Instant::now();
     stdout_ok(&run_cmd(&reference, &exp).output().unwrap());

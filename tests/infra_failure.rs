@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{fixture, otb, stdout_ok};
+use common::{fixture, otb, otb_run, stdout_ok};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,12 +71,8 @@ fn run_with(
     url: &str,
     concurrent: bool,
 ) -> std::process::Output {
-    otb()
+    otb_run(store, exp)
         .env("OTB_CONCURRENT_CHAINS", if concurrent { "1" } else { "0" })
-        .arg("--store")
-        .arg(store)
-        .arg("run")
-        .arg(exp)
         .env("OTB_LLM_BASE_URL", url)
         .env("OTB_LLM_API_KEY", "test")
         .env("OTB_LLM_MAX_CONCURRENCY", "1")
@@ -132,14 +128,7 @@ fn an_auth_failure_fails_the_stage_and_the_rerun_makes_only_the_missing_calls() 
     assert_eq!(second.len(), 8);
 
     // The final table equals an uninterrupted run's.
-    let (url2, _srv2) = serve(vec![]);
-    let store2 = dir.path().join("store2");
-    stdout_ok(&run(&store2, &exp, &url2));
-    assert_eq!(
-        common::run_table2(&store, &exp),
-        common::run_table2(&store2, &exp)
-    );
-    assert!(!common::run_table2(&store, &exp).is_empty());
+    same_table_as_an_uninterrupted_run(dir.path(), &store, &exp);
 }
 
 #[test]
@@ -152,31 +141,24 @@ fn a_store_seeded_from_an_exported_cache_replays_without_a_model() {
     let made = srv.log.lock().unwrap().len();
     assert_eq!(made, 10);
     let file = dir.path().join("calls.parquet");
-    let out = otb()
-        .arg("--store")
-        .arg(&a)
-        .args(["cache", "export", "--to"])
-        .arg(&file)
-        .output()
-        .expect("export");
+    // `otb --store STORE cache VERB..FILE`.
+    let cache = |store: &std::path::Path, verb: &[&str], file: &std::path::Path| {
+        otb()
+            .arg("--store")
+            .arg(store)
+            .arg("cache")
+            .args(verb)
+            .arg(file)
+            .output()
+            .expect("otb cache")
+    };
+    let out = cache(&a, &["export", "--to"], &file);
     assert!(stdout_ok(&out).contains("wrote 10 calls"));
     let b = dir.path().join("b");
-    let out = otb()
-        .arg("--store")
-        .arg(&b)
-        .args(["cache", "import"])
-        .arg(&file)
-        .output()
-        .expect("import");
+    let out = cache(&b, &["import"], &file);
     assert!(stdout_ok(&out).starts_with("imported 10 calls"));
     // Importing again adds nothing.
-    let out = otb()
-        .arg("--store")
-        .arg(&b)
-        .args(["cache", "import"])
-        .arg(&file)
-        .output()
-        .expect("import");
+    let out = cache(&b, &["import"], &file);
     assert!(stdout_ok(&out).contains("(10 already there, 0 refused"));
     stdout_ok(&run(&b, &exp, &url));
     assert_eq!(
@@ -188,13 +170,7 @@ fn a_store_seeded_from_an_exported_cache_replays_without_a_model() {
     // A file that is not an export is one error line, exit 2.
     let junk = dir.path().join("junk.parquet");
     std::fs::write(&junk, b"not parquet").unwrap();
-    let out = otb()
-        .arg("--store")
-        .arg(&b)
-        .args(["cache", "import"])
-        .arg(&junk)
-        .output()
-        .expect("import junk");
+    let out = cache(&b, &["import"], &junk);
     common::one_error_line(&out);
 }
 
@@ -231,14 +207,22 @@ fn with_concurrent_chains_a_rerun_resends_only_the_failed_calls() {
     assert_eq!(answered, 10, "{all:?}");
 
     // The final table equals an uninterrupted run's, with the chains one after another.
-    let (url2, _srv2) = serve(vec![]);
-    let store2 = dir.path().join("store2");
-    stdout_ok(&run_with(&store2, &exp, &url2, false));
-    assert_eq!(
-        common::run_table2(&store, &exp),
-        common::run_table2(&store2, &exp)
-    );
-    assert!(!common::run_table2(&store, &exp).is_empty());
+    same_table_as_an_uninterrupted_run(dir.path(), &store, &exp);
+}
+
+/// Table 2 of `store` is not empty and is that of an uninterrupted run of `exp` (the
+/// chains one after another) on a fresh store under `dir`.
+fn same_table_as_an_uninterrupted_run(
+    dir: &std::path::Path,
+    store: &std::path::Path,
+    exp: &std::path::Path,
+) {
+    let (url, _srv) = serve(vec![]);
+    let fresh = dir.join("store2");
+    stdout_ok(&run(&fresh, exp, &url));
+    let table = common::run_table2(store, exp);
+    assert_eq!(table, common::run_table2(&fresh, exp));
+    assert!(!table.is_empty());
 }
 
 /// Two `otb run`s of one experiment at the same time on one store pay for each model
@@ -257,11 +241,7 @@ fn two_runs_at_once_on_one_store_make_each_call_once() {
     let (url, srv) = serve(Vec::new());
     let store = d.path().join("shared");
     let spawn = || {
-        otb()
-            .arg("--store")
-            .arg(&store)
-            .arg("run")
-            .arg(&exp)
+        otb_run(&store, &exp)
             .env("OTB_LLM_BASE_URL", &url)
             .env("OTB_LLM_API_KEY", "test")
             .stdout(std::process::Stdio::piped())
@@ -303,8 +283,7 @@ fn a_run_without_a_terminal_prints_heartbeat_lines() {
     let exp = experiment(dir.path());
     let store = dir.path().join("store");
     let run = |quiet: bool, every: &str, store: &std::path::Path| {
-        let mut c = otb();
-        c.arg("--store").arg(store).arg("run").arg(&exp);
+        let mut c = otb_run(store, &exp);
         if quiet {
             c.arg("--quiet");
         }
@@ -432,11 +411,7 @@ fn a_fleet_member_killed_mid_run_leaves_the_run_to_the_others() {
         common::spawn_server(b.clone(), fleet_handle)
     );
     let two = dir.path().join("two");
-    let out = otb()
-        .arg("--store")
-        .arg(&two)
-        .arg("run")
-        .arg(&exp)
+    let out = otb_run(&two, &exp)
         .env("OTB_LLM_BASE_URL", &urls)
         .env("OTB_LLM_API_KEY", "test")
         .env("OTB_LLM_MAX_CONCURRENCY", "1")
@@ -477,12 +452,8 @@ fn a_fleet_named_in_the_experiment_file_shares_the_calls() {
         p
     };
     let run = |exp: &std::path::Path, store: &std::path::Path, base: Option<&str>| {
-        let mut c = otb();
-        c.arg("--store")
-            .arg(store)
-            .arg("run")
-            .arg(exp)
-            .env_remove("OTB_LLM_BASE_URL")
+        let mut c = otb_run(store, exp);
+        c.env_remove("OTB_LLM_BASE_URL")
             .env("OTB_LLM_API_KEY", "test")
             .env("OTB_LLM_MAX_CONCURRENCY", "1");
         if let Some(b) = base {
@@ -546,13 +517,7 @@ fn a_second_agent_with_the_same_answers_gets_its_own_summary() {
     let text = std::fs::read_to_string(&exp).expect("read exp");
     let replay = dir.path().join("replay.toml");
     std::fs::write(&replay, text.replace("openai:fake", "replay:fake")).expect("write");
-    let out = otb()
-        .arg("--store")
-        .arg(&one)
-        .arg("run")
-        .arg(&replay)
-        .output()
-        .expect("run otb");
+    let out = otb_run(&one, &replay).output().expect("run otb");
     assert!(
         out.status.success(),
         "{}",

@@ -78,18 +78,22 @@ fn exec_live_calls_the_apis_at_the_base_url() {
     );
 }
 
+/// `otb exec` of one weather call on the live backend, run by `otb`.
+fn weather_live(otb: &mut Command) -> std::process::Output {
+    otb.args([
+        "exec",
+        "get_weather_data(coordinates=[1, 2])",
+        "--backend",
+        "live",
+    ])
+    .output()
+    .expect("run otb")
+}
+
 #[test]
 fn live_without_keys_is_one_error_line_and_exit_code_2() {
-    let out = keyless_otb()
-        .env("GEOCODE_API_KEY", "set")
-        .args([
-            "exec",
-            "get_weather_data(coordinates=[1, 2])",
-            "--backend",
-            "live",
-        ])
-        .output()
-        .expect("run otb");
+    let mut keyless = keyless_otb();
+    let out = weather_live(keyless.env("GEOCODE_API_KEY", "set"));
     let err = one_error_line(&out);
     assert!(out.stdout.is_empty());
     assert!(
@@ -111,15 +115,7 @@ fn live_without_keys_is_one_error_line_and_exit_code_2() {
     let err = one_error_line(&out);
     assert!(err.contains("GEOCODE_API_KEY, RAPID_API_KEY"), "{err}");
 
-    let out = live_otb(Some("ftp://127.0.0.1"))
-        .args([
-            "exec",
-            "get_weather_data(coordinates=[1, 2])",
-            "--backend",
-            "live",
-        ])
-        .output()
-        .expect("run otb");
+    let out = weather_live(&mut live_otb(Some("ftp://127.0.0.1")));
     let err = one_error_line(&out);
     assert!(err.contains("(OTB_LIVE_BASE_URL)"), "{err}");
 }

@@ -294,21 +294,20 @@ impl Cloud {
 }
 
 /// Table 2 of the store `store` (a directory, or a URL with `cmd` set up for it).
-fn table2(mut cmd: Command, store: &str, exp: &Path) -> String {
-    common::run_rows(&stdout_ok(
-        &cmd.args([
-            "--store",
-            store,
-            "table",
-            "table2",
-            "--format",
-            "csv",
-            "--experiment",
-        ])
-        .arg(exp)
-        .output()
-        .unwrap(),
-    ))
+fn table2(cmd: Command, store: &str, exp: &Path) -> String {
+    common::run_rows(&table_csv(cmd, store, "table2", exp))
+}
+
+/// `otb table TABLE` of `exp` on the store `store` as CSV (`cmd` set up for it).
+fn table_csv(mut cmd: Command, store: &str, table: &str, exp: &Path) -> String {
+    let csv = ["table", table, "--format", "csv", "--experiment"];
+    stdout_ok(
+        &cmd.args(["--store", store])
+            .args(csv)
+            .arg(exp)
+            .output()
+            .unwrap(),
+    )
 }
 
 /// The stage count of a run's summary (`name: N stages, ...`).
@@ -319,6 +318,21 @@ fn stages(summary: &str) -> usize {
         .and_then(|s| s.split(' ').next())
         .and_then(|n| n.parse().ok())
         .expect("stage count")
+}
+
+/// Two tests of `scenario`: on S3 (named `s3`) and on Azure (named `azure`).
+macro_rules! on_s3_and_azure {
+    ($scenario:ident: $s3:ident, $azure:ident) => {
+        #[test]
+        fn $s3() {
+            $scenario(Kind::S3);
+        }
+
+        #[test]
+        fn $azure() {
+            $scenario(Kind::Azure);
+        }
+    };
 }
 
 /// Two workers make the tables of one local process, each node computed once; a
@@ -395,15 +409,11 @@ fn two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(kind:
     assert!(!page.contains("data-items=\"0\" data-node=\"evaluate[gold r0]\""));
 }
 
-#[test]
-fn two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh() {
-    two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(Kind::S3);
-}
-
-#[test]
-fn two_workers_on_azure_make_the_tables_of_one_process_and_a_third_finds_them_fresh() {
-    two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh(Kind::Azure);
-}
+on_s3_and_azure!(
+    two_workers_make_the_tables_of_one_process_and_a_third_finds_them_fresh:
+    two_workers_on_s3_make_the_tables_of_one_process_and_a_third_finds_them_fresh,
+    two_workers_on_azure_make_the_tables_of_one_process_and_a_third_finds_them_fresh
+);
 
 /// Two plain runs (no leases) racing to publish every key both succeed, and every
 /// machine reads the same tables: of each key's two writers, one won.
@@ -431,15 +441,11 @@ fn two_runs_racing_to_publish_every_key_both_succeed_with_one_result(kind: Kind)
     assert!(!t1.is_empty());
 }
 
-#[test]
-fn two_runs_racing_on_s3_to_publish_every_key_both_succeed_with_one_result() {
-    two_runs_racing_to_publish_every_key_both_succeed_with_one_result(Kind::S3);
-}
-
-#[test]
-fn two_runs_racing_on_azure_to_publish_every_key_both_succeed_with_one_result() {
-    two_runs_racing_to_publish_every_key_both_succeed_with_one_result(Kind::Azure);
-}
+on_s3_and_azure!(
+    two_runs_racing_to_publish_every_key_both_succeed_with_one_result:
+    two_runs_racing_on_s3_to_publish_every_key_both_succeed_with_one_result,
+    two_runs_racing_on_azure_to_publish_every_key_both_succeed_with_one_result
+);
 
 #[test]
 fn a_missing_bucket_is_one_error_line_before_anything_is_written() {
@@ -480,17 +486,13 @@ fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
     // Worker 1 stops at its first publish (before the object store has it), holding
     // that node's lease on the object store.
     let m1 = d.path().join("m1");
-    let mut first = cloud
-        .otb(&m1)
-        .args(["--store", url, "run"])
-        .arg(&exp)
-        .args(["--shard", "1/2"])
-        .env("OTB_LEASE_S", "1")
-        .env("OTB_FAULT_PAUSE", "publish")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = common::paused_at_publish(
+        cloud
+            .otb(&m1)
+            .args(["--store", url, "run"])
+            .arg(&exp)
+            .args(["--shard", "1/2"]),
+    );
     let t = Instant::now();
     let paused = || {
         std::fs::read_dir(&m1)
@@ -554,15 +556,11 @@ fn a_killed_workers_lease_is_taken_over_by_the_other_worker(kind: Kind) {
     );
 }
 
-#[test]
-fn a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker() {
-    a_killed_workers_lease_is_taken_over_by_the_other_worker(Kind::S3);
-}
-
-#[test]
-fn a_killed_workers_lease_on_azure_is_taken_over_by_the_other_worker() {
-    a_killed_workers_lease_is_taken_over_by_the_other_worker(Kind::Azure);
-}
+on_s3_and_azure!(
+    a_killed_workers_lease_is_taken_over_by_the_other_worker:
+    a_killed_workers_lease_on_s3_is_taken_over_by_the_other_worker,
+    a_killed_workers_lease_on_azure_is_taken_over_by_the_other_worker
+);
 
 /// A canned chat completion: one call of `function_1` with no arguments.
 const REPLY: &str = r#"{"id":"t","object":"chat.completion","model":"fake","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"function_1","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}"#;
@@ -776,21 +774,7 @@ fn chaos_tables(mut cmd: impl FnMut() -> Command, store: &str, exp: &Path) -> St
     ["table2", "table5", "tokens"]
         .iter()
         .map(|t| {
-            let csv = stdout_ok(
-                &cmd()
-                    .args([
-                        "--store",
-                        store,
-                        "table",
-                        t,
-                        "--format",
-                        "csv",
-                        "--experiment",
-                    ])
-                    .arg(exp)
-                    .output()
-                    .unwrap(),
-            );
+            let csv = table_csv(cmd(), store, t, exp);
             if *t == "table2" {
                 common::run_rows(&csv)
             } else {

@@ -323,18 +323,7 @@ fn bad_input_exits_2_with_one_line_and_leaves_store_untouched() {
 fn export_writes_documented_flat_tables_and_gc_removes_only_unreferenced() {
     let s = Scratch::new("", MODELS);
     s.run();
-    let dest = s.dir.path().join("export");
-    let out = s.otb(&[
-        "export",
-        s.exp().to_str().unwrap(),
-        "--to",
-        dest.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dest = s.export();
     for t in [
         "instances",
         "docs",

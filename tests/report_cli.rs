@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{fixture, one_error_line, otb, stdout_ok};
+use common::{fixture, one_error_line, otb, otb_run, run_quiet, stdout_ok};
 use stages::rows::{ScoreRow, TrajectoryRow};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -135,16 +135,7 @@ fn report(store: &Path, exp: &Path, dir: &Path, extra: &[&str]) -> PathBuf {
 }
 
 fn run(store: &Path, exp: &Path) {
-    stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(store)
-            .arg("run")
-            .arg(exp)
-            .arg("--quiet")
-            .output()
-            .expect("otb run"),
-    );
+    run_quiet(store, exp);
 }
 
 fn outputs(store: &Path, exp: &Path) -> stages::driver::RunOutput {
@@ -232,13 +223,7 @@ fn the_scripted_grid_report_in_a_browser_matches_the_store() {
     // Diffs: one subject per instance whose documentation ToolObserver changed.
     let mut changed = 0;
     for setting in ["names", "names+params"] {
-        let opaque: Vec<stages::rows::DocRow> = run
-            .by_stage("opacify")
-            .find(|o| o.cell.setting == setting)
-            .unwrap()
-            .entry
-            .read()
-            .unwrap();
+        let opaque = common::opaque_docs(&run, setting);
         let mut diff: std::collections::BTreeSet<String> = Default::default();
         for o in run
             .by_stage("batch-reflect")
@@ -418,11 +403,7 @@ fn markup_a_model_wrote_shows_as_text_and_runs_nothing() {
     .unwrap();
     let store = d.path().join("store");
     stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(&store)
-            .arg("run")
-            .arg(&exp)
+        &otb_run(&store, &exp)
             .env("OTB_LLM_BASE_URL", &url)
             .env("OTB_LLM_API_KEY", "test")
             .output()

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{one_error_line, otb, stdout_ok};
+use common::{one_error_line, otb, otb_run, stdout_ok};
 use datasets::search::real::encrypt;
 use serde_json::json;
 use std::path::Path;
@@ -179,11 +179,7 @@ fn table4(store: &Path, exp: &Path) -> String {
 }
 
 fn run(dir: &Path, exp: &Path) -> std::process::Output {
-    otb()
-        .arg("--store")
-        .arg(dir.join("store"))
-        .arg("run")
-        .arg(exp)
+    otb_run(dir.join("store"), exp)
         .arg("--quiet")
         .output()
         .unwrap()
@@ -344,22 +340,7 @@ fn a_corpus_row_that_is_not_utf8_names_its_line() {
 
 /// The stage results in a store, as `stage/key` (what a run published, by key).
 fn published(store: &Path) -> Vec<String> {
-    let skip = ["cache", "quarantine", "slots", "tmp", "FORMAT"];
-    let mut keys = Vec::new();
-    for stage in std::fs::read_dir(store).unwrap().filter_map(Result::ok) {
-        let name = stage.file_name().to_string_lossy().into_owned();
-        if skip.contains(&name.as_str()) || !stage.path().is_dir() {
-            continue;
-        }
-        for key in std::fs::read_dir(stage.path())
-            .unwrap()
-            .filter_map(Result::ok)
-        {
-            keys.push(format!("{name}/{}", key.file_name().to_string_lossy()));
-        }
-    }
-    keys.sort();
-    keys
+    common::published(store).expect("a store")
 }
 
 #[test]
@@ -377,12 +358,8 @@ fn concurrent_tool_sets_and_methods_publish_what_a_sequential_run_does() {
     for (store, chains) in [("sequential", "0"), ("concurrent", "1")] {
         let store = d.path().join(store);
         stdout_ok(
-            &otb()
+            &otb_run(&store, &exp)
                 .env("OTB_CONCURRENT_CHAINS", chains)
-                .arg("--store")
-                .arg(&store)
-                .arg("run")
-                .arg(&exp)
                 .arg("--quiet")
                 .output()
                 .unwrap(),
@@ -442,11 +419,7 @@ fn a_tool_call_the_agent_writes_as_text_is_made() {
     );
     let store = d.path().join("store");
     stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(&store)
-            .arg("run")
-            .arg(&exp)
+        &otb_run(&store, &exp)
             .arg("--quiet")
             .env("OTB_LLM_BASE_URL", &url)
             .env("OTB_LLM_API_KEY", "test")

@@ -37,13 +37,7 @@ fn improved_tools(s: &Scratch) -> usize {
             continue;
         };
         let finals: Vec<DocRow> = reflect.read().unwrap();
-        let opaque: Vec<DocRow> = run
-            .by_stage("opacify")
-            .find(|o| o.cell.setting == setting)
-            .unwrap()
-            .entry
-            .read()
-            .unwrap();
+        let opaque = common::opaque_docs(&run, setting);
         let before: Vec<ScoreRow> = rows("evaluate", "base", false).unwrap().read().unwrap();
         // A curve whose first reflection froze every instance has no later round.
         let Some(after) = rows("evaluate", "toolobserver", true) else {
@@ -242,12 +236,7 @@ print(json.dumps({"pairs": pairs.num_rows, "examples": examples.num_rows, "stage
         .args(["-c", script, sft.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout_ok(&out)).unwrap();
     let n = pairs.len() as u64;
     assert_eq!(v["pairs"], n);
     assert_eq!(v["examples"], 2 * n);

@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::{one_error_line, otb, stdout_ok};
+use common::{one_error_line, otb, otb_run, run_quiet, stdout_ok};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn scripted() -> PathBuf {
@@ -15,13 +15,8 @@ fn scripted() -> PathBuf {
 }
 
 fn worker(store: &Path, exp: &Path, shard: &str) -> Command {
-    let mut c = otb();
-    c.arg("--store")
-        .arg(store)
-        .arg("run")
-        .arg(exp)
-        .args(["--shard", shard])
-        .env("OTB_HEARTBEAT_S", "0");
+    let mut c = otb_run(store, exp);
+    c.args(["--shard", shard]).env("OTB_HEARTBEAT_S", "0");
     c
 }
 
@@ -42,16 +37,7 @@ fn workers(store: &Path, exp: &Path, n: u32) -> Vec<Vec<String>> {
 
 /// The number of stages of a plain run's summary (`name: N stages, X ran, ...`).
 fn plain_run(store: &Path, exp: &Path) -> String {
-    stdout_ok(
-        &otb()
-            .arg("--store")
-            .arg(store)
-            .arg("run")
-            .arg(exp)
-            .arg("--quiet")
-            .output()
-            .unwrap(),
-    )
+    run_quiet(store, exp)
 }
 
 #[test]
@@ -92,13 +78,7 @@ fn a_killed_workers_nodes_are_taken_over_after_its_lease_expires() {
     let exp = scripted();
     let store = d.path().join("store");
     // Worker 1 stops at its first publish, holding that node's lease.
-    let mut first = worker(&store, &exp, "1/2")
-        .env("OTB_LEASE_S", "1")
-        .env("OTB_FAULT_PAUSE", "publish")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = common::paused_at_publish(&mut worker(&store, &exp, "1/2"));
     let paused = store.join("tmp").join("PAUSED");
     let t = Instant::now();
     while !paused.exists() {

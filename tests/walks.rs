@@ -43,6 +43,14 @@ fn each_command_walks_the_experiment_once() {
         vec!["report", exp, "--to", report],
         vec!["export", exp, "--to", export],
         vec!["gc", "--keep", exp, "--dry-run"],
+        vec![
+            "docs",
+            exp,
+            "--method",
+            "gold",
+            "--instance",
+            "exec_simple_0",
+        ],
     ] {
         assert_eq!(walks(&s, &args), 1, "{args:?}");
     }

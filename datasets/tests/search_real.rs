@@ -163,42 +163,31 @@ fn wrong_canary_and_malformed_files_are_clear_errors() {
     )
     .unwrap();
     let cmap = CategoryMap::load(&cats).unwrap();
-    let e = load_corpus(
-        &bad,
-        &cmap,
-        &DomainSet::browsecomp(),
-        CategoryMatch::Substring,
-        OtherRule::Reference,
-    )
-    .unwrap_err();
+    // The corpus at `path` as BrowseComp-Plus's reference reads it.
+    let browsecomp = |path: &Path| {
+        load_corpus(
+            path,
+            &cmap,
+            &DomainSet::browsecomp(),
+            CategoryMatch::Substring,
+            OtherRule::Reference,
+        )
+    };
+    let e = browsecomp(&bad).unwrap_err();
     assert!(
         e.to_string()
             .starts_with(&format!("{}:2: not JSON", bad.display())),
         "{e}"
     );
     fs::write(&bad, "{\"docid\": \"1\", \"url\": \"u\"}\n").unwrap();
-    let e = load_corpus(
-        &bad,
-        &cmap,
-        &DomainSet::browsecomp(),
-        CategoryMatch::Substring,
-        OtherRule::Reference,
-    )
-    .unwrap_err();
+    let e = browsecomp(&bad).unwrap_err();
     assert!(e.to_string().contains(":1: missing \"text\""), "{e}");
     fs::write(
         &bad,
         "{\"docid\": \"1\", \"text\": \"a\"}\n{\"docid\": \"1\", \"text\": \"b\"}\n",
     )
     .unwrap();
-    let e = load_corpus(
-        &bad,
-        &cmap,
-        &DomainSet::browsecomp(),
-        CategoryMatch::Substring,
-        OtherRule::Reference,
-    )
-    .unwrap_err();
+    let e = browsecomp(&bad).unwrap_err();
     assert!(
         e.to_string()
             .contains(":2: docid \"1\" occurs more than once"),
@@ -208,14 +197,7 @@ fn wrong_canary_and_malformed_files_are_clear_errors() {
     let e = load_queries(&bad, None, None).unwrap_err();
     assert!(e.to_string().contains(":1: missing \"answer\""), "{e}");
 
-    let corpus = load_corpus(
-        &corpus_path,
-        &cmap,
-        &DomainSet::browsecomp(),
-        CategoryMatch::Substring,
-        OtherRule::Reference,
-    )
-    .unwrap();
+    let corpus = browsecomp(&corpus_path).unwrap();
     fs::write(
         &bad,
         "{\"query_id\": \"1\", \"query\": \"q\", \"answer\": \"a\", \"gold_docs\": [\"999\"]}\n",

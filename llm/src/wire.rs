@@ -33,53 +33,52 @@ pub fn request_body(req: &ChatRequest) -> Value {
             body.insert("parallel_tool_calls".into(), json!(p));
         }
     }
-    match &req.sampling {
+    // The sampling fields the request sets, in the body's order.
+    let sampling: Vec<(&str, Option<Value>)> = match &req.sampling {
         Sampling::Standard {
             temperature,
             top_p,
             max_tokens,
-        } => {
-            if let Some(t) = temperature {
-                body.insert("temperature".into(), json!(t));
-            }
-            if let Some(p) = top_p {
-                body.insert("top_p".into(), json!(p));
-            }
-            if let Some(m) = max_tokens {
-                body.insert("max_tokens".into(), json!(m));
-            }
-            if let Some(r) = req.repetition_penalty {
-                body.insert("repetition_penalty".into(), json!(r));
-            }
-        }
+        } => vec![
+            ("temperature", temperature.map(|t| json!(t))),
+            ("top_p", top_p.map(|p| json!(p))),
+            ("max_tokens", max_tokens.map(|m| json!(m))),
+            (
+                "repetition_penalty",
+                req.repetition_penalty.map(|r| json!(r)),
+            ),
+        ],
         Sampling::Reasoning {
             reasoning_effort,
             max_completion_tokens,
-        } => {
-            if let Some(e) = reasoning_effort {
-                body.insert("reasoning_effort".into(), json!(e));
-            }
-            if let Some(m) = max_completion_tokens {
-                body.insert("max_completion_tokens".into(), json!(m));
-            }
+        } => vec![
+            (
+                "reasoning_effort",
+                reasoning_effort.as_ref().map(|e| json!(e)),
+            ),
+            (
+                "max_completion_tokens",
+                max_completion_tokens.map(|m| json!(m)),
+            ),
+        ],
+    };
+    let seed = ("seed", req.seed.map(|s| json!(s)));
+    for (key, value) in sampling.into_iter().chain([seed]) {
+        if let Some(v) = value {
+            body.insert(key.into(), v);
         }
-    }
-    if let Some(seed) = req.seed {
-        body.insert("seed".into(), json!(seed));
     }
     Value::Object(body)
 }
 
-fn message_json(m: &Message) -> Value {
+/// A message's fields `role`, `content` and (when it has any) `tool_calls`, as the
+/// chat-completions wire writes them.
+fn message_head(role: &str, content: Option<&str>, calls: &[ToolCall]) -> Map<String, Value> {
     let mut o = Map::new();
-    o.insert("role".into(), json!(m.role.as_str()));
-    o.insert(
-        "content".into(),
-        m.content.clone().map(Value::String).unwrap_or(Value::Null),
-    );
-    if !m.tool_calls.is_empty() {
-        let calls = m
-            .tool_calls
+    o.insert("role".into(), json!(role));
+    o.insert("content".into(), content.map_or(Value::Null, Value::from));
+    if !calls.is_empty() {
+        let calls = calls
             .iter()
             .map(|c| {
                 json!({"id": c.id, "type": "function",
@@ -88,6 +87,11 @@ fn message_json(m: &Message) -> Value {
             .collect();
         o.insert("tool_calls".into(), Value::Array(calls));
     }
+    o
+}
+
+fn message_json(m: &Message) -> Value {
+    let mut o = message_head(m.role.as_str(), m.content.as_deref(), &m.tool_calls);
     if let Some(id) = &m.tool_call_id {
         o.insert("tool_call_id".into(), json!(id));
     }
@@ -398,26 +402,7 @@ pub fn parse_request_body(v: &Value) -> Result<ChatRequest, String> {
 
 /// Renders a response as a chat-completions JSON body (for [`mod@crate::serve`]).
 pub fn response_body(resp: &ChatResponse, model: &str, id: &str) -> Value {
-    let mut msg = Map::new();
-    msg.insert("role".into(), json!("assistant"));
-    msg.insert(
-        "content".into(),
-        resp.content
-            .clone()
-            .map(Value::String)
-            .unwrap_or(Value::Null),
-    );
-    if !resp.tool_calls.is_empty() {
-        let calls = resp
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments_raw}})
-            })
-            .collect();
-        msg.insert("tool_calls".into(), Value::Array(calls));
-    }
+    let msg = message_head("assistant", resp.content.as_deref(), &resp.tool_calls);
     json!({
         "id": id,
         "object": "chat.completion",

@@ -52,6 +52,7 @@ fn main() {
                 code_version: 1,
                 params: Params::Known(serde_json::json!({ "i": i })),
                 inputs: Vec::new(),
+                after: None,
             };
             plan.node(&session, node, move |ctx: &mut StageCtx<'_>| {
                 ctx.write(&[Num { x: i64::from(i) }])?;

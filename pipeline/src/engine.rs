@@ -243,6 +243,11 @@ pub struct Call<'a> {
     pub code_version: u32,
     /// The node's params (part of its key).
     pub params: serde_json::Value,
+    /// Status mode: whether the node runs at all is decided by an output not computed
+    /// yet (a loop that may stop before it; this says what decides it). While it
+    /// waits for an input, such a node is listed as [`NodeState::Planned`] instead of
+    /// [`NodeState::Blocked`]. Not part of its key.
+    pub after: Option<&'a str>,
 }
 
 /// Where a node stands in a drive's order: a path of indices (a node issued by a
@@ -418,7 +423,6 @@ pub struct Session<'s> {
     quiet: bool,
     multi: MultiProgress,
     reports: Mutex<Vec<(Seq, NodeReport)>>,
-    after: Mutex<Option<String>>,
     /// The place of the next node passed without one ([`Session::stage`]).
     next: AtomicU32,
     /// One lock per key being looked up or computed: two nodes of one run with the
@@ -457,7 +461,6 @@ impl<'s> Session<'s> {
             quiet,
             multi,
             reports: Mutex::default(),
-            after: Mutex::default(),
             next: AtomicU32::new(0),
             computing: Mutex::default(),
             active: Mutex::default(),
@@ -590,13 +593,6 @@ impl<'s> Session<'s> {
         self.mode
     }
 
-    /// Status mode: from now on (until called with `None`), a node that waits for an
-    /// input is listed as [`NodeState::Planned`] (`after` says what decides whether
-    /// it runs: a loop that may stop before it) instead of [`NodeState::Blocked`].
-    pub fn set_after(&self, after: Option<String>) {
-        *self.after.lock().unwrap_or_else(|e| e.into_inner()) = after;
-    }
-
     /// The store it reads and publishes to.
     pub fn store(&self) -> &Store {
         self.store
@@ -643,23 +639,25 @@ impl<'s> Session<'s> {
 
     /// Status mode: list `node` (of `stage`, at `seq`) as waiting for its first input
     /// that is not computed yet, without a key (its key needs what that input holds),
-    /// and return its pending handle. In a run every input is computed: a pending one
-    /// is a bug of the drive.
+    /// and return its pending handle; with `after`, it is listed as planned (see
+    /// [`Call::after`]). In a run every input is computed: a pending one is a bug of
+    /// the drive.
     pub fn unkeyed(
         &self,
         seq: &Seq,
-        node: &str,
-        stage: &str,
+        (node, stage): (&str, &str),
+        after: Option<&str>,
         inputs: &[Input<'_>],
     ) -> Result<Handle, StageError> {
-        self.waiting(seq, NodeReport::new(node, stage, inputs), stage, inputs)
+        let report = NodeReport::new(node, stage, inputs);
+        self.waiting(seq, report, (stage, after), inputs)
     }
 
     fn waiting(
         &self,
         seq: &Seq,
         mut report: NodeReport,
-        stage: &str,
+        (stage, after): (&str, Option<&str>),
         inputs: &[Input<'_>],
     ) -> Result<Handle, StageError> {
         let (name, h) = inputs
@@ -672,9 +670,9 @@ impl<'s> Session<'s> {
                 format!("input `{name}` ({}) is not computed", h.node()),
             ));
         }
-        report.state = match &*self.after.lock().unwrap_or_else(|e| e.into_inner()) {
+        report.state = match after {
             Some(after) => NodeState::Planned {
-                after: after.clone(),
+                after: after.to_string(),
             },
             None => NodeState::Blocked {
                 on: format!("input `{name}` is not computed yet"),
@@ -704,6 +702,7 @@ impl<'s> Session<'s> {
             stage,
             code_version,
             params,
+            after: None,
         };
         self.stage_at(&seq, call, inputs, run)
     }
@@ -726,10 +725,11 @@ impl<'s> Session<'s> {
             stage,
             code_version,
             params,
+            after,
         } = call;
         let mut report = NodeReport::new(node, stage, inputs);
         if inputs.iter().any(|(_, h)| h.entry().is_none()) {
-            return self.waiting(seq, report, stage, inputs);
+            return self.waiting(seq, report, (stage, after), inputs);
         }
         let components = KeyComponents {
             stage: stage.to_string(),

@@ -51,6 +51,8 @@ pub struct Node<'p> {
     pub params: Params<'p>,
     /// Its inputs: the name each is known by, and the upstream handle.
     pub inputs: Vec<(String, Handle)>,
+    /// What decides whether it runs at all, when that is not known yet ([`Call::after`]).
+    pub after: Option<String>,
 }
 
 /// What a task runs once the handles it waits for are settled.
@@ -166,6 +168,7 @@ impl<'p, E: From<StageError> + Send + 'p> Schedule<'p, E> {
                 stage: n.stage,
                 code_version: n.code_version,
                 params,
+                after: n.after.as_deref(),
             };
             let h = session.stage_at(&n.seq, call, &inputs, run)?;
             settle.settle_as(&h);
@@ -284,6 +287,7 @@ mod tests {
                 .iter()
                 .map(|(n, h)| (n.to_string(), (*h).clone()))
                 .collect(),
+            after: None,
         }
     }
 

@@ -8,7 +8,6 @@
 
 use crate::digest::Digest;
 use crate::error::{StoreError, StoreErrorKind};
-use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
 };
@@ -129,6 +128,22 @@ fn bad(path: &Path, msg: impl Into<String>) -> StoreError {
     StoreError::new(StoreErrorKind::Table(msg.into()), path)
 }
 
+/// The values of column `name` of `objects`, `None` where it is null or absent; the
+/// first value `conv` does not take is the error.
+fn cells<T>(
+    objects: &[Map<String, Value>],
+    name: &str,
+    conv: impl Fn(&Value) -> Option<T>,
+) -> Result<Vec<Option<T>>, Value> {
+    objects
+        .iter()
+        .map(|m| match m.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => conv(v).map(Some).ok_or_else(|| v.clone()),
+        })
+        .collect()
+}
+
 /// Convert rows into one Arrow record batch.
 pub fn rows_to_batch<R: Row>(rows: &[R], path: &Path) -> Result<RecordBatch, StoreError> {
     let columns = R::columns();
@@ -145,8 +160,7 @@ pub fn rows_to_batch<R: Row>(rows: &[R], path: &Path) -> Result<RecordBatch, Sto
         .collect::<Result<_, _>>()?;
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for c in columns {
-        let get = |m: &Map<String, Value>| m.get(c.name).cloned().unwrap_or(Value::Null);
-        let mismatch = |v: &Value| {
+        let mismatch = |v: Value| {
             bad(
                 path,
                 format!(
@@ -157,68 +171,26 @@ pub fn rows_to_batch<R: Row>(rows: &[R], path: &Path) -> Result<RecordBatch, Sto
                 ),
             )
         };
+        let name = c.name;
         let array: ArrayRef = match c.ty {
-            ColType::Str => {
-                let mut b = StringBuilder::new();
-                for m in &objects {
-                    match get(m) {
-                        Value::Null => b.append_null(),
-                        Value::String(s) => b.append_value(s),
-                        v => return Err(mismatch(&v)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            ColType::Json => {
-                let mut b = StringBuilder::new();
-                for m in &objects {
-                    match get(m) {
-                        Value::Null => b.append_null(),
-                        // serde_json keeps object key order (feature `preserve_order`),
-                        // so tool schemas keep their parameter order; the bytes are
-                        // still deterministic for equal rows.
-                        v => b.append_value(v.to_string()),
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            ColType::I64 => {
-                let mut b = Int64Builder::new();
-                for m in &objects {
-                    match get(m) {
-                        Value::Null => b.append_null(),
-                        v => match v.as_i64() {
-                            Some(i) => b.append_value(i),
-                            None => return Err(mismatch(&v)),
-                        },
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            ColType::F64 => {
-                let mut b = Float64Builder::new();
-                for m in &objects {
-                    match get(m) {
-                        Value::Null => b.append_null(),
-                        v => match v.as_f64() {
-                            Some(x) => b.append_value(x),
-                            None => return Err(mismatch(&v)),
-                        },
-                    }
-                }
-                Arc::new(b.finish())
-            }
-            ColType::Bool => {
-                let mut b = BooleanBuilder::new();
-                for m in &objects {
-                    match get(m) {
-                        Value::Null => b.append_null(),
-                        Value::Bool(x) => b.append_value(x),
-                        v => return Err(mismatch(&v)),
-                    }
-                }
-                Arc::new(b.finish())
-            }
+            ColType::Str => Arc::new(StringArray::from(
+                cells(&objects, name, |v| v.as_str().map(str::to_owned)).map_err(mismatch)?,
+            )),
+            // serde_json keeps object key order (feature `preserve_order`), so tool
+            // schemas keep their parameter order; the bytes are still deterministic
+            // for equal rows.
+            ColType::Json => Arc::new(StringArray::from(
+                cells(&objects, name, |v| Some(v.to_string())).map_err(mismatch)?,
+            )),
+            ColType::I64 => Arc::new(Int64Array::from(
+                cells(&objects, name, Value::as_i64).map_err(mismatch)?,
+            )),
+            ColType::F64 => Arc::new(Float64Array::from(
+                cells(&objects, name, Value::as_f64).map_err(mismatch)?,
+            )),
+            ColType::Bool => Arc::new(BooleanArray::from(
+                cells(&objects, name, Value::as_bool).map_err(mismatch)?,
+            )),
         };
         arrays.push(array);
     }

@@ -299,9 +299,7 @@ fn status_lists_what_waits_and_what_a_loop_may_skip() {
     assert!(a.entry().is_none(), "not computed yet");
     let b = down(&mut status, &a, &calls).unwrap();
     assert_eq!(b.node(), "down");
-    status.set_after(Some("round 1".into()));
-    let _ = down(&mut status, &b, &calls).unwrap();
-    status.set_after(None);
+    let _ = waiting_node(&status, 9, &b, Some("round 1")).unwrap();
     let r = status.reports();
     assert_eq!(r.len(), 3);
     assert!(matches!(r[0].state, NodeState::WouldRun { .. }));
@@ -328,6 +326,59 @@ fn status_lists_what_waits_and_what_a_loop_may_skip() {
     let mut run = Session::new(&store, Mode::Run, true);
     let e = down(&mut run, &pipeline::Handle::pending("up"), &calls).unwrap_err();
     assert_eq!(pipeline::Classify::class(&e), pipeline::ErrorClass::Bug);
+}
+
+/// A `toy-down` node at place `seq`, declared as planned `after` (or not), over
+/// `input`: in status mode, while `input` is not computed, it is listed as waiting.
+fn waiting_node(
+    s: &Session<'_>,
+    seq: u32,
+    input: &pipeline::Handle,
+    after: Option<&str>,
+) -> Result<pipeline::Handle, StageError> {
+    let call = pipeline::Call {
+        node: "down",
+        stage: DOWN,
+        code_version: 1,
+        params: serde_json::json!({}),
+        after,
+    };
+    let seq = pipeline::Seq::default().child(seq);
+    s.stage_at(&seq, call, &[("nums", input)], |_| {
+        Err(StageError::bug(DOWN, "status mode computes nothing"))
+    })
+}
+
+#[test]
+fn interleaved_declarations_are_planned_or_blocked_each_by_its_own() {
+    // Two chains in one session (continuations interleave): a curve's round that
+    // may never run, and a node that only waits. Whether a node is planned is the
+    // declaring code's word for that node, not a state of the session.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let status = Session::new(&store, Mode::Status, true);
+    let pending = pipeline::Handle::pending("up");
+    let afters = [Some("round 1"), None, Some("round 2"), None];
+    for (i, after) in afters.iter().enumerate() {
+        let h = waiting_node(&status, i as u32, &pending, *after).unwrap();
+        assert!(h.entry().is_none());
+    }
+    let states: Vec<NodeState> = status.reports().into_iter().map(|r| r.state).collect();
+    let blocked = NodeState::Blocked {
+        on: "input `nums` is not computed yet".into(),
+    };
+    let planned = |after: &str| NodeState::Planned {
+        after: after.into(),
+    };
+    assert_eq!(
+        states,
+        [
+            planned("round 1"),
+            blocked.clone(),
+            planned("round 2"),
+            blocked
+        ]
+    );
 }
 
 #[test]

@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | [`Step::Source`], gold / base | `names` (`opacify`) | `names gold`, `names opaque` |
 //! | [`Step::Source`], a baseline | `names{s}{a}{e}` (`{a}` for Play2Prompt only) | `names{a}{e}` (idem) |
+//! | [`Step::Source`], an external method | `names ext:<name>{s}{e}` | `names ext:<name>{e}` |
 //! | [`Step::Play`], gold / base | `names r0{s}{a}` | `names base test{a}` |
 //! | [`Step::Play`], ToolObserver | `names r2{s}{a}{e}{ guard}` | `names toolobserver train r1{a}{e}`, `... test{a}{e}` |
 //! | [`Step::Play`], a baseline | `names easytool r0{s}{a}{e}` | `names easytool test{a}{e}` |
@@ -23,6 +24,16 @@
 //! where the cell has one).
 
 use crate::models::ModelSpec;
+
+/// A tool set as `otb export --sft` names it: `bfcl` (every BFCL setting shows the
+/// same functions), `<env>:<set>` for the environments with shared tool sets (a
+/// cell's environment and setting name its tool set).
+pub fn tool_set_id(env: &str, setting: &str) -> String {
+    match env {
+        "bfcl" => "bfcl".into(),
+        _ => format!("{env}:{setting}"),
+    }
+}
 
 /// The two splits of an offline environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -236,15 +247,23 @@ impl At {
     pub fn tag(&self) -> String {
         let (set, s, a, e) = (&self.setting, self.s(), self.a(), self.e());
         let m = &self.method;
-        // Baselines other than Play2Prompt make docs for every agent at once.
-        let source_a = if m == "play2prompt" {
+        // Baselines other than Play2Prompt and the external methods (whose `play`
+        // runs the agent) make docs for every agent at once.
+        let source_a = if m == "play2prompt" || m.starts_with(EXTERNAL_PREFIX) {
             a.clone()
+        } else {
+            String::new()
+        };
+        // An external method's docs come from the one `external` stage: its name tells
+        // two of them apart.
+        let ext = if m.starts_with(EXTERNAL_PREFIX) {
+            format!(" {m}")
         } else {
             String::new()
         };
         match (self.naming, self.step) {
             (Naming::Online, Step::Source) if self.is_baseline() => {
-                format!("{set}{s}{source_a}{e}")
+                format!("{set}{ext}{s}{source_a}{e}")
             }
             (Naming::Online, Step::Source) => set.clone(),
             (Naming::Online, Step::Play { .. }) if self.is_baseline() => {
@@ -256,7 +275,9 @@ impl At {
             (Naming::Online, Step::Play { .. } | Step::Edit) => {
                 format!("{set} r{}{s}{a}", self.round)
             }
-            (Naming::Offline, Step::Source) if self.is_baseline() => format!("{set}{source_a}{e}"),
+            (Naming::Offline, Step::Source) if self.is_baseline() => {
+                format!("{set}{ext}{source_a}{e}")
+            }
             (Naming::Offline, Step::Source) => {
                 let docs = if m == "gold" { "gold" } else { "opaque" };
                 format!("{set} {docs}")
@@ -426,7 +447,18 @@ pub enum Method {
     /// Trace-Free+ (a generator rewrites each tool's description from its interface,
     /// and optionally a few recorded calls).
     TraceFree,
+    /// A method written as an external program (`ext:<name>`, configured by the
+    /// experiment's `[methods.<name>]`; `docs/methods.md`). Holds the whole name,
+    /// `ext:` included, interned ([`Method::external`]) so that `Method` stays `Copy`.
+    External(&'static str),
 }
+
+/// The prefix of an external method's name in experiment files (`ext:<name>`).
+pub const EXTERNAL_PREFIX: &str = "ext:";
+
+/// The interned names of external methods (each leaked once: a process names few).
+static EXTERNAL_NAMES: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 impl Method {
     /// Every method, in table order.
@@ -450,12 +482,50 @@ impl Method {
             Method::Play2Prompt => "play2prompt",
             Method::Draft => "draft",
             Method::TraceFree => "tracefree",
+            Method::External(name) => name,
         }
     }
 
-    /// The method named `s`, if there is one.
+    /// The method named `s`, if there is one: a built-in method, or an external one
+    /// (`ext:<name>`, see [`Method::external`]).
     pub fn parse(s: &str) -> Option<Method> {
-        Method::ALL.into_iter().find(|m| m.as_str() == s)
+        Method::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .or_else(|| Method::external(s.strip_prefix(EXTERNAL_PREFIX)?))
+    }
+
+    /// The external method `name` (written `ext:<name>` in a method list and
+    /// `[methods.<name>]` in the experiment file), if `name` is a valid one: 1 to 40
+    /// lowercase ASCII letters, digits or `_`, starting with a letter.
+    pub fn external(name: &str) -> Option<Method> {
+        if !valid_external_name(name) {
+            return None;
+        }
+        let full = format!("{EXTERNAL_PREFIX}{name}");
+        // A poisoned lock only means another thread panicked while inserting: the set
+        // itself is still a set of leaked names.
+        let mut names = EXTERNAL_NAMES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let interned = match names.get(full.as_str()) {
+            Some(n) => *n,
+            None => {
+                let leaked: &'static str = Box::leak(full.into_boxed_str());
+                names.insert(leaked);
+                leaked
+            }
+        };
+        Some(Method::External(interned))
+    }
+
+    /// An external method's own name (`mymethod` of `ext:mymethod`); `None` for a
+    /// built-in method.
+    pub fn external_name(self) -> Option<&'static str> {
+        match self {
+            Method::External(n) => n.strip_prefix(EXTERNAL_PREFIX),
+            _ => None,
+        }
     }
 
     /// A method as a grid cell names it (`toolobserver-guard` included): the method
@@ -479,9 +549,23 @@ impl Method {
     pub fn is_baseline(self) -> bool {
         matches!(
             self,
-            Method::EasyTool | Method::Play2Prompt | Method::Draft | Method::TraceFree
+            Method::EasyTool
+                | Method::Play2Prompt
+                | Method::Draft
+                | Method::TraceFree
+                | Method::External(_)
         )
     }
+}
+
+/// Whether `name` may name an external method: 1 to 40 lowercase ASCII letters,
+/// digits or `_`, starting with a letter (it appears in node names and file names).
+pub fn valid_external_name(name: &str) -> bool {
+    name.len() <= 40
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
 #[cfg(test)]
@@ -611,6 +695,54 @@ mod tests {
             et.play(Some(Split::Test), 0).node("chess-evaluate"),
             "chess-evaluate[strength_gradient easytool test a=random e=errors]"
         );
+    }
+
+    /// An external method (`ext:<name>`) is a baseline whose docs come from the one
+    /// `external` stage: its name is in every node name of its chain, so two of them
+    /// never share a node; a name that is not lowercase letters, digits and `_` is
+    /// refused; the same name is the same (interned) method.
+    #[test]
+    fn external_methods_are_named_apart() {
+        let m = Method::parse("ext:my_method2").unwrap();
+        assert_eq!(m, Method::external("my_method2").unwrap());
+        assert_eq!(m.as_str(), "ext:my_method2");
+        assert_eq!(m.external_name(), Some("my_method2"));
+        assert!(m.is_baseline());
+        assert_eq!(Method::EasyTool.external_name(), None);
+        for bad in [
+            "ext:", "ext:Bad", "ext:9x", "ext:a-b", "ext:a b", "ext:../x",
+        ] {
+            assert_eq!(Method::parse(bad), None, "{bad}");
+        }
+        assert_eq!(Method::parse(&format!("ext:{}", "a".repeat(41))), None);
+        let chain = At {
+            agent: Some(spec("scripted:schema")),
+            editor: Some(spec("scripted:errors")),
+            shown: Shown {
+                seed: false,
+                agent: false,
+                editor: true,
+            },
+            ..At::new(Naming::Online, "names", "ext:my_method2")
+        };
+        assert_eq!(
+            chain.node("external"),
+            "external[names ext:my_method2 e=errors]"
+        );
+        assert_eq!(
+            chain.play(None, 0).node("evaluate"),
+            "evaluate[names ext:my_method2 r0 e=errors]"
+        );
+        let offline = At {
+            naming: Naming::Offline,
+            ..chain.clone()
+        };
+        assert_eq!(
+            offline.node("external"),
+            "external[names ext:my_method2 e=errors]"
+        );
+        assert_eq!(chain.cell("bfcl").method, Some(m));
+        assert_eq!(chain.cell("bfcl").method_name(), "ext:my_method2");
     }
 
     #[test]

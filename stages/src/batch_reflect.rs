@@ -248,17 +248,7 @@ pub fn run(
     let pb = ctx.progress(prompts.len() as u64);
     let replies = editor.complete_all(&prompts, params.seed, &|| pb.inc(1));
     pb.finish_and_clear();
-    if let Some(e) =
-        crate::models::infrastructure_error(STAGE, replies.iter().filter_map(|r| r.error.as_ref()))
-    {
-        return Err(e);
-    }
-    if replies.len() != prompts.len() {
-        return Err(StageError::bug(
-            STAGE,
-            "editor returned fewer replies than asked",
-        ));
-    }
+    crate::models::check_replies(STAGE, &replies, prompts.len())?;
     let mut usage = Usage::default();
     let mut new_docs = Vec::with_capacity(inputs.docs.len());
     let mut edits = Vec::with_capacity(inputs.docs.len());

@@ -223,6 +223,9 @@ pub struct Cx<'p, 's> {
     /// This drive's (or continuation's) place; its nodes are numbered under it.
     seq: Seq,
     next: u32,
+    /// Status mode: what decides whether the nodes declared here run at all (a loop
+    /// that may stop before them), when that is not known yet ([`Cx::planned_after`]).
+    after: Option<String>,
 }
 
 impl<'p, 's> Cx<'p, 's> {
@@ -237,6 +240,7 @@ impl<'p, 's> Cx<'p, 's> {
             schedule: None,
             seq: Seq::default(),
             next: 0,
+            after: None,
         }
     }
 
@@ -244,6 +248,43 @@ impl<'p, 's> Cx<'p, 's> {
     /// from now on.
     pub fn set_env(&mut self, env: &'static str) {
         self.env = env;
+    }
+
+    /// The environment (its experiment table's name) whose drive this is; empty
+    /// before [`Cx::set_env`].
+    pub fn env(&self) -> &'static str {
+        self.env
+    }
+
+    /// Status mode: the nodes declared from now on in this context (and in the
+    /// scopes and continuations it issues) run only if `after` does not stop the
+    /// loop before them -- while one waits for an input it is listed as planned
+    /// ([`pipeline::Call::after`]) instead of blocked.
+    pub fn planned_after(&mut self, after: String) {
+        self.after = Some(after);
+    }
+
+    /// Whether the nodes declared here are planned ([`Cx::planned_after`]).
+    pub fn planned(&self) -> bool {
+        self.after.is_some()
+    }
+
+    /// A context of this drive at `seq` (a scope's or a continuation's) issuing into
+    /// `schedule`; its nodes are planned as this one's are.
+    fn child<'q>(&self, seq: Seq, schedule: Option<Arc<Schedule<'q, DriveError>>>) -> Cx<'q, 's>
+    where
+        'p: 'q,
+    {
+        Cx {
+            session: self.session,
+            models: self.models,
+            out: self.out,
+            env: self.env,
+            schedule,
+            seq,
+            next: 0,
+            after: self.after.clone(),
+        }
     }
 
     /// The place of the next node or continuation.
@@ -272,15 +313,8 @@ impl<'p, 's> Cx<'p, 's> {
     {
         let deferred = self.session.mode() == pipeline::Mode::Run && concurrent();
         let schedule: Option<Arc<Schedule<'q, DriveError>>> = deferred.then(Default::default);
-        let mut inner = Cx {
-            session: self.session,
-            models: self.models,
-            out: self.out,
-            env: self.env,
-            schedule: schedule.clone(),
-            seq: self.next_seq(),
-            next: 0,
-        };
+        let seq = self.next_seq();
+        let mut inner = self.child(seq, schedule.clone());
         let issued = f(&mut inner);
         drop(inner);
         // What was issued runs even after an error issuing more (every node runs to
@@ -300,15 +334,7 @@ impl<'p, 's> Cx<'p, 's> {
         F: FnOnce(&mut Cx<'p, 's>) -> Result<(), DriveError> + Send + 'p,
     {
         let seq = self.next_seq();
-        let mut child = Cx {
-            session: self.session,
-            models: self.models,
-            out: self.out,
-            env: self.env,
-            schedule: self.schedule.clone(),
-            seq,
-            next: 0,
-        };
+        let mut child = self.child(seq, self.schedule.clone());
         match self.schedule.clone() {
             None => f(&mut child),
             Some(schedule) => {
@@ -365,7 +391,8 @@ impl<'p, 's> Cx<'p, 's> {
         let node = at.node(stage);
         let seq = self.next_seq();
         let h = if self.schedule.is_none() && inputs.iter().any(|(_, h)| h.entry().is_none()) {
-            self.session.unkeyed(&seq, &node, stage, inputs)?
+            let after = self.after.as_deref();
+            self.session.unkeyed(&seq, (&node, stage), after, inputs)?
         } else {
             let params = Params::Later(Box::new(params));
             self.issue(node_of(&seq, (&node, stage, version), params, inputs), run)?
@@ -454,10 +481,12 @@ impl<'p, 's> Cx<'p, 's> {
 
     /// Look the node up, or compute it (now, or -- in a scope of a run -- when the
     /// schedule runs).
-    fn issue<F>(&self, n: Node<'p>, run: F) -> Result<Handle, DriveError>
+    fn issue<F>(&self, mut n: Node<'p>, run: F) -> Result<Handle, DriveError>
     where
         F: FnOnce(&mut StageCtx<'_>) -> Result<(), StageError> + Send + 'p,
     {
+        // Whether it is planned is this context's word for its nodes.
+        n.after = self.after.clone();
         if let Some(schedule) = &self.schedule {
             return Ok(schedule.node(self.session, n, run));
         }
@@ -470,6 +499,7 @@ impl<'p, 's> Cx<'p, 's> {
             stage: n.stage,
             code_version: n.code_version,
             params,
+            after: n.after.as_deref(),
         };
         let inputs: Vec<(&str, &Handle)> = n.inputs.iter().map(|(k, h)| (k.as_str(), h)).collect();
         Ok(self.session.stage_at(&n.seq, call, &inputs, run)?)
@@ -493,6 +523,7 @@ fn node_of<'p>(
             .iter()
             .map(|(n, h)| (n.to_string(), (*h).clone()))
             .collect(),
+        after: None,
     }
 }
 
@@ -655,6 +686,20 @@ pub trait OfflineEnv: Sync {
         (serde_json::Value::Null, Vec::new())
     }
 
+    /// The agent on training items for an external method's `play` request
+    /// (`docs/methods.md`); built only when an external method's stage runs. It holds
+    /// training items only. Default: none (`play` is answered `unsupported`).
+    fn player(&self) -> Result<Option<Box<dyn TrainingPlay + '_>>, StageError> {
+        Ok(None)
+    }
+
+    /// What [`OfflineEnv::player`] plays on, for an external method's stage key: its
+    /// parameters and the stage outputs it reads besides [`OfflineEnv::runner_key`]'s.
+    /// Default: null, none.
+    fn play_key(&self) -> (serde_json::Value, Vec<(&'static str, Handle)>) {
+        (serde_json::Value::Null, Vec::new())
+    }
+
     /// Grade the test-split trajectories of `play` (pending in status mode when not
     /// computed).
     fn evaluate<'p>(
@@ -749,8 +794,9 @@ pub fn parse_methods(names: &[String], valid: &[Method]) -> Result<Vec<Method>, 
     names
         .iter()
         .map(|n| {
+            // An external method (`ext:<name>`) runs wherever the baselines run.
             Method::parse(n)
-                .filter(|m| valid.contains(m))
+                .filter(|m| valid.contains(m) || m.external_name().is_some())
                 .ok_or_else(|| {
                     format!(
                         "unknown method `{n}` (valid: {})",
@@ -982,4 +1028,52 @@ mod tests {
             ["reference"]
         );
     }
+}
+
+/// One training item the agent played for a `play` request.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Played {
+    /// The training item's id (a chess training position's id).
+    pub item: String,
+    /// What the agent was asked to do there (a chess game: the side it played).
+    pub task: String,
+    /// Its score, where the environment gives one (a finished chess game's result
+    /// for the agent: 1, 0.5 or 0); `None` for a game cut short.
+    pub score: Option<f64>,
+    /// The outcome in words (a chess game's result and how it ended).
+    pub outcome: String,
+    /// The trajectory as ToolObserver's editor reads it (bounded by [`MAX_TRAJECTORY_BYTES`]).
+    pub trajectory: String,
+}
+
+/// The longest trajectory text a `play` reply carries (the rest is cut, marked).
+pub const MAX_TRAJECTORY_BYTES: usize = 8 << 10;
+/// How many training items one `play` request may name (or ask for).
+pub const MAX_PLAY_ITEMS: usize = 8;
+
+/// An environment's training play for an external method's `play` requests
+/// (`baselines::external`, `docs/methods.md`): the experiment's agent on
+/// *training* items only (a type implementing it never holds test items), every
+/// agent request made through the `agent` it is given (which records it).
+pub trait TrainingPlay: Sync {
+    /// The training items' ids, in order (what `play` may name).
+    fn items(&self) -> Result<Vec<String>, String>;
+
+    /// Play one training item as `job` says.
+    fn play(&self, job: &PlayJob<'_>) -> Result<Vec<Played>, String>;
+}
+
+/// One `play` of a training item: the item, and the agent with its system prompt,
+/// the proposed docs as tools and the cell's seed its requests are seeded from.
+pub struct PlayJob<'a> {
+    /// The training item's id.
+    pub item: &'a str,
+    /// The agent (recording every turn it takes).
+    pub agent: &'a dyn crate::models::MultiTurn,
+    /// Its system prompt.
+    pub system: &'a str,
+    /// The tools with the proposed descriptions.
+    pub tools: &'a [serde_json::Value],
+    /// The cell's seed.
+    pub seed: u64,
 }

@@ -99,6 +99,8 @@ struct RawExperiment {
     models: Option<RawModels>,
     prompts: Option<RawPrompts>,
     baselines: Option<RawBaselines>,
+    /// External methods (`[methods.<name>]`, `docs/methods.md`).
+    methods: Option<std::collections::BTreeMap<String, crate::baselines::external::RawExternal>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -135,14 +137,7 @@ struct RawPrompts {
     editor_merge: Option<String>,
 }
 
-/// A tool set as `otb export --sft` names it: `bfcl` (every BFCL setting shows the
-/// same functions), `<env>:<set>` for the environments with shared tool sets.
-pub fn tool_set_id(env: &str, setting: &str) -> String {
-    match env {
-        "bfcl" => "bfcl".into(),
-        _ => format!("{env}:{setting}"),
-    }
-}
+pub use crate::at::tool_set_id;
 
 /// The first tool set of `exp`'s Trace-Free+ cells that `[baselines.tracefree]
 /// trained_on` lists, as the one-line refusal: a generator is scored only on tools
@@ -389,7 +384,7 @@ fn or_list(items: &[String]) -> String {
 }
 
 /// The experiment's own top-level keys and tables, beside the environments'.
-const OWN_KEYS: &[&str] = &["name", "models", "prompts", "baselines"];
+const OWN_KEYS: &[&str] = &["name", "models", "prompts", "baselines", "methods"];
 
 /// An environment of the benchmark as an experiment file sees it: its table's name
 /// and how the table is read. Adding an environment is its own folders plus one
@@ -504,6 +499,11 @@ pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
     /// Whether one of its methods uses an editor (the editors are then checked as
     /// editors).
     fn uses_editor(&self) -> bool;
+
+    /// The methods it runs (its external methods must be configured).
+    fn methods(&self) -> Vec<Method> {
+        Vec::new()
+    }
 
     /// The tool sets of its cells that play `method`, named as `otb export --sft`
     /// names them ([`tool_set_id`]).
@@ -825,6 +825,7 @@ fn parse_baselines(path: &Path, raw: Option<RawBaselines>) -> Result<Baselines, 
         play2prompt: rb.play2prompt.unwrap_or_default(),
         draft: rb.draft.unwrap_or_default(),
         tracefree: rb.tracefree.unwrap_or_default(),
+        external: Default::default(),
     };
     if baselines.concurrency == 0 {
         return Err(cfg_err(path, "baselines.concurrency must be at least 1"));
@@ -1052,6 +1053,32 @@ impl Experiment {
         let needs_editor = envs.iter().any(|e| e.uses_editor());
         let models = parse_models(registry, path, raw.models, needs_editor)?;
         let mut baselines = parse_baselines(path, raw.baselines)?;
+        for (name, m) in raw.methods.unwrap_or_default() {
+            let m = crate::baselines::external::ExternalMethod::from_raw(
+                &name,
+                m,
+                resolver.base,
+                &|p| resolver.resolve(p),
+            )
+            .map_err(|e| cfg_err(path, e))?;
+            baselines.external.insert(name, m);
+        }
+        // Every external method a table lists has its `[methods.<name>]`.
+        for e in &envs {
+            for m in e.methods() {
+                if let Some(n) = m.external_name() {
+                    if !baselines.external.contains_key(n) {
+                        return Err(cfg_err(
+                            path,
+                            format!(
+                                "{}: method `ext:{n}` has no [methods.{n}] table (command = [...], files = [...], params = {{...}})",
+                                e.table()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
         let prompts = read_prompts(path, raw.prompts, &resolver, allow_outside)?;
         let paper = prompts.set.name == "paper";
         // Trace-Free+'s generator requests follow the set too.

@@ -42,6 +42,8 @@ pub mod error;
 pub mod estimate;
 pub mod experiment;
 pub mod gc;
+pub mod learned;
+pub mod metrics;
 pub mod models;
 pub mod offline;
 pub mod once;

@@ -50,7 +50,6 @@ pub fn toolobserver<'p>(
             docs: docs0.clone(),
             traj,
             scores,
-            planned: false,
         },
     )
 }
@@ -64,9 +63,6 @@ struct Round<'p> {
     docs: Handle,
     traj: Handle,
     scores: Handle,
-    /// Status mode: an earlier round's docs are not computed (later rounds are
-    /// planned).
-    planned: bool,
 }
 
 /// Round `r.round` of a curve, and (by a continuation, once its docs are computed)
@@ -79,12 +75,8 @@ fn round<'p>(env: &'p dyn OnlineEnv, cx: &mut Cx<'p, '_>, r: Round<'p>) -> Resul
         docs,
         traj,
         scores,
-        mut planned,
     } = r;
     if round > i64::from(curve.rounds) {
-        if planned {
-            cx.session.set_after(None);
-        }
         return Ok(());
     }
     let editor = at.editor_for(batch_reflect::STAGE)?.clone();
@@ -132,20 +124,17 @@ fn round<'p>(env: &'p dyn OnlineEnv, cx: &mut Cx<'p, '_>, r: Round<'p>) -> Resul
             Some(e) => {
                 let new_docs: Vec<DocRow> = e.read()?;
                 if new_docs.iter().all(|d| d.frozen) {
-                    if planned {
-                        cx.session.set_after(None);
-                    }
                     return Ok(()); // every instance converged: round k would repeat round k-1
                 }
             }
             // Status mode (a run computes every node): whether round k runs is
-            // decided by round k's docs.
-            None if !planned => {
-                planned = true;
-                cx.session.set_after(Some(format!(
+            // decided by round k's docs. This continuation's nodes, and those of
+            // the rounds it issues, are planned after the first such round.
+            None if !cx.planned() => {
+                cx.planned_after(format!(
                     "round {} (the curve ends early if every instance is frozen)",
                     round - 1
-                )));
+                ));
             }
             None => {}
         }
@@ -160,7 +149,6 @@ fn round<'p>(env: &'p dyn OnlineEnv, cx: &mut Cx<'p, '_>, r: Round<'p>) -> Resul
                 docs: next,
                 traj: t,
                 scores: sc,
-                planned,
             },
         )
     })

@@ -134,6 +134,71 @@ pub struct ScoreRow {
     pub error_kind: Option<String>,
 }
 
+/// One aggregate of the summary: E, P and A of one score table (a setting, method,
+/// agent, editor and round), with bootstrap intervals.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "summary",
+    doc = "E/P/A per setting and round with bootstrap 95% intervals"
+)]
+pub struct SummaryRow {
+    /// Setting/round label.
+    pub label: String,
+    /// Documentation setting.
+    pub setting: String,
+    /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt` or `draft`.
+    pub method: String,
+    /// Agent model spec.
+    pub agent: String,
+    /// Editor model spec (empty: none).
+    pub editor: String,
+    /// ToolObserver round (0 = base docs).
+    pub round: i64,
+    /// Instances.
+    pub n: i64,
+    /// Execution accuracy.
+    pub e: f64,
+    /// Parameter accuracy.
+    pub p: f64,
+    /// AST accuracy (reference behaviour).
+    pub a: f64,
+    /// AST accuracy with the hallucination check.
+    pub a_corrected: f64,
+    /// E, bootstrap 2.5th percentile.
+    pub e_lo: f64,
+    /// E, bootstrap 97.5th percentile.
+    pub e_hi: f64,
+    /// P, 2.5th percentile.
+    pub p_lo: f64,
+    /// P, 97.5th percentile.
+    pub p_hi: f64,
+    /// A, 2.5th percentile.
+    pub a_lo: f64,
+    /// A, 97.5th percentile.
+    pub a_hi: f64,
+    /// Instances whose model call failed (error rows).
+    pub errors: i64,
+}
+
+/// One cell of Table 7: ToolObserver's final E for one agent and editor.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "table7",
+    doc = "ToolObserver's final E for one agent x editor pair"
+)]
+pub struct EditorCell {
+    /// Agent model.
+    pub agent: String,
+    /// Editor model.
+    pub editor: String,
+    /// Instances (summed over settings).
+    pub n: i64,
+    /// Execution accuracy at the last round, instance-weighted.
+    pub e: f64,
+    /// Settings that have results.
+    pub settings: i64,
+}
+
 /// What the editor did for one instance in one reflection round.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(

@@ -3,6 +3,8 @@
 //! best-tool and a higher bootstrap Elo than a uniformly random agent, which scores
 //! about 1/n. Skips (saying so) when no engine is installed.
 
+mod common;
+
 use pipeline::{Mode, Session, Store};
 use serde_json::json;
 use stages::chess::rows::EloRow;
@@ -465,16 +467,7 @@ fn tracefree_reaches_the_games_and_table3() {
     );
     let s = Session::new(&store, Mode::Run, true);
     let out = stages::driver::drive(&exp, &s).unwrap();
-    let tf = out
-        .by_stage("tracefree")
-        .next()
-        .expect("a tracefree output");
-    let docs: Vec<stages::rows::DocRow> = tf.entry.read().unwrap();
-    let tools = docs[0].tools.as_array().unwrap();
-    assert!(tools.iter().all(|t| t["description"]
-        .as_str()
-        .unwrap()
-        .starts_with("Generated: ")));
+    let (tf, tools) = common::tracefree_tools(&out);
     let calls: Vec<stages::rows::DocCallRow> = tf.entry.read().unwrap();
     assert_eq!(calls.len(), tools.len(), "one request per tool");
     let runs: Vec<stages::rows::ToolRunRow> = tf.entry.read().unwrap();
@@ -531,14 +524,7 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
     let train = |r: i64| -> f64 {
         use datasets::chess::tools::{Docs, ToolFamily, ToolSet};
         let tools = ToolSet::new(ToolFamily::PhaseSpecialists);
-        let o = out
-            .by_stage(stages::chess::EXPLORE_STAGE)
-            .find(|o| {
-                o.cell.is(stages::env::Method::ToolObserver)
-                    && o.cell.round == r
-                    && o.cell.split() == Some(stages::env::Split::Train)
-            })
-            .unwrap();
+        let o = common::train_play(&out, stages::chess::EXPLORE_STAGE, r);
         let (mut calls, mut best) = (0, 0);
         for g in o.entry.read::<stages::chess::rows::GameRow>().unwrap() {
             for p in g.plies.as_array().unwrap() {
@@ -584,12 +570,7 @@ fn sft_pairs_of_chess_come_from_training_games_only() {
                 && !t["description"].as_str().unwrap_or("").trim().is_empty()
         })
         .count();
-    let expected = if train(1) > train(0) { changed } else { 0 };
-    assert_eq!(pairs.len(), expected, "{pairs:#?}");
-    assert!(pairs.iter().all(|p| p.round == 1
-        && p.selected_on == "train"
-        && p.score_before == train(0)
-        && p.score_after == train(1)));
+    common::assert_round_1_pairs(&pairs, changed, (train(0), train(1)));
     let (_, test) = positions(d.path());
     let test_fens: Vec<String> = std::fs::read_to_string(test)
         .unwrap()

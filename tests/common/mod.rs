@@ -47,6 +47,96 @@ pub fn stdout_ok(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `otb --store STORE run EXP`, to add arguments and environment to.
+pub fn otb_run(store: impl AsRef<Path>, exp: impl AsRef<Path>) -> Command {
+    let mut c = otb();
+    c.arg("--store")
+        .arg(store.as_ref())
+        .arg("run")
+        .arg(exp.as_ref());
+    c
+}
+
+/// The stdout of `otb --store STORE run EXP --quiet`, which must succeed.
+pub fn run_quiet(store: impl AsRef<Path>, exp: impl AsRef<Path>) -> String {
+    stdout_ok(
+        &otb_run(store, exp)
+            .arg("--quiet")
+            .output()
+            .expect("otb run"),
+    )
+}
+
+/// The stage results in a store, as `stage/key`, sorted (`None` when there is no
+/// store).
+pub fn published(store: &Path) -> Option<Vec<String>> {
+    let skip = ["cache", "quarantine", "slots", "tmp", "FORMAT"];
+    let mut keys = Vec::new();
+    for stage in std::fs::read_dir(store).ok()?.filter_map(Result::ok) {
+        let name = stage.file_name().to_string_lossy().into_owned();
+        if skip.contains(&name.as_str()) || !stage.path().is_dir() {
+            continue;
+        }
+        for key in std::fs::read_dir(stage.path())
+            .unwrap()
+            .filter_map(Result::ok)
+        {
+            keys.push(format!("{name}/{}", key.file_name().to_string_lossy()));
+        }
+    }
+    keys.sort();
+    Some(keys)
+}
+
+/// The chess engine, or `None` with a note on stderr: tests that need one skip
+/// cleanly without it.
+pub fn chess_engine() -> Option<PathBuf> {
+    let found = datasets::chess::engine::find_engine(None).ok();
+    if found.is_none() {
+        testkit::skip("engine", "no chess engine");
+    }
+    found
+}
+
+/// The opaque docs (`opacify`'s rows) of BFCL setting `setting` in `run`.
+pub fn opaque_docs(run: &stages::env::RunOutput, setting: &str) -> Vec<stages::rows::DocRow> {
+    let o = run.by_stage("opacify").find(|o| o.cell.setting == setting);
+    o.expect("an opacify output")
+        .entry
+        .read()
+        .expect("its docs")
+}
+
+/// Start `run` (an `otb run --shard`) with one-second leases, to stop at its first
+/// publish holding that node's lease (`OTB_FAULT_PAUSE=publish`), its output
+/// discarded.
+pub fn paused_at_publish(run: &mut Command) -> std::process::Child {
+    run.env("OTB_LEASE_S", "1")
+        .env("OTB_FAULT_PAUSE", "publish")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start otb run")
+}
+
+/// `exp.toml` in `dir`, holding `text`.
+pub fn exp_file(dir: &Path, text: &str) -> PathBuf {
+    let exp = dir.join("exp.toml");
+    std::fs::write(&exp, text).expect("write exp.toml");
+    exp
+}
+
+/// The entries of the store's `tmp/` (staging folders a failed or killed run leaves).
+pub fn staging(store: &Path) -> Vec<String> {
+    std::fs::read_dir(store.join("tmp"))
+        .map(|r| {
+            r.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -89,6 +179,19 @@ impl Scratch {
             .args(args)
             .output()
             .expect("run otb")
+    }
+
+    /// [`Scratch::otb`] of a command that must succeed: its stdout.
+    pub fn otb_ok(&self, args: &[&str]) -> String {
+        stdout_ok(&self.otb(args))
+    }
+
+    /// `otb export EXP --to DIR/export`, which must succeed: that folder.
+    pub fn export(&self) -> PathBuf {
+        let (exp, dest) = (self.exp(), self.dir.path().join("export"));
+        let to = dest.to_str().expect("utf8");
+        self.otb_ok(&["export", exp.to_str().expect("utf8"), "--to", to]);
+        dest
     }
 
     /// `otb table NAME --experiment EXP --format csv`: its stdout (the command must

@@ -322,28 +322,7 @@ fn validate_polygon(a: &Args) -> PyResult {
 // Python built-ins the decoys need
 // ---------------------------------------------------------------------------------------
 
-struct Args<'a> {
-    func: &'a str,
-    kwargs: &'a [(String, PyValue)],
-}
-
-impl<'a> Args<'a> {
-    fn get(&self, name: &str) -> Option<&'a PyValue> {
-        self.kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v)
-    }
-
-    fn req(&self, name: &str) -> Result<&'a PyValue, PyException> {
-        self.get(name).ok_or_else(|| {
-            PyException::new(
-                "TypeError",
-                format!(
-                    "{}() missing 1 required positional argument: '{name}'",
-                    self.func
-                ),
-            )
-        })
-    }
-}
+use super::python::bind::Args;
 
 fn int(n: i64) -> PyValue {
     PyValue::int(n)
@@ -502,14 +481,8 @@ fn parse_base2(s: &str) -> Option<BigInt> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bfcl::python::bind::kw;
     use std::path::Path;
-
-    fn kw(pairs: &[(&str, PyValue)]) -> Vec<(String, PyValue)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    }
 
     fn ints(xs: &[i64]) -> PyValue {
         PyValue::List(xs.iter().map(|&x| int(x)).collect())

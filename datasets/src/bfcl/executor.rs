@@ -230,13 +230,7 @@ fn load_raw_recorded(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn kw(pairs: &[(&str, PyValue)]) -> Vec<(String, PyValue)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    }
+    use crate::bfcl::python::bind::kw;
 
     #[test]
     fn unknown_function_is_a_name_error() {

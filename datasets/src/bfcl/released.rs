@@ -69,6 +69,25 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ReleasedError + '_ {
     }
 }
 
+/// `text` (the file `path`) as one JSON document, and how to say that it is
+/// malformed (at its first line).
+fn whole_document<'p>(
+    path: &'p Path,
+    text: &str,
+) -> Result<(impl Fn(String) -> ReleasedError + 'p, Value), ReleasedError> {
+    let doc = serde_json::from_str(text).map_err(|e| ReleasedError::Malformed {
+        path: path.to_path_buf(),
+        line: e.line(),
+        message: format!("invalid JSON: {e}"),
+    })?;
+    let malformed = move |message: String| ReleasedError::Malformed {
+        path: path.to_path_buf(),
+        line: 1,
+        message,
+    };
+    Ok((malformed, doc))
+}
+
 /// One released run: a (method, config, generation hypers, version) with its files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRef {
@@ -394,16 +413,7 @@ pub fn read_scored(path: &Path) -> Result<BTreeMap<usize, ReleasedVerdict>, Rele
     if let Some(verdicts) = read_scored_fast(&text) {
         return Ok(verdicts);
     }
-    let malformed = |message: String| ReleasedError::Malformed {
-        path: path.to_path_buf(),
-        line: 1,
-        message,
-    };
-    let doc: Value = serde_json::from_str(&text).map_err(|e| ReleasedError::Malformed {
-        path: path.to_path_buf(),
-        line: e.line(),
-        message: format!("invalid JSON: {e}"),
-    })?;
+    let (malformed, doc) = whole_document(path, &text)?;
     let evals = doc
         .get("detailed_evaluations")
         .and_then(Value::as_array)
@@ -566,16 +576,7 @@ fn read_config(
     if let Some(config) = read_tool_config_fast(&text, tool) {
         return Ok(config);
     }
-    let malformed = |message: String| ReleasedError::Malformed {
-        path: path.to_path_buf(),
-        line: 1,
-        message,
-    };
-    let doc: Value = serde_json::from_str(&text).map_err(|e| ReleasedError::Malformed {
-        path: path.to_path_buf(),
-        line: e.line(),
-        message: format!("invalid JSON: {e}"),
-    })?;
+    let (malformed, doc) = whole_document(path, &text)?;
     // Expected values go through our own reader for exact floats.
     let exact = parse_json(&text).map_err(|e| malformed(format!("invalid JSON: {e}")))?;
     let tests = doc

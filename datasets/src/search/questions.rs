@@ -574,17 +574,22 @@ mod tests {
         parse_summaries(json.as_bytes(), "tiny.json").unwrap()
     }
 
-    #[test]
-    fn generates_both_kinds_without_leaking_titles() {
-        let sub = tiny();
-        let cfg = GenConfig {
+    /// Ten questions of each kind over [`tiny`], rare words occurring once.
+    fn small_config() -> GenConfig {
+        GenConfig {
             seed: 7,
             one_hop: 10,
             two_hop: 10,
             max_df: 1,
             max_bridge_mentions: 5,
             collection_hint: false,
-        };
+        }
+    }
+
+    #[test]
+    fn generates_both_kinds_without_leaking_titles() {
+        let sub = tiny();
+        let cfg = small_config();
         let qs = generate(&sub, &cfg);
         assert_eq!(qs, generate(&sub, &cfg), "deterministic");
         let two: Vec<&Question> = qs.iter().filter(|q| q.hops == 2).collect();
@@ -638,14 +643,7 @@ mod tests {
         // "Alpha River" is singled out by its description "River in Freedonia" and two
         // rare words: that question would carry "river", a word of its answer.
         let sub = tiny();
-        let cfg = GenConfig {
-            seed: 7,
-            one_hop: 10,
-            two_hop: 10,
-            max_df: 1,
-            max_bridge_mentions: 5,
-            collection_hint: false,
-        };
+        let cfg = small_config();
         let qs = generate(&sub, &cfg);
         assert!(!qs.is_empty());
         for q in &qs {

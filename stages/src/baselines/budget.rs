@@ -213,4 +213,6 @@ pub struct Baselines {
     pub draft: DraftBudget,
     /// Trace-Free+'s generator request.
     pub tracefree: TraceFreeBudget,
+    /// The external methods (`[methods.<name>]`), by name.
+    pub external: std::collections::BTreeMap<String, super::external::ExternalMethod>,
 }

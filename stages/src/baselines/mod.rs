@@ -13,6 +13,7 @@
 pub mod budget;
 pub mod draft;
 pub mod easytool;
+pub mod external;
 pub mod play2prompt;
 pub mod tracefree;
 
@@ -295,6 +296,28 @@ impl<'a> Work<'a> {
         Some(turn)
     }
 
+    /// Record an agent turn taken elsewhere (an external method's `play`) as
+    /// exploration under `step`, with its usage and failure.
+    pub fn record_agent(
+        &mut self,
+        step: &str,
+        usage: &CallUsage,
+        error: Option<crate::models::CallFailure>,
+    ) {
+        let kind = error.as_ref().map(|e| e.kind.clone());
+        self.record(
+            "",
+            step,
+            Phase::Exploration,
+            "agent",
+            usage,
+            kind.as_deref(),
+        );
+        if let Some(f) = error.filter(|f| f.infrastructure) {
+            self.infra.push(f);
+        }
+    }
+
     /// Execute `shown(**args)` through the instance's name mapping.
     pub fn execute(&mut self, tool: &str, step: &str, args: &Map<String, Value>) -> ToolOutput {
         let mapping = crate::rows::name_mapping(&self.docs.name_mapping);
@@ -438,6 +461,26 @@ pub fn run_stage<F>(
 where
     F: Fn(&mut Work<'_>) -> Produced + Sync,
 {
+    try_run_stage(ctx, tb, method, concurrency, instances, docs, |w| {
+        Ok(per_instance(w))
+    })
+}
+
+/// [`run_stage`] for a method that can fail the stage on an item (an external
+/// method that broke its protocol): the first error in the items' order is returned
+/// and nothing is written.
+pub fn try_run_stage<F>(
+    ctx: &mut StageCtx<'_>,
+    tb: &Toolbox<'_>,
+    method: &'static str,
+    concurrency: usize,
+    instances: &[InstanceRow],
+    docs: &[DocRow],
+    per_instance: F,
+) -> Result<(), StageError>
+where
+    F: Fn(&mut Work<'_>) -> Result<Produced, StageError> + Sync,
+{
     let by_id: HashMap<&str, &InstanceRow> = instances
         .iter()
         .map(|i| (i.instance_id.as_str(), i))
@@ -453,16 +496,28 @@ where
         jobs.push((*inst, d));
     }
     let pb = ctx.progress(jobs.len() as u64);
+    // Once an item has failed the stage, the items not started yet are skipped
+    // (`Ok(None)`).
+    let failed = std::sync::atomic::AtomicBool::new(false);
     let results = crate::env::parallel_map(&jobs, concurrency, &|| pb.inc(1), &|&(inst, d)| {
+        if failed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(None);
+        }
         let mut w = Work::new(tb, method, inst, d);
-        let p = per_instance(&mut w);
+        let p = match per_instance(&mut w) {
+            Ok(p) => p,
+            Err(e) => {
+                failed.store(true, std::sync::atomic::Ordering::SeqCst);
+                return Err(e);
+            }
+        };
         let mut row = d.clone();
         row.changed = Value::Array(p.tools.clone()) != d.tools || !p.demos.is_null();
         row.tools = Value::Array(p.tools);
         row.demos = p.demos;
         row.round = 0;
         row.frozen = true;
-        (row, w.calls, w.runs, w.usage, w.infra)
+        Ok(Some((row, w.calls, w.runs, w.usage, w.infra)))
     });
     pb.finish_and_clear();
     let mut rows = Vec::new();
@@ -470,9 +525,14 @@ where
     let mut runs = Vec::new();
     let mut usage = Usage::default();
     let mut infra = Vec::new();
+    let mut skipped = false;
     for r in results {
-        let (row, c, t, u, f) =
-            r.ok_or_else(|| StageError::bug(method, "a worker thread panicked"))?;
+        let Some((row, c, t, u, f)) =
+            r.ok_or_else(|| StageError::bug(method, "a worker thread panicked"))??
+        else {
+            skipped = true;
+            continue;
+        };
         infra.extend(f);
         rows.push(row);
         calls.extend(c);
@@ -481,6 +541,13 @@ where
     }
     if let Some(e) = crate::models::infrastructure_error(method, &infra) {
         return Err(e);
+    }
+    if skipped {
+        // Only after a failure, which the loop above returned: unreachable.
+        return Err(StageError::bug(
+            method,
+            "items were skipped without a failure",
+        ));
     }
     ctx.add_usage(&usage);
     ctx.write(&rows)?;
@@ -499,6 +566,8 @@ pub enum Budget<'a> {
     Draft(&'a DraftBudget),
     /// Trace-Free+'s generator request.
     TraceFree(&'a TraceFreeBudget),
+    /// An external method: its command, files' digests, params and budget.
+    External(&'a external::ExternalMethod),
 }
 
 /// A baseline stage's parameters: one struct, serialised as the stage key's params
@@ -524,6 +593,14 @@ pub struct BaselineParams<'a> {
     /// for methods that execute nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub executor: Option<Value>,
+    /// The environment's table, for an external method (its `task` message names
+    /// it); absent for the built-in methods, whose keys it would change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<&'static str>,
+    /// What an external method's `play` plays on (the environment's key for its
+    /// training play); absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub play: Option<Value>,
 }
 
 impl<'a> BaselineParams<'a> {
@@ -539,6 +616,28 @@ impl<'a> BaselineParams<'a> {
         let stage = stage_of(method).0;
         let (agent, editor) = (at.agent_for(stage)?, at.editor_for(stage)?);
         let seed = at.seed;
+        if let Some(name) = method.external_name() {
+            let m = budgets.external.get(name).ok_or_else(|| {
+                StageError::user(
+                    stage,
+                    format!(
+                        "method ext:{name} has no [methods.{name}] table in the experiment file"
+                    ),
+                )
+            })?;
+            return Ok(BaselineParams {
+                templates: &[],
+                budget: Some(Budget::External(m)),
+                // `play` runs the cell's agent with the environment's system prompt.
+                agent: Some(agent.clone()),
+                system_prompt: Some(system_prompt),
+                editor: editor.clone(),
+                seed,
+                executor: Some(executor.clone()),
+                environment: None,
+                play: None,
+            });
+        }
         let (templates, budget): (&'a [&'static str], _) = match method {
             Method::Play2Prompt => (
                 play2prompt::TEMPLATES,
@@ -565,7 +664,27 @@ impl<'a> BaselineParams<'a> {
                 Method::TraceFree if budgets.tracefree.traces == 0 => None,
                 _ => Some(executor.clone()),
             },
+            environment: None,
+            play: None,
         })
+    }
+
+    /// These params with `key`, what the environment's training play plays on, for
+    /// an external method (the built-in methods' keys are left as they are).
+    pub fn with_play(mut self, key: Value) -> Self {
+        if matches!(self.budget, Some(Budget::External(_))) && !key.is_null() {
+            self.play = Some(key);
+        }
+        self
+    }
+
+    /// These params in environment `env` (an external method's `task` message names
+    /// it, so its key holds it); the built-in methods' keys are left as they are.
+    pub fn in_environment(mut self, env: &'static str) -> Self {
+        if matches!(self.budget, Some(Budget::External(_))) {
+            self.environment = Some(env);
+        }
+        self
     }
 }
 
@@ -575,6 +694,7 @@ pub fn stage_of(method: Method) -> (&'static str, u32) {
         Method::Play2Prompt => (play2prompt::STAGE, play2prompt::VERSION),
         Method::Draft => (draft::STAGE, draft::VERSION),
         Method::TraceFree => (tracefree::STAGE, tracefree::VERSION),
+        Method::External(_) => (external::STAGE, external::VERSION),
         _ => (easytool::STAGE, easytool::VERSION),
     }
 }
@@ -591,6 +711,12 @@ pub type StartDocs<'p> =
 /// The environment's tool executor, built when a stage that executes tools runs.
 pub type Runner<'p> = Box<dyn FnOnce() -> Result<Box<dyn ToolRunner + 'p>, StageError> + Send + 'p>;
 
+/// The environment's training play (an external method's `play`), built when an
+/// external method's stage runs.
+pub type Player<'p> = Box<
+    dyn FnOnce() -> Result<Option<Box<dyn external::TrainingPlay + 'p>>, StageError> + Send + 'p,
+>;
+
 /// One baseline stage of any environment: what it runs on and how it is keyed.
 pub struct BaselineStage<'p> {
     /// The baseline method.
@@ -606,6 +732,9 @@ pub struct BaselineStage<'p> {
     /// The environment's tool executor (called only when the method executes tools:
     /// Play2Prompt, DRAFT, and Trace-Free+'s tool play when it is trace-based).
     pub runner: Runner<'p>,
+    /// The environment's training play for an external method's `play` (built only
+    /// when an external method's stage runs; `None`: the environment has none).
+    pub player: Player<'p>,
 }
 
 /// Run (or reuse) a baseline stage at the grid cell `at` (recorded there): the
@@ -619,6 +748,15 @@ pub fn stage<'p>(
 ) -> Result<Handle, DriveError> {
     let (name, version) = stage_of(s.method);
     let models = cx.models;
+    // An external method's stderr is kept beside the store's caches, per node.
+    let log_dir = cx
+        .session
+        .store()
+        .root()
+        .join("cache")
+        .join("methods")
+        .join(&pipeline::digest::Digest::of_bytes(at.node(name).as_bytes()).0[..16]);
+    let setting = at.setting.clone();
     let BaselineStage {
         method,
         params,
@@ -626,7 +764,10 @@ pub fn stage<'p>(
         instances,
         docs,
         runner,
+        player,
     } = s;
+    // An external method's task names its environment (so its key holds it).
+    let params = params.in_environment(cx.env());
     cx.stage(at, name, version, params, inputs, move |ctx, p| {
         // Trace-Free+ asks its generator (default: the editor), sampled as configured.
         let generator = match method {
@@ -703,6 +844,28 @@ pub fn stage<'p>(
                 });
                 run_stage(ctx, &tb, name, n, &instances, &docs, |w| {
                     tracefree::produce(w, &budgets.tracefree, player_tb.as_ref())
+                })
+            }
+            Method::External(label) => {
+                let (Some(Budget::External(m)), Some(env)) = (&p.budget, p.environment) else {
+                    return Err(StageError::bug(
+                        name,
+                        format!("{label} has no configuration or no environment"),
+                    ));
+                };
+                let editor = p.editor.to_string();
+                let player = player()?;
+                let task = external::TaskCx {
+                    player: player.as_deref(),
+                    agent: agent.as_deref(),
+                    environment: env,
+                    setting: &setting,
+                    seed: p.seed,
+                    editor: &editor,
+                    log_dir: &log_dir,
+                };
+                try_run_stage(ctx, &tb, label, n, &instances, &docs, |w| {
+                    external::produce(w, m, &task)
                 })
             }
             _ => run_stage(ctx, &tb, name, n, &instances, &docs, easytool::produce),
@@ -849,6 +1012,7 @@ mod tests {
             play2prompt: Default::default(),
             draft: Default::default(),
             tracefree: Default::default(),
+            external: Default::default(),
         };
         let key = |b: &Baselines| {
             let p =

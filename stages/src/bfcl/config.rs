@@ -97,8 +97,27 @@ impl BfclExperiment {
         let methods = b
             .methods
             .unwrap_or_else(|| vec!["gold".into(), "base".into(), "toolobserver".into()]);
-        check_names("method", &methods, METHODS)?;
-        let methods: Vec<Method> = parse_methods(&methods, &Method::ALL)?;
+        // External methods (`ext:<name>`, configured by `[methods.<name>]`) beside the
+        // built-in ones.
+        let builtin: Vec<String> = methods
+            .iter()
+            .filter(|m| !m.starts_with(crate::at::EXTERNAL_PREFIX))
+            .cloned()
+            .collect();
+        if builtin.len() == methods.len() || !builtin.is_empty() {
+            check_names("method", &builtin, METHODS)?;
+        }
+        let methods: Vec<Method> = methods
+            .iter()
+            .map(|m| match m.strip_prefix(crate::at::EXTERNAL_PREFIX) {
+                Some(n) => Method::external(n).ok_or_else(|| {
+                    format!(
+                        "method `{m}`: an external method's name is 1 to 40 lowercase letters, digits or `_`, starting with a letter"
+                    )
+                }),
+                None => parse_methods(std::slice::from_ref(m), &Method::ALL).map(|v| v[0]),
+            })
+            .collect::<Result<_, _>>()?;
         let backend = b.backend.unwrap_or_else(|| "simulated".into());
         if backend == "live" {
             return Err(

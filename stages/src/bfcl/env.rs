@@ -299,6 +299,8 @@ impl<'a> Bfcl<'a> {
             // its editor proposes from the tool's docs alone: the instance's question
             // and gold answer never reach it.
             runner: Box::new(move || Ok(Box::new(self.executor()?) as Box<dyn ToolRunner + 'p>)),
+            // No training split: an external method's `play` is unsupported here.
+            player: Box::new(|| Ok(None)),
         };
         let inputs = vec![("instances", &self.data), ("docs", docs0)];
         let docs = baselines::stage(cx, at, run, &inputs)?;
@@ -363,7 +365,16 @@ impl<'a> Bfcl<'a> {
                 }
             }
         }
-        for m in BASELINES.iter().filter_map(|m| Method::parse(m)) {
+        let external = b
+            .methods
+            .iter()
+            .copied()
+            .filter(|m| m.external_name().is_some());
+        for m in BASELINES
+            .iter()
+            .filter_map(|m| Method::parse(m))
+            .chain(external)
+        {
             if !b.methods.contains(&m) {
                 continue;
             }
@@ -490,18 +501,7 @@ pub fn drive<'p>(
             SummarizeParams {
                 bootstrap: summarize::BOOTSTRAP,
                 inputs: labels,
-                grid: summary
-                    .iter()
-                    .map(|i| {
-                        [
-                            i.setting.clone(),
-                            i.method.clone(),
-                            i.agent.clone(),
-                            i.editor.clone(),
-                            i.round.to_string(),
-                        ]
-                    })
-                    .collect(),
+                grid: summary.iter().map(SummaryInput::grid).collect(),
             },
             &inputs,
             {

@@ -90,6 +90,10 @@ impl EnvTable for BfclExperiment {
         crate::env::Method::any_uses_editor(&self.methods)
     }
 
+    fn methods(&self) -> Vec<crate::env::Method> {
+        self.methods.clone()
+    }
+
     fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {
         if self.methods.contains(&method) {
             vec![crate::experiment::tool_set_id("bfcl", "")]

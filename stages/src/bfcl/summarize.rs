@@ -2,10 +2,11 @@
 //! E, P, A and corrected A as means over instances, with bootstrap 95%
 //! percentile intervals over instances, and error counts.
 
-use crate::rows::ScoreRow;
-use datasets::stats::bootstrap_mean_ci;
-use pipeline::{Handle, Row, StageCtx, StageError};
-use serde::{Deserialize, Serialize};
+use crate::env::Cell;
+use crate::metrics::accuracy;
+use pipeline::{Handle, StageCtx, StageError};
+
+pub use crate::rows::SummaryRow;
 
 /// The stage name.
 pub const STAGE: &str = "summarize";
@@ -17,136 +18,53 @@ pub const VERSION: u32 = 4;
 /// Bootstrap settings (part of the key).
 pub const BOOTSTRAP: (u32, u64) = (1000, 0);
 
-/// One aggregate of the summary: E, P and A of one score table (a setting, method,
-/// agent, editor and round), with bootstrap intervals.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
-#[row(
-    table = "summary",
-    doc = "E/P/A per setting and round with bootstrap 95% intervals"
-)]
-pub struct SummaryRow {
-    /// Setting/round label.
-    pub label: String,
-    /// Documentation setting.
-    pub setting: String,
-    /// `gold`, `base`, `toolobserver`, `easytool`, `play2prompt` or `draft`.
-    pub method: String,
-    /// Agent model spec.
-    pub agent: String,
-    /// Editor model spec (empty: none).
-    pub editor: String,
-    /// ToolObserver round (0 = base docs).
-    pub round: i64,
-    /// Instances.
-    pub n: i64,
-    /// Execution accuracy.
-    pub e: f64,
-    /// Parameter accuracy.
-    pub p: f64,
-    /// AST accuracy (reference behaviour).
-    pub a: f64,
-    /// AST accuracy with the hallucination check.
-    pub a_corrected: f64,
-    /// E, bootstrap 2.5th percentile.
-    pub e_lo: f64,
-    /// E, bootstrap 97.5th percentile.
-    pub e_hi: f64,
-    /// P, 2.5th percentile.
-    pub p_lo: f64,
-    /// P, 97.5th percentile.
-    pub p_hi: f64,
-    /// A, 2.5th percentile.
-    pub a_lo: f64,
-    /// A, 97.5th percentile.
-    pub a_hi: f64,
-    /// Instances whose model call failed (error rows).
-    pub errors: i64,
-}
-
-/// Mean of `xs`, summed in order (NaN for none).
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        return f64::NAN;
-    }
-    xs.iter().sum::<f64>() / xs.len() as f64
-}
-
 /// One score table to aggregate, with where it sits in the experiment's grid.
 #[derive(Clone, Debug)]
 pub struct SummaryInput {
     /// Unique within a drive (part of the stage key).
     pub label: String,
-    /// The documentation setting.
-    pub setting: String,
-    /// The method.
-    pub method: String,
-    /// Agent model spec.
-    pub agent: String,
-    /// Editor model spec (empty: none).
-    pub editor: String,
-    /// The documentation round.
-    pub round: i64,
     /// Pending in status mode when not computed yet.
     pub entry: Handle,
+    /// The grid cell of the score table.
+    pub cell: Cell,
 }
 
 impl SummaryInput {
     /// The summary's inputs from a drive's `RunOutput::curve` entries.
-    pub fn from_curve(curve: &[(String, crate::env::Cell, Handle)]) -> Vec<SummaryInput> {
+    pub fn from_curve(curve: &[(String, Cell, Handle)]) -> Vec<SummaryInput> {
         curve
             .iter()
             .map(|(tag, c, e)| SummaryInput {
                 label: tag.clone(),
-                setting: c.setting.clone(),
-                method: c.method_name().to_string(),
-                agent: c.agent.clone(),
-                editor: c.editor.clone(),
-                round: c.round,
                 entry: e.clone(),
+                cell: c.clone(),
             })
             .collect()
     }
+
+    /// Its coordinates as the stage's key names them: setting, method, agent,
+    /// editor, round.
+    pub fn grid(&self) -> [String; 5] {
+        let c = &self.cell;
+        [
+            c.setting.clone(),
+            c.method_name().to_string(),
+            c.agent.clone(),
+            c.editor.clone(),
+            c.round.to_string(),
+        ]
+    }
 }
 
-/// Aggregate the score tables.
+/// Aggregate the score tables (each must be computed): one
+/// [`accuracy::summary`] per input, in input order.
 pub fn summarize(inputs: &[SummaryInput]) -> Result<Vec<SummaryRow>, StageError> {
-    let mut out = Vec::new();
-    for input in inputs {
-        let (label, entry) = (&input.label, input.entry.get()?);
-        let rows: Vec<ScoreRow> = entry.read()?;
-        let col = |f: fn(&ScoreRow) -> f64| rows.iter().map(f).collect::<Vec<f64>>();
-        let (e, p, a) = (
-            col(|r| if r.e { 1.0 } else { 0.0 }),
-            col(|r| r.p),
-            col(|r| r.a),
-        );
-        let errors = rows.iter().filter(|r| r.error_kind.is_some()).count() as i64;
-        let (bn, seed) = BOOTSTRAP;
-        let (e_lo, e_hi) = bootstrap_mean_ci(&e, bn, seed);
-        let (p_lo, p_hi) = bootstrap_mean_ci(&p, bn, seed);
-        let (a_lo, a_hi) = bootstrap_mean_ci(&a, bn, seed);
-        out.push(SummaryRow {
-            label: label.clone(),
-            setting: input.setting.clone(),
-            method: input.method.clone(),
-            agent: input.agent.clone(),
-            editor: input.editor.clone(),
-            round: input.round,
-            n: rows.len() as i64,
-            e: mean(&e),
-            p: mean(&p),
-            a: mean(&a),
-            a_corrected: mean(&col(|r| r.a_corrected)),
-            e_lo,
-            e_hi,
-            p_lo,
-            p_hi,
-            a_lo,
-            a_hi,
-            errors,
-        });
+    let mut curve = Vec::with_capacity(inputs.len());
+    for i in inputs {
+        i.entry.get()?;
+        curve.push((i.label.clone(), i.cell.clone(), i.entry.clone()));
     }
-    Ok(out)
+    accuracy::summaries(&curve, BOOTSTRAP)
 }
 
 /// Runs `summarize`: one summary row per input score table.

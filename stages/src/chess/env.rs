@@ -171,6 +171,17 @@ impl OfflineEnv for Chess<'_> {
         &self.notes
     }
 
+    fn player(
+        &self,
+    ) -> Result<Option<Box<dyn crate::baselines::external::TrainingPlay + '_>>, StageError> {
+        Ok(Some(Box::new(super::play::ChessPlayer::new(self)?)))
+    }
+
+    fn play_key(&self) -> (Value, Vec<(&'static str, Handle)>) {
+        // The positions are an input already (the tool runner's).
+        (super::play::ChessPlayer::key(self), Vec::new())
+    }
+
     fn evaluate<'p>(
         &'p self,
         cx: &mut Cx<'p, '_>,

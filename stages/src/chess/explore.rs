@@ -213,15 +213,7 @@ impl Chess<'_> {
                 let mut failed = 0i64;
                 let mut first_error: Option<String> = None;
                 let mut choose = |g: &Game| -> AgentChoice {
-                    let question = turn_template
-                        .replace("{{fen}}", &g.fen())
-                        .replace("{{side}}", Side::as_str(g.turn()))
-                        .replace(
-                            "{{history}}",
-                            &Some(g.history_text())
-                                .filter(|h| !h.is_empty())
-                                .unwrap_or_else(|| "(none)".into()),
-                        );
+                    let question = turn_question(turn_template, g);
                     let turn = agent.act(&AgentJob {
                         system,
                         question: &question,
@@ -361,6 +353,20 @@ impl Chess<'_> {
             },
         )
     }
+}
+
+/// The agent's question at game `g` from the turn template (`{{fen}}`, `{{side}}`,
+/// `{{history}}`: the moves so far, or `(none)`).
+pub(super) fn turn_question(template: &str, g: &Game) -> String {
+    template
+        .replace("{{fen}}", &g.fen())
+        .replace("{{side}}", Side::as_str(g.turn()))
+        .replace(
+            "{{history}}",
+            &Some(g.history_text())
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "(none)".into()),
+        )
 }
 
 #[cfg(test)]

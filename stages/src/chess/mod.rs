@@ -30,6 +30,7 @@ pub mod env;
 pub mod evaluate;
 pub mod explore;
 pub mod oracle;
+mod play;
 pub mod positions;
 pub mod reading;
 pub mod rows;
@@ -311,6 +312,10 @@ impl crate::experiment::EnvTable for ChessExperiment {
 
     fn uses_editor(&self) -> bool {
         crate::env::Method::any_uses_editor(&self.methods)
+    }
+
+    fn methods(&self) -> Vec<crate::env::Method> {
+        self.methods.clone()
     }
 
     fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {

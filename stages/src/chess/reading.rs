@@ -59,26 +59,6 @@ pub fn chess_score(
     Ok((s.overall.calls > 0).then(|| s.overall.percent()))
 }
 
-/// The tool set `set` as `otb export --sft` names it.
-fn tool_set(set: &str) -> String {
-    crate::experiment::tool_set_id("chess", set)
-}
-
-/// Where the offline SFT pairs of chess are read.
-fn curves<'a>(
-    tool_set: &'a dyn Fn(&str) -> String,
-    score: &'a crate::offline::sft::ScoreFn<'a>,
-) -> crate::offline::sft::Curves<'a> {
-    crate::offline::sft::Curves {
-        env: "chess",
-        docs_stage: crate::chess::DOCS_STAGE,
-        explore_stage: crate::chess::EXPLORE_STAGE,
-        judge_stage: None,
-        tool_set,
-        score,
-    }
-}
-
 /// How chess reads its own rows for `otb report` and `otb export --sft`.
 pub struct ChessReader;
 
@@ -276,7 +256,7 @@ impl crate::experiment::Reader for ChessReader {
 
     /// The tool sets of `run` for `otb export --sft`.
     fn sft_tool_sets(&self, run: &crate::env::RunOutput) -> Vec<String> {
-        crate::offline::sft::tool_sets(run, crate::chess::DOCS_STAGE, &tool_set)
+        crate::offline::sft::tool_sets(run, crate::chess::DOCS_STAGE)
     }
 
     /// The SFT pairs of `run`'s ToolObserver curves, selected on the training split by
@@ -298,6 +278,14 @@ impl crate::experiment::Reader for ChessReader {
                 texts: games.into_iter().map(|g| g.editor_text).collect(),
             })
         };
-        crate::offline::sft::pairs(run, &curves(&tool_set, &score))
+        crate::offline::sft::pairs(
+            run,
+            &crate::offline::sft::Curves {
+                docs_stage: crate::chess::DOCS_STAGE,
+                explore_stage: crate::chess::EXPLORE_STAGE,
+                judge_stage: None,
+                score: &score,
+            },
+        )
     }
 }

@@ -226,6 +226,26 @@ pub fn infrastructure_error<'a>(
     ))
 }
 
+/// The editor's replies to `asked` prompts of `stage`, checked: the first
+/// infrastructure failure among them is the stage's error ([`infrastructure_error`]),
+/// and fewer replies than prompts is a bug.
+pub fn check_replies(
+    stage: &str,
+    replies: &[EditorReply],
+    asked: usize,
+) -> Result<(), pipeline::StageError> {
+    if let Some(e) = infrastructure_error(stage, replies.iter().filter_map(|r| r.error.as_ref())) {
+        return Err(e);
+    }
+    if replies.len() != asked {
+        return Err(pipeline::StageError::bug(
+            stage,
+            "editor returned fewer replies than asked",
+        ));
+    }
+    Ok(())
+}
+
 /// The first assistant message of an agent turn.
 #[derive(Clone, Debug, Default)]
 pub struct AgentTurn {

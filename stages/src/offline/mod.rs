@@ -263,18 +263,7 @@ pub fn batch_reflect(
     let pb = ctx.progress(prompts.len() as u64);
     let replies = editor.complete_all(&prompts, p.seed, &|| pb.inc(1));
     pb.finish_and_clear();
-    if let Some(e) = crate::models::infrastructure_error(
-        REFLECT_STAGE,
-        replies.iter().filter_map(|r| r.error.as_ref()),
-    ) {
-        return Err(e);
-    }
-    if replies.len() != prompts.len() {
-        return Err(StageError::bug(
-            REFLECT_STAGE,
-            "editor returned fewer replies than asked",
-        ));
-    }
+    crate::models::check_replies(REFLECT_STAGE, &replies, prompts.len())?;
     let mut usage = Usage::default();
     let mut rows = Vec::with_capacity(batches.len());
     let mut edits = Vec::with_capacity(batches.len());
@@ -731,6 +720,13 @@ fn baseline<'p>(
     let (runner_params, runner_inputs) = env.runner_key();
     let mut inputs: Vec<(&str, &Handle)> = vec![("docs", &g.opaque)];
     inputs.extend(runner_inputs.iter().map(|(k, h)| (*k, h)));
+    // An external method's `play` reads what the training play plays on.
+    let (play_params, play_inputs) = if method.external_name().is_some() {
+        env.play_key()
+    } else {
+        (Value::Null, Vec::new())
+    };
+    inputs.extend(play_inputs.iter().map(|(k, h)| (*k, h)));
     let run = baselines::BaselineStage {
         method,
         params: baselines::BaselineParams::new(
@@ -739,7 +735,8 @@ fn baseline<'p>(
             at,
             env.agent_system(),
             &runner_params,
-        )?,
+        )?
+        .with_play(play_params),
         budgets: g.spec.baselines,
         instances: Box::new(move || Ok(std::borrow::Cow::Owned(vec![shared]))),
         docs: Box::new(|ctx| ctx.read("docs")),
@@ -747,6 +744,8 @@ fn baseline<'p>(
         // single calls when it is trace-based: chess, a tool on a training position;
         // search, a domain search with the query its editor proposes).
         runner: Box::new(move || env.tool_runner()),
+        // An external method's `play`: the agent on training items only.
+        player: Box::new(move || env.player()),
     };
     let docs = baselines::stage(cx, at, run, &inputs)?;
     let test = at.play(Some(Split::Test), 0);

@@ -27,8 +27,6 @@ pub struct TrainPlay {
 
 /// What an offline environment's pairs are read from.
 pub struct Curves<'a> {
-    /// The environment's table (`chess`, `search`): the pairs' `environment`.
-    pub env: &'a str,
     /// Its stage of a tool set's gold and opaque docs (the opaque ones: Base's).
     pub docs_stage: &'a str,
     /// Its exploration stage (a training play per round).
@@ -36,8 +34,6 @@ pub struct Curves<'a> {
     /// A stage that judges a training play and whose rows the editor read instead
     /// (search's judge), if any.
     pub judge_stage: Option<&'a str>,
-    /// The tool set's identifier ([`crate::experiment::tool_set_id`]).
-    pub tool_set: &'a dyn Fn(&str) -> String,
     /// The score of a training play.
     pub score: &'a ScoreFn<'a>,
 }
@@ -47,15 +43,12 @@ pub struct Curves<'a> {
 pub type ScoreFn<'a> =
     dyn Fn(&str, &Output, Option<&Output>, &[Value]) -> Result<TrainPlay, StageError> + 'a;
 
-/// The tool sets of `run` played by `docs_stage`'s Base docs, as `tool_set` names them.
-pub fn tool_sets(
-    run: &RunOutput,
-    docs_stage: &str,
-    tool_set: &dyn Fn(&str) -> String,
-) -> Vec<String> {
+/// The tool sets of `run` played by `docs_stage`'s Base docs, named by
+/// [`crate::at::tool_set_id`] from their cells.
+pub fn tool_sets(run: &RunOutput, docs_stage: &str) -> Vec<String> {
     run.by_stage(docs_stage)
         .filter(|o| o.cell.is(crate::at::Method::Base))
-        .map(|o| tool_set(&o.cell.setting))
+        .map(|o| crate::at::tool_set_id(o.cell.env, &o.cell.setting))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect()
@@ -138,9 +131,9 @@ pub fn pairs(run: &RunOutput, c: &Curves<'_>) -> Result<Vec<SftPair>, StageError
             let after_tools = tools_of(d);
             for (b, a) in changed(&before_tools, &after_tools) {
                 out.push(SftPair {
-                    environment: c.env.into(),
+                    environment: opaque.cell.env.into(),
                     setting: set.into(),
-                    tool_set: (c.tool_set)(set),
+                    tool_set: crate::at::tool_set_id(opaque.cell.env, set),
                     held_out: false,
                     agent: agent.into(),
                     editor: editor.into(),

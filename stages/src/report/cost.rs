@@ -71,23 +71,10 @@ fn role(src: &Source, stage: &str) -> &'static str {
     }
 }
 
-/// The cost rows of `src` (one per stage, method, role and model with calls).
+/// The cost rows of `src` (one per stage, method, role and model with calls): each
+/// computed node's spend, summed by [`crate::metrics::cost::by_key`].
 pub fn collect(src: &Source, prices: Option<&Prices>) -> Result<Vec<CostRow>, StoreError> {
-    type Key = (String, String, String, String);
-    let mut acc: BTreeMap<Key, CostRow> = BTreeMap::new();
-    let mut add = |k: Key, calls: u64, p: u64, c: u64, r: u64| {
-        let row = acc.entry(k.clone()).or_insert_with(|| CostRow {
-            stage: k.0,
-            method: k.1,
-            role: k.2,
-            model: k.3,
-            ..CostRow::default()
-        });
-        row.calls += calls;
-        row.prompt += p;
-        row.completion += c;
-        row.reasoning += r;
-    };
+    let mut spend = Vec::new();
     for n in &src.nodes {
         let Some(o) = src.out(&n.node) else { continue };
         let u = &o.entry.manifest.usage;
@@ -95,21 +82,24 @@ pub fn collect(src: &Source, prices: Option<&Prices>) -> Result<Vec<CostRow>, St
             continue;
         }
         let l = &o.cell;
+        let row = |role: String, model: String| CostRow {
+            stage: n.stage.clone(),
+            method: l.method_name().to_string(),
+            role,
+            model,
+            ..CostRow::default()
+        };
         if o.entry.manifest.outputs.contains_key(DocCallRow::TABLE) {
+            // A documentation method's own rows: one per call, by role.
             let rows: Vec<DocCallRow> = o.entry.read()?;
             for r in rows {
-                add(
-                    (
-                        n.stage.clone(),
-                        l.method_name().to_string(),
-                        r.role,
-                        r.model,
-                    ),
-                    1,
-                    r.prompt_tokens.max(0) as u64,
-                    r.completion_tokens.max(0) as u64,
-                    r.reasoning_tokens.max(0) as u64,
-                );
+                spend.push(CostRow {
+                    calls: 1,
+                    prompt: r.prompt_tokens.max(0) as u64,
+                    completion: r.completion_tokens.max(0) as u64,
+                    reasoning: r.reasoning_tokens.max(0) as u64,
+                    ..row(r.role, r.model)
+                });
             }
             continue;
         }
@@ -119,26 +109,17 @@ pub fn collect(src: &Source, prices: Option<&Prices>) -> Result<Vec<CostRow>, St
             "editor" => l.editor.clone(),
             _ => "-".into(),
         };
-        add(
-            (
-                n.stage.clone(),
-                l.method_name().to_string(),
-                role.into(),
-                model,
-            ),
-            u.calls,
-            u.prompt_tokens,
-            u.completion_tokens,
-            u.reasoning_tokens,
-        );
+        spend.push(CostRow {
+            calls: u.calls,
+            prompt: u.prompt_tokens,
+            completion: u.completion_tokens,
+            reasoning: u.reasoning_tokens,
+            ..row(role.into(), model)
+        });
     }
-    let mut rows: Vec<CostRow> = acc.into_values().collect();
-    if let Some(p) = prices {
-        for r in &mut rows {
-            r.dollars = p.dollars(&r.model, r.prompt, r.completion);
-        }
-    }
-    Ok(rows)
+    Ok(crate::metrics::cost::by_key(spend, |model, p, c| {
+        prices.and_then(|ps| ps.dollars(model, p, c))
+    }))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 use super::model::{Cell, DocEdits, DocSubject, Flip, Item, ToolHistory};
 use super::source::{Out, Source};
+use crate::metrics::docs as metrics;
 use crate::rows::{DocRow, EditRow};
 use pipeline::{Row, StoreError};
 use serde_json::Value;
@@ -72,25 +73,14 @@ pub fn collect(
             });
         }
     }
-    // ToolObserver curves: (setting, agent, editor) -> rounds in order.
-    let mut curves: BTreeMap<(String, String, String), Vec<&Docs<'_>>> = BTreeMap::new();
-    for d in &all {
-        let l = &d.out.cell;
-        if l.is(crate::at::Method::ToolObserver) && l.round > 0 {
-            curves
-                .entry((l.setting.clone(), l.agent.clone(), l.editor.clone()))
-                .or_default()
-                .push(d);
-        }
-    }
+    let labels: Vec<&crate::at::Cell> = all.iter().map(|d| &d.out.cell).collect();
     let mut out = DocEdits::default();
-    for ((setting, agent, editor), mut rounds) in curves {
-        rounds.sort_by_key(|d| d.out.cell.round);
-        let online: Vec<(i64, usize)> = rounds
-            .iter()
-            .filter(|d| d.out.stage == crate::batch_reflect::STAGE)
-            .map(|d| (d.out.cell.round, d.rows.iter().filter(|r| r.frozen).count()))
-            .collect();
+    for ((setting, agent, editor), rounds) in metrics::curves(&labels) {
+        let rounds: Vec<&Docs<'_>> = rounds.into_iter().map(|i| &all[i]).collect();
+        let online = metrics::frozen_by_round(rounds.iter().map(|d| {
+            let online = d.out.stage == crate::batch_reflect::STAGE;
+            (d.out.cell.round, online, &d.rows[..])
+        }));
         if !online.is_empty() {
             out.frozen
                 .insert((setting.clone(), agent.clone(), editor.clone()), online);
@@ -106,19 +96,9 @@ pub fn collect(
         let gold = all.iter().find(|d| {
             reader.is_some_and(|e| e.reader().is_gold_docs(&setting, &d.out.stage, &d.out.cell))
         });
-        let baselines: Vec<&Docs<'_>> = crate::at::Method::ALL
+        let baselines: Vec<&Docs<'_>> = metrics::baseline_finals(&labels, &setting, &editor)
             .into_iter()
-            .filter(|m| m.is_baseline())
-            .filter_map(|m| {
-                let of = |d: &&Docs<'_>| {
-                    let l = &d.out.cell;
-                    l.setting == setting && l.is(m)
-                };
-                all.iter()
-                    .filter(of)
-                    .find(|d| d.out.cell.editor == editor || d.out.cell.editor.is_empty())
-                    .or_else(|| all.iter().find(of))
-            })
+            .map(|i| &all[i])
             .collect();
         for b in &base.rows {
             // Per instance (online), or one subject for a tool set's shared docs.
@@ -189,65 +169,27 @@ pub fn collect(
 /// 0), then each ToolObserver round with items (online every round; offline the
 /// test play after the last round).
 fn flips(src: &Source, cells: &[Cell], items: &[Item]) -> Result<Vec<Flip>, StoreError> {
-    let mut by_cell: HashMap<usize, HashMap<&str, f64>> = HashMap::new();
-    for it in items {
-        by_cell
-            .entry(it.cell)
-            .or_default()
-            .insert(it.id.as_str(), it.score);
-    }
-    let mut curves: BTreeMap<(String, String, String), Vec<&Cell>> = BTreeMap::new();
-    for c in cells {
-        if c.method == "toolobserver" && c.split != "train" && c.state == "done" {
-            curves
-                .entry((c.setting.clone(), c.agent.clone(), c.editor.clone()))
-                .or_default()
-                .push(c);
-        }
-    }
     let mut flips = Vec::new();
-    for ((setting, agent, editor), mut seq) in curves {
-        seq.sort_by_key(|c| c.round);
-        if let Some(base) = cells.iter().find(|c| {
-            c.setting == setting
-                && c.agent == agent
-                && c.method == "base"
-                && c.split != "train"
-                && c.state == "done"
-        }) {
-            if seq.first().is_none_or(|c| c.round > 0) {
-                seq.insert(0, base);
-            }
-        }
-        for w in seq.windows(2) {
-            let (Some(before), Some(after)) = (by_cell.get(&w[0].id), by_cell.get(&w[1].id)) else {
-                continue;
+    for ((setting, agent, editor), seq) in crate::metrics::items::edit_curves(cells) {
+        // The tools each round's edit changed, read once per round with a flip.
+        let mut edited: BTreeMap<i64, HashMap<String, Vec<String>>> = BTreeMap::new();
+        for f in crate::metrics::items::flips(&seq, items) {
+            let tools = match edited.entry(f.round) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(edited_tools(src, &setting, &agent, &editor, f.round)?)
+                }
             };
-            let edited = edited_tools(src, &w[1].setting, &agent, &editor, w[1].round)?;
-            let mut ids: Vec<&&str> = after.keys().collect();
-            ids.sort();
-            for id in ids {
-                let (Some(b), Some(a)) = (before.get(*id), after.get(*id)) else {
-                    continue;
-                };
-                let direction = if *b < 1.0 && *a >= 1.0 {
-                    "wrong -> right"
-                } else if *b >= 1.0 && *a < 1.0 {
-                    "right -> wrong"
-                } else {
-                    continue;
-                };
-                flips.push(Flip {
-                    setting: setting.clone(),
-                    agent: agent.clone(),
-                    editor: editor.clone(),
-                    item: id.to_string(),
-                    round: w[1].round,
-                    cell: w[1].id,
-                    direction,
-                    tools: edited.get(*id).cloned().unwrap_or_default(),
-                });
-            }
+            flips.push(Flip {
+                setting: setting.clone(),
+                agent: agent.clone(),
+                editor: editor.clone(),
+                tools: tools.get(&f.item).cloned().unwrap_or_default(),
+                item: f.item,
+                round: f.round,
+                cell: f.cell,
+                direction: f.direction,
+            });
         }
     }
     Ok(flips)

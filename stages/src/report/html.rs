@@ -309,13 +309,22 @@ pub fn word_diff(before: &str, after: &str) -> Markup {
     let diff = similar::TextDiff::configure()
         .timeout(WORD_DIFF_TIMEOUT)
         .diff_words(before, after);
+    // Consecutive words of one kind in one element: a description written anew is
+    // one insertion, not one per word and space.
+    let mut runs: Vec<(similar::ChangeTag, String)> = Vec::new();
+    for op in diff.iter_all_changes() {
+        match runs.last_mut() {
+            Some((tag, text)) if *tag == op.tag() => text.push_str(op.value()),
+            _ => runs.push((op.tag(), op.value().to_string())),
+        }
+    }
     html! {
         div.diff {
-            @for op in diff.iter_all_changes() {
-                @match op.tag() {
-                    similar::ChangeTag::Equal => (op.value()),
-                    similar::ChangeTag::Delete => del.w { (op.value()) },
-                    similar::ChangeTag::Insert => ins.w { (op.value()) },
+            @for (tag, text) in &runs {
+                @match tag {
+                    similar::ChangeTag::Equal => (text),
+                    similar::ChangeTag::Delete => del.w { (text) },
+                    similar::ChangeTag::Insert => ins.w { (text) },
                 }
             }
         }
@@ -392,9 +401,11 @@ fn doc_edits(d: &DocEdits, cells: &[Cell]) -> Markup {
                             (word_diff(&t.rounds[k - 1].1, text))
                         }
                     }
+                    // Gold and every other method's final description (a baseline,
+                    // an external method), each as a word diff against round 0.
                     @for (m, text) in &t.others {
                         div.muted { (m) " (final)" }
-                        div.diff { (text) }
+                        (word_diff(t.rounds.first().map_or("", |r| r.1.as_str()), text))
                     }
                 }
             }
@@ -469,10 +480,8 @@ pub fn page(r: &Report, split: bool) -> String {
     };
     let p = &r.provenance;
     let priced = r.priced;
-    let total: (u64, u64, u64) = r.cost.iter().fold((0, 0, 0), |a, c| {
-        (a.0 + c.calls, a.1 + c.prompt, a.2 + c.completion)
-    });
-    let dollars: f64 = r.cost.iter().filter_map(|c| c.dollars).sum();
+    let total = crate::metrics::cost::total(&r.cost);
+    let dollars = total.dollars;
     let markup = html! {
         (DOCTYPE)
         html lang="en" {
@@ -559,7 +568,7 @@ pub fn page(r: &Report, split: bool) -> String {
                     }
                     section #cost {
                         h2 { "Cost" }
-                        p.muted { (thousands(total.0)) " model calls, " (thousands(total.1)) " prompt and " (thousands(total.2)) " completion tokens"
+                        p.muted { (thousands(total.calls)) " model calls, " (thousands(total.prompt)) " prompt and " (thousands(total.completion)) " completion tokens"
                             @if priced { ", $" (format!("{dollars:.2}")) " at the given prices (models without a price count nothing)" }
                             @else { " (give --prices FILE for dollars)" } "." }
                         table {
@@ -616,7 +625,7 @@ pub fn page(r: &Report, split: bool) -> String {
 
 /// The page of one cell of a split report.
 pub fn cell_page(r: &Report, cell: &Cell) -> String {
-    let items: Vec<&Item> = r.items.iter().filter(|i| i.cell == cell.id).collect();
+    let items: Vec<&Item> = crate::metrics::items::of_cell(&r.items, cell.id);
     let title = format!("{}: {} · {}", r.title, cell.title(), cell.agent);
     html! {
         (DOCTYPE)
@@ -664,6 +673,12 @@ mod tests {
         assert!(d.contains("<del class=\"w\">"), "{d}");
         assert!(d.contains("<ins class=\"w\">integers.</ins>"), "{d}");
         assert!(d.contains("&lt;b&gt;"), "{d}");
+        // A run of inserted words is one element.
+        let d = word_diff("", "Calculates the probability.").into_string();
+        assert_eq!(
+            d,
+            "<div class=\"diff\"><ins class=\"w\">Calculates the probability.</ins></div>"
+        );
     }
 
     #[test]

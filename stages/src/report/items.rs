@@ -99,11 +99,8 @@ pub fn collect(
             for it in &mut its {
                 it.cell = id;
             }
-            cell.n = its.len();
-            cell.errors = its.iter().filter(|i| i.error.is_some()).count();
-            if !its.is_empty() {
-                cell.mean = Some(its.iter().map(|i| i.score).sum::<f64>() / its.len() as f64);
-            }
+            let s = crate::metrics::items::summary(&its);
+            (cell.n, cell.errors, cell.mean) = (s.n, s.errors, s.mean);
             items.extend(its);
         }
         cells.push(cell);

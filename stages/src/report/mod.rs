@@ -14,6 +14,9 @@
 //!   small script that writes every value as text).
 //!
 //! The tables come from the same renderers as `otb table` (`crate::tables`).
+//! Every number the page shows (item counts and means, comparisons, curves, cost,
+//! frozen counts, flips) is computed in `crate::metrics` (`items`, `docs`, `cost`);
+//! these files read the store and format.
 
 pub mod compare;
 pub mod cost;
@@ -124,7 +127,7 @@ fn body(
         })
         .collect();
     r.provenance.version = opts.version.clone();
-    let pending = r.cells.iter().filter(|c| c.state != "done").count();
+    let pending = crate::metrics::items::pending(&r.cells);
     if pending > 0 {
         r.notes.push(format!(
             "{pending} of {} cells are not computed yet (their state says why); what is computed is shown.",
@@ -419,35 +422,31 @@ fn released_intervals(
     imported: &[crate::bfcl::import_released::Imported],
     r: &Report,
 ) {
-    use std::collections::{BTreeMap, HashMap};
-    let mut last: BTreeMap<(&str, &str, &str), u32> = BTreeMap::new();
-    for i in imported {
-        let v = last
-            .entry((&i.method, &i.config, &i.gen_hypers))
-            .or_insert(0);
-        *v = (*v).max(i.version);
+    use crate::metrics::accuracy::{self, RunVersion};
+    use crate::metrics::items::{scores_by_cell, RESAMPLES, SEED};
+    fn version(i: &crate::bfcl::import_released::Imported) -> RunVersion<'_> {
+        RunVersion {
+            method: &i.method,
+            config: &i.config,
+            gen_hypers: &i.gen_hypers,
+            version: i.version,
+        }
     }
-    let cell_of: HashMap<&str, usize> = r.cells.iter().map(|c| (c.node.as_str(), c.id)).collect();
-    let mut scores: HashMap<usize, Vec<f64>> = HashMap::new();
-    for it in &r.items {
-        scores.entry(it.cell).or_default().push(it.score);
-    }
+    let last = accuracy::last_versions(imported.iter().map(version));
+    let cell_of: std::collections::HashMap<&str, usize> =
+        r.cells.iter().map(|c| (c.node.as_str(), c.id)).collect();
+    let scores = scores_by_cell(&r.items);
+    // Table 2's column label of a released method.
+    let label = crate::tables::table2::released_label;
     for c in t2.cells.iter_mut().filter(|c| c.source == "released") {
+        // The item scores of the run versions Table 2 pools into this cell.
         let mut es: Vec<f64> = Vec::new();
         for i in imported {
-            let Some((_, suffix)) = datasets::bfcl::released::split_config(&i.config) else {
-                continue;
-            };
-            let setting = datasets::bfcl::opacify::Setting::from_reference_suffix(suffix);
-            let same_setting = setting.is_some_and(|s| s.as_str() == c.setting);
-            let lv = last[&(i.method.as_str(), i.config.as_str(), i.gen_hypers.as_str())];
-            let pooled = match (c.method.as_str(), i.method.as_str()) {
-                ("Gold", "tool_observer") => suffix == "base" && i.version == 0,
-                ("Base", "tool_observer") => same_setting && i.version == 0,
-                ("+TO", "tool_observer") => same_setting && i.version == lv && lv > 0,
-                ("+P2P", "play2prompt") | ("+ET", "easytool") => same_setting && i.version == 0,
-                _ => false,
-            };
+            let v = version(i);
+            let pooled =
+                accuracy::released_column(v, last[&v.run()]).is_some_and(|(settings, m)| {
+                    label(m) == c.method && settings.contains(&c.setting.as_str())
+                });
             if !pooled || released_model(&i.gen_hypers) != c.model {
                 continue;
             }
@@ -458,13 +457,7 @@ fn released_intervals(
                 es.extend(v);
             }
         }
-        let n = es.len();
-        if n == 0 || n as i64 != c.n {
-            continue;
-        }
-        let mean = es.iter().sum::<f64>() / n as f64;
-        if (mean - c.e).abs() < 5e-4 {
-            let (lo, hi) = datasets::stats::bootstrap_mean_ci(&es, 1000, 0);
+        if let Some((lo, hi)) = accuracy::pooled_interval(&es, c.n, c.e, (RESAMPLES, SEED)) {
             c.e_lo = Some(lo);
             c.e_hi = Some(hi);
         }
@@ -516,21 +509,9 @@ fn tables(
 /// `extra`), and a note for what cannot be drawn: a tokens chart with no token
 /// recorded says so instead of drawing a line at zero.
 fn curves(src: &Source, r: &Report, extra: &ExtraTokens) -> (Vec<Chart>, Vec<String>) {
-    use std::collections::{BTreeMap, HashMap};
-    let mut scores: HashMap<usize, Vec<f64>> = HashMap::new();
-    for it in &r.items {
-        scores.entry(it.cell).or_default().push(it.score);
-    }
-    type Curve = (String, String, String);
-    let mut seqs: BTreeMap<Curve, Vec<&model::Cell>> = BTreeMap::new();
-    for c in &r.cells {
-        // Online curves: every round plays the same instances (no split).
-        if c.split.is_empty() && c.method == "toolobserver" && c.state == "done" {
-            seqs.entry((c.setting.clone(), c.agent.clone(), c.editor.clone()))
-                .or_default()
-                .push(c);
-        }
-    }
+    use crate::metrics::items as metrics;
+    let scores = metrics::scores_by_cell(&r.items);
+    let seqs = metrics::online_curves(&r.cells);
     let mut charts = Vec::new();
     // Legends name the setting alone when every curve has one agent and editor.
     let one_pair = seqs
@@ -542,25 +523,13 @@ fn curves(src: &Source, r: &Report, extra: &ExtraTokens) -> (Vec<Chart>, Vec<Str
     let mut frozen: Vec<model::Series> = Vec::new();
     let mut tokens: Vec<model::Series> = Vec::new();
     let mut untokened = 0;
-    for ((setting, agent, editor), mut seq) in seqs {
-        // Round 0: Base (a released chain on the original docs: its Gold run).
-        if let Some(base) = r.cells.iter().find(|c| {
-            c.split.is_empty()
-                && c.setting == setting
-                && c.agent == agent
-                && (c.method == "base" || (c.method == "gold" && c.round == 0))
-        }) {
-            if base.state == "done" && seq.iter().all(|c| c.round > 0) {
-                seq.push(base);
-            }
-        }
-        seq.sort_by_key(|c| c.round);
+    for ((setting, agent, editor), seq) in seqs {
         let (mut e, mut p, mut a) = (Vec::new(), Vec::new(), Vec::new());
         for c in &seq {
             let (Some(mean), Some((pm, am)), Some(es)) = (c.mean, c.p_a, scores.get(&c.id)) else {
                 continue;
             };
-            let (lo, hi) = datasets::stats::bootstrap_mean_ci(es, 1000, 0);
+            let (lo, hi) = metrics::interval(es);
             let x = c.round as f64;
             e.push((x, mean, Some(lo), Some(hi)));
             p.push((x, pm, None, None));
@@ -593,26 +562,14 @@ fn curves(src: &Source, r: &Report, extra: &ExtraTokens) -> (Vec<Chart>, Vec<Str
             .flatten()
             .map(|&(round, n)| (round as f64, n as f64, None, None))
             .collect();
-        let mut tk = Vec::new();
-        for o in &src.outs {
-            let l = &o.cell;
-            if !l.is(crate::at::Method::ToolObserver)
-                || l.setting != setting
-                || l.agent != agent
-                || l.editor != editor
-            {
-                continue;
-            }
-            let u = &o.entry.manifest.usage;
-            let used = (u.prompt_tokens + u.completion_tokens) as f64
-                + extra.get(&o.node).copied().unwrap_or(0) as f64;
-            let x = l.round as f64;
-            match tk.iter_mut().find(|(rx, ..): &&mut model::Point| *rx == x) {
-                Some(t) => t.1 += used,
-                None => tk.push((x, used, None, None)),
-            }
-        }
-        tk.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let outputs = src.outs.iter().map(|o| {
+            let extra = extra.get(&o.node).copied().unwrap_or(0);
+            (&o.cell, &o.entry.manifest.usage, extra)
+        });
+        let tk: Vec<model::Point> = metrics::tokens_by_round(outputs, (&setting, &agent, &editor))
+            .into_iter()
+            .map(|(round, used)| (round as f64, used, None, None))
+            .collect();
         if !fz.is_empty() {
             frozen.push((name.clone(), fz));
         }

@@ -63,7 +63,39 @@ impl Cell {
     }
 }
 
+impl crate::metrics::items::AsGridCell for Cell {
+    fn grid(&self) -> crate::metrics::items::GridCell<'_> {
+        crate::metrics::items::GridCell {
+            id: self.id,
+            env: self.env,
+            setting: &self.setting,
+            method: &self.method,
+            agent: &self.agent,
+            editor: &self.editor,
+            round: self.round,
+            split: &self.split,
+            computed: self.state == "done",
+            items: self.n,
+        }
+    }
+}
+
 pub use crate::reading::{Block, Item};
+
+impl crate::metrics::items::ScoredItem for Item {
+    fn cell(&self) -> usize {
+        self.cell
+    }
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn score(&self) -> f64 {
+        self.score
+    }
+    fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+}
 
 /// One tool's description through a curve's rounds, with the other methods' final
 /// descriptions beside it.
@@ -157,28 +189,9 @@ pub struct Comparison {
     pub ci: (f64, f64),
 }
 
-/// Tokens and dollars per stage, method, role and model.
-#[derive(Clone, Debug, Default)]
-pub struct CostRow {
-    /// The stage.
-    pub stage: String,
-    /// The method.
-    pub method: String,
-    /// `agent`, `editor`, `judge` or `-`.
-    pub role: String,
-    /// The model spec.
-    pub model: String,
-    /// Model calls (cached ones included).
-    pub calls: u64,
-    /// Prompt tokens.
-    pub prompt: u64,
-    /// Completion tokens.
-    pub completion: u64,
-    /// Reasoning tokens (within completion where the API counts them so).
-    pub reasoning: u64,
-    /// Dollars, when the price file names the model.
-    pub dollars: Option<f64>,
-}
+/// Tokens and dollars per stage, method, role and model (summed by
+/// [`crate::metrics::cost::by_key`]).
+pub use crate::metrics::cost::CostRow;
 
 /// One node of the plan, as provenance lists it.
 #[derive(Clone, Debug)]

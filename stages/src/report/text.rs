@@ -46,7 +46,7 @@ pub fn edits(r: &Report) -> String {
             head.push_str(&format!(" · editor {}", s.editor));
         }
         let _ = writeln!(out, "{head}");
-        let unchanged = s.tools.iter().filter(|t| t.rounds.len() < 2).count();
+        let unchanged = crate::metrics::docs::unchanged(s.tools.iter().map(|t| t.rounds.len()));
         for t in s.tools.iter().filter(|t| t.rounds.len() >= 2) {
             let _ = writeln!(out, "  {}", t.tool);
             for (k, (round, text)) in t.rounds.iter().enumerate() {

@@ -92,6 +92,19 @@ impl OfflineEnv for Search<'_> {
         &self.notes
     }
 
+    fn player(
+        &self,
+    ) -> Result<Option<Box<dyn crate::baselines::external::TrainingPlay + '_>>, StageError> {
+        Ok(Some(Box::new(super::play::SearchPlayer::new(self)?)))
+    }
+
+    fn play_key(&self) -> (Value, Vec<(&'static str, Handle)>) {
+        (
+            super::play::SearchPlayer::key(self),
+            vec![("questions", self.questions.handle.clone())],
+        )
+    }
+
     fn evaluate<'p>(
         &'p self,
         cx: &mut Cx<'p, '_>,

@@ -2,6 +2,7 @@
 //! bootstrap interval, mean F1 and tool calls per question.
 
 use super::rows::{EpisodeRow, SearchScoreRow};
+use crate::metrics;
 
 /// The stage name.
 pub const EVALUATE_STAGE: &str = "search-evaluate";
@@ -27,19 +28,12 @@ pub fn score(
             .map(|e| f64::from(u8::from(v.get(&e.question_id) == Some(&Some(true)))))
             .collect(),
     };
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
-    };
+    // A mean over no questions is 0.
+    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { metrics::mean(v) };
     let unjudged = verdicts.map_or(0, |(_, v)| {
-        eps.iter()
-            .filter(|e| !matches!(v.get(&e.question_id), Some(Some(_))))
-            .count()
+        metrics::count(eps, |e| !matches!(v.get(&e.question_id), Some(Some(_))))
     });
-    let (lo, hi) = datasets::stats::bootstrap_mean_ci(&correct, 1000, 0);
+    let (lo, hi) = metrics::bootstrap(&correct, 1000, 0);
     SearchScoreRow {
         questions: n as i64,
         accuracy: mean(&correct),

@@ -120,12 +120,8 @@ impl Search<'_> {
             &|q: &QuestionRow| -> EpisodeRow {
                 let mut calls = 0usize;
                 let mut run_tool = |c: &CallRecord| -> String {
-                    let text = match env.execute(&c.function, &c.args) {
-                        Ok(t) => t,
-                        Err(e) => format!("Error: {e}"),
-                    };
                     calls += 1;
-                    datasets::bfcl::executor::bounded_output(&text)
+                    tool_reply(&env, c)
                 };
                 let ep = run_episode(
                     agent,
@@ -148,30 +144,7 @@ impl Search<'_> {
                 if let Ok(mut a) = accounting.lock() {
                     a.add(&ep.accounting);
                 }
-                let answer = ep.answer.clone().unwrap_or_default();
-                let g = judge::grade(&answer, &q.answer, &q.aliases);
-                let steps: Vec<Value> = ep
-                    .steps
-                    .iter()
-                    .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
-                    .collect();
-                let mut row = EpisodeRow {
-                    question_id: q.question_id.clone(),
-                    split: split.as_str().into(),
-                    round,
-                    model: model.to_string(),
-                    steps: Value::Array(steps),
-                    answer: ep.answer.clone(),
-                    forced: ep.forced,
-                    correct: g.exact,
-                    f1: g.f1,
-                    tool_calls: calls as i64,
-                    editor_text: String::new(),
-                    error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
-                    prompt_tokens: ep.usage.prompt_tokens as i64,
-                    completion_tokens: ep.usage.completion_tokens as i64,
-                    reasoning_tokens: ep.usage.reasoning_tokens as i64,
-                };
+                let (mut row, g) = graded_row(q, split, round, model, &ep, calls);
                 row.editor_text = editor_text(&row, q, Some(g.exact), &view);
                 row
             },
@@ -328,4 +301,51 @@ impl<'a> Search<'a> {
             .map(|t| t.get("name").and_then(Value::as_str))
             .eq(gold.tools.iter().map(|t| Some(t.name.as_str())))
     }
+}
+
+/// The episode row of question `q` played in `ep` (`calls` tool calls), graded by
+/// exact match against the answer and its aliases; the row's editor text is empty.
+pub(super) fn graded_row(
+    q: &QuestionRow,
+    split: Split,
+    round: i64,
+    model: &str,
+    ep: &crate::models::Episode,
+    calls: usize,
+) -> (EpisodeRow, judge::Grade) {
+    let answer = ep.answer.clone().unwrap_or_default();
+    let g = judge::grade(&answer, &q.answer, &q.aliases);
+    let steps: Vec<Value> = ep
+        .steps
+        .iter()
+        .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
+        .collect();
+    let row = EpisodeRow {
+        question_id: q.question_id.clone(),
+        split: split.as_str().into(),
+        round,
+        model: model.to_string(),
+        steps: Value::Array(steps),
+        answer: ep.answer.clone(),
+        forced: ep.forced,
+        correct: g.exact,
+        f1: g.f1,
+        tool_calls: calls as i64,
+        editor_text: String::new(),
+        error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
+        prompt_tokens: ep.usage.prompt_tokens as i64,
+        completion_tokens: ep.usage.completion_tokens as i64,
+        reasoning_tokens: ep.usage.reasoning_tokens as i64,
+    };
+    (row, g)
+}
+
+/// What the agent reads back from a search tool call: the tool's text, or the
+/// error as `Error: ...`, bounded as every tool output is.
+pub(super) fn tool_reply(env: &SearchEnv<'_, super::corpus::Searcher>, c: &CallRecord) -> String {
+    let text = match env.execute(&c.function, &c.args) {
+        Ok(t) => t,
+        Err(e) => format!("Error: {e}"),
+    };
+    datasets::bfcl::executor::bounded_output(&text)
 }

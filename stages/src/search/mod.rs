@@ -29,6 +29,7 @@ pub mod env;
 pub mod evaluate;
 pub mod explore;
 pub mod judge;
+mod play;
 pub mod questions;
 pub mod reading;
 pub mod rows;
@@ -209,6 +210,10 @@ impl crate::experiment::EnvTable for SearchExperiment {
 
     fn uses_editor(&self) -> bool {
         crate::env::Method::any_uses_editor(&self.methods)
+    }
+
+    fn methods(&self) -> Vec<crate::env::Method> {
+        self.methods.clone()
     }
 
     fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {

@@ -14,11 +14,6 @@ use std::collections::HashMap;
 /// The title of the search interval chart.
 const ACCURACY_TITLE: &str = "Search: judged accuracy (bootstrap 95% interval)";
 
-/// The tool set `set` as `otb export --sft` names it.
-fn tool_set(set: &str) -> String {
-    crate::experiment::tool_set_id("search", set)
-}
-
 /// How search reads its own rows for `otb report` and `otb export --sft`.
 pub struct SearchReader;
 
@@ -225,7 +220,7 @@ impl crate::experiment::Reader for SearchReader {
 
     /// The tool sets of `run` for `otb export --sft`.
     fn sft_tool_sets(&self, run: &crate::env::RunOutput) -> Vec<String> {
-        crate::offline::sft::tool_sets(run, crate::search::DOCS_STAGE, &tool_set)
+        crate::offline::sft::tool_sets(run, crate::search::DOCS_STAGE)
     }
 
     /// The SFT pairs of `run`'s ToolObserver curves, selected on the training split by
@@ -272,11 +267,9 @@ impl crate::experiment::Reader for SearchReader {
         crate::offline::sft::pairs(
             run,
             &crate::offline::sft::Curves {
-                env: "search",
                 docs_stage: crate::search::DOCS_STAGE,
                 explore_stage: crate::search::EXPLORE_STAGE,
                 judge_stage: Some(crate::search::judge::JUDGE_STAGE),
-                tool_set: &tool_set,
                 score: &score,
             },
         )

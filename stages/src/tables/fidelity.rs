@@ -9,14 +9,14 @@
 
 use crate::baselines::{cosine, Embed};
 use crate::driver::Located;
-use crate::driver::Output;
 use crate::experiment::Experiment;
+use crate::metrics::fidelity::{self, PairScore};
 use crate::models::embed::make_embedder;
 use crate::rows::{DocRow, InstanceRow};
 use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// One method's fidelity for one documentation setting and model pair.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
@@ -83,7 +83,8 @@ pub fn pairs(docs: &[DocRow], instances: &[InstanceRow]) -> Vec<(String, String)
     out
 }
 
-/// Mean (semantic, lexical) over pairs.
+/// Mean (semantic, lexical) over pairs ([`fidelity::mean_similarity`]; an empty
+/// final description scores 0 on both).
 pub fn score_pairs(pairs: &[(String, String)], embed: &dyn Embed) -> Result<(f64, f64), String> {
     if pairs.is_empty() {
         return Ok((0.0, 0.0));
@@ -100,18 +101,23 @@ pub fn score_pairs(pairs: &[(String, String)], embed: &dyn Embed) -> Result<(f64
         .collect();
     let vecs = embed.embed(&nonempty)?;
     let by_text: HashMap<&str, &Vec<f32>> = nonempty.iter().copied().zip(vecs.iter()).collect();
-    let (mut sem, mut lex) = (0.0, 0.0);
-    for (a, b) in pairs {
-        if a.trim().is_empty() {
-            continue;
-        }
-        if let (Some(x), Some(y)) = (by_text.get(a.as_str()), by_text.get(b.as_str())) {
-            sem += cosine(x, y);
-        }
-        lex += textsim::rouge1_f1(a, b);
-    }
-    let n = pairs.len() as f64;
-    Ok((sem / n, lex / n))
+    let scores: Vec<PairScore> = pairs
+        .iter()
+        .map(|(a, b)| {
+            if a.trim().is_empty() {
+                return PairScore::default();
+            }
+            let semantic = match (by_text.get(a.as_str()), by_text.get(b.as_str())) {
+                (Some(x), Some(y)) => cosine(x, y),
+                _ => 0.0,
+            };
+            PairScore {
+                semantic,
+                lexical: textsim::rouge1_f1(a, b),
+            }
+        })
+        .collect();
+    Ok(fidelity::mean_similarity(&scores))
 }
 
 /// Table 6 (fidelity): one row per setting, method, agent and editor, and the notes
@@ -121,31 +127,6 @@ pub struct Table6 {
     pub rows: Vec<FidelityRow>,
     /// Notes about the run (no results or no learned documentation yet).
     pub notes: Vec<String>,
-}
-
-/// The final docs of every method in the experiment's store.
-fn final_docs(out: &[Output]) -> BTreeMap<(String, String, String, String), &Output> {
-    let mut finals: BTreeMap<(String, String, String, String), &Output> = BTreeMap::new();
-    for o in out {
-        let is_docs = o.stage == crate::batch_reflect::STAGE
-            || crate::experiment::BASELINES.contains(&o.stage);
-        if !is_docs {
-            continue;
-        }
-        let k = (
-            o.cell.setting.clone(),
-            o.cell.method_name().to_string(),
-            o.cell.agent.clone(),
-            o.cell.editor.clone(),
-        );
-        match finals.get(&k) {
-            Some(prev) if prev.cell.round >= o.cell.round => {}
-            _ => {
-                finals.insert(k, o);
-            }
-        }
-    }
-    finals
 }
 
 /// Builds Table 6 from the experiment's outputs in `store`: each method's final docs
@@ -169,7 +150,9 @@ pub fn build(store: &Store, exp: &Experiment, located: &Located) -> Result<Table
         });
     };
     let instances: Vec<InstanceRow> = data.entry.read()?;
-    let finals = final_docs(&out.outputs);
+    let mut docs_stages = vec![crate::batch_reflect::STAGE];
+    docs_stages.extend_from_slice(crate::experiment::BASELINES);
+    let finals = fidelity::final_docs(out, &docs_stages);
     if finals.is_empty() {
         notes.push(format!(
             "{}: no learned documentation in the store yet (methods toolobserver, easytool, play2prompt, draft)",

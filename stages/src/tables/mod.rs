@@ -74,10 +74,7 @@ pub fn progress_note(
     found: usize,
     reports: &[pipeline::NodeReport],
 ) -> Option<String> {
-    let pending = reports
-        .iter()
-        .filter(|r| !matches!(r.state, pipeline::NodeState::Fresh))
-        .count();
+    let pending = crate::metrics::status::not_fresh(reports);
     if found == 0 {
         Some(format!(
             "{}: no {what} results in the store yet (run `otb run {}`)",

@@ -30,7 +30,7 @@ fn font_ready() -> bool {
 /// E by ToolObserver round, one line per setting (the paper's Figure 3).
 pub fn rounds_png(curve: &[SummaryRow], path: &Path) -> Result<(), String> {
     let labels = font_ready();
-    let max_round = curve.iter().map(|c| c.round).max().unwrap_or(1).max(1);
+    let (lines, max_round) = crate::metrics::convergence::curve_lines(curve);
     let root = BitMapBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut builder = ChartBuilder::on(&root);
@@ -56,33 +56,19 @@ pub fn rounds_png(curve: &[SummaryRow], path: &Path) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
     }
     // One line per chain; the models are named only when the curve has several.
-    let key = |c: &SummaryRow| {
-        (
-            c.setting.clone(),
-            c.agent.clone(),
-            c.editor.clone(),
-            c.method.clone(),
-        )
-    };
-    let mut chains: Vec<(String, String, String, String)> = curve.iter().map(key).collect();
-    chains.sort();
-    chains.dedup();
-    let several = chains
-        .iter()
-        .any(|(_, a, e, m)| (a, e, m) != (&chains[0].1, &chains[0].2, &chains[0].3));
-    for (i, chain) in chains.iter().enumerate() {
+    let several = lines.iter().any(|l| {
+        let (_, a, e, m) = &l.chain;
+        (a, e, m) != (&lines[0].chain.1, &lines[0].chain.2, &lines[0].chain.3)
+    });
+    for (i, line) in lines.into_iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
+        let chain = &line.chain;
         let s = if several {
             format!("{} ({} / {} / {})", chain.0, chain.1, chain.2, chain.3)
         } else {
             chain.0.clone()
         };
-        let mut pts: Vec<(i64, f64)> = curve
-            .iter()
-            .filter(|c| key(c) == *chain)
-            .map(|c| (c.round, c.e))
-            .collect();
-        pts.sort_by_key(|p| p.0);
+        let pts = line.points;
         let series = chart
             .draw_series(LineSeries::new(pts, color.stroke_width(2)))
             .map_err(|e| e.to_string())?;

@@ -1,19 +1,16 @@
 //! Human-readable reports of a session: the `otb status` listing.
 
 use crate::driver::Located;
-use crate::env::{Cell, Method};
+use crate::env::Cell;
+use crate::metrics;
 use pipeline::{NodeReport, NodeState};
-use std::collections::{BTreeMap, HashMap};
 
-/// One line per node: state, node, and for stale nodes the reasons, indented.
+/// One line per node: state, node, and for stale nodes the reasons, indented; then the
+/// counts, the stages of later rounds, the estimate and the time spent
+/// ([`metrics::status`]).
 pub fn status_text(located: &Located) -> String {
     let reports = &located.reports[..];
     let mut out = String::new();
-    let (mut fresh, mut would, mut blocked) = (0, 0, 0);
-    // Stages of later rounds, by kind (not listed one by one).
-    let mut later: std::collections::BTreeMap<&str, usize> = Default::default();
-    // Compute time of the fresh stages (as recorded when each was computed), per stage.
-    let mut spent: std::collections::BTreeMap<&str, u64> = Default::default();
     for r in reports {
         let key = r
             .key
@@ -22,8 +19,6 @@ pub fn status_text(located: &Located) -> String {
             .unwrap_or_else(|| "-".repeat(12));
         match &r.state {
             NodeState::Fresh | NodeState::Ran => {
-                fresh += 1;
-                *spent.entry(r.stage.as_str()).or_default() += r.wall_ms;
                 out.push_str(&format!(
                     "fresh      {key}  {}  ({})\n",
                     r.node,
@@ -31,277 +26,121 @@ pub fn status_text(located: &Located) -> String {
                 ));
             }
             NodeState::WouldRun { reasons } => {
-                would += 1;
                 out.push_str(&format!("would run  {key}  {}\n", r.node));
                 for reason in reasons {
                     out.push_str(&format!("             because {reason}\n"));
                 }
             }
             NodeState::Blocked { on } => {
-                blocked += 1;
                 out.push_str(&format!("missing    {key}  {} (waits: {on})\n", r.node));
             }
-            NodeState::Planned { .. } => *later.entry(r.stage.as_str()).or_default() += 1,
+            NodeState::Planned { .. } => {}
         }
     }
+    let c = metrics::status::state_counts(reports);
     out.push_str(&format!(
-        "{} stages shown: {fresh} fresh, {would} would run, {blocked} missing behind them\n",
-        fresh + would + blocked
+        "{} stages shown: {} fresh, {} would run, {} missing behind them\n",
+        c.shown(),
+        c.fresh,
+        c.would_run,
+        c.blocked
     ));
-    if !later.is_empty() {
-        let n: usize = later.values().sum();
-        let kinds: Vec<String> = later.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    if !c.later.is_empty() {
+        let kinds: Vec<String> = c.later.iter().map(|(k, n)| format!("{n} {k}")).collect();
         out.push_str(&format!(
-            "not shown: up to {n} stages of later rounds ({}), which run only if their online ToolObserver curve goes on (it ends early when every instance is frozen; `otb plan` lists them)\n",
+            "not shown: up to {} stages of later rounds ({}), which run only if their online ToolObserver curve goes on (it ends early when every instance is frozen; `otb plan` lists them)\n",
+            c.later_total,
             kinds.join(", ")
         ));
     }
     if let Some(eta) = estimate(reports, &|node| located.cell(node)) {
         out.push_str(&eta);
     }
-    if !spent.is_empty() {
-        let total: u64 = spent.values().sum();
-        let parts: Vec<String> = spent
+    if !c.spent.is_empty() {
+        let parts: Vec<String> = c
+            .spent
             .iter()
             .map(|(stage, ms)| format!("{stage} {}", seconds(*ms)))
             .collect();
         out.push_str(&format!(
             "time the fresh stages took to compute: {} ({})\n",
-            seconds(total),
+            seconds(c.spent_total),
             parts.join(", ")
         ));
     }
     out
 }
 
-/// Whether the stage's result is in the store (found there or computed just now).
-fn computed(r: &NodeReport) -> bool {
-    matches!(r.state, NodeState::Fresh | NodeState::Ran)
-}
-
-/// The time the stages still to run will take: the listed stages (a lower bound),
-/// then the stages of later rounds not listed yet ([`NodeState::Planned`]: an upper
-/// estimate, since an online ToolObserver curve may end early); `None` when nothing
-/// is left. Each stage counts at the mean time of its kind among the computed ones,
-/// except a round of a curve whose earlier rounds were computed (see [`Rounds`]).
+/// The time the stages still to run will take ([`metrics::status::estimate`]), as
+/// lines; `None` when nothing is left.
 fn estimate<'a>(
     reports: &'a [NodeReport],
     cell_of: &'a dyn Fn(&str) -> Option<&'a Cell>,
 ) -> Option<String> {
-    let mut mean: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
-    for r in reports {
-        if computed(r) {
-            let e = mean.entry(r.stage.as_str()).or_default();
-            e.0 += r.wall_ms;
-            e.1 += 1;
-        }
-    }
-    let rounds = Rounds::new(reports, cell_of);
-    // Summed times of `stages`: (as the rounds shrink, at the last round's time), and
-    // the kinds with no time measured yet.
-    let sum = |stages: &[&NodeReport]| {
-        let (mut ms, mut flat) = (0u64, 0u64);
-        let mut unknown: std::collections::BTreeSet<&str> = Default::default();
-        for r in stages {
-            if let Some((shrunk, last)) = rounds.project(r) {
-                ms += shrunk;
-                flat += last;
-                continue;
-            }
-            match mean.get(r.stage.as_str()) {
-                Some((total, n)) => {
-                    ms += total / n;
-                    flat += total / n;
-                }
-                None => {
-                    unknown.insert(r.stage.as_str());
-                }
-            }
-        }
-        (ms, flat, unknown.into_iter().collect::<Vec<_>>().join(", "))
-    };
-    let (left, later): (Vec<&NodeReport>, Vec<&NodeReport>) = reports
-        .iter()
-        .filter(|r| !computed(r))
-        .partition(|r| !matches!(r.state, NodeState::Planned { .. }));
-    if left.is_empty() && later.is_empty() {
-        return None;
-    }
-    let (ms, flat, unknown) = sum(&left);
+    let e = metrics::status::estimate(reports, cell_of)?;
+    let (left, later) = (&e.left, &e.later);
     // Nothing measured yet but stages that take no time (grading, a summary): saying
     // "at least 0 s" would mislead.
-    if ms < 1000 && !unknown.is_empty() {
+    if left.ms < 1000 && !left.unknown.is_empty() {
         return Some(format!(
-            "estimated time for the {} stages still to run: not known until a stage of each kind has run ({unknown})\n",
-            left.len(),
+            "estimated time for the {} stages still to run: not known until a stage of each kind has run ({})\n",
+            left.stages,
+            left.unknown.join(", "),
         ));
     }
-    let (later_ms, later_flat, later_unknown) = sum(&later);
-    // A projection is never above the last round's time, so the sums differ exactly
-    // when some round was projected below it.
-    let projected = ms < flat || later_ms < later_flat;
     let mut line = format!(
         "estimated time for the {} stages still to run: at least {} of stage time (each at the mean time of its kind so far{}; stages of concurrent chains overlap, so the wall time is shorter",
-        left.len(),
-        duration(ms),
-        if projected {
+        left.stages,
+        duration(left.ms),
+        if left.projected() || later.projected() {
             ", a later round of a curve at its last round's time shrunk as its rounds have shrunk so far"
         } else {
             ""
         }
     );
-    if !unknown.is_empty() {
-        line.push_str(&format!("; not yet measured: {unknown}"));
+    if !left.unknown.is_empty() {
+        line.push_str(&format!("; not yet measured: {}", left.unknown.join(", ")));
     }
     line.push_str(")\n");
-    if !later.is_empty() {
+    if later.stages > 0 {
         line.push_str(&format!(
             "  and up to {} more for the {} stages of later rounds not shown ({}less if curves end early{})\n",
-            duration(later_flat),
-            later.len(),
-            if later_ms < later_flat {
+            duration(later.flat),
+            later.stages,
+            if later.projected() {
                 format!(
                     "about {} if the rounds go on shrinking as they have so far; ",
-                    duration(later_ms)
+                    duration(later.ms)
                 )
             } else {
                 String::new()
             },
-            if later_unknown.is_empty() {
+            if later.unknown.is_empty() {
                 String::new()
             } else {
-                format!("; not yet measured: {later_unknown}")
+                format!("; not yet measured: {}", later.unknown.join(", "))
             }
         ));
     }
-    if let Some(factor) = overlap(reports) {
-        let wall = |ms: u64| duration((ms as f64 / factor) as u64);
+    if let Some(factor) = e.overlap {
+        let wall = |ms: u64| duration(metrics::status::wall_ms(ms, factor));
         line.push_str(&format!(
             "  at the overlap measured so far ({factor:.1} stages computing at a time), about {} of wall time{} (longer if too few chains are left to keep the model busy)\n",
-            wall(ms),
-            if later.is_empty() {
+            wall(left.ms),
+            if later.stages == 0 {
                 String::new()
-            } else if later_ms < later_flat {
+            } else if later.projected() {
                 format!(
                     ", about {} with the later rounds (up to {})",
-                    wall(ms + later_ms),
-                    wall(ms + later_flat)
+                    wall(e.with_later()),
+                    wall(e.with_later_flat())
                 )
             } else {
-                format!(", up to {} with the later rounds", wall(ms + later_flat))
+                format!(", up to {} with the later rounds", wall(e.with_later_flat()))
             }
         ));
     }
     Some(line)
-}
-
-/// The computed rounds of each curve, for estimating its rounds still to run. A
-/// curve is a ToolObserver chain of one stage kind: its cell but the round (a play on
-/// the test split is no round of it), starting from Base's round 0, which every
-/// editor's curve shares. As instances freeze, a curve's rounds get shorter (fewer
-/// instances left to run and edit), so round N is estimated from the curve's last
-/// computed round M < N as `t(M) * q^(N-M)`, where `q` is how much round M shrank
-/// from round M-1 (at most 1; 1 when M-1 is unknown).
-struct Rounds<'a> {
-    // (stage, curve) -> round -> stage time
-    done: HashMap<(&'a str, Cell), BTreeMap<i64, u64>>,
-    cell_of: &'a dyn Fn(&str) -> Option<&'a Cell>,
-}
-
-impl<'a> Rounds<'a> {
-    fn new(reports: &'a [NodeReport], cell_of: &'a dyn Fn(&str) -> Option<&'a Cell>) -> Self {
-        let mut done: HashMap<_, BTreeMap<i64, u64>> = Default::default();
-        for r in reports.iter().filter(|r| computed(r)) {
-            if let Some((curve, round)) = cell_of(&r.node).and_then(curve_round) {
-                done.entry((r.stage.as_str(), curve))
-                    .or_default()
-                    .insert(round, r.wall_ms);
-            }
-        }
-        Rounds { done, cell_of }
-    }
-
-    /// `(projected, at the last round's time)` for a round of a curve that has an
-    /// earlier round computed.
-    fn project(&self, r: &NodeReport) -> Option<(u64, u64)> {
-        let (curve, round) = (self.cell_of)(&r.node).and_then(curve_round)?;
-        let start = self.done.get(&(r.stage.as_str(), curve_start(&curve)));
-        let own = self.done.get(&(r.stage.as_str(), curve));
-        let mut done: BTreeMap<i64, u64> =
-            start.into_iter().flatten().map(|(&k, &v)| (k, v)).collect();
-        done.extend(own.into_iter().flatten().map(|(&k, &v)| (k, v)));
-        let (&m, &last) = done.range(..round).next_back()?;
-        let q = match m.checked_sub(1).and_then(|p| done.get(&p)) {
-            Some(&before) if before > 0 => (last as f64 / before as f64).min(1.0),
-            _ => 1.0,
-        };
-        let shrunk = last as f64 * q.powi((round - m) as i32);
-        Some((shrunk as u64, last))
-    }
-}
-
-/// `(curve, N)` for a node of round N of a ToolObserver curve (its Base round 0
-/// included): the cell without its round, and N.
-fn curve_round(c: &Cell) -> Option<(Cell, i64)> {
-    if c.split() == Some(crate::at::Split::Test) {
-        return None;
-    }
-    if c.is_toolobserver() {
-        return Some((c.curve(), c.round));
-    }
-    if c.is(Method::Base) && c.round == 0 {
-        return Some((curve_start(c), 0));
-    }
-    None
-}
-
-/// The curve every editor's (and the guard's) ToolObserver curve of `c`'s chain
-/// starts from: Base's round 0.
-fn curve_start(c: &Cell) -> Cell {
-    Cell {
-        method: Some(Method::ToolObserver),
-        guard: false,
-        editor: String::new(),
-        ..c.curve()
-    }
-}
-
-/// How many stages were computing at a time, on average, while any was: the computed
-/// stages' summed time over the length of the union of their intervals (each ends when
-/// its result was committed). `None` below 1.1 (one chain after another) or when less
-/// than a minute of stage time is known.
-fn overlap(reports: &[NodeReport]) -> Option<f64> {
-    let mut spans: Vec<(u64, u64)> = reports
-        .iter()
-        .filter(|r| computed(r))
-        .filter(|r| r.finished_unix > 0 && r.wall_ms > 0)
-        .map(|r| {
-            let ms_end = r.finished_unix.saturating_mul(1000);
-            (ms_end.saturating_sub(r.wall_ms), ms_end)
-        })
-        .collect();
-    spans.sort_unstable();
-    let summed: u64 = spans.iter().map(|(a, b)| b - a).sum();
-    let mut union = 0u64;
-    let mut current: Option<(u64, u64)> = None;
-    for (a, b) in spans {
-        current = match current {
-            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
-            Some((ca, cb)) => {
-                union += cb - ca;
-                Some((a, b))
-            }
-            None => Some((a, b)),
-        };
-    }
-    if let Some((ca, cb)) = current {
-        union += cb - ca;
-    }
-    if union < 60_000 {
-        return None;
-    }
-    let factor = summed as f64 / union as f64;
-    (factor >= 1.1).then_some(factor)
 }
 
 /// Milliseconds as `1 h 05 min`, `12 min 03 s` or `4.2 s`.
@@ -324,6 +163,8 @@ fn seconds(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::Method;
+    use crate::metrics::status::testing::*;
 
     fn k(set: &str, model: &str, source: &str, editor: &str, method: &str) -> GridKey {
         GridKey {
@@ -376,38 +217,31 @@ mod tests {
         assert_eq!(grid.lines().count(), 5, "{grid}");
     }
 
-    fn report(stage: &str, state: NodeState, wall_ms: u64) -> NodeReport {
-        NodeReport {
-            node: format!("{stage}[x]"),
-            stage: stage.into(),
-            key: None,
-            state,
-            rows: 0,
-            wall_ms,
-            finished_unix: 0,
-            usage: Default::default(),
-            inputs: Vec::new(),
-        }
-    }
-
-    /// A computed stage of `wall_s` seconds whose result was committed at `end`.
-    fn at(stage: &str, wall_s: u64, end: u64) -> NodeReport {
-        NodeReport {
-            finished_unix: end,
-            ..report(stage, NodeState::Fresh, wall_s * 1000)
-        }
-    }
-
-    fn would() -> NodeState {
-        NodeState::WouldRun {
-            reasons: vec!["never computed".into()],
-        }
-    }
-
-    fn planned() -> NodeState {
-        NodeState::Planned {
-            after: "an earlier round".into(),
-        }
+    /// Each external method a row has is a column of its own, named as the method
+    /// list writes it, after the built-in ones in first-seen order.
+    #[test]
+    fn method_grid_gives_each_external_method_a_column() {
+        let rows = vec![
+            k("s", "m", "run", "", "base"),
+            k("s", "m", "run", "e", "ext:zeta"),
+            k("s", "m", "run", "e", "ext:alpha"),
+            k("s", "m", "run", "e", "ext:zeta"),
+        ];
+        let grid = method_grid(&rows, &|r| r.clone(), &|r| r.method.clone());
+        let lines: Vec<&str> = grid.lines().collect();
+        assert_eq!(
+            lines[0],
+            "| Tool set | Model | Source | Gold | Base | +TO | +P2P | +ET | ext:zeta | ext:alpha |"
+        );
+        assert_eq!(
+            lines[2],
+            "| s | m | run |  | base |  |  |  | ext:zeta | ext:alpha |"
+        );
+        // Without one, the columns are the paper's.
+        let grid = method_grid(&rows[..1], &|r| r.clone(), &|r| r.method.clone());
+        assert!(
+            grid.starts_with("| Tool set | Model | Source | Gold | Base | +TO | +P2P | +ET |\n")
+        );
     }
 
     #[test]
@@ -436,11 +270,6 @@ mod tests {
         ];
         let text = status_text(&plain(sequential.clone()));
         assert!(!text.contains("overlap measured"), "{text}");
-        assert_eq!(overlap(&sequential), None);
-        // Nested and chained intervals merge.
-        let nested = vec![at("a", 100, 1_100), at("b", 50, 1_080), at("c", 100, 1_150)];
-        let f = overlap(&nested).unwrap();
-        assert!((f - 250.0 / 150.0).abs() < 1e-9, "{f}");
     }
 
     #[test]
@@ -485,39 +314,7 @@ mod tests {
 
     #[test]
     fn a_curves_later_rounds_shrink_as_its_rounds_have_shrunk() {
-        let cell = |setting: &str, method: Method, round: i64| Cell {
-            env: "bfcl",
-            setting: setting.into(),
-            method: Some(method),
-            agent: "scripted:a".into(),
-            editor: if method == Method::Base {
-                ""
-            } else {
-                "scripted:e"
-            }
-            .into(),
-            round,
-            step: crate::at::Step::Play { split: None },
-            ..Cell::default()
-        };
         let to = |setting: &str, round: i64| cell(setting, Method::ToolObserver, round);
-        let (start, _) = curve_round(&cell("names", Method::Base, 0)).unwrap();
-        let (curve, round) = curve_round(&to("names", 3)).unwrap();
-        assert_eq!((curve_start(&curve), round), (start.clone(), 3));
-        assert_ne!(curve, start);
-        let guard = Cell {
-            guard: true,
-            ..to("names", 2)
-        };
-        assert_eq!(curve_start(&curve_round(&guard).unwrap().0), start);
-        let test = Cell {
-            step: crate::at::Step::Play {
-                split: Some(crate::at::Split::Test),
-            },
-            ..to("names", 2)
-        };
-        assert_eq!(curve_round(&test), None);
-        assert_eq!(curve_round(&cell("names", Method::Draft, 0)), None);
         let located = |rows: Vec<(Cell, NodeState, u64)>| {
             let mut run = crate::env::RunOutput::default();
             let mut reports = Vec::new();
@@ -706,7 +503,8 @@ pub fn method_grid<R>(
 }
 
 /// [`method_grid`], with a column for Trace-Free+ (method `tracefree`, beyond the
-/// paper's tables) labelled `tracefree_label` when a row has that method.
+/// paper's tables) labelled `tracefree_label` when a row has that method, and one
+/// for each external method (`ext:<name>`) a row has, labelled by that name.
 pub fn method_grid_with<R>(
     rows: &[R],
     key: &dyn Fn(&R) -> GridKey,
@@ -723,6 +521,14 @@ pub fn method_grid_with<R>(
     ];
     if keys.iter().any(|k| k.method == "tracefree") {
         methods.push(("tracefree", tracefree_label));
+    }
+    // An external method (`ext:<name>`) has a column of its own, labelled by its
+    // name as the experiment's method list writes it, in first-seen order.
+    for k in &keys {
+        let m = k.method.as_str();
+        if m.starts_with(crate::at::EXTERNAL_PREFIX) && !methods.iter().any(|(x, _)| *x == m) {
+            methods.push((m, m));
+        }
     }
     let mut editors: Vec<&str> = Vec::new();
     for k in &keys {

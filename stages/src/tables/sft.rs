@@ -29,7 +29,7 @@
 use crate::baselines::tracefree;
 use crate::driver::RunOutput;
 use crate::experiment::Experiment;
-use datasets::rng::SplitMix64;
+use crate::metrics::sft;
 use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -124,24 +124,11 @@ impl Holdout {
     /// fraction's.
     pub fn resolve(&self, sets: &[String], seed: u64) -> Result<BTreeSet<String>, SftError> {
         match self {
-            Holdout::Fraction(f) => {
-                let k = ((sets.len() as f64 * f).round() as usize).clamp(1, sets.len().max(1));
-                let mut order = sets.to_vec();
-                SplitMix64::derived(seed, 0x686f_6c64).shuffle(&mut order);
-                Ok(order.into_iter().take(k).collect())
-            }
+            Holdout::Fraction(f) => Ok(sft::drawn_share(sets, *f, seed)),
             Holdout::Sets(items) => {
                 let mut out = BTreeSet::new();
                 for item in items {
-                    let hits: Vec<&String> = sets
-                        .iter()
-                        .filter(|s| {
-                            *s == item
-                                || s.split_once(':').is_some_and(|(env, set)| {
-                                    env == item.as_str() || set == item.as_str()
-                                })
-                        })
-                        .collect();
+                    let hits = sft::named(sets, item);
                     if hits.is_empty() {
                         return Err(SftError::UnknownToolSet {
                             given: item.clone(),
@@ -296,19 +283,6 @@ pub fn pairs(run: &RunOutput, exp: &Experiment) -> Result<Vec<SftPair>, StageErr
     Ok(out)
 }
 
-/// `k` of `pool`, drawn by `rng`: whole shuffled passes over the pool, the last one
-/// cut (so no item repeats before every item was drawn).
-fn draw(pool: &[usize], k: usize, rng: &mut SplitMix64) -> Vec<usize> {
-    let mut out = Vec::with_capacity(k);
-    while out.len() < k && !pool.is_empty() {
-        let mut pass = pool.to_vec();
-        rng.shuffle(&mut pass);
-        let need = k - out.len();
-        out.extend(pass.into_iter().take(need));
-    }
-    out
-}
-
 /// What one stage of a written curriculum holds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StageCount {
@@ -329,40 +303,25 @@ pub struct StageCount {
 /// trace-free and the rest trace-based. The trace-based ones are drawn by the seed
 /// from the pairs that have traces (a pair without traces is only ever written
 /// trace-free); the trace-free ones from all pairs, those not drawn trace-based in
-/// the stage first; the stage's examples are then shuffled by the seed.
+/// the stage first; the stage's examples are then shuffled by the seed
+/// ([`crate::metrics::sft::stage_draw`]). The examples are in stage order.
 pub fn curriculum(
     pairs: &[SftPair],
     c: &Curriculum,
     prompt_set: &str,
 ) -> Result<(Vec<SftExample>, Vec<StageCount>), SftError> {
     let n = c.samples.unwrap_or(pairs.len());
-    let traced: Vec<usize> = (0..pairs.len())
-        .filter(|&i| !pairs[i].traces.is_empty())
-        .collect();
+    let traced: Vec<bool> = pairs.iter().map(|p| !p.traces.is_empty()).collect();
     let mut out = Vec::new();
     let mut counts = Vec::new();
     for (s, share) in c.shares.iter().enumerate() {
         let stage = s + 1;
-        let (free, based) = if pairs.is_empty() {
-            (0, 0)
-        } else {
-            let free = ((n as f64 * share).round() as usize).min(n);
-            (free, n - free)
-        };
-        if based > 0 && traced.is_empty() {
-            return Err(SftError::NoTraces { stage, based });
-        }
-        let mut rng = SplitMix64::derived(c.seed, stage as u64);
-        let chosen = draw(&traced, based, &mut rng);
-        let drawn: BTreeSet<usize> = chosen.iter().copied().collect();
-        let all: Vec<usize> = (0..pairs.len()).collect();
-        let fresh: Vec<usize> = all.iter().copied().filter(|i| !drawn.contains(i)).collect();
-        let mut free_drawn = draw(&fresh, free.min(fresh.len()), &mut rng);
-        free_drawn.extend(draw(&all, free - free_drawn.len(), &mut rng));
-        let mut items: Vec<(usize, bool)> = chosen.into_iter().map(|i| (i, true)).collect();
-        items.extend(free_drawn.into_iter().map(|i| (i, false)));
-        rng.shuffle(&mut items);
-        for (i, traced) in items {
+        let d =
+            sft::stage_draw(&traced, n, *share, c.seed, stage).map_err(|e| SftError::NoTraces {
+                stage,
+                based: e.based,
+            })?;
+        for &(i, traced) in &d.examples {
             let p = &pairs[i];
             let (system, prompt) = request(
                 &p.interface,
@@ -385,9 +344,9 @@ pub fn curriculum(
         counts.push(StageCount {
             stage,
             share: *share,
-            samples: free + based,
-            trace_free: free,
-            trace_based: based,
+            samples: d.trace_free + d.trace_based,
+            trace_free: d.trace_free,
+            trace_based: d.trace_based,
         });
     }
     Ok((out, counts))
@@ -426,10 +385,11 @@ pub fn write(
         None => BTreeSet::new(),
     };
     let mut pairs = pairs(run, exp)?;
-    for p in &mut pairs {
-        p.held_out = held.contains(&p.tool_set);
+    let split = sft::split(pairs.iter().map(|p| p.tool_set.as_str()), &held);
+    for (p, held_out) in pairs.iter_mut().zip(split.held_out) {
+        p.held_out = held_out;
     }
-    let train: Vec<SftPair> = pairs.iter().filter(|p| !p.held_out).cloned().collect();
+    let train: Vec<SftPair> = split.training.iter().map(|&i| pairs[i].clone()).collect();
     let (examples, counts) = curriculum(&train, &opts.curriculum, exp.prompt_set).map_err(user)?;
     std::fs::create_dir_all(dest).map_err(|e| fail(format!("{}: {e}", dest.display())))?;
     let mut written = Vec::new();
@@ -439,9 +399,13 @@ pub fn write(
     let p = dest.join("examples.parquet");
     pipeline::table::write_rows(&examples, &p).map_err(fail)?;
     written.push(p);
+    // The examples are in stage order, `samples` of each stage.
+    let mut rest = &examples[..];
     for c in &counts {
+        let (these, later) = rest.split_at(c.samples.min(rest.len()));
+        rest = later;
         let mut text = String::new();
-        for e in examples.iter().filter(|e| e.stage == c.stage as i64) {
+        for e in these {
             let line = json!({
                 "messages": [
                     {"role": "system", "content": e.system},
@@ -768,7 +732,12 @@ mod tests {
             node: format!("{stage}[{set} {node}]"),
             stage,
             cell: crate::env::Cell {
-                env: "chess",
+                // The environment whose drive recorded it (the stage's prefix).
+                env: if stage.starts_with("search") || stage == crate::search::JUDGE_STAGE {
+                    "search"
+                } else {
+                    "chess"
+                },
                 setting: set.into(),
                 method,
                 guard,

@@ -3,15 +3,15 @@
 //! project's grader, and this project's own run from the store -- and the differences.
 
 use crate::bfcl::released::csv_field;
-use crate::bfcl::summarize::{SummaryInput, SummaryRow};
+use crate::bfcl::summarize::{SummaryRow, BOOTSTRAP, STAGE as SUMMARIZE};
 use crate::driver::Located;
 use crate::experiment::Experiment;
+use crate::metrics::accuracy::{self, ReleasedMethod};
+use crate::metrics::progress;
 use datasets::bfcl::executor::Executor;
-use datasets::bfcl::opacify::Setting;
 use datasets::bfcl::released::score_tree;
 use pipeline::{Row, StageError, Store};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Settings in table order with the paper's row labels.
@@ -116,22 +116,20 @@ fn model_label(gen_hypers: &str) -> String {
     }
 }
 
-fn method_label(method_dir: &str, is_base_config: bool) -> Option<&'static str> {
-    match (method_dir, is_base_config) {
-        ("tool_observer", true) => Some("Gold"),
-        ("tool_observer", false) => Some("Base"),
-        ("play2prompt", false) => Some("+P2P"),
-        ("easytool", false) => Some("+ET"),
-        _ => None,
+/// The column label of a method the released runs fill.
+pub fn released_label(m: ReleasedMethod) -> &'static str {
+    match m {
+        ReleasedMethod::Gold => "Gold",
+        ReleasedMethod::Base => "Base",
+        ReleasedMethod::ToolObserver => "+TO",
+        ReleasedMethod::Play2Prompt => "+P2P",
+        ReleasedMethod::EasyTool => "+ET",
     }
 }
 
-/// (setting, model, method).
-type CellKey = (String, String, String);
-/// (sum e*n, sum p*n, sum a*n, n).
-type Sums = (f64, f64, f64, usize);
-
-/// Rescore the released tree and pool categories (weighted by n) per cell.
+/// Rescore the released tree; its versions pooled per cell
+/// ([`accuracy::released_pools`]) and the disagreements with the released scored
+/// files.
 fn released_cells(
     root: &Path,
     exec: &Executor,
@@ -140,82 +138,30 @@ fn released_cells(
     let fail =
         |e: datasets::bfcl::released::ReleasedError| StageError::infra("table2", e.to_string());
     let rows = score_tree(root, exec, expected).map_err(fail)?;
-    let disagreements = rows
-        .iter()
-        .map(|r| r.disagreements_with_released_scored)
-        .sum();
-    // Last version with results per (method, config, gen_hypers).
-    let mut last: BTreeMap<(String, String, String), u32> = BTreeMap::new();
-    for r in &rows {
-        let k = (r.method.clone(), r.config.clone(), r.gen_hypers.clone());
-        let v = last.entry(k).or_insert(0);
-        *v = (*v).max(r.version);
-    }
-    // (setting, model, method) -> (sum e*n, sum p*n, sum a*n, n)
-    let mut acc: BTreeMap<CellKey, Sums> = BTreeMap::new();
-    for r in &rows {
-        let Some((_cat, suffix)) = datasets::bfcl::released::split_config(&r.config) else {
-            continue;
-        };
-        let is_base = suffix == "base";
-        let settings: Vec<&str> = if is_base {
-            SETTINGS.iter().map(|(s, _)| *s).collect()
-        } else {
-            match Setting::from_reference_suffix(suffix) {
-                Some(s) if s != Setting::Gold => vec![s.as_str()],
-                _ => continue,
-            }
-        };
-        let Some(mut method) = method_label(&r.method, is_base) else {
-            continue;
-        };
-        if r.method == "tool_observer" && !is_base {
-            let lv = last
-                .get(&(r.method.clone(), r.config.clone(), r.gen_hypers.clone()))
-                .copied()
-                .unwrap_or(0);
-            if r.version == 0 {
-                method = "Base";
-            } else if r.version == lv {
-                method = "+TO";
-            } else {
-                continue;
-            }
-        } else if r.version != 0 {
-            continue;
-        }
-        for s in settings {
-            let e = acc
-                .entry((
-                    s.to_string(),
-                    model_label(&r.gen_hypers),
-                    method.to_string(),
-                ))
-                .or_default();
-            e.0 += r.e * r.n as f64;
-            e.1 += r.p * r.n as f64;
-            e.2 += r.a * r.n as f64;
-            e.3 += r.n;
-        }
-    }
-    let cells = acc
+    let pools = accuracy::released_pools(&rows, |setting, gen_hypers, method| {
+        (
+            setting.to_string(),
+            model_label(gen_hypers),
+            released_label(method).to_string(),
+        )
+    });
+    let cells = pools
         .into_iter()
-        .filter(|(_, v)| v.3 > 0)
-        .map(|((setting, model, method), (e, p, a, n))| CellRow {
+        .map(|((setting, model, method), c)| CellRow {
             setting,
             model,
             method,
             source: "released".into(),
-            n: n as i64,
-            e: e / n as f64,
-            p: p / n as f64,
-            a: a / n as f64,
+            n: c.n,
+            e: c.e,
+            p: c.p,
+            a: c.a,
             e_lo: None,
             e_hi: None,
             errors: None,
         })
         .collect();
-    Ok((cells, disagreements))
+    Ok((cells, accuracy::released_disagreements(&rows)))
 }
 
 /// This project's run: the experiment's `summarize` output, or, while the run is
@@ -224,11 +170,8 @@ fn released_cells(
 fn run_cells(store: &Store, exp: &Experiment, located: &Located) -> Result<RunCells, StageError> {
     let (out, reports) = (&located.run, &located.reports);
     let mut notes = Vec::new();
-    let pending_nodes = reports
-        .iter()
-        .filter(|r| r.key.is_none() || !matches!(r.state, pipeline::NodeState::Fresh))
-        .count();
-    let rows: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
+    let pending_nodes = progress::pending_nodes(reports);
+    let rows: Vec<SummaryRow> = match out.by_stage(SUMMARIZE).next() {
         Some(summary) => summary.entry.read()?,
         None if out.curve.iter().all(|(.., h)| h.entry().is_none()) => {
             notes.push(format!(
@@ -242,11 +185,7 @@ fn run_cells(store: &Store, exp: &Experiment, located: &Located) -> Result<RunCe
                 pending: Vec::new(),
             });
         }
-        None => {
-            let mut inputs = SummaryInput::from_curve(&out.curve);
-            inputs.retain(|i| i.entry.entry().is_some());
-            crate::bfcl::summarize::summarize(&inputs)?
-        }
+        None => accuracy::summaries(&out.curve, BOOTSTRAP)?,
     };
     if pending_nodes > 0 {
         notes.push(format!(
@@ -276,15 +215,34 @@ fn run_cells(store: &Store, exp: &Experiment, located: &Located) -> Result<RunCe
         .first()
         .map(ToString::to_string)
         .unwrap_or_default();
+    let latest = accuracy::latest_rounds(&rows, &editor);
     let tf = exp.baselines.tracefree.label();
     let tf = tf.as_str();
-    for agent in exp.agents.iter().map(ToString::to_string) {
-        let of = |setting: &str, method: &str| {
-            rows.iter()
-                .filter(|r| r.agent == agent && r.setting == setting && r.method == method)
-                .filter(|r| r.editor.is_empty() || r.editor == editor)
-                .max_by_key(|r| r.round)
+    // The experiment's external methods (`ext:<name>`), each a column of its own
+    // labelled by its name as the method list writes it.
+    let externals: Vec<&str> = exp
+        .bfcl()
+        .map(|b| {
+            b.methods
+                .iter()
+                .filter(|m| m.external_name().is_some())
+                .map(|m| m.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    // Whether this run has a value for the cell: shown below.
+    let shown = |agent: &str, setting: &str, method: &str| -> bool {
+        let (row_setting, row_method) = if method == "gold" {
+            ("gold", "gold")
+        } else {
+            (setting, method)
         };
+        SETTINGS.iter().any(|(s, _)| *s == setting)
+            && latest.contains_key(&(agent, row_setting, row_method))
+    };
+    for agent in exp.agents.iter().map(ToString::to_string) {
+        let of =
+            |setting: &str, method: &str| latest.get(&(agent.as_str(), setting, method)).copied();
         let gold = of("gold", "gold");
         for (s, _) in SETTINGS {
             if let Some(g) = gold {
@@ -298,7 +256,10 @@ fn run_cells(store: &Store, exp: &Experiment, located: &Located) -> Result<RunCe
                 ("easytool", "+ET"),
                 ("draft", "+DRAFT"),
                 ("tracefree", tf),
-            ] {
+            ]
+            .into_iter()
+            .chain(externals.iter().map(|&m| (m, m)))
+            {
                 if let Some(r) = of(s, method) {
                     cells.push(cell(s, label, r));
                 }
@@ -316,8 +277,7 @@ fn run_cells(store: &Store, exp: &Experiment, located: &Located) -> Result<RunCe
         let settings: Vec<String> = b
             .map(|b| b.settings.iter().map(|s| s.as_str().to_string()).collect())
             .unwrap_or_default();
-        let cell_of: std::collections::HashMap<&str, &crate::env::Cell> =
-            out.cells.iter().map(|(n, c)| (n.as_str(), c)).collect();
+        let grid = progress::Cells::new(store, reports, &out.cells);
         for agent in exp.agents.iter().map(ToString::to_string) {
             for s in &settings {
                 for (method, label) in [
@@ -328,44 +288,29 @@ fn run_cells(store: &Store, exp: &Experiment, located: &Located) -> Result<RunCe
                     ("easytool", "+ET"),
                     ("draft", "+DRAFT"),
                     ("tracefree", tf),
-                ] {
+                ]
+                .into_iter()
+                .chain(externals.iter().map(|&m| (m, m)))
+                {
                     if !methods.contains(&method) {
                         continue;
                     }
                     // The cell's nodes: those of its setting (gold: every node of the
                     // `gold` setting) and method, for this agent (or agent-free).
-                    let of_cell = |r: &&pipeline::NodeReport| {
-                        cell_of.get(r.node.as_str()).is_some_and(|c| {
-                            (c.agent.is_empty() || c.agent == agent)
-                                && if method == "gold" {
-                                    c.setting == "gold"
-                                } else {
-                                    c.setting == *s && c.method_name() == method
-                                }
-                        })
-                    };
-                    let nodes: Vec<&pipeline::NodeReport> =
-                        reports.iter().filter(of_cell).collect();
-                    let fresh =
-                        |r: &&pipeline::NodeReport| matches!(r.state, pipeline::NodeState::Fresh);
-                    let unfinished = nodes.iter().any(|r| !fresh(r));
-                    let missing = !cells
-                        .iter()
-                        .any(|c| c.setting == *s && c.method == label && c.model == agent);
-                    if unfinished || missing {
-                        // Started: a node of it is done, or one is being computed (or
-                        // was stopped part-way).
-                        let started = nodes.iter().any(|r| {
-                            fresh(r)
-                                || r.key
-                                    .as_ref()
-                                    .is_some_and(|k| store.in_progress(&r.stage, k))
-                        });
+                    let p = grid.progress(|c| {
+                        (c.agent.is_empty() || c.agent == agent)
+                            && if method == "gold" {
+                                c.setting == "gold"
+                            } else {
+                                c.setting == *s && c.method_name() == method
+                            }
+                    });
+                    if p.unfinished || !shown(&agent, s, method) {
                         pending.push(Pending {
                             setting: s.clone(),
                             model: agent.clone(),
                             method: label.to_string(),
-                            started,
+                            started: p.started,
                         });
                     }
                 }
@@ -484,11 +429,24 @@ impl crate::tables::report::TableReport for Table2 {
         }
         out.push_str("Table 2 -- BFCL-Opaque, E/P/A (paper = printed; released = authors' runs rescored here; run = this store; Δ = released - paper)\n\n");
         // A method has a column when the paper, the released runs or this run has it
-        // (the guard variant, DRAFT and Trace-Free+ are beyond the paper's table).
+        // (the guard variant, DRAFT, Trace-Free+ and the external methods, `ext:<name>`
+        // in first-seen order, are beyond the paper's table).
+        let mut externals: Vec<&str> = Vec::new();
+        for m in self
+            .cells
+            .iter()
+            .map(|c| &c.method)
+            .chain(self.pending.iter().map(|p| &p.method))
+        {
+            if m.starts_with(crate::at::EXTERNAL_PREFIX) && !externals.contains(&m.as_str()) {
+                externals.push(m);
+            }
+        }
         let methods: Vec<&str> = METHODS
             .iter()
             .copied()
             .chain(TRACEFREE_LABELS)
+            .chain(externals)
             .filter(|l| {
                 self.cells.iter().any(|c| c.method == *l)
                     || self.pending.iter().any(|p| p.method == *l)

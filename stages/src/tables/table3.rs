@@ -5,6 +5,7 @@
 use crate::chess::rows::EloRow;
 use crate::driver::Located;
 use crate::experiment::Experiment;
+use crate::metrics::{Frame, Framed};
 use crate::tables::report::csv_row;
 use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
@@ -124,16 +125,15 @@ pub fn build(exp: &Experiment, located: &Located) -> Result<Table3, StageError> 
         .collect();
     let mut notes = Vec::new();
     let (out, reports) = (&located.run, &located.reports);
-    let mut found = 0;
-    for o in out.by_stage(crate::chess::ELO_STAGE) {
-        let elo: Vec<EloRow> = o.entry.read()?;
-        let Some(e) = elo.first() else { continue };
-        found += 1;
+    // One Elo row per Elo output: the run's cells.
+    let elo = Frame::<EloRow>::of_stage(out, crate::chess::ELO_STAGE)?.firsts();
+    let found = elo.len();
+    for Framed { cell, row: e, .. } in elo.iter() {
         rows.push(Table3Row {
-            tool_set: o.cell.setting.clone(),
-            model: o.cell.agent.clone(),
-            method: o.cell.method_name().to_string(),
-            editor: o.cell.editor.clone(),
+            tool_set: cell.setting.clone(),
+            model: cell.agent.clone(),
+            method: cell.method_name().to_string(),
+            editor: cell.editor.clone(),
             source: "run".into(),
             best_tool_pct: e.best_tool_pct,
             elo_mean: e.mean,

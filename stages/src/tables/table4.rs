@@ -5,6 +5,7 @@
 
 use crate::driver::Located;
 use crate::experiment::Experiment;
+use crate::metrics::{Frame, Framed};
 use crate::search::SearchScoreRow;
 use crate::tables::report::csv_row;
 use pipeline::{Row, StageError};
@@ -96,15 +97,16 @@ pub fn build(exp: &Experiment, located: &Located) -> Result<Table4, StageError> 
     let mut notes = Vec::new();
     let (out, reports) = (&located.run, &located.reports);
     let mut judges = std::collections::BTreeSet::new();
-    for o in out.by_stage(crate::search::EVALUATE_STAGE) {
-        let r: Vec<SearchScoreRow> = o.entry.read()?;
-        let Some(r) = r.first() else { continue };
+    // One score row per evaluate output: the run's cells.
+    let scores = Frame::<SearchScoreRow>::of_stage(out, crate::search::EVALUATE_STAGE)?.firsts();
+    let found = scores.len();
+    for Framed { cell, row: r, .. } in scores.iter() {
         judges.insert(r.judge.clone());
         rows.push(Table4Row {
-            tool_set: o.cell.setting.clone(),
-            model: o.cell.agent.clone(),
-            method: o.cell.method_name().to_string(),
-            editor: o.cell.editor.clone(),
+            tool_set: cell.setting.clone(),
+            model: cell.agent.clone(),
+            method: cell.method_name().to_string(),
+            editor: cell.editor.clone(),
             source: format!("run: {}", r.source),
             accuracy_pct: 100.0 * r.accuracy,
             ci95_lo_pct: Some(100.0 * r.ci95_lo),
@@ -113,7 +115,6 @@ pub fn build(exp: &Experiment, located: &Located) -> Result<Table4, StageError> 
             questions: Some(r.questions),
         });
     }
-    let found = rows.iter().filter(|r| r.questions.is_some()).count();
     if !judges.is_empty() {
         notes.push(format!(
             "run accuracy judged by: {} (normalised exact match is `exact_accuracy` in the export)",

@@ -10,13 +10,15 @@
 use crate::bfcl::summarize::SummaryRow;
 use crate::driver::Located;
 use crate::experiment::Experiment;
+use crate::metrics::{convergence, Frame};
 use crate::rows::DocRow;
 use crate::tables::report::{csv_row, md_row};
 use crate::tables::table2::SETTINGS;
 use pipeline::{Row, StageError};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+pub use crate::metrics::convergence::RoundExtra;
 
 /// One row of Table 5: mean reflection rounds to convergence of one ToolObserver
 /// chain (setting, agent, editor, method).
@@ -58,78 +60,28 @@ pub struct Table5 {
     pub notes: Vec<String>,
 }
 
-/// What a round cost and how far it converged (`toolobserver.md`: report per round
-/// E/P/A, instances frozen, editor and agent tokens).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RoundExtra {
-    /// Instances frozen after the round's reflection.
-    pub frozen: i64,
-    /// Editor prompt + completion tokens of the round.
-    pub editor_tokens: i64,
-    /// Agent prompt + completion tokens of the round's exploration (reused turns
-    /// count 0).
-    pub agent_tokens: i64,
-}
-
-/// Builds Table 5 and the curve from the experiment's outputs in `store`.
+/// Builds Table 5 and the curve from the experiment's outputs in `store`
+/// ([`crate::metrics::convergence`] computes them).
 pub fn build(exp: &Experiment, located: &Located) -> Result<Table5, StageError> {
-    let (out, _) = (&located.run, &located.reports);
+    let out = &located.run;
     let mut notes = Vec::new();
     let k = exp.bfcl().map_or(0, |b| b.rounds) as i64;
-    // (setting, agent, editor, method) -> instance -> (rounds, frozen)
-    type Group = (String, String, String, String);
-    let mut per: BTreeMap<Group, BTreeMap<String, (i64, bool)>> = BTreeMap::new();
-    let mut reflects: Vec<_> = out.by_stage(crate::batch_reflect::STAGE).collect();
-    reflects.sort_by_key(|o| {
-        (
-            o.cell.setting.clone(),
-            o.cell.agent.clone(),
-            o.cell.editor.clone(),
-            o.cell.round,
-        )
-    });
-    for o in reflects {
-        let docs: Vec<DocRow> = o.entry.read()?;
-        let m = per
-            .entry((
-                o.cell.setting.clone(),
-                o.cell.agent.clone(),
-                o.cell.editor.clone(),
-                o.cell.method_name().to_string(),
-            ))
-            .or_default();
-        for d in docs {
-            let e = m.entry(d.instance_id.clone()).or_insert((0, false));
-            if e.1 {
-                continue; // already frozen in an earlier round
-            }
-            e.0 = o.cell.round;
-            if d.frozen {
-                e.1 = true;
-            }
-        }
-    }
-    let mut rows = Vec::new();
-    for (setting, _) in SETTINGS {
-        for ((s, agent, editor, method), m) in per.iter().filter(|((s, ..), _)| s == setting) {
-            let n = m.len() as i64;
-            let mean = if n == 0 {
-                0.0
-            } else {
-                m.values().map(|(r, _)| *r as f64).sum::<f64>() / n as f64
-            };
-            rows.push(RoundsRow {
-                setting: s.clone(),
-                model: agent.clone(),
-                editor: editor.clone(),
-                instances: n,
-                mean_rounds: mean,
-                converged: m.values().filter(|(_, f)| *f).count() as i64,
-                round_limit: k,
-                method: method.clone(),
-            });
-        }
-    }
+    let reflect = crate::batch_reflect::STAGE;
+    let docs = Frame::<DocRow>::of_stage(out, reflect)?;
+    let settings: Vec<&str> = SETTINGS.iter().map(|(s, _)| *s).collect();
+    let rows: Vec<RoundsRow> = convergence::rounds_to_convergence(&docs, &settings)
+        .into_iter()
+        .map(|c| RoundsRow {
+            setting: c.setting,
+            model: c.agent,
+            editor: c.editor,
+            instances: c.instances,
+            mean_rounds: c.mean_rounds,
+            converged: c.converged,
+            round_limit: k,
+            method: c.method,
+        })
+        .collect();
     if rows.is_empty() {
         notes.push(format!(
             "{}: no ToolObserver rounds in the store yet (run `otb run {}`)",
@@ -137,88 +89,17 @@ pub fn build(exp: &Experiment, located: &Located) -> Result<Table5, StageError> 
             exp.path.display()
         ));
     }
-    let curve: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
+    let summary: Vec<SummaryRow> = match out.by_stage(crate::bfcl::summarize::STAGE).next() {
         Some(s) => s.entry.read()?,
         None => Vec::new(),
     };
-    let curve: Vec<SummaryRow> = curve
-        .into_iter()
-        .filter(|r| r.method.starts_with("toolobserver"))
-        .collect();
-    // (setting, agent, editor, method, round) -> extras, from the stored rows.
-    type Key = (String, String, String, String, i64);
-    let mut extra: BTreeMap<Key, RoundExtra> = BTreeMap::new();
-    for o in out.by_stage(crate::batch_reflect::STAGE) {
-        let key = (
-            o.cell.setting.clone(),
-            o.cell.agent.clone(),
-            o.cell.editor.clone(),
-            o.cell.method_name().to_string(),
-            o.cell.round,
-        );
-        let docs: Vec<DocRow> = o.entry.read()?;
-        let edits: Vec<crate::rows::EditRow> = o.entry.read()?;
-        let e = extra.entry(key).or_default();
-        e.frozen = docs.iter().filter(|d| d.frozen).count() as i64;
-        e.editor_tokens = edits
-            .iter()
-            .map(|r| r.prompt_tokens.saturating_add(r.completion_tokens))
-            .sum();
-    }
-    let mut agent_tokens: BTreeMap<Key, i64> = BTreeMap::new();
-    for o in out.by_stage(crate::bfcl::explore::STAGE) {
-        let t: Vec<crate::rows::TrajectoryRow> = o.entry.read()?;
-        let sum = t
-            .iter()
-            .filter(|r| !r.reused)
-            .map(|r| r.prompt_tokens.saturating_add(r.completion_tokens))
-            .sum();
-        agent_tokens.insert(
-            (
-                o.cell.setting.clone(),
-                o.cell.agent.clone(),
-                o.cell.editor.clone(),
-                o.cell.method_name().to_string(),
-                o.cell.round,
-            ),
-            sum,
-        );
-    }
-    let round_extra = curve
-        .iter()
-        .map(|c| {
-            let mut e = extra
-                .get(&(
-                    c.setting.clone(),
-                    c.agent.clone(),
-                    c.editor.clone(),
-                    c.method.clone(),
-                    c.round,
-                ))
-                .copied()
-                .unwrap_or_default();
-            // Round 0 of a curve is the Base chain's exploration.
-            let agent_key = if c.round == 0 {
-                (
-                    c.setting.clone(),
-                    c.agent.clone(),
-                    String::new(),
-                    "base".to_string(),
-                    0,
-                )
-            } else {
-                (
-                    c.setting.clone(),
-                    c.agent.clone(),
-                    c.editor.clone(),
-                    c.method.clone(),
-                    c.round,
-                )
-            };
-            e.agent_tokens = agent_tokens.get(&agent_key).copied().unwrap_or(0);
-            e
-        })
-        .collect();
+    let curve = convergence::toolobserver_curve(summary);
+    let round_extra = convergence::round_extras(
+        &docs,
+        &Frame::of_stage(out, reflect)?,
+        &Frame::of_stage(out, crate::bfcl::explore::STAGE)?,
+        &curve,
+    );
     Ok(Table5 {
         rows,
         curve,

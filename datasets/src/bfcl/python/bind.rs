@@ -241,6 +241,44 @@ fn finish(
     Ok(BoundArgs { values })
 }
 
+/// Keyword arguments of one call (already bound by the executor), as a function's
+/// body reads them.
+pub(crate) struct Args<'a> {
+    /// The function's name (what an error names).
+    pub(crate) func: &'a str,
+    /// The arguments, by name.
+    pub(crate) kwargs: &'a [(String, PyValue)],
+}
+
+impl<'a> Args<'a> {
+    /// The argument `name`, if given.
+    pub(crate) fn get(&self, name: &str) -> Option<&'a PyValue> {
+        self.kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// A required argument; its absence (an unbound call) raises CPython's TypeError.
+    pub(crate) fn req(&self, name: &str) -> Result<&'a PyValue, PyException> {
+        self.get(name).ok_or_else(|| {
+            PyException::new(
+                "TypeError",
+                format!(
+                    "{}() missing 1 required positional argument: '{name}'",
+                    self.func
+                ),
+            )
+        })
+    }
+}
+
+/// Keyword arguments from `(name, value)` pairs (the tests' calls).
+#[cfg(test)]
+pub(crate) fn kw(pairs: &[(&str, PyValue)]) -> Vec<(String, PyValue)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1287,22 +1287,16 @@ mod tests {
         assert_eq!(r(BinOp::Mod, f(-7.5), i(2)), "0.5"); // -7.5%2
         assert_eq!(r(BinOp::FloorDiv, f(7.5), i(-2)), "-4.0"); // 7.5//-2
         assert_eq!(r(BinOp::Mod, f(0.0), f(-2.0)), "-0.0"); // 0.0%-2.0
-        assert_eq!(
-            r(BinOp::FloorDiv, i(1), i(0)),
-            "ZeroDivisionError: integer division or modulo by zero"
-        );
-        assert_eq!(
-            r(BinOp::Mod, i(1), i(0)),
-            "ZeroDivisionError: integer modulo by zero"
-        );
-        assert_eq!(
-            r(BinOp::Mod, f(1.0), i(0)),
-            "ZeroDivisionError: float modulo"
-        );
-        assert_eq!(
-            r(BinOp::FloorDiv, f(1.0), i(0)),
-            "ZeroDivisionError: float floor division by zero"
-        );
+                                                            // x // 0 and x % 0
+        for (op, a, error) in [
+            (BinOp::FloorDiv, i(1), "integer division or modulo by zero"),
+            (BinOp::Mod, i(1), "integer modulo by zero"),
+            (BinOp::Mod, f(1.0), "float modulo"),
+            (BinOp::FloorDiv, f(1.0), "float floor division by zero"),
+        ] {
+            let want = format!("ZeroDivisionError: {error}");
+            assert_eq!(r(op, a, i(0)), want, "{op:?}");
+        }
         assert_eq!(r(BinOp::Add, PyValue::Bool(true), i(1)), "2"); // True+1
         assert_eq!(r(BinOp::Add, f(0.1), f(0.2)), "0.30000000000000004");
         assert_eq!(

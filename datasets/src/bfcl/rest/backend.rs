@@ -105,30 +105,7 @@ pub enum RestError {
 }
 
 pub(super) type PyResult = Result<PyValue, PyException>;
-/// Keyword arguments of one call (already bound by the executor).
-pub(super) struct Args<'a> {
-    pub(super) func: &'a str,
-    pub(super) kwargs: &'a [(String, PyValue)],
-}
-
-impl<'a> Args<'a> {
-    pub(super) fn get(&self, name: &str) -> Option<&'a PyValue> {
-        self.kwargs.iter().find(|(k, _)| k == name).map(|(_, v)| v)
-    }
-
-    /// A required argument; its absence (an unbound call) raises CPython's TypeError.
-    pub(super) fn req(&self, name: &str) -> Result<&'a PyValue, PyException> {
-        self.get(name).ok_or_else(|| {
-            PyException::new(
-                "TypeError",
-                format!(
-                    "{}() missing 1 required positional argument: '{name}'",
-                    self.func
-                ),
-            )
-        })
-    }
-}
+pub(super) use crate::bfcl::python::bind::Args;
 
 /// The 19 REST functions as one backend answers them (the simulated world, the live
 /// APIs): a method per function, where functions that differ only in the field they

@@ -1,0 +1,23 @@
+//! The MCP layer of opaquetools, over the official Rust SDK (`rmcp`): no JSON-RPC
+//! is written by hand here.
+//!
+//! - [`upstream`]: a client connection to one MCP server (a stdio child process or
+//!   a Streamable HTTP URL), every answer held to the [`bounds::Limits`] (time per
+//!   request, message size, JSON depth, number of tools, description length); a
+//!   server past one is one error naming it.
+//! - [`tools`]: the learned tool list file (`otb docs` writes it; MCP's
+//!   `tools/list` shape plus provenance under `_otb`).
+//! - [`proxy`]: `otb mcp proxy`, an MCP server (stdio, or Streamable HTTP) that
+//!   forwards every request to an upstream and answers `tools/list` with the
+//!   learned descriptions.
+//!
+//! It is a crate of its own so that rmcp and its dependencies are built only by
+//! the binary, not by the crates that run experiments.
+
+pub mod bounds;
+pub mod error;
+pub mod proxy;
+pub mod tools;
+pub mod upstream;
+
+pub use error::{Error, Failure};
