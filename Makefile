@@ -5,7 +5,7 @@ OTB := target/release/otb
 STORE ?= outputs/store
 SHARED ?= ../shared/data/otb
 
-.PHONY: setup build lint lint-reference test fmt bench demo reproduce-table2 reproduce-table3 reproduce-table4
+.PHONY: setup build lint lint-reference test fmt bench demo reproduce-table2 reproduce-table3 reproduce-table4 reproduce-mcp
 
 ## llama.cpp's x86 extensions for this machine's CPU (AVX-512, VNNI when present), as
 ## GGML_* variables that every cargo command in the repository reads.
@@ -47,7 +47,12 @@ lint-reference: $(CPU_CONFIG)
 ## embedded models at once, so each gets one llama.cpp thread (spinning threads that
 ## compete for the cores slow everything down). `cargo test` works as well, one binary
 ## after another.
+## The MCP servers and Python client that scripts/setup-mcp.sh installs (tools/mcp/) are
+## what the MCP tests use unless OTB_MCP_PYTHON / OTB_MCP_SERVER_GIT say otherwise.
 test: lint
+	PATH="$(CURDIR)/tools/mcp/bin:$$PATH" \
+	OTB_MCP_PYTHON=$${OTB_MCP_PYTHON:-$(CURDIR)/tools/mcp/git/bin/python} \
+	OTB_MCP_SERVER_GIT=$${OTB_MCP_SERVER_GIT:-$(CURDIR)/tools/mcp/bin/mcp-server-git} \
 	OTB_LLAMA_THREADS=$${OTB_LLAMA_THREADS:-1} python3 scripts/run-tests.py
 
 fmt:
@@ -80,3 +85,15 @@ reproduce-table3:
 reproduce-table4:
 	@test -x $(OTB) || $(MAKE) setup
 	bash scripts/reproduce-table.sh table4
+
+## The MCP benchmark (four real MCP servers, issue #57): the servers (scripts/setup-mcp.sh,
+## into tools/mcp/, programs in tools/mcp/bin), the seeded fixtures and tasks in
+## experiments/mcp-fixtures (if absent), experiments/mcp.toml (EXP=... for another), then
+## the table.
+MCP_FIXTURES ?= experiments/mcp-fixtures
+reproduce-mcp:
+	@test -x $(OTB) || $(MAKE) setup
+	bash scripts/setup-mcp.sh
+	@test -f $(MCP_FIXTURES)/tasks.jsonl || $(OTB) mcp fixtures --out $(MCP_FIXTURES)
+	PATH="$(CURDIR)/tools/mcp/bin:$$PATH" $(OTB) run $${EXP:-experiments/mcp.toml}
+	$(OTB) table mcp --experiment $${EXP:-experiments/mcp.toml} --out outputs/mcp

@@ -27,3 +27,4 @@ fi
 command -v cargo >/dev/null || { echo "setup: cargo not found; install the stable Rust toolchain (rustup) first" >&2; exit 2; }
 python3 -m pip --version >/dev/null
 echo "setup: system packages ok"
+bash "$(dirname "$0")/setup-mcp.sh"   # the fourth benchmark's MCP servers, into tools/mcp/

@@ -258,7 +258,7 @@ enum Command {
         /// or tracefree
         #[arg(long)]
         method: String,
-        /// Write the tool list into FILE (default: stdout)
+        /// Write the tool list into FILE (default: stdout; refused inside the store)
         #[arg(long, value_name = "FILE")]
         to: Option<PathBuf>,
         /// The environment (bfcl, chess, search, ...)
@@ -280,7 +280,7 @@ enum Command {
         #[arg(long, value_name = "ID")]
         instance: Option<String>,
     },
-    /// MCP servers: serve learned documentation in front of one
+    /// MCP servers: serve learned documentation in front of one; the MCP benchmark's fixtures
     Mcp {
         #[command(subcommand)]
         command: McpCommand,
@@ -444,6 +444,8 @@ enum Command {
     ///   ROUGE-1 F1.
     /// table7: editor ablation: ToolObserver's final E per agent (rows) x editor
     ///   (columns).
+    /// mcp: the MCP environment's servers x methods: exact-match accuracy with its
+    ///   bootstrap interval, F1, tool calls and failed calls per task (this run only).
     /// tokens: tokens per setting x method x agent x editor (exploration, editing,
     ///   evaluation) and each method's ratio to ToolObserver, summed from the per-call
     ///   rows in the store.
@@ -454,7 +456,7 @@ enum Command {
     /// docs/paper-differences.md).
     #[command(verbatim_doc_comment)]
     Table {
-        /// Which table: table2, table3, table4, table5, table6, table7 or tokens
+        /// Which table: table2, table3, table4, table5, table6, table7, mcp or tokens
         #[arg(value_enum, hide_possible_values = true)]
         table: TableName,
         /// Experiment whose results fill the "this run" columns
@@ -569,6 +571,24 @@ enum McpCommand {
         #[arg(long, required = true, num_args = 1.., allow_hyphen_values = true, value_name = "COMMAND ...|URL")]
         upstream: Vec<String>,
     },
+    /// Write the fourth benchmark's fixtures and tasks (experiments/mcp.toml)
+    ///
+    /// Into DIR: git-repo/ (mcp-server-git), sqlite/db.sqlite (mcp-server-sqlite),
+    /// fs/ (server-filesystem), memory/memory.jsonl (server-memory), tasks.jsonl (every
+    /// task, answers computed from the fixtures) and tasks-sample.jsonl (a few per
+    /// server). The same seed gives the same bytes. DIR must be new, empty, or a
+    /// previous generation (replaced). Needs git and python3 on PATH.
+    ///
+    ///   otb mcp fixtures --out outputs/mcp/fixtures
+    #[command(verbatim_doc_comment)]
+    Fixtures {
+        /// The folder to write
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// The seed of every generated row, file, commit and task
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -627,6 +647,8 @@ enum TableName {
     Table6,
     /// Editor ablation: ToolObserver's final E per agent x editor.
     Table7,
+    /// The MCP environment: accuracy per server x method (this run).
+    Mcp,
     /// Tokens per method (exploration, editing, evaluation) and ratios to ToolObserver.
     Tokens,
 }
@@ -776,16 +798,16 @@ pub fn main() -> Result<ExitCode> {
             };
             docs(&cx, &experiment, &q, to.as_deref())
         }
-        Command::Mcp {
-            command:
-                McpCommand::Proxy {
-                    docs,
-                    addr,
-                    connect_timeout_s,
-                    call_timeout_s,
-                    upstream,
-                },
-        } => mcp_proxy(&docs, addr, connect_timeout_s, call_timeout_s, &upstream),
+        Command::Mcp { command } => match command {
+            McpCommand::Proxy {
+                docs,
+                addr,
+                connect_timeout_s,
+                call_timeout_s,
+                upstream,
+            } => mcp_proxy(&docs, addr, connect_timeout_s, call_timeout_s, &upstream),
+            McpCommand::Fixtures { out, seed } => mcp_fixtures(&out, seed),
+        },
         Command::Report {
             experiment,
             to,
@@ -1057,7 +1079,14 @@ fn run(cx: &Ctx, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<
     // an estimate that cannot be made does not stop the run.
     let planned = stages::plan::plan(&exp, &store);
     if let Ok(p) = &planned {
-        if let Ok(b) = stages::estimate::bill(&exp, &store, p, Default::default()) {
+        // An embedded model is downloaded (the run needs it) and calibrated once
+        // (about 30 s, cached per machine), so the first bill has hours too.
+        let opts = stages::estimate::Options {
+            prices: None,
+            calibrate: true,
+            fetch: true,
+        };
+        if let Ok(b) = stages::estimate::bill(&exp, &store, p, opts) {
             if !quiet {
                 out!("{}", b.short());
             }
@@ -1154,6 +1183,7 @@ fn plan(
             stages::estimate::Options {
                 prices: Some(&price_of),
                 calibrate: true,
+                fetch: false,
             },
         )
     };
@@ -1221,6 +1251,15 @@ fn docs(
 ) -> Result<ExitCode> {
     let exp = cx.load(experiment)?;
     if let Some(to) = to {
+        // The store is otb's: a file in an entry would make it fail verification.
+        if pipeline::store::is_inside(to, &cx.root) {
+            return Err(BadInput(format!(
+                "--to {}: is inside the store {}; write the tool list to a file outside it",
+                to.display(),
+                cx.root.display()
+            ))
+            .into());
+        }
         if to.is_dir() {
             return Err(BadInput(format!(
                 "--to {}: is a folder; name the file to write",
@@ -1302,6 +1341,26 @@ fn mcp_proxy(
         mcp::proxy::Ended::Client => Ok(ExitCode::SUCCESS),
         mcp::proxy::Ended::Upstream(why) => Err(anyhow::anyhow!(why)),
     }
+}
+
+/// `otb mcp fixtures`: a folder that cannot take a generation is one line, exit 2.
+fn mcp_fixtures(out: &Path, seed: u64) -> Result<ExitCode> {
+    let s = match datasets::mcp::generate(out, seed) {
+        Ok(s) => s,
+        Err(datasets::mcp::Error::Input(why)) => return Err(BadInput(why).into()),
+        Err(e) => return Err(e.into()),
+    };
+    let per: Vec<String> = s.tasks.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    outln!(
+        "wrote {} tasks ({}; {} train) and {} sample tasks to {} (seed {seed}; git HEAD {})",
+        s.total(),
+        per.join(", "),
+        s.train,
+        s.sample,
+        s.out.display(),
+        s.git_head
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Check a folder the user names for a command to write into (`--to`, `--sft`)
@@ -1586,6 +1645,7 @@ fn render_table(
         TableName::Table5 => "table5",
         TableName::Table6 => "table6",
         TableName::Table7 => "table7",
+        TableName::Mcp => "mcp",
         TableName::Tokens => "tokens",
     };
     let path = experiment.ok_or_else(|| BadInput(format!("{name} needs --experiment EXP.toml")))?;
@@ -1593,13 +1653,14 @@ fn render_table(
     let store = cx.open_store(Access::ReadOnly)?;
     let csv = format == Format::Csv;
     let at = stages::driver::locate(&exp, &store)?;
-    use stages::tables::{fidelity, table3, table4, table5, table7, tokens};
+    use stages::tables::{fidelity, mcp, table3, table4, table5, table7, tokens};
     match table {
         TableName::Table3 => show(&table3::build(&exp, &at)?, csv, out)?,
         TableName::Table4 => show(&table4::build(&exp, &at)?, csv, out)?,
         TableName::Table5 => show(&table5::build(&exp, &at)?, csv, out)?,
         TableName::Table6 => show(&fidelity::build(&store, &exp, &at)?, csv, out)?,
         TableName::Table7 => show(&table7::build(&exp, &at)?, csv, out)?,
+        TableName::Mcp => show(&mcp::build(&exp, &at)?, csv, out)?,
         TableName::Tokens | TableName::Table2 => show(&tokens::build(&exp, &at)?, csv, out)?,
     }
     Ok(ExitCode::SUCCESS)

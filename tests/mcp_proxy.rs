@@ -528,6 +528,53 @@ fn docs_refuses_what_does_not_name_one_cell_in_one_line_writing_nothing() {
         assert!(line.contains(says), "{args:?}: {line}");
         assert!(!to.exists(), "{args:?} wrote {}", to.display());
     }
+    // A file inside the store (its root, or an entry's folder) is the store's: a
+    // cell that would be written anywhere else is refused there.
+    let entry = std::fs::read_dir(s.store().join("batch-reflect"))
+        .expect("batch-reflect entries")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("an entry");
+    for inside in [s.store().join("tools.json"), entry.join("tools.json")] {
+        let out = docs_cmd(
+            &s,
+            &[
+                "--method",
+                "toolobserver",
+                "--setting",
+                "names",
+                "--instance",
+                "exec_simple_0",
+                "--to",
+                inside.to_str().expect("utf8"),
+            ],
+        );
+        let line = one_error_line(&out);
+        assert!(line.contains("is inside the store"), "{line}");
+        assert!(!inside.exists(), "wrote {}", inside.display());
+        assert!(
+            !inside.with_extension("json.tmp").exists(),
+            "wrote {}",
+            inside.display()
+        );
+    }
+    // The same cell outside the store is written (the refusal is the place only).
+    let out = docs_cmd(
+        &s,
+        &[
+            "--method",
+            "toolobserver",
+            "--setting",
+            "names",
+            "--instance",
+            "exec_simple_0",
+            "--to",
+            to_s,
+        ],
+    );
+    assert!(stdout_ok(&out).starts_with("wrote "));
+    assert!(to.exists());
 }
 
 // ------------------------------------------- a real client and a real server

@@ -12,11 +12,12 @@
 //!   requests without reading the replies, asks past its tokens, exits mid-protocol,
 //!   writes invalid JSON, asks for an unknown tool or message, exits non-zero: each
 //!   one error line naming the method and the message, exit 2 (the method is the
-//!   user's), within its bounds, nothing published for its stage;
+//!   user's), within its bounds, nothing published for its stage; a grandchild it
+//!   started dies with it;
 //! - the shipped examples' messages match `docs/methods/schema/`, and no message
 //!   sent to a method holds an instance's question or gold answer;
 //! - an external method is a column or rows of its own wherever the built-in methods
-//!   are: Tables 2, 3 and 4, `otb table tokens` (its tokens counted), `otb report`
+//!   are: Tables 2, 3, 4 and 6, `otb table tokens` (its tokens counted), `otb report`
 //!   (its docs as word diffs, its cost, `--compare ext:NAME toolobserver`), `otb
 //!   export` and `otb plan`;
 //! - `play` (chess, search): `reflect.py` has the agent play training items with
@@ -474,6 +475,87 @@ fn hostile_methods_fail_in_one_line_and_publish_nothing() {
     }
 }
 
+/// Whether process `pid` is gone (a zombie waiting for init to reap it counts as
+/// gone).
+fn gone(pid: i32) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('Z'))
+        });
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    let exists = unsafe { libc::kill(pid, 0) == 0 };
+    !exists || zombie == Some(true)
+}
+
+/// A method's children die with it: a method that starts a grandchild sleeping
+/// 300 s (holding the method's stdout, as a subprocess does by default) and then
+/// hangs or exits mid-protocol fails its stage in one line as any other, within its
+/// bounds (exiting: at once, not after its wall time), and the grandchild is gone a
+/// moment later.
+#[test]
+fn what_a_hostile_method_starts_dies_with_it() {
+    if !python() {
+        return;
+    }
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "hangs",
+            "time.sleep(600)",
+            "wall_s = 2",
+            "no message #1 within its wall time (2 s)",
+        ),
+        (
+            "exits mid-protocol",
+            "m = Method()\nm.ask('hello')\nsys.exit(0)",
+            "",
+            "exited (exit status: 0) before sending its docs (at message #2)",
+        ),
+    ];
+    for (what, rest, budget, expect) in cases {
+        let d = tempfile::tempdir().unwrap();
+        let pid_file = d.path().join("grandchild.pid");
+        let body = format!(
+            "import subprocess\nchild = subprocess.Popen(['sleep', '300'])\nwith open({:?}, 'w') as f:\n    f.write(str(child.pid))\n{rest}",
+            pid_file.display().to_string()
+        );
+        let script = hostile(d.path(), &body);
+        let start = Instant::now();
+        let out = run(d.path(), &hostile_exp(&script, budget), &[], 120);
+        let line = one_error_line(&out);
+        assert!(
+            line.contains("method ext:hostile on item exec_simple_0: ") && line.contains(expect),
+            "{what}: {line}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: took {:?}",
+            start.elapsed()
+        );
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap_or_else(|e| panic!("{what}: no grandchild pid: {e}"))
+            .trim()
+            .parse()
+            .unwrap();
+        let ended = Instant::now();
+        while !gone(pid) && ended.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let left = !gone(pid);
+        if left {
+            // SAFETY: kill(2) takes no pointers; the test's own grandchild.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        assert!(!left, "{what}: the grandchild {pid} outlived the stage");
+        assert!(
+            stored::<DocRow>(&d.path().join("store"), "external", "docs.parquet").is_empty(),
+            "{what}: docs were published"
+        );
+    }
+}
+
 /// The method's stderr is kept in the store's `cache/methods/`, and the error line
 /// says where.
 #[test]
@@ -886,6 +968,15 @@ fn chess_play_runs_the_agent_on_training_positions_only() {
         )
     };
     let ok = exp("params = { rounds = 2 }");
+    // The plan: the training positions' own node, which the method's stage reads in
+    // place of `chess-positions`; the bill counts `play`'s agent moves, at most 4
+    // plays x 8 positions (of at most 200) x 2 games x 5 moves.
+    let nodes = (
+        "chess-train-positions",
+        "train_positions",
+        "chess-positions",
+    );
+    assert_eq!(plan_before_run(d.path(), &ok, nodes), 4 * 8 * 2 * 5);
     stdout_ok(&run(d.path(), &ok, &env, 600));
     let text = std::fs::read_to_string(&log).unwrap();
     let s = schemas();
@@ -950,6 +1041,14 @@ fn chess_play_runs_the_agent_on_training_positions_only() {
             .any(|d| d.starts_with("Seen: Item p1 (play white from this position)")),
         "{descs:?}"
     );
+    // What its stage stores as its inputs holds no test position: the docs and
+    // `chess-train-positions`, whose rows are the training positions alone.
+    reads_training_only(&store, nodes);
+    let rows: Vec<stages::chess::rows::PositionRow> =
+        stored(&store, "chess-train-positions", "chess_positions.parquet");
+    let ids: Vec<&str> = rows.iter().map(|r| r.position_id.as_str()).collect();
+    assert_eq!(ids, ["p0", "p1"]);
+    assert!(rows.iter().all(|r| r.split == "train" && r.fen != test));
     // A rerun: nothing runs, the method is not started.
     let before = std::fs::read_to_string(&log).unwrap();
     stdout_ok(&run(d.path(), &ok, &env, 600));
@@ -1019,6 +1118,90 @@ fn search_runs_an_external_method_on_a_tool_set() {
     // Table 4: a column of its own, with this run's cell.
     let cell = ext_column(d.path(), "table4", "| domains | scripted:random | run:");
     assert!(cell.contains("(n=2)"), "{cell}");
+}
+
+/// The `manifest.json` of every entry of stage `stage` in `store`.
+fn manifests(store: &Path, stage: &str) -> Vec<Value> {
+    let Ok(rd) = std::fs::read_dir(store.join(stage)) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("manifest.json")).ok())
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .collect()
+}
+
+/// The one external stage's stored inputs (its manifest's key inputs) are the opaque
+/// docs and, as `input`, the output of the training-only node `train`; the output of
+/// the full set `full` (both splits) is none of them.
+fn reads_training_only(store: &Path, (train, input, full): (&str, &str, &str)) {
+    let ext = manifests(store, "external");
+    assert_eq!(ext.len(), 1, "{ext:?}");
+    let inputs = ext[0]["components"]["inputs"].as_object().unwrap();
+    let names: Vec<&str> = inputs.keys().map(String::as_str).collect();
+    assert_eq!(names, ["docs", input], "{inputs:?}");
+    let output = |stage: &str| {
+        let m = manifests(store, stage);
+        assert_eq!(m.len(), 1, "{stage}: {m:?}");
+        m[0]["output_digest"].clone()
+    };
+    assert_eq!(inputs[input], output(train));
+    let full = output(full);
+    assert!(inputs.values().all(|d| *d != full), "{inputs:?}");
+}
+
+/// `otb plan --format json` of `toml` (written as `dir/exp.toml`) before its run:
+/// the training-only node `train` reads the full set `full`, and the external node
+/// reads `train` (as `input`) and not `full`. Returns the agent calls the bill
+/// counts for the external node (its `play`), an upper bound ("at most").
+fn plan_before_run(dir: &Path, toml: &str, (train, input, full): (&str, &str, &str)) -> u64 {
+    let exp_path = dir.join("exp.toml");
+    std::fs::write(&exp_path, toml).unwrap();
+    let plan: Value = serde_json::from_str(&otb_ok(
+        dir,
+        &["plan", exp_path.to_str().unwrap(), "--format", "json"],
+    ))
+    .unwrap();
+    let nodes = plan["nodes"].as_array().unwrap();
+    let edges = |n: &Value| -> Vec<(String, String)> {
+        n["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                (
+                    i["name"].as_str().unwrap().to_string(),
+                    i["node"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let own = nodes
+        .iter()
+        .find(|n| n["node"] == train)
+        .unwrap_or_else(|| panic!("no {train} in {plan}"));
+    assert_eq!(own["stage"], train);
+    assert!(edges(own).iter().any(|(_, n)| n == full), "{own}");
+    let ext: Vec<&Value> = nodes.iter().filter(|n| n["stage"] == "external").collect();
+    assert_eq!(ext.len(), 1, "{plan}");
+    let e = edges(ext[0]);
+    assert!(e.contains(&(input.to_string(), train.to_string())), "{e:?}");
+    assert!(e.iter().all(|(_, n)| n != full), "{e:?}");
+    let lines: Vec<&Value> = plan["bill"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["stage"] == "external")
+        .collect();
+    let agent = lines
+        .iter()
+        .find(|l| l["role"] == "agent")
+        .unwrap_or_else(|| panic!("no agent line: {lines:?}"));
+    assert_eq!(agent["exact"], false, "{agent}");
+    assert!(lines
+        .iter()
+        .any(|l| l["role"] == "editor" && l["calls"] == 1000 && l["exact"] == false));
+    agent["calls"].as_u64().unwrap()
 }
 
 /// The planted test position of the chess tests: it must never reach the method.
@@ -1118,7 +1301,7 @@ struct ExportedDocCall {
 
 /// An external method is a column or rows of its own wherever the built-in methods
 /// are: `otb table table2` (a column named as the method list writes it), `otb table
-/// tokens` (its editing tokens counted from its `doc_calls`), `otb report` (its final
+/// table6` (its fidelity row), `otb table tokens` (its editing tokens counted from its `doc_calls`), `otb report` (its final
 /// docs beside gold and ToolObserver's edits, its cost, `--compare ext:NAME
 /// toolobserver`), `otb export` (the cell columns) and `otb plan` (its node and key).
 #[test]
@@ -1128,7 +1311,7 @@ fn an_external_method_is_a_column_of_its_own_everywhere() {
     }
     let d = tempfile::tempdir().unwrap();
     let exp = format!(
-        "name = \"col\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"ext:reflect\"]\nrounds = 2\n[models]\nagent = \"scripted:schema\"\neditor = \"scripted:errors\"\n[methods.reflect]\ncommand = [\"python3\", \"{}\"]\n",
+        "name = \"col\"\n[bfcl]\ndata = \"{}\"\nsettings = [\"names\"]\nmethods = [\"gold\", \"base\", \"toolobserver\", \"easytool\", \"ext:reflect\"]\nrounds = 2\n[models]\nagent = \"scripted:schema\"\neditor = \"scripted:errors\"\n[baselines.draft]\nembedder = \"bag-of-words\"\n[methods.reflect]\ncommand = [\"python3\", \"{}\"]\n",
         fixture("mini_bfcl.jsonl").display(),
         examples().join("reflect.py").display(),
     );
@@ -1173,6 +1356,44 @@ fn an_external_method_is_a_column_of_its_own_everywhere() {
         csv.lines()
             .any(|l| l.starts_with("names,scripted:schema,ext:reflect,run,5,")),
         "{csv}"
+    );
+
+    // Table 6: its row, scored from its final docs as the built-ins' are (the same
+    // instances' tools compared), under its agent (its docs are per agent).
+    let t6 = otb_ok(
+        d.path(),
+        &[
+            "table",
+            "table6",
+            "--experiment",
+            exp_arg,
+            "--format",
+            "csv",
+        ],
+    );
+    let t6_row = |method: &str| -> Vec<String> {
+        t6.lines()
+            .find(|l| l.starts_with(&format!("names,{method},")))
+            .unwrap_or_else(|| panic!("no {method} row in\n{t6}"))
+            .split(',')
+            .map(str::to_string)
+            .collect()
+    };
+    // setting,method,agent,editor,tools,semantic,lexical
+    let (ext6, et6) = (t6_row("ext:reflect"), t6_row("easytool"));
+    assert_eq!(ext6[2], "scripted:schema", "{t6}");
+    assert_eq!(ext6[3], "scripted:errors", "{t6}");
+    assert!(ext6[4].parse::<i64>().unwrap() > 0, "{t6}");
+    assert_eq!(ext6[4], et6[4], "the same tools compared: {t6}");
+    for v in &ext6[5..7] {
+        let v: f64 = v.parse().unwrap();
+        assert!((0.0..=1.0).contains(&v), "{t6}");
+    }
+    let md = otb_ok(d.path(), &["table", "table6", "--experiment", exp_arg]);
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("| names | ext:reflect | scripted:schema |")),
+        "{md}"
     );
 
     // Tokens: its editing tokens are its doc_calls' (scripted models count words).
@@ -1314,12 +1535,26 @@ fn search_play_runs_the_agent_on_training_questions_only() {
         log.display(),
         examples().join("reflect.py").display(),
     );
+    let nodes = (
+        "search-train-questions",
+        "train_questions",
+        "search-questions",
+    );
+    // The bill counts `play`'s agent turns: at most 4 plays x 2 questions x (2 tool
+    // turns and the forced answer).
+    assert_eq!(plan_before_run(d.path(), &exp, nodes), 4 * 2 * 3);
     stdout_ok(&run(d.path(), &exp, &env, 600));
     let store = d.path().join("store");
     let questions: Vec<stages::search::rows::QuestionRow> =
         stored(&store, "search-questions", "search_questions.parquet");
     let (train, test): (Vec<_>, Vec<_>) = questions.iter().partition(|q| q.split == "train");
     assert_eq!((train.len(), test.len()), (2, 2));
+    // What its stage stores as its inputs holds no test question: the docs and
+    // `search-train-questions`, whose rows are the training questions alone.
+    reads_training_only(&store, nodes);
+    let own: Vec<stages::search::rows::QuestionRow> =
+        stored(&store, "search-train-questions", "search_questions.parquet");
+    assert_eq!(own, train.iter().map(|q| (*q).clone()).collect::<Vec<_>>());
     let text = std::fs::read_to_string(&log).unwrap();
     let s = schemas();
     let mut played = Vec::new();

@@ -147,8 +147,21 @@ fn every_shipped_experiment_has_a_plan() {
             .lines()
             .find(|l| l.starts_with("bill: "))
             .unwrap_or_else(|| panic!("{}: no bill in {text}", f.display()));
-        // The engines' calibration calls no model.
-        let no_model = f.file_stem().is_some_and(|s| s == "calibration");
+        // The engines' calibration calls no model; an MCP grid is counted once its
+        // servers have run (their tools come from them), which the bill says.
+        let mcp = f
+            .file_stem()
+            .is_some_and(|s| s.to_string_lossy().starts_with("mcp"));
+        let no_model = mcp || f.file_stem().is_some_and(|s| s == "calibration");
+        if mcp {
+            assert!(
+                text.contains(
+                    "the grid of an MCP server is planned and billed once its server node has run"
+                ),
+                "{}: {text}",
+                f.display()
+            );
+        }
         assert_eq!(
             bill.contains(" 0 model calls, 0 prompt + 0 completion tokens"),
             no_model,

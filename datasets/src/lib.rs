@@ -4,6 +4,7 @@
 pub mod bfcl;
 pub mod chess;
 pub mod files;
+pub mod mcp;
 pub mod quote;
 pub mod rng;
 pub mod search;

@@ -38,6 +38,10 @@ pub enum Error {
     /// Serving MCP failed (stdio or the HTTP listener).
     #[error("{0}")]
     Serve(String),
+    /// A file operation in otb's own folders failed (copying a server's working
+    /// folder into the scratch folder, deleting a copy).
+    #[error("{0}")]
+    Io(String),
 }
 
 impl Error {

@@ -7,16 +7,22 @@
 //!   server past one is one error naming it.
 //! - [`tools`]: the learned tool list file (`otb docs` writes it; MCP's
 //!   `tools/list` shape plus provenance under `_otb`).
+//! - [`servers`]: MCP servers as an experiment's tools, a blocking API over
+//!   [`upstream`]: each server started on a copy of its working folder (fresh per
+//!   episode or shared by the run), its real path shown to the agent as an alias,
+//!   a failing server restarted once, then one error naming it.
 //! - [`proxy`]: `otb mcp proxy`, an MCP server (stdio, or Streamable HTTP) that
 //!   forwards every request to an upstream and answers `tools/list` with the
 //!   learned descriptions.
 //!
-//! It is a crate of its own so that rmcp and its dependencies are built only by
-//! the binary, not by the crates that run experiments.
+//! It is a crate of its own, below `stages` (whose `[mcp]` environment uses
+//! [`servers`]) and knowing nothing of experiments, so that everything that speaks
+//! MCP is in one place.
 
 pub mod bounds;
 pub mod error;
 pub mod proxy;
+pub mod servers;
 pub mod tools;
 pub mod upstream;
 

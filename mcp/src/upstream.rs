@@ -21,6 +21,19 @@ pub enum Spec {
     Command(Vec<String>),
     /// An `http://` or `https://` URL of a Streamable HTTP endpoint.
     Url(String),
+    /// Like [`Spec::Command`], with variables added to the child's environment
+    /// (it inherits otb's) and its own working folder.
+    Process {
+        /// The program and its arguments.
+        words: Vec<String>,
+        /// Variables set for the child, on top of otb's environment.
+        env: std::collections::BTreeMap<String, String>,
+        /// The child's working folder (otb's when `None`).
+        cwd: Option<std::path::PathBuf>,
+        /// A file its stderr is appended to (at most [`STDERR_LOG_BYTES`] a run of
+        /// otb, the rest dropped); `None`: otb's own stderr.
+        stderr: Option<std::path::PathBuf>,
+    },
 }
 
 impl Spec {
@@ -42,10 +55,26 @@ impl Spec {
     /// The server's name in error lines: its command line or URL, clipped.
     pub fn name(&self) -> String {
         match self {
-            Spec::Command(w) => bounds::clip(&w.join(" "), 120),
+            Spec::Command(w) | Spec::Process { words: w, .. } => bounds::clip(&w.join(" "), 120),
             Spec::Url(u) => bounds::clip(u, 120),
         }
     }
+}
+
+/// How much of one server process's stderr its log file keeps.
+pub const STDERR_LOG_BYTES: u64 = 256 * 1024;
+
+/// A server's stderr log, opened to append (its folder made); `None` where it cannot
+/// be (the stderr is then dropped, not mixed into otb's output).
+fn open_log(path: &std::path::Path) -> Option<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).ok()?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .ok()
 }
 
 /// A connected upstream server.
@@ -70,10 +99,33 @@ impl Upstream {
             Implementation::new("otb", env!("CARGO_PKG_VERSION")),
         );
         let (service, exit, kill) = match spec {
-            Spec::Command(words) => {
-                let mut cmd = tokio::process::Command::new(&words[0]);
-                cmd.args(&words[1..])
-                    .stdin(Stdio::piped())
+            Spec::Command(_) | Spec::Process { .. } => {
+                let (words, env, cwd, log): (&[String], _, _, _) = match spec {
+                    Spec::Process {
+                        words,
+                        env,
+                        cwd,
+                        stderr,
+                    } => (words, Some(env), cwd.as_ref(), stderr.clone()),
+                    Spec::Command(words) => (words, None, None, None),
+                    Spec::Url(_) => (&[], None, None, None),
+                };
+                let Some((program, args)) = words.split_first() else {
+                    return Err(Error::Server {
+                        server: name,
+                        what: "has an empty command".into(),
+                        failure: Failure::Dead,
+                    });
+                };
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args);
+                if let Some(env) = env {
+                    cmd.envs(env);
+                }
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
+                }
+                cmd.stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .kill_on_drop(true);
@@ -91,9 +143,21 @@ impl Upstream {
                         failure: Failure::Dead,
                     });
                 };
-                // The server's own diagnostics go to ours, streamed (never held).
+                // The server's own diagnostics go to ours, streamed (never held), or
+                // to its log file.
                 tokio::spawn(async move {
-                    let _ = tokio::io::copy(&mut stderr, &mut tokio::io::stderr()).await;
+                    match log.and_then(|p| open_log(&p)) {
+                        Some(file) => {
+                            let mut file = tokio::fs::File::from_std(file);
+                            use tokio::io::AsyncReadExt;
+                            let mut kept = (&mut stderr).take(STDERR_LOG_BYTES);
+                            let _ = tokio::io::copy(&mut kept, &mut file).await;
+                            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+                        }
+                        None => {
+                            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::stderr()).await;
+                        }
+                    }
                 });
                 let (exit_tx, exit_rx) = watch::channel(None);
                 let (kill_tx, kill_rx) = oneshot::channel::<()>();
@@ -104,6 +168,7 @@ impl Upstream {
                         }
                         _ = kill_rx => {
                             let _ = child.kill().await;
+                            let _ = exit_tx.send(child.wait().await.ok());
                         }
                     }
                 });
@@ -328,9 +393,25 @@ impl Upstream {
         }
     }
 
-    /// Close the connection and end the server's process.
+    /// Close the connection and end the server's process: its stdin is closed, and
+    /// a process still running two seconds later is killed; returns once it has
+    /// exited (or after five more seconds).
     pub async fn close(self) {
-        let _ = self.service.cancel().await;
+        let Upstream {
+            service,
+            exit,
+            _kill: kill,
+            ..
+        } = self;
+        let grace = std::time::Duration::from_secs(2);
+        let _ = within(grace, service.cancel()).await;
+        if let Some(mut rx) = exit {
+            if within(grace, rx.wait_for(Option::is_some)).await.is_none() {
+                drop(kill);
+                let five = std::time::Duration::from_secs(5);
+                let _ = within(five, rx.wait_for(Option::is_some)).await;
+            }
+        }
     }
 }
 

@@ -29,6 +29,7 @@ pub fn builtin() -> Registry {
         .with(crate::bfcl::BfclEnvironment)
         .with(crate::chess::ChessEnvironment)
         .with(crate::search::SearchEnvironment)
+        .with(crate::mcp::McpEnvironment)
 }
 
 /// Read and check an experiment file naming the built-in [`environments`].

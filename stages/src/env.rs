@@ -688,16 +688,27 @@ pub trait OfflineEnv: Sync {
 
     /// The agent on training items for an external method's `play` request
     /// (`docs/methods.md`); built only when an external method's stage runs. It holds
-    /// training items only. Default: none (`play` is answered `unsupported`).
+    /// training items only, read from [`OfflineEnv::play_key`]'s inputs. Default:
+    /// none (`play` is answered `unsupported`).
     fn player(&self) -> Result<Option<Box<dyn TrainingPlay + '_>>, StageError> {
         Ok(None)
     }
 
-    /// What [`OfflineEnv::player`] plays on, for an external method's stage key: its
-    /// parameters and the stage outputs it reads besides [`OfflineEnv::runner_key`]'s.
-    /// Default: null, none.
+    /// [`OfflineEnv::tool_runner`] for an external method's stage (its `call_tool`):
+    /// the same tool play, on the training items of [`OfflineEnv::play_key`]'s inputs
+    /// only. Default: [`OfflineEnv::tool_runner`] (tool play that reads no items).
+    fn training_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
+        self.tool_runner()
+    }
+
+    /// What an external method's stage executes and plays on
+    /// ([`OfflineEnv::training_runner`], [`OfflineEnv::player`]), for its key: the
+    /// training play's parameters, and the stage outputs the stage reads *in place
+    /// of* [`OfflineEnv::runner_key`]'s -- a node holding the training split alone
+    /// (chess: `chess-train-positions`), so that no test item is among the stage's
+    /// inputs. Default: null, and [`OfflineEnv::runner_key`]'s outputs.
     fn play_key(&self) -> (serde_json::Value, Vec<(&'static str, Handle)>) {
-        (serde_json::Value::Null, Vec::new())
+        (serde_json::Value::Null, self.runner_key().1)
     }
 
     /// Grade the test-split trajectories of `play` (pending in status mode when not

@@ -50,6 +50,10 @@ pub struct BillLine {
     pub exact: bool,
     /// Whether the node runs only if its ToolObserver curve goes on.
     pub planned: bool,
+    /// Whether the calls are an external method's budget (`[methods.NAME]`), summed
+    /// apart: a method's own calls are known only once it has run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub budget: bool,
     /// Prompt tokens of these calls.
     pub prompt_tokens: u64,
     /// Completion tokens of these calls.
@@ -91,6 +95,15 @@ pub struct Totals {
     pub dollars: Option<f64>,
     /// Dollars of planned nodes.
     pub planned_dollars: Option<f64>,
+    /// Model calls external methods may make within their budgets (apart).
+    #[serde(default)]
+    pub budget_calls: u64,
+    /// Prompt + completion tokens of those calls.
+    #[serde(default)]
+    pub budget_tokens: u64,
+    /// Hours of model time of those calls.
+    #[serde(default)]
+    pub budget_hours: Option<f64>,
 }
 
 /// The bill of an experiment's plan.
@@ -118,8 +131,11 @@ pub struct Options<'a> {
     /// Prices of models (dollars per million tokens).
     pub prices: Option<PriceOf<'a>>,
     /// Whether an embedded model without a cached calibration may be benchmarked now
-    /// (`otb plan`); `otb run` only reads a cached one.
+    /// (`otb plan`, `otb run`).
     pub calibrate: bool,
+    /// Whether an embedded model that is not downloaded yet is downloaded first to be
+    /// calibrated (`otb run`, which needs it anyway; `otb plan` never downloads).
+    pub fetch: bool,
 }
 
 /// A model's prompt and completion rates, tokens per second.
@@ -328,12 +344,33 @@ pub fn tracefree_per_tool(b: &TraceFreeBudget) -> (u64, bool) {
     )
 }
 
+/// An external method's calls per item (upper bounds): `(editor, agent)`. The editor
+/// gets at most `max_calls` requests, all of them `ask` (`call_tool` costs no model
+/// call); where the environment carries `play` -- `training` is `(training items,
+/// agent turns per item)`, `None` in BFCL -- the agent takes at most `max_plays`
+/// plays (and no more than `max_calls`, which plays count toward) of at most
+/// [`MAX_PLAY_ITEMS`](crate::env::MAX_PLAY_ITEMS) training items each, every item
+/// at most its turns.
+pub fn external_per_item(
+    b: &crate::baselines::external::ExternalBudget,
+    training: Option<(u64, u64)>,
+) -> (u64, u64) {
+    let agent = training.map_or(0, |(items, turns)| {
+        let per_play = items.min(crate::env::MAX_PLAY_ITEMS as u64);
+        b.max_plays
+            .min(b.max_calls)
+            .saturating_mul(per_play)
+            .saturating_mul(turns)
+    });
+    (b.max_calls, agent)
+}
+
 /// The model calls of one node of the plan.
 fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
     let Some(cell) = &n.cell else {
         return (Vec::new(), None);
     };
-    let offline = matches!(cell.env, "chess" | "search");
+    let offline = matches!(cell.env, "chess" | "search" | "mcp");
     let split = cell.split().map(|s| s.as_str());
     let need = |role: &'static str, model: &str, calls: u64, exact: bool, tools: f64| Need {
         role,
@@ -353,6 +390,26 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
     let bl = &w.exp.baselines;
     let editor = cell.editor.as_str();
     let agent = cell.agent.as_str();
+    // An external method at `sets` items (`per` tools each): its `ask`s in the
+    // editor's role and, where it can `play` (`training`: items, agent turns per
+    // item), the agent's turns; upper bounds.
+    let external = |sets: u64, per: f64, training: Option<(u64, u64)>| -> Vec<Need> {
+        let Some(m) = cell
+            .method
+            .and_then(|m| m.external_name())
+            .and_then(|name| bl.external.get(name))
+        else {
+            return Vec::new();
+        };
+        let (asks, turns) = external_per_item(&m.budget, training);
+        let items = sets.max(1);
+        let (asks, turns) = (asks.saturating_mul(items), turns.saturating_mul(items));
+        let mut out = vec![need("editor", editor, asks, false, per)];
+        if turns > 0 {
+            out.push(need("agent", agent, turns, false, per));
+        }
+        out
+    };
     // Baseline stages: per tool set (EasyTool) or per tool.
     let baseline = |sets: u64, tools: u64| -> Vec<Need> {
         let per = if sets == 0 {
@@ -383,22 +440,8 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
                 let generator = bl.tracefree.generator.as_deref().unwrap_or(editor);
                 vec![need("generator", generator, k * tools, exact, 1.0)]
             }
-            // An external method: at most its request budget per item, all of them
-            // `ask` (an upper bound; `call_tool` costs no model call).
-            crate::baselines::external::STAGE => cell
-                .method
-                .and_then(|m| m.external_name())
-                .and_then(|name| bl.external.get(name))
-                .map(|m| {
-                    vec![need(
-                        "editor",
-                        editor,
-                        m.budget.max_calls * sets.max(1),
-                        false,
-                        per,
-                    )]
-                })
-                .unwrap_or_default(),
+            // An external method where it cannot `play` (BFCL).
+            crate::baselines::external::STAGE => external(sets, per, None),
             _ => Vec::new(),
         }
     };
@@ -438,11 +481,22 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
                 tools as f64,
             )],
             crate::offline::MERGE_STAGE => vec![need("editor", editor, 1, false, tools as f64)],
+            // `play`: a training position's two exploration games (both sides), each
+            // its moves as the training explore counts them.
+            crate::baselines::external::STAGE => external(
+                1,
+                tools as f64,
+                Some((
+                    c.train_positions as u64,
+                    2 * plies(datasets::chess::game::EXPLORATION_PLIES),
+                )),
+            ),
             _ => baseline(1, tools),
         };
         return (out, None);
     }
     if let Some(s) = search_set {
+        let tools = crate::search::tools::tool_count(s, &cell.setting) as u64;
         let q = |split: &str| match split {
             "train" => s.train_questions,
             _ => s.test_questions,
@@ -456,7 +510,7 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
                         agent,
                         k as u64 * s.max_turns as u64,
                         false,
-                        8.0,
+                        tools as f64,
                     )],
                     None => {
                         return (
@@ -482,26 +536,28 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
                     editor,
                     (k as u64).div_ceil(s.batch_size.max(1) as u64),
                     false,
-                    8.0,
+                    tools as f64,
                 )],
                 None => return (Vec::new(), Some(format!("{}: not estimated", n.node))),
             },
-            crate::offline::MERGE_STAGE => vec![need("editor", editor, 1, false, 8.0)],
-            crate::baselines::easytool::STAGE => baseline(1, 8),
-            _ => match n.stage.as_str() {
-                crate::baselines::draft::STAGE
-                | crate::baselines::play2prompt::STAGE
-                | crate::baselines::tracefree::STAGE => {
-                    return (
-                        Vec::new(),
-                        Some(format!(
-                            "{}: not estimated (per-tool calls over the search tools)",
-                            n.node
-                        )),
-                    )
-                }
-                _ => Vec::new(),
-            },
+            crate::offline::MERGE_STAGE => vec![need("editor", editor, 1, false, tools as f64)],
+            // Per tool set (EasyTool) or per tool (Play2Prompt, DRAFT, Trace-Free+).
+            crate::baselines::easytool::STAGE
+            | crate::baselines::draft::STAGE
+            | crate::baselines::play2prompt::STAGE
+            | crate::baselines::tracefree::STAGE => baseline(1, tools),
+            // `play`: a training question's episode, at most `max_turns` tool turns
+            // and the forced answer (questions not counted yet: at most a play's).
+            crate::baselines::external::STAGE => external(
+                1,
+                tools as f64,
+                Some((
+                    s.train_questions
+                        .map_or(crate::env::MAX_PLAY_ITEMS as u64, |k| k as u64),
+                    s.max_turns as u64 + 1,
+                )),
+            ),
+            _ => Vec::new(),
         };
         return (out, None);
     }
@@ -540,6 +596,7 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
 /// state; completions by what the role writes (a call, a description, a merge).
 pub fn modelled_tokens(
     stage: &str,
+    role: &str,
     offline: bool,
     exp: &Experiment,
     tools_per_call: f64,
@@ -549,15 +606,80 @@ pub fn modelled_tokens(
     let (p, c): (f64, f64) = match stage {
         crate::bfcl::explore::STAGE => (t(&exp.agent_system_prompt) + tools + 80.0, 40.0),
         crate::chess::EXPLORE_STAGE => (t(&exp.agent_system_prompt) + tools + 400.0, 40.0),
-        // Multi-turn: the history grows turn by turn (its mean over a long episode).
-        crate::search::EXPLORE_STAGE => (t(&exp.agent_system_prompt) + tools + 2500.0, 80.0),
+        // Multi-turn: the history grows by each tool turn's call and results, so a
+        // call sees half of the episode's turns on average.
+        crate::search::EXPLORE_STAGE => {
+            match exp.table::<crate::search::config::SearchExperiment>() {
+                Some(s) => {
+                    let (first, per_turn) = search_episode(s, tools);
+                    (first + search_history(per_turn, s.max_turns), 80.0)
+                }
+                None => (t(crate::search::config::AGENT_SYSTEM) + tools + 100.0, 80.0),
+            }
+        }
         crate::search::judge::JUDGE_STAGE => (400.0, 20.0),
+        // The agent validates a description with every tool shown and answers with a
+        // call; the editor's plays, queries, judgements and critiques are short.
+        crate::baselines::play2prompt::STAGE if role == "agent" => {
+            (t(&exp.agent_system_prompt) + tools + 100.0, 40.0)
+        }
+        crate::baselines::play2prompt::STAGE => (300.0 + tools, 80.0),
         crate::batch_reflect::STAGE if !offline => (t(&exp.editor_prompt) + tools + 250.0, 250.0),
         crate::offline::REFLECT_STAGE => (t(&exp.batch_prompt) + tools + 2000.0, 600.0),
         crate::offline::MERGE_STAGE => (t(&exp.merge_prompt) + tools + 1500.0, 800.0),
         _ => (500.0 + tools, 250.0),
     };
     (p.round() as u64, c.round() as u64)
+}
+
+/// A search episode's prompt, in tokens: its first call's (the system prompt, the
+/// tools shown, the question) and what each tool turn adds to it (its call, about 60
+/// tokens, and its results, about 1.4 tokens a word of snippet and 25 of JSON around
+/// each).
+fn search_episode(s: &crate::search::config::SearchExperiment, tools: f64) -> (f64, f64) {
+    let system = if s.paper_prompts {
+        crate::search::config::AGENT_SYSTEM_PAPER
+    } else {
+        crate::search::config::AGENT_SYSTEM
+    };
+    let per_result = 1.4 * s.shape.snippet_tokens as f64 + 25.0;
+    (
+        system.len() as f64 / 4.0 + tools + 100.0,
+        60.0 + s.shape.results as f64 * per_result,
+    )
+}
+
+/// The mean history a search agent's call carries: a call sees half of the
+/// episode's tool turns on average; at most a long context (128k tokens).
+fn search_history(per_turn: f64, turns: usize) -> f64 {
+    (per_turn * turns.saturating_sub(1) as f64 / 2.0).min(128_000.0)
+}
+
+/// How much faster an embedded model generates in a run than the calibration's one
+/// request: a run keeps several requests in flight, which the backend decodes
+/// together (`make reproduce-table4`, 2026-12-02, the 2-core AMD EPYC: 22.9 tokens/s
+/// with 3 requests in flight against a calibrated 17.7).
+const DECODED_TOGETHER: f64 = 1.3;
+
+/// The share of a stage's prompt tokens an embedded model evaluates: a multi-turn
+/// episode's call repeats the one before it, which the backend's KV cache still
+/// holds, so an episode evaluates about its last prompt (its first prompt and every
+/// turn's addition) rather than the sum of its prompts; 1 for single-turn stages.
+fn evaluated_share(stage: &str, exp: &Experiment) -> f64 {
+    match (
+        stage,
+        exp.table::<crate::search::config::SearchExperiment>(),
+    ) {
+        (crate::search::EXPLORE_STAGE, Some(s)) if s.max_turns > 1 => {
+            let tools = 100.0 * crate::search::tools::tool_count(s, "domains") as f64;
+            let (first, per_turn) = search_episode(s, tools);
+            let t = s.max_turns as f64;
+            let sum = t * first + per_turn * t * (t - 1.0) / 2.0;
+            let last = first + per_turn * (t - 1.0);
+            (last / sum).min(1.0)
+        }
+        _ => 1.0,
+    }
 }
 
 /// The kind of a model spec (its prefix).
@@ -658,7 +780,7 @@ fn keep_cached(cached: Option<Calibration>, now: Option<(f64, u64)>) -> Option<C
 /// while the machine was busy is made again once it is quiet;
 /// the returned note says when the rates in use came from a busy machine. `None`
 /// when there are no rates.
-pub fn calibration(model: &str, run: bool) -> Option<(Rates, Option<String>)> {
+pub fn calibration(model: &str, run: bool, fetch: bool) -> Option<(Rates, Option<String>)> {
     let name = model.strip_prefix("embedded:")?;
     let file = calibration_file(name, threads());
     let cached = std::fs::read_to_string(&file)
@@ -682,7 +804,7 @@ pub fn calibration(model: &str, run: bool) -> Option<(Rates, Option<String>)> {
     if !run || !calibration_allowed() {
         return cached.map(|c| (c.rates, busy_note(&c)));
     }
-    let Some(rates) = bench(name) else {
+    let Some(rates) = bench(name, fetch) else {
         return cached.map(|c| (c.rates, busy_note(&c)));
     };
     let fresh = Calibration {
@@ -701,8 +823,18 @@ pub fn calibration(model: &str, run: bool) -> Option<(Rates, Option<String>)> {
 }
 
 #[cfg(feature = "embedded")]
-fn bench(name: &str) -> Option<Rates> {
-    let path = llm::models::cached_model(name, &llm::models::default_cache_dir()).ok()??;
+fn bench(name: &str, fetch: bool) -> Option<Rates> {
+    let dir = llm::models::default_cache_dir();
+    let path = match llm::models::cached_model(name, &dir).ok()? {
+        Some(p) => p,
+        None if fetch => {
+            eprintln!(
+                "otb: downloading {name} (once; the run needs it) to calibrate it for the bill"
+            );
+            llm::models::fetch_model(name, &dir).ok()?
+        }
+        None => return None,
+    };
     eprintln!(
         "otb: calibrating {name} on this machine (again when it was measured on a busy one; OTB_CALIBRATE=0 skips it)"
     );
@@ -718,7 +850,7 @@ fn bench(name: &str) -> Option<Rates> {
 }
 
 #[cfg(not(feature = "embedded"))]
-fn bench(_name: &str) -> Option<Rates> {
+fn bench(_name: &str, _fetch: bool) -> Option<Rates> {
     None
 }
 
@@ -758,9 +890,15 @@ fn model_time(
     measured: Option<&ModelMeasured>,
     prompt_tokens: u64,
     completion_tokens: u64,
+    evaluated: f64,
 ) -> (Option<f64>, &'static str) {
     let at = |r: &Rates, p: f64, c: f64| p / r.prompt_per_s + c / r.completion_per_s;
     let (p, c) = (prompt_tokens as f64, completion_tokens as f64);
+    // Before any stage of the model is measured: the prompt tokens it evaluates (not
+    // those its KV cache still holds) and generation as fast as requests decoded
+    // together make it.
+    let unmeasured =
+        |r: &Rates| p * evaluated / r.prompt_per_s + c / (r.completion_per_s * DECODED_TOGETHER);
     let measured = measured.filter(|m| m.wall_s > 0.0 && m.prompt + m.completion > 0.0);
     match (rates, measured) {
         (Some(r), Some(m)) => {
@@ -771,10 +909,10 @@ fn model_time(
                     "calibrated, scaled by measured stages",
                 )
             } else {
-                (Some(at(&r, p, c)), "calibrated")
+                (Some(unmeasured(&r)), "calibrated")
             }
         }
-        (Some(r), None) => (Some(at(&r, p, c)), "calibrated"),
+        (Some(r), None) => (Some(unmeasured(&r)), "calibrated"),
         (None, Some(m)) => (
             Some((p + c) * m.wall_s / (m.prompt + m.completion)),
             "measured (other stages)",
@@ -824,7 +962,7 @@ pub fn bill(
             let ((p, c), tokens_from) = match m {
                 Some(m) => ((m.prompt / m.calls, m.completion / m.calls), "measured"),
                 None => (
-                    modelled_tokens(&n.stage, need.offline, exp, need.tools_per_call),
+                    modelled_tokens(&n.stage, need.role, need.offline, exp, need.tools_per_call),
                     "modelled",
                 ),
             };
@@ -840,7 +978,7 @@ pub fn bill(
                     let r = calibrations
                         .entry(need.model.clone())
                         .or_insert_with(|| {
-                            let c = calibration(&need.model, opts.calibrate);
+                            let c = calibration(&need.model, opts.calibrate, opts.fetch);
                             if let Some((_, Some(note))) = &c {
                                 notes.push(note.clone());
                             }
@@ -853,6 +991,7 @@ pub fn bill(
                         by_model.get(&need.model),
                         prompt_tokens,
                         completion_tokens,
+                        evaluated_share(&n.stage, exp),
                     )
                 }
                 _ => (None, "unknown"),
@@ -868,6 +1007,7 @@ pub fn bill(
                 calls: need.calls,
                 exact: need.exact,
                 planned: n.state == "planned",
+                budget: n.stage == crate::baselines::external::STAGE,
                 prompt_tokens,
                 completion_tokens,
                 tokens_from: tokens_from.to_string(),
@@ -876,6 +1016,19 @@ pub fn bill(
                 dollars,
             });
         }
+    }
+    // An MCP server's grid hangs on its tool list, which only the server gives.
+    let unstarted: Vec<&str> = plan
+        .nodes
+        .iter()
+        .filter(|n| n.stage == crate::mcp::SERVER_STAGE && n.state != "fresh")
+        .map(|n| n.node.as_str())
+        .collect();
+    if !unstarted.is_empty() {
+        notes.push(format!(
+            "{}: the grid of an MCP server is planned and billed once its server node has run (its tools come from the server): `otb run` starts it, then `otb plan` again",
+            unstarted.join(", ")
+        ));
     }
     let unknown: std::collections::BTreeSet<&str> = lines
         .iter()
@@ -886,7 +1039,7 @@ pub fn bill(
         notes.push(format!(
             "time of {m}: unknown (no finished calls in this store{})",
             if kind(m) == "embedded" {
-                "; `otb plan` calibrates the model once it is downloaded"
+                "; `otb run` downloads it and calibrates it first, `otb plan` once it is downloaded"
             } else {
                 ""
             }
@@ -912,10 +1065,14 @@ fn totals(plan: &Plan, lines: &[BillLine]) -> Totals {
         (Some(a), Some(b)) => Some(a + b),
         _ => None,
     };
-    let (mut hours, mut planned_hours) = (Some(0.0), Some(0.0));
+    let (mut hours, mut planned_hours, mut budget_hours) = (Some(0.0), Some(0.0), Some(0.0));
     for l in lines {
         let h = l.seconds.map(|s| s / 3600.0);
-        if l.planned {
+        if l.budget {
+            t.budget_calls += l.calls;
+            t.budget_tokens += l.prompt_tokens + l.completion_tokens;
+            budget_hours = add(budget_hours, h);
+        } else if l.planned {
             t.planned_calls += l.calls;
             t.planned_tokens += l.prompt_tokens + l.completion_tokens;
             planned_hours = add(planned_hours, h);
@@ -937,6 +1094,7 @@ fn totals(plan: &Plan, lines: &[BillLine]) -> Totals {
     }
     t.hours = hours;
     t.planned_hours = planned_hours;
+    t.budget_hours = (t.budget_calls > 0).then_some(budget_hours).flatten();
     t
 }
 
@@ -994,6 +1152,14 @@ impl Bill {
                     .unwrap_or_default()
             ));
         }
+        if t.budget_calls > 0 {
+            out.push_str(&format!(
+                "\nbill: up to {} more calls ({} tokens, {}) if the external methods use their whole budgets (their own calls are known once they have run)",
+                thousands(t.budget_calls),
+                thousands(t.budget_tokens),
+                hours(t.budget_hours),
+            ));
+        }
         out.push('\n');
         out
     }
@@ -1001,7 +1167,7 @@ impl Bill {
     /// The bill by stage and model (calls, tokens and where they come from, time,
     /// dollars), then the totals and the notes: the end of `otb plan`'s text.
     pub fn text(&self) -> String {
-        type Key = (bool, String, String);
+        type Key = ((bool, bool), String, String);
         #[derive(Default)]
         struct Row {
             calls: u64,
@@ -1015,7 +1181,7 @@ impl Bill {
         }
         let mut rows: Vec<(Key, Row)> = Vec::new();
         for l in &self.lines {
-            let k = (l.planned, l.stage.clone(), l.model.clone());
+            let k = ((l.planned, l.budget), l.stage.clone(), l.model.clone());
             let i = match rows.iter().position(|(x, _)| *x == k) {
                 Some(i) => i,
                 None => {
@@ -1073,7 +1239,11 @@ impl Bill {
                 hours(r.seconds.map(|s| s / 3600.0)),
                 join(&r.time_from),
                 r.dollars.map(|d| format!("  ${d:.2}")).unwrap_or_default(),
-                if *planned { "  [planned rounds]" } else { "" }
+                match planned {
+                    (_, true) => "  [external method's budget]",
+                    (true, _) => "  [planned rounds]",
+                    _ => "",
+                }
             );
             out.push_str(line.trim_end());
             out.push('\n');
@@ -1306,11 +1476,13 @@ mod tests {
             prompt_per_s: 10.0,
             completion_per_s: 1.0,
         };
-        // Calibration alone: 100/10 + 20/1 = 30 s.
-        assert_eq!(
-            model_time(Some(r), None, 100, 20),
-            (Some(30.0), "calibrated")
-        );
+        // Calibration alone: 100/10 + 20/1.3 s, or half the prompt evaluated
+        // (the rest held by the KV cache): 50/10 + 20/1.3.
+        let (t, from) = model_time(Some(r), None, 100, 20, 1.0);
+        assert!((t.unwrap() - (10.0 + 20.0 / DECODED_TOGETHER)).abs() < 1e-9);
+        assert_eq!(from, "calibrated");
+        let (t, _) = model_time(Some(r), None, 100, 20, 0.5);
+        assert!((t.unwrap() - (5.0 + 20.0 / DECODED_TOGETHER)).abs() < 1e-9);
         // The store's stages of this model: 1000 prompt + 100 completion tokens
         // predicted 200 s, took 50 s: a quarter.
         let m = ModelMeasured {
@@ -1318,15 +1490,16 @@ mod tests {
             prompt: 1000.0,
             completion: 100.0,
         };
+        // (The measured stages hold the cache and the batching already.)
         assert_eq!(
-            model_time(Some(r), Some(&m), 100, 20),
+            model_time(Some(r), Some(&m), 100, 20, 0.5),
             (Some(7.5), "calibrated, scaled by measured stages")
         );
         // No calibration: seconds per token of the measured stages (50 s / 1100).
-        let (t, from) = model_time(None, Some(&m), 100, 20);
+        let (t, from) = model_time(None, Some(&m), 100, 20, 1.0);
         assert!((t.unwrap() - 120.0 * 50.0 / 1100.0).abs() < 1e-9);
         assert_eq!(from, "measured (other stages)");
-        assert_eq!(model_time(None, None, 100, 20), (None, "unknown"));
+        assert_eq!(model_time(None, None, 100, 20, 1.0), (None, "unknown"));
     }
 
     #[test]
@@ -1368,6 +1541,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_external_methods_plays_are_counted_as_agent_turns() {
+        use crate::baselines::external::ExternalBudget;
+        let b = ExternalBudget::default();
+        assert_eq!((b.max_calls, b.max_plays), (1000, 4));
+        // BFCL: no play, its asks only.
+        assert_eq!(external_per_item(&b, None), (1000, 0));
+        // Chess, 3 training positions: 4 plays x 3 positions x (2 games x 5 moves).
+        assert_eq!(external_per_item(&b, Some((3, 10))), (1000, 4 * 3 * 10));
+        // 20 training positions: a play takes at most 8 of them.
+        assert_eq!(external_per_item(&b, Some((20, 10))), (1000, 4 * 8 * 10));
+        // Search, 2 questions, 2 turns and the forced answer each.
+        assert_eq!(external_per_item(&b, Some((2, 3))), (1000, 4 * 2 * 3));
+        // Plays count toward max_calls: no more plays than requests.
+        let few = ExternalBudget {
+            max_calls: 2,
+            ..ExternalBudget::default()
+        };
+        assert_eq!(external_per_item(&few, Some((8, 10))), (2, 2 * 8 * 10));
+        let none = ExternalBudget {
+            max_plays: 0,
+            ..ExternalBudget::default()
+        };
+        assert_eq!(external_per_item(&none, Some((8, 10))), (1000, 0));
+    }
+
+    #[test]
     fn baseline_budgets_give_calls_per_tool() {
         // The paper's reduced Play2Prompt budget: one example found in up to 3 tries
         // (a play and a critique each), its query and judgement, one refinement (a
@@ -1388,6 +1587,35 @@ mod tests {
     }
 
     #[test]
+    fn a_search_calls_history_is_half_its_episodes_turns() {
+        // Table 4's shape (3 results of 40 words, 2 turns): a turn adds 303 tokens
+        // (60 + 3 x (1.4 x 40 + 25)) and a call carries half of one turn; with one
+        // turn there is no history.
+        let exp = crate::driver::load(Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../experiments/table4.toml"
+        )))
+        .expect("table4.toml parses");
+        let s = exp
+            .table::<crate::search::config::SearchExperiment>()
+            .expect("a search table");
+        let (_, per_turn) = search_episode(s, 1000.0);
+        assert!((per_turn - 303.0).abs() < 1e-9);
+        assert!((search_history(per_turn, 2) - 151.5).abs() < 1e-9);
+        assert_eq!(search_history(per_turn, 1), 0.0);
+        assert_eq!(search_history(per_turn, 0), 0.0);
+        // The paper's turns (50) at the paper's results (5 of 512 words) stay under
+        // the cap; 100 such turns reach it.
+        let paper = 60.0 + 5.0 * (1.4 * 512.0 + 25.0);
+        assert!((search_history(paper, 50) - paper * 24.5).abs() < 1e-6);
+        assert_eq!(search_history(paper, 100), 128_000.0);
+        // An episode of 2 calls evaluates its last prompt, not both.
+        let share = evaluated_share(crate::search::EXPLORE_STAGE, &exp);
+        assert!(share > 0.5 && share < 0.6, "{share}");
+        assert_eq!(evaluated_share(crate::batch_reflect::STAGE, &exp), 1.0);
+    }
+
+    #[test]
     fn numbers_read_as_written() {
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(thousands(12), "12");
@@ -1405,6 +1633,7 @@ mod tests {
             calls,
             exact,
             planned,
+            budget: false,
             prompt_tokens: calls * 100,
             completion_tokens: calls * 10,
             tokens_from: "modelled".into(),
@@ -1412,6 +1641,36 @@ mod tests {
             time_from: "measured".into(),
             dollars: Some(calls as f64 * 0.01),
         }
+    }
+
+    #[test]
+    fn an_external_methods_budget_is_summed_apart() {
+        let mut ext = line("external[names ext:m]", 1000, false, false, Some(3600.0));
+        ext.stage = crate::baselines::external::STAGE.into();
+        ext.budget = true;
+        let lines = vec![line("a", 10, true, false, Some(36.0)), ext];
+        let plan = Plan {
+            experiment: "x".into(),
+            nodes: Vec::new(),
+        };
+        let t = totals(&plan, &lines);
+        assert_eq!((t.calls, t.budget_calls), (10, 1000));
+        assert_eq!(t.budget_tokens, 110_000);
+        assert_eq!(t.hours, Some(0.01));
+        assert_eq!(t.budget_hours, Some(1.0));
+        let bill = Bill {
+            experiment: "x".into(),
+            made: String::new(),
+            totals: t,
+            lines,
+            notes: Vec::new(),
+        };
+        let text = bill.text();
+        assert!(text.contains("[external method's budget]"), "{text}");
+        assert!(
+            text.contains("up to 1,000 more calls (110,000 tokens, 1.0 h) if the external methods use their whole budgets"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -498,17 +498,31 @@ pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
 
     /// Whether one of its methods uses an editor (the editors are then checked as
     /// editors).
-    fn uses_editor(&self) -> bool;
+    fn uses_editor(&self) -> bool {
+        Method::any_uses_editor(&self.methods())
+    }
 
     /// The methods it runs (its external methods must be configured).
     fn methods(&self) -> Vec<Method> {
         Vec::new()
     }
 
+    /// Its tool sets as its cells' settings name them (BFCL's one is `""`: every
+    /// instance has its own tools).
+    fn tool_sets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The tool sets of its cells that play `method`, named as `otb export --sft`
     /// names them ([`tool_set_id`]).
-    fn tool_sets_with(&self, _method: Method) -> Vec<String> {
-        Vec::new()
+    fn tool_sets_with(&self, method: Method) -> Vec<String> {
+        if !self.methods().contains(&method) {
+            return Vec::new();
+        }
+        self.tool_sets()
+            .iter()
+            .map(|t| tool_set_id(self.table(), t))
+            .collect()
     }
 
     /// Whether its agents play a training and a test split (the run's model line then

@@ -43,6 +43,7 @@ pub mod estimate;
 pub mod experiment;
 pub mod gc;
 pub mod learned;
+pub mod mcp;
 pub mod metrics;
 pub mod models;
 pub mod offline;

@@ -6,7 +6,8 @@
 //! server (the Python package `moto`), an Azure Blob test server (Azurite, from npm),
 //! the Python packages `polars` and `duckdb` (the analysis recipes of
 //! `docs/analysis.md`), the official MCP Python SDK and a real MCP server
-//! (`tests/mcp_proxy.rs`) -- skip with one line
+//! (`tests/mcp_proxy.rs`), the four shipped MCP servers in `tools/mcp/bin`
+//! (`mcp-servers`, `scripts/setup-mcp.sh`; `tests/mcp_bench.rs`) -- skip with one line
 //! on stderr when it is absent ([`skip`]). Where it is expected (CI installs all of
 //! them), `OTB_REQUIRE` names it and a missing resource fails the test instead: a
 //! broken installation cannot pass as a row of skipped tests.
@@ -14,7 +15,7 @@
 use std::fmt::Display;
 
 /// The resources a test may need, as `OTB_REQUIRE` names them.
-pub const RESOURCES: [&str; 12] = [
+pub const RESOURCES: [&str; 13] = [
     "engine",
     "model",
     "wheels",
@@ -27,6 +28,7 @@ pub const RESOURCES: [&str; 12] = [
     "azure",
     "analysis",
     "mcp",
+    "mcp-servers",
 ];
 
 /// Whether `resource` must be present: `OTB_REQUIRE` lists it (comma-separated) or

@@ -8,8 +8,10 @@
 //! rerun), `call_tool` (a tool executed by the environment, [`Work::execute`]: stored
 //! in `tool_runs`) and `play` (the cell's agent with proposed descriptions on
 //! *training* items, through the environment's [`TrainingPlay`], which holds the
-//! training split only: its trajectories and scores back, its agent turns recorded
-//! in `doc_calls`; an `error` of class `unsupported` where the environment has none,
+//! training split only -- the rows of the stage's training-only input
+//! (`chess-train-positions`, `search-train-questions`; the full set is not among
+//! its inputs): its trajectories and scores back, its agent turns recorded in
+//! `doc_calls`; an `error` of class `unsupported` where the environment has none,
 //! BFCL); and finally one `docs` message (a description per tool, optional
 //! demonstrations), which otb acknowledges with `done`. The docs are then scored by
 //! the same explore + evaluate as every other method.
@@ -20,7 +22,9 @@
 //! time, exiting before its docs or with a non-zero status) fails the stage with one
 //! line naming the method, the item and the message: the user's error, nothing
 //! published. Its stderr (the last [`STDERR_TAIL`] bytes) is kept under the store's
-//! `cache/methods/` folder, and the error line says where.
+//! `cache/methods/` folder, and the error line says where. A method leads a process
+//! group of its own, killed whole whenever otb is done with it (its docs, a failure,
+//! otb's own end), so nothing it started outlives it.
 
 use super::{set_description, tool_description, tool_name, tools_of, Phase, Produced, Work};
 use crate::models::{Agent, AgentJob, AgentTurn, CallFailure, CallUsage, Conversation, MultiTurn};
@@ -39,7 +43,11 @@ pub const STAGE: &str = "external";
 /// The stage version.
 /// 2: `play` runs the cell's agent on training items (chess); the agent, its system
 /// prompt, the training play's key and `max_plays` are in the key.
-pub const VERSION: u32 = 2;
+/// 3: the stage reads the training split alone (`chess-train-positions`,
+/// `search-train-questions`, its input `train_positions` or `train_questions`) in
+/// place of the full positions or questions: no test item is among its inputs, and
+/// `call_tool` and `play` read their items from that node's rows.
+pub const VERSION: u32 = 3;
 /// The protocol version otb speaks (the `protocol` field of the `task` message).
 pub const PROTOCOL: u32 = 1;
 /// How many bytes of a method's stderr are kept (the last ones).
@@ -308,9 +316,92 @@ fn keep_tail(mut r: impl Read, tail: Arc<Mutex<Vec<u8>>>) {
     }
 }
 
-/// A running method: killed and reaped when dropped.
+/// How long otb waits for the lines a method wrote before it exited, once it has
+/// exited while something it started still holds its stdout open.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+
+/// How often [`Proc::next`] looks whether the method has exited while it waits.
+const EXIT_POLL: Duration = Duration::from_millis(100);
+
+/// The process groups of the methods running now (0: a free slot), which a signal
+/// that ends otb kills first ([`on_ending_signal`]). A method that finds no free
+/// slot is still killed with its group on every other end.
+static LIVE_GROUPS: [std::sync::atomic::AtomicI32; 64] =
+    [const { std::sync::atomic::AtomicI32::new(0) }; 64];
+
+/// SIGKILL to the process group `pgid` (a method and whatever it started that stayed
+/// in its group); nothing for an id that cannot be a method's group.
+fn kill_group(pgid: i32) {
+    // `kill(-1)` and `kill(0)` would signal every process, or otb's own group.
+    if pgid > 1 {
+        // SAFETY: kill(2) takes no pointers; a group that is gone is ESRCH, ignored.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Note `pgid` as a running method's group (or, with `live == false`, no more).
+fn track_group(pgid: i32, live: bool) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (from, to) = if live { (0, pgid) } else { (pgid, 0) };
+    for slot in &LIVE_GROUPS {
+        if slot.compare_exchange(from, to, SeqCst, SeqCst).is_ok() {
+            return;
+        }
+    }
+}
+
+/// SIGINT, SIGTERM or SIGHUP ending otb while methods run: each method's group is
+/// killed (it is not in otb's, so a terminal's Ctrl-C does not reach it), then the
+/// signal, whose default action `SA_RESETHAND` restored, ends otb as it would have.
+/// Only async-signal-safe calls (atomic loads, kill, raise).
+extern "C" fn on_ending_signal(sig: libc::c_int) {
+    for slot in &LIVE_GROUPS {
+        kill_group(slot.load(std::sync::atomic::Ordering::SeqCst));
+    }
+    // SAFETY: raise(2) is async-signal-safe; the signal is blocked until this handler
+    // returns, then delivered with its default action.
+    unsafe {
+        libc::raise(sig);
+    }
+}
+
+/// Install [`on_ending_signal`] for the signals that end otb by default (once; a
+/// signal that otb or its caller handles or ignores is left as it is).
+fn end_methods_with_otb() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            // SAFETY: sigaction(2) with zeroed (valid) structs; the handler only makes
+            // async-signal-safe calls.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut old) != 0
+                    || old.sa_sigaction != libc::SIG_DFL
+                {
+                    continue;
+                }
+                let mut new: libc::sigaction = std::mem::zeroed();
+                new.sa_sigaction = on_ending_signal as extern "C" fn(libc::c_int) as usize;
+                new.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+                libc::sigemptyset(&mut new.sa_mask);
+                libc::sigaction(sig, &new, std::ptr::null_mut());
+            }
+        }
+    });
+}
+
+/// A running method, the leader of a process group of its own: whatever it starts
+/// (a subprocess, a wrapper's child) is in that group, and the whole group is killed
+/// and the method reaped when this is dropped -- on every end: its docs, a broken
+/// protocol, a budget, its wall time, otb's own error path.
 struct Proc {
     child: Child,
+    /// Its process group's id (its pid).
+    pgid: i32,
+    /// When otb saw that it had exited (its group may still hold its stdout).
+    exited: Option<Instant>,
     /// Lines to write to its stdin (a thread writes them, so a method that does not
     /// read cannot block otb).
     to_method: Option<SyncSender<String>>,
@@ -322,10 +413,14 @@ struct Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         self.to_method.take();
+        // The group first, while the method (its leader, if still running) keeps the
+        // group's id from being reused; a method that exited may have left children.
+        kill_group(self.pgid);
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+        track_group(self.pgid, false);
     }
 }
 
@@ -341,21 +436,49 @@ fn write_lines(mut stdin: ChildStdin, rx: Receiver<String>) {
 }
 
 impl Proc {
+    /// Start `m` as the leader of a process group of its own. On Linux it is also
+    /// killed when the otb thread that started it ends (otb killed outright).
     fn spawn(m: &ExternalMethod) -> Result<Proc, String> {
-        let mut child = Command::new(&m.command[0])
-            .args(&m.command[1..])
+        use std::os::unix::process::CommandExt;
+        end_methods_with_otb();
+        let mut cmd = Command::new(&m.command[0]);
+        cmd.args(&m.command[1..])
             .current_dir(&m.dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0);
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: getpid(2) here; the closure runs between fork and exec and makes
+            // only async-signal-safe calls (prctl, getppid) and allocates nothing.
+            let otb = unsafe { libc::getpid() };
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // otb ended before the line above took effect.
+                    if libc::getppid() != otb {
+                        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {:?}: {e}", m.command.join(" ")))?;
+        let pgid = i32::try_from(child.id()).unwrap_or(0);
+        track_group(pgid, true);
         let (stdin, stdout, stderr) =
             match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
                 (Some(i), Some(o), Some(e)) => (i, o, e),
                 _ => {
+                    kill_group(pgid);
                     let _ = child.kill();
                     let _ = child.wait();
+                    track_group(pgid, false);
                     return Err("its pipes could not be opened".into());
                 }
             };
@@ -369,6 +492,8 @@ impl Proc {
         std::thread::spawn(move || keep_tail(stderr, t));
         Ok(Proc {
             child,
+            pgid,
+            exited: None,
             to_method: Some(to_tx),
             from_method: from_rx,
             stderr: tail,
@@ -398,13 +523,27 @@ impl Proc {
         }
     }
 
-    /// Its next line, or why there is none.
-    fn next(&self) -> Result<Line, String> {
-        let left = self.deadline.saturating_duration_since(Instant::now());
-        match self.from_method.recv_timeout(left) {
-            Ok(l) => Ok(l),
-            Err(RecvTimeoutError::Timeout) => Err("timeout".into()),
-            Err(RecvTimeoutError::Disconnected) => Ok(Line::Eof),
+    /// Its next line, or why there is none. A method that exited is at its end
+    /// [`EXIT_GRACE`] later even where something it started still holds its stdout
+    /// open (that group is then killed, its lines having been read).
+    fn next(&mut self) -> Result<Line, String> {
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err("timeout".into());
+            }
+            match self.from_method.recv_timeout(left.min(EXIT_POLL)) {
+                Ok(l) => return Ok(l),
+                Err(RecvTimeoutError::Disconnected) => return Ok(Line::Eof),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if self.exited.is_none() && matches!(self.child.try_wait(), Ok(Some(_))) {
+                self.exited = Some(Instant::now());
+            }
+            if self.exited.is_some_and(|t| t.elapsed() >= EXIT_GRACE) {
+                kill_group(self.pgid);
+                return Ok(Line::Eof);
+            }
         }
     }
 
@@ -1090,6 +1229,116 @@ mod tests {
         assert!(err(json!({"tools": {"function_1": 1}})).contains("non-string"));
         // Refused requests play nothing.
         assert_eq!(w.calls.len(), 4);
+    }
+
+    /// Whether process `pid` is gone (a zombie waiting for init counts as gone).
+    fn gone(pid: i32) -> bool {
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+            });
+        // SAFETY: kill(2) with signal 0 only checks that the process exists.
+        let exists = unsafe { libc::kill(pid, 0) == 0 };
+        !exists || zombie == Some(true)
+    }
+
+    /// Whether `pid` is gone within 2 s.
+    fn gone_soon(pid: i32) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(2) {
+            if gone(pid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// A method running `script` under `sh` (its pid file as `$1`), 30 s of wall time.
+    fn shell_method(script: &str, pid_file: &Path) -> ExternalMethod {
+        ExternalMethod {
+            name: "group".into(),
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                script.into(),
+                "sh".into(),
+                pid_file.display().to_string(),
+            ],
+            files: Default::default(),
+            params: json!({}),
+            budget: ExternalBudget {
+                wall_s: 30,
+                ..ExternalBudget::default()
+            },
+            dir: PathBuf::from("."),
+        }
+    }
+
+    /// The pid a method wrote into `file` (waiting up to 5 s for it).
+    fn pid_in(file: &Path) -> i32 {
+        let start = Instant::now();
+        loop {
+            if let Some(pid) = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+            {
+                return pid;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "no pid in {file:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// A method is the leader of a process group of its own, and what it starts goes
+    /// with it: a grandchild sleeping 300 s is killed when the method hangs and otb
+    /// gives up on it (the `Proc` dropped), and a method that exits mid-protocol is at
+    /// its end at once although that grandchild holds its stdout open.
+    #[test]
+    fn what_a_method_starts_dies_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // Hangs, its grandchild holding its stdout.
+        let file = dir.path().join("hang.pid");
+        let proc = Proc::spawn(&shell_method(
+            "sleep 300 & echo $! > \"$1\"; exec sleep 300",
+            &file,
+        ))
+        .unwrap();
+        let grandchild = pid_in(&file);
+        // SAFETY: getpgid(2) takes no pointers.
+        assert_eq!(unsafe { libc::getpgid(grandchild) }, proc.pgid);
+        assert_ne!(proc.pgid, unsafe { libc::getpgid(0) }, "not otb's group");
+        assert!(!gone(grandchild));
+        drop(proc);
+        assert!(
+            gone_soon(grandchild),
+            "the grandchild {grandchild} outlived it"
+        );
+
+        // Exits at once, its grandchild holding its stdout: the end, not the wall time.
+        let file = dir.path().join("exit.pid");
+        let mut proc =
+            Proc::spawn(&shell_method("sleep 300 & echo $! > \"$1\"; exit 0", &file)).unwrap();
+        let grandchild = pid_in(&file);
+        let start = Instant::now();
+        assert!(matches!(proc.next(), Ok(Line::Eof)));
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(proc.wait().is_some_and(|s| s.success()));
+        assert!(
+            gone_soon(grandchild),
+            "the grandchild {grandchild} outlived it"
+        );
+        drop(proc);
     }
 
     #[test]

@@ -311,7 +311,7 @@ mod tests {
         let err = parse("[bfcl]\n[models]\nagent = \"scripted:nope\"\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "exp.toml: models.agent: unknown scripted agent `scripted:nope` (valid: scripted:schema, scripted:empty, scripted:random, scripted:chess-oracle, scripted:search-oracle, scripted:search-wrong)"
+            "exp.toml: models.agent: unknown scripted agent `scripted:nope` (valid: scripted:schema, scripted:empty, scripted:random, scripted:chess-oracle, scripted:search-oracle, scripted:search-wrong, scripted:mcp-reader, scripted:mcp-oracle)"
         );
         let err = parse("[bfcl]\n[models]\nagent = \"embedded:nope\"\n").unwrap_err();
         assert!(

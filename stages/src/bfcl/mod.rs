@@ -86,20 +86,12 @@ impl EnvTable for BfclExperiment {
         "bfcl"
     }
 
-    fn uses_editor(&self) -> bool {
-        crate::env::Method::any_uses_editor(&self.methods)
-    }
-
     fn methods(&self) -> Vec<crate::env::Method> {
         self.methods.clone()
     }
 
-    fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {
-        if self.methods.contains(&method) {
-            vec![crate::experiment::tool_set_id("bfcl", "")]
-        } else {
-            Vec::new()
-        }
+    fn tool_sets(&self) -> Vec<String> {
+        vec![String::new()]
     }
 
     fn plays_offline(&self) -> bool {

@@ -5,7 +5,7 @@
 use super::elo::{bootstrap_elo, EloParams, ELO_STAGE};
 use super::evaluate::{check_calls, EvaluateParams, EVALUATE_STAGE};
 use super::explore::{docs_kind, EXPLORE_STAGE};
-use super::rows::{BestToolRow, GameRow};
+use super::rows::{BestToolRow, GameRow, PositionRow};
 use super::{Chess, VERSION};
 use crate::env::{Cx, DriveError, OfflineEnv, Play, Split, ToolOutput, ToolRunner};
 use crate::rows::DocRow;
@@ -25,9 +25,21 @@ use std::sync::Mutex;
 /// depends on the tool's own count, not on the order calls to different tools
 /// arrive in (Play2Prompt plays every tool at once).
 struct ChessRunner<'e, 'a> {
-    env: &'e Chess<'a>,
+    tools: &'e datasets::chess::tools::ToolSet,
+    c: &'e super::ChessExperiment,
+    train: TrainingPositions<'e, 'a>,
     pool: &'e BlockingPool,
     calls: PlayCounts,
+}
+
+/// Where a [`ChessRunner`] finds its training positions.
+enum TrainingPositions<'e, 'a> {
+    /// The training split of `chess-positions`, read on first use (the built-in
+    /// baselines, whose stages read the full set).
+    Env(&'e Chess<'a>),
+    /// The rows of `chess-train-positions` (an external method's stage: it holds
+    /// no test position).
+    Rows(Vec<PositionRow>),
 }
 
 /// How many times each tool (by index) has been played.
@@ -49,16 +61,18 @@ impl PlayCounts {
 
 impl ChessRunner<'_, '_> {
     fn play(&self, name: &str) -> Result<String, String> {
-        let tools = &self.env.tools;
+        let tools = self.tools;
         let i = tools
             .index_of(name, Docs::Opaque)
             .or_else(|| tools.index_of(name, Docs::Gold))
             .ok_or_else(|| format!("there is no tool named {name}"))?;
-        let mut draw = self.calls.next_draw(self.env.c.seed, i);
-        let train = self
-            .env
-            .positions(Split::Train)
-            .map_err(|e| e.to_string())?;
+        let mut draw = self.calls.next_draw(self.c.seed, i);
+        let train = match &self.train {
+            TrainingPositions::Env(env) => {
+                env.positions(Split::Train).map_err(|e| e.to_string())?
+            }
+            TrainingPositions::Rows(rows) => rows.as_slice(),
+        };
         if train.is_empty() {
             return Err("no training positions to play on".into());
         }
@@ -72,7 +86,6 @@ impl ChessRunner<'_, '_> {
         let side = g.turn();
         // The phase only with `hints = true`: by default nothing names it.
         let phase = self
-            .env
             .c
             .hints
             .then(|| datasets::chess::rules::Phase::of(g.position()));
@@ -143,7 +156,21 @@ impl OfflineEnv for Chess<'_> {
 
     fn tool_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
         Ok(Box::new(ChessRunner {
-            env: self,
+            tools: &self.tools,
+            c: self.c,
+            train: TrainingPositions::Env(self),
+            pool: self.engines.get(EXPLORE_STAGE)?,
+            calls: PlayCounts::default(),
+        }))
+    }
+
+    /// The same tool play on the rows of `chess-train-positions` (the external
+    /// stage's input), in the same order as the training split: the same draws.
+    fn training_runner(&self) -> Result<Box<dyn ToolRunner + '_>, StageError> {
+        Ok(Box::new(ChessRunner {
+            tools: &self.tools,
+            c: self.c,
+            train: TrainingPositions::Rows(self.training_positions()?),
             pool: self.engines.get(EXPLORE_STAGE)?,
             calls: PlayCounts::default(),
         }))
@@ -178,8 +205,15 @@ impl OfflineEnv for Chess<'_> {
     }
 
     fn play_key(&self) -> (Value, Vec<(&'static str, Handle)>) {
-        // The positions are an input already (the tool runner's).
-        (super::play::ChessPlayer::key(self), Vec::new())
+        // The training positions alone, in place of the tool runner's
+        // `chess-positions` (which holds the test positions too).
+        (
+            super::play::ChessPlayer::key(self),
+            self.train
+                .iter()
+                .map(|h| ("train_positions", h.clone()))
+                .collect(),
+        )
     }
 
     fn evaluate<'p>(

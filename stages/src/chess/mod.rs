@@ -6,6 +6,7 @@
 //! chess-positions -> chess-docs[set gold|opaque] -> chess-explore[... test] -> chess-evaluate
 //!                                        \-> offline ToolObserver (chess-explore[train] -> batch-reflect -> consensus-merge) x K
 //! calibrate (the opponents' measured Elo, used by bootstrap-elo after chess-evaluate)
+//! chess-positions -> chess-train-positions -> external[... ext:NAME] (an external method's only positions)
 //! ```
 //!
 //! Defaults are the paper's: test games with the agent as White (`mirror = false`),
@@ -17,11 +18,12 @@
 //! no models); this module drives agents over them and stores what happened.
 //!
 //! One file per stage: `config.rs` (the `[chess]` table, prompts, input checks),
-//! `positions.rs` (`chess-positions`), `calibrate.rs` (`calibrate`), `explore.rs`
-//! (`chess-explore`: games, the agent per ply), `evaluate.rs` (`chess-evaluate`),
-//! `elo.rs` (`bootstrap-elo`), `env.rs` ([`Chess`] as an [`OfflineEnv`](crate::env::OfflineEnv)
-//! and the baselines' tool play), `oracle.rs` (`scripted:chess-oracle`), `rows.rs`
-//! (the stored rows). `chess-docs` is the offline loop's (`offline::drive_tool_set`).
+//! `positions.rs` (`chess-positions`, `chess-train-positions`), `calibrate.rs`
+//! (`calibrate`), `explore.rs` (`chess-explore`: games, the agent per ply),
+//! `evaluate.rs` (`chess-evaluate`), `elo.rs` (`bootstrap-elo`), `env.rs` ([`Chess`]
+//! as an [`OfflineEnv`](crate::env::OfflineEnv) and the baselines' tool play),
+//! `oracle.rs` (`scripted:chess-oracle`), `rows.rs` (the stored rows). `chess-docs`
+//! is the offline loop's (`offline::drive_tool_set`).
 
 pub mod calibrate;
 pub mod config;
@@ -44,7 +46,9 @@ pub use elo::ELO_STAGE;
 pub use evaluate::EVALUATE_STAGE;
 pub use explore::{EXPLORE_REASONING_EFFORT, EXPLORE_STAGE};
 pub use oracle::Oracle;
-pub use positions::{POSITIONS_STAGE, POSITIONS_VERSION};
+pub use positions::{
+    POSITIONS_STAGE, POSITIONS_VERSION, TRAIN_POSITIONS_STAGE, TRAIN_POSITIONS_VERSION,
+};
 
 use crate::env::{Cx, DriveError};
 use crate::env::{Split, Splits};
@@ -114,6 +118,9 @@ pub struct Chess<'a> {
     tools: ToolSet,
     /// The positions (`chess-positions`), read by the first stage that needs them.
     positions: &'a Splits<PositionRow>,
+    /// The training positions alone (`chess-train-positions`), when an external
+    /// method is listed: its stage's only positions.
+    train: Option<Handle>,
     engines: &'a Engines,
     /// The `calibrate` stage's output, when the opponents' ratings are measured.
     calibration: Option<Handle>,
@@ -132,6 +139,18 @@ impl Chess<'_> {
             return Err(no_training_positions().into());
         }
         Ok(rows)
+    }
+
+    /// The rows of `chess-train-positions` (read by an external method's stage, whose
+    /// input it is); a bug where the experiment lists no external method.
+    fn training_positions(&self) -> Result<Vec<PositionRow>, StageError> {
+        match &self.train {
+            Some(h) => h.read(),
+            None => Err(StageError::bug(
+                TRAIN_POSITIONS_STAGE,
+                "the training positions were read without an external method",
+            )),
+        }
     }
 
     /// The opponents' ratings: nominal, or measured by `calibrate` where it has them.
@@ -197,7 +216,8 @@ pub fn drive<'p>(
         "seed": c.seed,
     });
     // The positions and the calibration first (every game needs them), then the grid.
-    let (pos, calibration) = cx.scope(|cx| {
+    let external = c.methods.iter().any(|m| m.external_name().is_some());
+    let (pos, calibration, train) = cx.scope(|cx| {
         let pos = cx.stage_named(
             POSITIONS_STAGE,
             POSITIONS_STAGE,
@@ -207,6 +227,20 @@ pub fn drive<'p>(
             |ctx, _| positions::positions(ctx, c, &engines, &cache),
         )?;
         cx.push(POSITIONS_STAGE, POSITIONS_STAGE, &pos);
+        // An external method's stage reads the training positions alone (not
+        // recorded among the outputs: `chess-positions` holds its rows already).
+        let train = if external {
+            Some(cx.stage_named(
+                TRAIN_POSITIONS_STAGE,
+                TRAIN_POSITIONS_STAGE,
+                TRAIN_POSITIONS_VERSION,
+                positions::train_key(),
+                &[("positions", &pos)],
+                |ctx, _| positions::train_positions(ctx),
+            )?)
+        } else {
+            None
+        };
         let mut calibration = None;
         if c.opponent_ratings == "measured" {
             let cal_params = CalibrateParams {
@@ -232,9 +266,9 @@ pub fn drive<'p>(
             cx.push(CALIBRATE_STAGE, CALIBRATE_STAGE, &cal);
             calibration = Some(cal);
         }
-        Ok((pos, calibration))
+        Ok((pos, calibration, train))
     })?;
-    let positions = Splits::new(pos, |r: &PositionRow| r.split == "train");
+    let positions = Splits::new(pos, positions::is_train);
     let spec = offline::GridSpec {
         protocol,
         agents,
@@ -254,6 +288,7 @@ pub fn drive<'p>(
             c,
             tools: ToolSet::with_search(family, c.search),
             positions: &positions,
+            train: train.clone(),
             engines: &engines,
             calibration: calibration.clone(),
             ratings: &ratings,
@@ -310,21 +345,14 @@ impl crate::experiment::EnvTable for ChessExperiment {
         "chess"
     }
 
-    fn uses_editor(&self) -> bool {
-        crate::env::Method::any_uses_editor(&self.methods)
-    }
-
     fn methods(&self) -> Vec<crate::env::Method> {
         self.methods.clone()
     }
 
-    fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {
-        if !self.methods.contains(&method) {
-            return Vec::new();
-        }
+    fn tool_sets(&self) -> Vec<String> {
         self.tool_sets
             .iter()
-            .map(|f| crate::experiment::tool_set_id("chess", f.as_str()))
+            .map(|f| f.as_str().to_string())
             .collect()
     }
 

@@ -2,16 +2,16 @@
 //! *training* position's exploration games (both sides, cut after
 //! [`game::EXPLORATION_PLIES`] plies against the exploration opponent, as
 //! `chess-explore` on the training split does) with the proposed documentation.
-//! Test positions are never reachable from here: the player holds a copy of the
-//! training split's rows and nothing else of the positions (not the environment, whose
-//! positions hold both splits).
+//! Test positions are never reachable from here: the player holds the rows of
+//! `chess-train-positions` (the external stage's input, the training split alone)
+//! and nothing else of the positions (not the environment, whose positions hold both
+//! splits).
 
 use super::config::ChessExperiment;
 use super::explore::{docs_kind, turn_question, EXPLORE_STAGE};
 use super::rows::PositionRow;
 use super::Chess;
 use crate::baselines::external::{PlayJob, Played, TrainingPlay};
-use crate::env::Split;
 use crate::models::AgentJob;
 use datasets::chess::engine::BlockingPool;
 use datasets::chess::game::{self, AgentChoice, EpisodeConfig, Game};
@@ -20,8 +20,9 @@ use datasets::chess::tools::ToolSet;
 use pipeline::StageError;
 use serde_json::{json, Value};
 
-/// The training play of one chess experiment: the training positions (a copy; no
-/// test position), the tools, the experiment's settings and the engines.
+/// The training play of one chess experiment: the training positions (the rows of
+/// `chess-train-positions`; no test position), the tools, the experiment's settings
+/// and the engines.
 pub(super) struct ChessPlayer<'e> {
     train: Vec<PositionRow>,
     tools: &'e ToolSet,
@@ -30,18 +31,19 @@ pub(super) struct ChessPlayer<'e> {
 }
 
 impl<'e> ChessPlayer<'e> {
-    /// The player of `env`, with the exploration engines.
+    /// The player of `env`, with the exploration engines; its positions read from
+    /// `chess-train-positions`.
     pub(super) fn new(env: &'e Chess<'_>) -> Result<Self, StageError> {
         Ok(ChessPlayer {
-            train: env.positions(Split::Train)?.to_vec(),
+            train: env.training_positions()?,
             tools: &env.tools,
             c: env.c,
             pool: env.engines.get(EXPLORE_STAGE)?,
         })
     }
 
-    /// What it plays on, for the external stage's key (the positions are an input
-    /// of that stage already, through the tool runner's key).
+    /// What it plays on, for the external stage's key (its positions are the
+    /// stage's input `train_positions`, beside it).
     pub(super) fn key(env: &Chess<'_>) -> Value {
         json!({
             "chess": "a training position's exploration games, both sides, cut after the exploration plies",

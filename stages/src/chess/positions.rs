@@ -14,6 +14,32 @@ pub const POSITIONS_STAGE: &str = "chess-positions";
 /// rights repaired instead of the row skipped.
 pub const POSITIONS_VERSION: u32 = 2;
 
+/// The stage of the training split alone: what an external method's stage reads
+/// (its `call_tool` and `play` positions), so that no test position is among its
+/// inputs. Made only when the experiment lists an external method.
+pub const TRAIN_POSITIONS_STAGE: &str = "chess-train-positions";
+/// `chess-train-positions`' version.
+pub const TRAIN_POSITIONS_VERSION: u32 = 1;
+
+/// `chess-train-positions`' key: which rows of `chess-positions` it keeps.
+pub(super) fn train_key() -> serde_json::Value {
+    serde_json::json!({"split": "train"})
+}
+
+/// Whether a row of `chess-positions` is a training position.
+pub(super) fn is_train(r: &PositionRow) -> bool {
+    r.split == "train"
+}
+
+/// Stage `chess-train-positions`: the training rows of input `positions`
+/// (`chess-positions`), in stored order; nothing else.
+pub(super) fn train_positions(ctx: &mut StageCtx<'_>) -> Result<(), StageError> {
+    let rows: Vec<PositionRow> = ctx.read("positions")?;
+    let train: Vec<PositionRow> = rows.into_iter().filter(is_train).collect();
+    ctx.write(&train)?;
+    Ok(())
+}
+
 /// Stage `chess-positions`: the train and test positions used by every chain.
 pub(super) fn positions(
     ctx: &mut StageCtx<'_>,

@@ -10,6 +10,25 @@ use std::collections::BTreeMap;
 /// (setting, method, agent, editor) of a method's docs.
 pub type DocsKey = (String, String, String, String);
 
+/// The stages that write a method's final docs: ToolObserver's `batch-reflect`, each
+/// built-in baseline's, and the one `external` stage of every external method
+/// (`ext:<name>`, told apart by its cell's method).
+pub fn docs_stages() -> Vec<&'static str> {
+    let mut stages = vec![crate::batch_reflect::STAGE];
+    stages.extend_from_slice(crate::experiment::BASELINES);
+    stages.push(crate::baselines::external::STAGE);
+    stages
+}
+
+/// Whether the docs written by `stage` are per agent (ToolObserver's and
+/// Play2Prompt's learn from the agent's play, an external method's may): the other
+/// baselines make one set of docs for every agent, which Table 6 shows without one.
+pub fn per_agent(stage: &str) -> bool {
+    stage == crate::batch_reflect::STAGE
+        || stage == crate::baselines::play2prompt::STAGE
+        || stage == crate::baselines::external::STAGE
+}
+
 /// The final docs of every method: among the outputs of `stages` (the stages that
 /// write a method's docs), per setting, method, agent and editor the one of the
 /// highest round (the first in drive order among equal rounds), in key order.
@@ -100,6 +119,53 @@ mod tests {
                 ("toolobserver", "f", "batch-reflect[4]"),
             ]
         );
+    }
+
+    /// An external method's docs (the `external` stage) are final docs of their
+    /// own, under the method's name as the experiment file writes it, per agent.
+    #[test]
+    fn external_methods_have_final_docs_of_their_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ext = Method::external("mine").unwrap();
+        let other = Method::external("theirs").unwrap();
+        let out = |n: &str, stage: &'static str, c: crate::env::Cell| Output {
+            node: n.into(),
+            stage,
+            cell: c,
+            entry: entry(&tmp.path().join(n), |_| Vec::new()),
+        };
+        let run = RunOutput {
+            outputs: vec![
+                out(
+                    "ext-mine",
+                    crate::baselines::external::STAGE,
+                    cell(ext, "e", 0),
+                ),
+                out(
+                    "ext-theirs",
+                    crate::baselines::external::STAGE,
+                    cell(other, "e", 0),
+                ),
+                out("easytool", "easytool", cell(Method::EasyTool, "e", 0)),
+            ],
+            ..RunOutput::default()
+        };
+        let finals = final_docs(&run, &docs_stages());
+        let got: Vec<(&str, &str, &str)> = finals
+            .iter()
+            .map(|(k, o)| (k.1.as_str(), k.2.as_str(), o.node.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("easytool", "a", "easytool"),
+                ("ext:mine", "a", "ext-mine"),
+                ("ext:theirs", "a", "ext-theirs"),
+            ]
+        );
+        assert!(per_agent(crate::baselines::external::STAGE));
+        assert!(per_agent(crate::batch_reflect::STAGE));
+        assert!(!per_agent("easytool"));
     }
 
     #[test]

@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 pub mod blocks;
+pub mod multi_turn;
 pub mod sft;
 
 /// The offline reflect stage (one request per mini-batch).
@@ -718,15 +719,16 @@ fn baseline<'p>(
         execution_result_type: Value::Array(Vec::new()),
     };
     let (runner_params, runner_inputs) = env.runner_key();
-    let mut inputs: Vec<(&str, &Handle)> = vec![("docs", &g.opaque)];
-    inputs.extend(runner_inputs.iter().map(|(k, h)| (*k, h)));
-    // An external method's `play` reads what the training play plays on.
-    let (play_params, play_inputs) = if method.external_name().is_some() {
+    // An external method's stage reads the training split alone (`play_key`'s
+    // inputs, in place of the tool runner's, which hold the test split too).
+    let external = method.external_name().is_some();
+    let (play_params, item_inputs) = if external {
         env.play_key()
     } else {
-        (Value::Null, Vec::new())
+        (Value::Null, runner_inputs)
     };
-    inputs.extend(play_inputs.iter().map(|(k, h)| (*k, h)));
+    let mut inputs: Vec<(&str, &Handle)> = vec![("docs", &g.opaque)];
+    inputs.extend(item_inputs.iter().map(|(k, h)| (*k, h)));
     let run = baselines::BaselineStage {
         method,
         params: baselines::BaselineParams::new(
@@ -743,7 +745,14 @@ fn baseline<'p>(
         // Tool play on training material (Play2Prompt, DRAFT, and Trace-Free+'s
         // single calls when it is trace-based: chess, a tool on a training position;
         // search, a domain search with the query its editor proposes).
-        runner: Box::new(move || env.tool_runner()),
+        // An external method's `call_tool`: on the training items only.
+        runner: Box::new(move || {
+            if external {
+                env.training_runner()
+            } else {
+                env.tool_runner()
+            }
+        }),
         // An external method's `play`: the agent on training items only.
         player: Box::new(move || env.player()),
     };

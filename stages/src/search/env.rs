@@ -99,9 +99,14 @@ impl OfflineEnv for Search<'_> {
     }
 
     fn play_key(&self) -> (Value, Vec<(&'static str, Handle)>) {
+        // The training questions alone (`search-train-questions`), never
+        // `search-questions` (which holds the test questions too).
         (
             super::play::SearchPlayer::key(self),
-            vec![("questions", self.questions.handle.clone())],
+            self.train
+                .iter()
+                .map(|h| ("train_questions", h.clone()))
+                .collect(),
         )
     }
 

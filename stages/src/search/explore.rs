@@ -32,7 +32,7 @@ pub const EXPLORE_VERSION: u32 = 4;
 
 /// `search-explore`'s params: the stage key and what the run reads.
 #[derive(Serialize)]
-struct ExploreParams<'a> {
+pub(crate) struct ExploreParams<'a> {
     agent: ModelSpec,
     /// The system prompt before any demonstrations (those come with the docs input).
     system: &'a str,
@@ -257,33 +257,13 @@ impl<'a> Search<'a> {
         cx: &mut Cx<'p, '_>,
         play: &Play<'_>,
     ) -> Result<Handle, DriveError> {
-        let Play { at, sampling, docs } = *play;
-        // A play step on no split is a bug: said now, not when the key is computed.
-        at.split_for(EXPLORE_STAGE)?;
-        let inputs = [("questions", &self.questions.handle), ("docs", docs)];
-        let models = cx.models;
-        let key = {
-            let (at, sampling, docs) = (at.clone(), sampling.clone(), docs.clone());
-            move || -> Result<Value, StageError> {
-                let docs_rows: Vec<DocRow> = docs.read()?;
-                let (params, ..) = self.explore_params(&at, &sampling, &docs_rows)?;
-                serde_json::to_value(&params).map_err(|e| StageError::bug(EXPLORE_STAGE, e))
-            }
-        };
-        let (play_at, play_sampling) = (at.clone(), sampling.clone());
-        cx.stage_later(
-            at,
-            EXPLORE_STAGE,
-            EXPLORE_VERSION,
-            key,
+        let inputs = [("questions", &self.questions.handle), ("docs", play.docs)];
+        crate::offline::multi_turn::explore_node(
+            self,
+            cx,
+            play,
+            (EXPLORE_STAGE, EXPLORE_VERSION),
             &inputs,
-            move |ctx| {
-                let docs_rows: Vec<DocRow> = ctx.read("docs")?;
-                let (p, tools, system) =
-                    self.explore_params(&play_at, &play_sampling, &docs_rows)?;
-                let agent = models.agent_sampled(&p.agent, &p.sampling)?;
-                self.play(ctx, agent.as_ref(), &p, (&system, &tools))
-            },
         )
     }
 
@@ -348,4 +328,34 @@ pub(super) fn tool_reply(env: &SearchEnv<'_, super::corpus::Searcher>, c: &CallR
         Err(e) => format!("Error: {e}"),
     };
     datasets::bfcl::executor::bounded_output(&text)
+}
+
+impl crate::offline::multi_turn::MultiTurnExplore for Search<'_> {
+    type Params<'a>
+        = ExploreParams<'a>
+    where
+        Self: 'a;
+
+    fn params(
+        &self,
+        at: &At,
+        sampling: &crate::models::TurnSampling,
+        docs: &[DocRow],
+    ) -> Result<(ExploreParams<'_>, Vec<Value>, String), StageError> {
+        self.explore_params(at, sampling, docs)
+    }
+
+    fn agent<'a>(p: &'a ExploreParams<'_>) -> (&'a ModelSpec, &'a crate::models::TurnSampling) {
+        (&p.agent, &p.sampling)
+    }
+
+    fn play(
+        &self,
+        ctx: &mut StageCtx<'_>,
+        agent: &dyn MultiTurn,
+        p: &ExploreParams<'_>,
+        shown: (&str, &[Value]),
+    ) -> Result<(), StageError> {
+        Search::play(self, ctx, agent, p, shown)
+    }
 }

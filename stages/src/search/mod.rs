@@ -9,6 +9,7 @@
 //! ```text
 //! search-questions -> search-docs[set gold|opaque] -> search-explore[... test] -> search-evaluate
 //!                                        \-> offline ToolObserver (search-explore[train] -> batch-reflect -> consensus-merge) x K
+//! search-questions -> search-train-questions -> external[... ext:NAME] (an external method's only questions)
 //! ```
 //!
 //! The BM25 index is a rebuildable cache under `<store>/cache/search/` (built once
@@ -16,12 +17,12 @@
 //!
 //! One file per stage: `config.rs` (the `[search]` table, prompts, input checks),
 //! `corpus.rs` (the corpus and its retrievers, loaded once per drive), `tools.rs`
-//! (the tool sets and the baselines' tool play), `questions.rs` (`search-questions`),
-//! `explore.rs` (`search-explore`: one multi-turn episode per question), `judge.rs`
-//! (`search-judge`), `evaluate.rs` (`search-evaluate`), `env.rs` (`Search` as an
-//! [`OfflineEnv`](crate::env::OfflineEnv)), `scripted.rs` (`scripted:search-oracle`,
-//! `scripted:search-wrong`), `rows.rs` (the stored rows). `search-docs` is the offline
-//! loop's (`offline::drive_tool_set`).
+//! (the tool sets and the baselines' tool play), `questions.rs` (`search-questions`,
+//! `search-train-questions`), `explore.rs` (`search-explore`: one multi-turn episode
+//! per question), `judge.rs` (`search-judge`), `evaluate.rs` (`search-evaluate`),
+//! `env.rs` (`Search` as an [`OfflineEnv`](crate::env::OfflineEnv)), `scripted.rs`
+//! (`scripted:search-oracle`, `scripted:search-wrong`), `rows.rs` (the stored rows).
+//! `search-docs` is the offline loop's (`offline::drive_tool_set`).
 
 pub mod config;
 pub mod corpus;
@@ -44,7 +45,10 @@ pub use corpus::{Corpus, Encoder};
 pub use evaluate::{score, EVALUATE_STAGE, VERSION};
 pub use explore::{EXPLORE_STAGE, EXPLORE_VERSION};
 pub use judge::{JUDGE_STAGE, JUDGE_VERSION};
-pub use questions::{check_source, QUESTIONS_STAGE, QUESTIONS_VERSION};
+pub use questions::{
+    check_source, QUESTIONS_STAGE, QUESTIONS_VERSION, TRAIN_QUESTIONS_STAGE,
+    TRAIN_QUESTIONS_VERSION,
+};
 pub use rows::{exported, EpisodeRow, JudgeRow, QuestionRow, SearchScoreRow};
 pub use scripted::Oracle;
 
@@ -69,6 +73,9 @@ struct Search<'a> {
     set: String,
     /// The questions (`search-questions`), read by the first stage that needs them.
     questions: &'a Splits<QuestionRow>,
+    /// The training questions alone (`search-train-questions`), when an external
+    /// method is listed: its stage's only questions.
+    train: Option<pipeline::Handle>,
     corpus: &'a Corpus,
     /// [`corpus_key`]: what the tools search.
     corpus_id: &'a Value,
@@ -98,7 +105,8 @@ pub fn drive<'p>(
     } else {
         String::new()
     };
-    let qs = cx.scope(|cx| {
+    let external = s.methods.iter().any(|m| m.external_name().is_some());
+    let (qs, train) = cx.scope(|cx| {
         let qs = cx.stage_named(
             QUESTIONS_STAGE,
             QUESTIONS_STAGE,
@@ -108,7 +116,21 @@ pub fn drive<'p>(
             |ctx, _| questions::build(ctx, s, &corpus),
         )?;
         cx.push(QUESTIONS_STAGE, QUESTIONS_STAGE, &qs);
-        Ok(qs)
+        // An external method's stage reads the training questions alone (not
+        // recorded among the outputs: `search-questions` holds its rows already).
+        let train = if external {
+            Some(cx.stage_named(
+                TRAIN_QUESTIONS_STAGE,
+                TRAIN_QUESTIONS_STAGE,
+                TRAIN_QUESTIONS_VERSION,
+                questions::train_key(),
+                &[("questions", &qs)],
+                |ctx, _| questions::train_questions(ctx),
+            )?)
+        } else {
+            None
+        };
+        Ok((qs, train))
     })?;
     if qs.entry().is_some() {
         // (Status mode plays no agent: before the questions exist there is nothing
@@ -124,7 +146,7 @@ pub fn drive<'p>(
             );
         }
     }
-    let questions = Splits::new(qs, |r: &QuestionRow| r.split == "train");
+    let questions = Splits::new(qs, questions::is_train);
     let spec = offline::GridSpec {
         protocol,
         agents,
@@ -144,6 +166,7 @@ pub fn drive<'p>(
             notes: s.editor_notes(),
             set: set.clone(),
             questions: &questions,
+            train: train.clone(),
             corpus: &corpus,
             corpus_id: &corpus_id,
             embedder_key: &embedder_key,
@@ -208,22 +231,12 @@ impl crate::experiment::EnvTable for SearchExperiment {
         "search"
     }
 
-    fn uses_editor(&self) -> bool {
-        crate::env::Method::any_uses_editor(&self.methods)
-    }
-
     fn methods(&self) -> Vec<crate::env::Method> {
         self.methods.clone()
     }
 
-    fn tool_sets_with(&self, method: crate::env::Method) -> Vec<String> {
-        if !self.methods.contains(&method) {
-            return Vec::new();
-        }
-        self.tool_sets
-            .iter()
-            .map(|t| crate::experiment::tool_set_id("search", t))
-            .collect()
+    fn tool_sets(&self) -> Vec<String> {
+        self.tool_sets.clone()
     }
 
     fn follow_prompt_set(&mut self, paper: bool) {

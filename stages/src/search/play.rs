@@ -2,8 +2,9 @@
 //! *training* question with the tool set's domain tools and the proposed
 //! documentation, one multi-turn episode as `search-explore` plays on the training
 //! split, graded by normalised exact match against the question's answer. Test
-//! questions are never reachable from here: the player holds a copy of the training
-//! split's questions and nothing else of them.
+//! questions are never reachable from here: the player holds the rows of
+//! `search-train-questions` (the external stage's input, the training split alone)
+//! and nothing else of the questions.
 
 use super::config::SearchExperiment;
 use super::corpus::Searcher;
@@ -20,9 +21,9 @@ use datasets::search::{Opacity, SearchEnv};
 use pipeline::StageError;
 use serde_json::{json, Value};
 
-/// The training play of one search tool set: the training questions (a copy; no
-/// test question), the experiment's settings and the tools (opaque names, which
-/// proposed docs keep).
+/// The training play of one search tool set: the training questions (the rows of
+/// `search-train-questions`; no test question), the experiment's settings and the
+/// tools (opaque names, which proposed docs keep).
 pub(super) struct SearchPlayer<'e> {
     train: Vec<QuestionRow>,
     s: &'e SearchExperiment,
@@ -30,8 +31,18 @@ pub(super) struct SearchPlayer<'e> {
 }
 
 impl<'e> SearchPlayer<'e> {
-    /// The player of `search`, with its tool set's searcher.
+    /// The player of `search`, with its tool set's searcher; its questions read from
+    /// `search-train-questions`.
     pub(super) fn new(search: &'e Search<'_>) -> Result<Self, StageError> {
+        let train: Vec<QuestionRow> = match &search.train {
+            Some(h) => h.read()?,
+            None => {
+                return Err(StageError::bug(
+                    super::TRAIN_QUESTIONS_STAGE,
+                    "the training questions were read without an external method",
+                ))
+            }
+        };
         let (sub, index) = search.corpus.searcher(
             EXPLORE_STAGE,
             &search.s.retriever,
@@ -39,7 +50,7 @@ impl<'e> SearchPlayer<'e> {
             &|_, _| {},
         )?;
         Ok(SearchPlayer {
-            train: search.questions.get(Split::Train)?.to_vec(),
+            train,
             s: search.s,
             env: SearchEnv::new(
                 &sub.corpus,
@@ -55,8 +66,8 @@ impl<'e> SearchPlayer<'e> {
         })
     }
 
-    /// What it plays on, for the external stage's key (the questions are an input
-    /// of that stage beside it).
+    /// What it plays on, for the external stage's key (its questions are the stage's
+    /// input `train_questions`, beside it).
     pub(super) fn key(search: &Search<'_>) -> Value {
         json!({
             "search": "a training question's episode, graded by exact match",

@@ -19,6 +19,32 @@ pub const QUESTIONS_STAGE: &str = "search-questions";
 /// decrypted whole (evidence and gold documents kept).
 pub const QUESTIONS_VERSION: u32 = 2;
 
+/// The stage of the training split alone: what an external method's stage reads
+/// (its `play` questions), so that no test question is among its inputs. Made only
+/// when the experiment lists an external method.
+pub const TRAIN_QUESTIONS_STAGE: &str = "search-train-questions";
+/// `search-train-questions`' version.
+pub const TRAIN_QUESTIONS_VERSION: u32 = 1;
+
+/// `search-train-questions`' key: which rows of `search-questions` it keeps.
+pub(super) fn train_key() -> Value {
+    json!({"split": "train"})
+}
+
+/// Whether a row of `search-questions` is a training question.
+pub(super) fn is_train(r: &QuestionRow) -> bool {
+    r.split == "train"
+}
+
+/// Stage `search-train-questions`: the training rows of input `questions`
+/// (`search-questions`), in stored order; nothing else.
+pub(super) fn train_questions(ctx: &mut StageCtx<'_>) -> Result<(), StageError> {
+    let rows: Vec<QuestionRow> = ctx.read("questions")?;
+    let train: Vec<QuestionRow> = rows.into_iter().filter(is_train).collect();
+    ctx.write(&train)?;
+    Ok(())
+}
+
 /// Stage `search-questions`: the questions of both splits, at most the configured
 /// count each.
 pub(super) fn build(

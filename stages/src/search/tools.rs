@@ -36,6 +36,14 @@ pub(super) fn tool_set(
     )
 }
 
+/// How many tools the set `name` (`domains`, `domains+all`) shows the agent (the
+/// bill's per-tool counts and prompt sizes).
+pub(crate) fn tool_count(s: &super::config::SearchExperiment, name: &str) -> usize {
+    tool_set(&domains(&s.source), name, Opacity::Opaque, s.shape, s.hints)
+        .tools_json()
+        .len()
+}
+
 /// What a search that finds nothing returns.
 pub(super) fn empty_result(hints: bool) -> &'static str {
     if hints {

@@ -256,7 +256,7 @@ pub fn finished_run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tables::{fidelity, table2, table3, table4, table5, table7, tokens};
+    use crate::tables::{fidelity, mcp, table2, table3, table4, table5, table7, tokens};
 
     /// The schema text (SCHEMA.md's format) of every row type the crate stores: the
     /// exported tables in SCHEMA.md's order, then the rendered tables' rows and
@@ -267,6 +267,7 @@ mod tests {
             Exported::of::<table2::CellRow>(false),
             Exported::of::<table3::Table3Row>(false),
             Exported::of::<table4::Table4Row>(false),
+            Exported::of::<mcp::McpTableRow>(false),
             Exported::of::<table5::RoundsRow>(false),
             Exported::of::<fidelity::FidelityRow>(false),
             Exported::of::<table7::EditorCell>(false),

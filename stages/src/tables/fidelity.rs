@@ -3,7 +3,8 @@
 //! lexical = ROUGE-1 F1 -- per setting x method x agent x editor, as means over the
 //! tools that have a gold description.
 //!
-//! Final descriptions: ToolObserver's last `batch-reflect` docs, a baseline's docs.
+//! Final descriptions: ToolObserver's last `batch-reflect` docs, a baseline's docs,
+//! an external method's (`ext:<name>`) docs.
 //! A tool whose final description is empty scores 0 on both (the paper's 0 / 0 for
 //! EasyTool when nothing could be written).
 
@@ -27,7 +28,8 @@ use std::collections::HashMap;
 pub struct FidelityRow {
     /// Documentation setting.
     pub setting: String,
-    /// `toolobserver`, `easytool`, `play2prompt` or `draft`.
+    /// `toolobserver`, `easytool`, `play2prompt`, `draft`, `tracefree` or an
+    /// external method (`ext:<name>`, as the experiment file names it).
     pub method: String,
     /// Agent model (Play2Prompt's task model; ToolObserver's explorer).
     pub agent: String,
@@ -150,12 +152,10 @@ pub fn build(store: &Store, exp: &Experiment, located: &Located) -> Result<Table
         });
     };
     let instances: Vec<InstanceRow> = data.entry.read()?;
-    let mut docs_stages = vec![crate::batch_reflect::STAGE];
-    docs_stages.extend_from_slice(crate::experiment::BASELINES);
-    let finals = fidelity::final_docs(out, &docs_stages);
+    let finals = fidelity::final_docs(out, &fidelity::docs_stages());
     if finals.is_empty() {
         notes.push(format!(
-            "{}: no learned documentation in the store yet (methods toolobserver, easytool, play2prompt, draft)",
+            "{}: no learned documentation in the store yet (methods toolobserver, easytool, play2prompt, draft, tracefree, ext:<name>)",
             exp.name
         ));
         return Ok(Table6 {
@@ -175,9 +175,7 @@ pub fn build(store: &Store, exp: &Experiment, located: &Located) -> Result<Table
         rows.push(FidelityRow {
             setting,
             method,
-            agent: if o.stage == crate::baselines::play2prompt::STAGE
-                || o.stage == crate::batch_reflect::STAGE
-            {
+            agent: if fidelity::per_agent(o.stage) {
                 agent
             } else {
                 String::new()

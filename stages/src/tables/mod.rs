@@ -4,6 +4,7 @@
 
 pub mod export;
 pub mod fidelity;
+pub mod mcp;
 pub mod plot;
 pub mod report;
 pub mod sft;
@@ -60,6 +61,10 @@ pub fn of_environment(
         "search" => vec![(
             "Table 4 (search)",
             md(table4::build(exp, located).map(|t| t.render(false))),
+        )],
+        "mcp" => vec![(
+            "MCP servers (exact match)",
+            md(mcp::build(exp, located).map(|t| t.render(false))),
         )],
         _ => Vec::new(),
     }
