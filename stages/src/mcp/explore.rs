@@ -113,32 +113,6 @@ pub fn editor_text(
 }
 
 impl Mcp<'_> {
-    /// The agent's params on the docs `docs_rows` at the play step `at`, with the
-    /// tools and system prompt it plays.
-    fn explore_params(
-        &self,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs_rows: &[DocRow],
-    ) -> Result<(ExploreParams<'_>, Vec<Value>, String), StageError> {
-        let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
-        let (tools, system) = shared_docs(docs_rows, &self.system);
-        let params = ExploreParams {
-            agent: agent.clone(),
-            system: &self.system,
-            final_answer: crate::models::llm::FINAL_ANSWER,
-            seed: at.seed,
-            split,
-            max_turns: self.m.max_turns,
-            tool_set: &self.set,
-            server: self.identity,
-            round: at.round,
-            gold_names: self.tools.names_gold(&tools),
-            sampling: sampling.clone(),
-        };
-        Ok((params, tools, system))
-    }
-
     /// The episodes of the play step `play`; the key names the docs' text, so it is
     /// computed once they are.
     pub(super) fn explore_node<'p>(
@@ -158,82 +132,6 @@ impl Mcp<'_> {
             (EXPLORE_STAGE, EXPLORE_VERSION),
             &inputs,
         )
-    }
-
-    fn play(
-        &self,
-        ctx: &mut StageCtx<'_>,
-        agent: &dyn MultiTurn,
-        p: &ExploreParams<'_>,
-        (system, tools): (&str, &[Value]),
-    ) -> Result<(), StageError> {
-        let tasks = self.tasks.get(p.split)?;
-        if tasks.is_empty() {
-            // No task in this split: nothing to play, no server started.
-            ctx.write::<EpisodeRow>(&[])?;
-            return Ok(());
-        }
-        let host = self.server.host(EXPLORE_STAGE)?;
-        let pb = ctx.progress(tasks.len() as u64);
-        let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
-        let accounting: Mutex<Usage> = Mutex::new(Usage::default());
-        let model = p.agent.to_string();
-        let results = crate::env::parallel_map(
-            tasks,
-            self.m.concurrency,
-            &|| pb.inc(1),
-            &|t: &TaskRow| -> Result<EpisodeRow, StageError> {
-                let ep = host.episode(EXPLORE_STAGE)?;
-                let mut calls: Vec<McpCall> = Vec::new();
-                let mut failed: Option<String> = None;
-                let mut run_tool = |c: &CallRecord| -> String {
-                    let call = self.call(&ep, c, p.gold_names, p.seed, &mut failed);
-                    let text = call.result.clone();
-                    calls.push(call);
-                    text
-                };
-                let e = run_episode(
-                    agent,
-                    system,
-                    &t.question,
-                    tools,
-                    crate::models::EpisodeRules {
-                        max_turns: p.max_turns,
-                        first_call_required: false,
-                        one_call_per_turn: true,
-                    },
-                    p.seed,
-                    &mut run_tool,
-                );
-                // The episode's processes stop and its copies go now.
-                drop(ep);
-                if let Some(f) = failed {
-                    return Err(StageError::infra(EXPLORE_STAGE, f));
-                }
-                if let Some(err) = e.error.as_ref().filter(|e| e.infrastructure) {
-                    if let Ok(mut v) = infra.lock() {
-                        v.push(err.clone());
-                    }
-                }
-                if let Ok(mut a) = accounting.lock() {
-                    a.add(&e.accounting);
-                }
-                Ok(episode_row(t, p.split, p.round, &model, &e, calls))
-            },
-        );
-        pb.finish_and_clear();
-        if let Some(e) =
-            infrastructure_error(EXPLORE_STAGE, &infra.into_inner().unwrap_or_default())
-        {
-            return Err(e);
-        }
-        let rows = results
-            .into_iter()
-            .map(|r| r.ok_or_else(|| StageError::bug(EXPLORE_STAGE, "a worker thread panicked"))?)
-            .collect::<Result<Vec<_>, _>>()?;
-        ctx.add_usage(&accounting.into_inner().unwrap_or_default());
-        ctx.write(&rows)?;
-        Ok(())
     }
 
     /// One call the agent made, executed on the episode `ep`: a name no tool has and
@@ -327,13 +225,30 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
     where
         Self: 'a;
 
+    /// The agent's params on the docs `docs_rows` at the play step `at`, with the
+    /// tools and system prompt it plays.
     fn params(
         &self,
         at: &At,
         sampling: &crate::models::TurnSampling,
-        docs: &[DocRow],
+        docs_rows: &[DocRow],
     ) -> Result<(ExploreParams<'_>, Vec<Value>, String), StageError> {
-        self.explore_params(at, sampling, docs)
+        let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
+        let (tools, system) = shared_docs(docs_rows, &self.system);
+        let params = ExploreParams {
+            agent: agent.clone(),
+            system: &self.system,
+            final_answer: crate::models::llm::FINAL_ANSWER,
+            seed: at.seed,
+            split,
+            max_turns: self.m.max_turns,
+            tool_set: &self.set,
+            server: self.identity,
+            round: at.round,
+            gold_names: self.tools.names_gold(&tools),
+            sampling: sampling.clone(),
+        };
+        Ok((params, tools, system))
     }
 
     fn agent<'a>(p: &'a ExploreParams<'_>) -> (&'a ModelSpec, &'a crate::models::TurnSampling) {
@@ -345,9 +260,75 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
         ctx: &mut StageCtx<'_>,
         agent: &dyn MultiTurn,
         p: &ExploreParams<'_>,
-        shown: (&str, &[Value]),
+        (system, tools): (&str, &[Value]),
     ) -> Result<(), StageError> {
-        Mcp::play(self, ctx, agent, p, shown)
+        let tasks = self.tasks.get(p.split)?;
+        if tasks.is_empty() {
+            // No task in this split: nothing to play, no server started.
+            ctx.write::<EpisodeRow>(&[])?;
+            return Ok(());
+        }
+        let host = self.server.host(EXPLORE_STAGE)?;
+        let pb = ctx.progress(tasks.len() as u64);
+        let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
+        let accounting: Mutex<Usage> = Mutex::new(Usage::default());
+        let model = p.agent.to_string();
+        let results = crate::env::parallel_map(
+            tasks,
+            self.m.concurrency,
+            &|| pb.inc(1),
+            &|t: &TaskRow| -> Result<EpisodeRow, StageError> {
+                let ep = host.episode(EXPLORE_STAGE)?;
+                let mut calls: Vec<McpCall> = Vec::new();
+                let mut failed: Option<String> = None;
+                let mut run_tool = |c: &CallRecord| -> String {
+                    let call = self.call(&ep, c, p.gold_names, p.seed, &mut failed);
+                    let text = call.result.clone();
+                    calls.push(call);
+                    text
+                };
+                let e = run_episode(
+                    agent,
+                    system,
+                    &t.question,
+                    tools,
+                    crate::models::EpisodeRules {
+                        max_turns: p.max_turns,
+                        first_call_required: false,
+                        one_call_per_turn: true,
+                    },
+                    p.seed,
+                    &mut run_tool,
+                );
+                // The episode's processes stop and its copies go now.
+                drop(ep);
+                if let Some(f) = failed {
+                    return Err(StageError::infra(EXPLORE_STAGE, f));
+                }
+                if let Some(err) = e.error.as_ref().filter(|e| e.infrastructure) {
+                    if let Ok(mut v) = infra.lock() {
+                        v.push(err.clone());
+                    }
+                }
+                if let Ok(mut a) = accounting.lock() {
+                    a.add(&e.accounting);
+                }
+                Ok(episode_row(t, p.split, p.round, &model, &e, calls))
+            },
+        );
+        pb.finish_and_clear();
+        if let Some(e) =
+            infrastructure_error(EXPLORE_STAGE, &infra.into_inner().unwrap_or_default())
+        {
+            return Err(e);
+        }
+        let rows = results
+            .into_iter()
+            .map(|r| r.ok_or_else(|| StageError::bug(EXPLORE_STAGE, "a worker thread panicked"))?)
+            .collect::<Result<Vec<_>, _>>()?;
+        ctx.add_usage(&accounting.into_inner().unwrap_or_default());
+        ctx.write(&rows)?;
+        Ok(())
     }
 }
 

@@ -71,7 +71,181 @@ pub(crate) struct ExploreParams<'a> {
     sampling: crate::models::TurnSampling,
 }
 
-impl Search<'_> {
+/// The episode as the editor reads it, with `correct` as the outcome shown (the exact
+/// match, or the judge's verdict; `None`: the judge's reply had none, shown as not
+/// judged): rebuilt from the stored steps, so an episode judged afterwards reads
+/// exactly as it did, verdict apart.
+pub(super) fn editor_text(
+    e: &EpisodeRow,
+    q: &QuestionRow,
+    correct: Option<bool>,
+    view: &EditorView,
+) -> String {
+    let mut calls = Vec::new();
+    for step in e.steps.as_array().into_iter().flatten() {
+        let results = step.get("results").and_then(Value::as_array);
+        for (i, c) in step
+            .get("calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let args = c.get("args").cloned().unwrap_or(Value::Null);
+            calls.push(SearchCall {
+                tool: c
+                    .get("function")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                query: args
+                    .get("query")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| args.to_string()),
+                output: results
+                    .and_then(|r| r.get(i))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            });
+        }
+    }
+    let answer = e.answer.clone().unwrap_or_default();
+    let traj = SearchTrajectory {
+        question: q.question.clone(),
+        final_answer: judge::grade(&answer, &q.answer, &q.aliases).answer,
+        correct,
+        calls,
+    };
+    serialize_for_editor(&traj, view)
+}
+
+impl<'a> Search<'a> {
+    /// The episodes of the play step `play`. The key holds whether the docs name the
+    /// gold tools, which only the docs can tell: it is computed once they are.
+    pub(super) fn explore_node<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
+        play: &Play<'_>,
+    ) -> Result<Handle, DriveError> {
+        let inputs = [("questions", &self.questions.handle), ("docs", play.docs)];
+        crate::offline::multi_turn::explore_node(
+            self,
+            cx,
+            play,
+            (EXPLORE_STAGE, EXPLORE_VERSION),
+            &inputs,
+        )
+    }
+
+    /// Whether `tools` (the docs an episode plays) name the gold tools, in order.
+    pub(super) fn names_gold(&self, tools: &[Value]) -> bool {
+        let gold = tool_set(
+            &domains(&self.s.source),
+            &self.set,
+            Opacity::Gold,
+            self.s.shape,
+            self.s.hints,
+        );
+        tools
+            .iter()
+            .map(|t| t.get("name").and_then(Value::as_str))
+            .eq(gold.tools.iter().map(|t| Some(t.name.as_str())))
+    }
+}
+
+/// The episode row of question `q` played in `ep` (`calls` tool calls), graded by
+/// exact match against the answer and its aliases; the row's editor text is empty.
+pub(super) fn graded_row(
+    q: &QuestionRow,
+    split: Split,
+    round: i64,
+    model: &str,
+    ep: &crate::models::Episode,
+    calls: usize,
+) -> (EpisodeRow, judge::Grade) {
+    let answer = ep.answer.clone().unwrap_or_default();
+    let g = judge::grade(&answer, &q.answer, &q.aliases);
+    let steps: Vec<Value> = ep
+        .steps
+        .iter()
+        .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
+        .collect();
+    let row = EpisodeRow {
+        question_id: q.question_id.clone(),
+        split: split.as_str().into(),
+        round,
+        model: model.to_string(),
+        steps: Value::Array(steps),
+        answer: ep.answer.clone(),
+        forced: ep.forced,
+        correct: g.exact,
+        f1: g.f1,
+        tool_calls: calls as i64,
+        editor_text: String::new(),
+        error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
+        prompt_tokens: ep.usage.prompt_tokens as i64,
+        completion_tokens: ep.usage.completion_tokens as i64,
+        reasoning_tokens: ep.usage.reasoning_tokens as i64,
+    };
+    (row, g)
+}
+
+/// What the agent reads back from a search tool call: the tool's text, or the
+/// error as `Error: ...`, bounded as every tool output is.
+pub(super) fn tool_reply(env: &SearchEnv<'_, super::corpus::Searcher>, c: &CallRecord) -> String {
+    let text = match env.execute(&c.function, &c.args) {
+        Ok(t) => t,
+        Err(e) => format!("Error: {e}"),
+    };
+    datasets::bfcl::executor::bounded_output(&text)
+}
+
+impl crate::offline::multi_turn::MultiTurnExplore for Search<'_> {
+    type Params<'a>
+        = ExploreParams<'a>
+    where
+        Self: 'a;
+
+    /// The agent's params on the docs `docs_rows` at the play step `at` (whose agent
+    /// and split are `agent`, `split`), with the tools and system prompt it plays.
+    fn params(
+        &self,
+        at: &At,
+        sampling: &crate::models::TurnSampling,
+        docs_rows: &[DocRow],
+    ) -> Result<(ExploreParams<'_>, Vec<Value>, String), StageError> {
+        let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
+        // A baseline's demonstrations (Play2Prompt) go into the system prompt.
+        let (tools, system) = shared_docs(docs_rows, &self.system);
+        let params = ExploreParams {
+            agent: agent.clone(),
+            system: &self.system,
+            final_answer: crate::models::llm::FINAL_ANSWER,
+            seed: at.seed,
+            split,
+            max_turns: self.s.max_turns,
+            show_queries: self.s.show_queries,
+            tool_set: &self.set,
+            corpus: self.corpus_id,
+            retriever: &self.s.retriever,
+            shape: self.s.shape,
+            first_call_required: self.s.first_call_required,
+            embedder: self.embedder_key,
+            round: at.round,
+            gold_names: self.names_gold(&tools),
+            parallel_tool_calls: self.s.parallel_tool_calls,
+            hints: self.s.hints,
+            sampling: sampling.clone(),
+        };
+        Ok((params, tools, system))
+    }
+
+    fn agent<'a>(p: &'a ExploreParams<'_>) -> (&'a ModelSpec, &'a crate::models::TurnSampling) {
+        (&p.agent, &p.sampling)
+    }
+
     fn play(
         &self,
         ctx: &mut StageCtx<'_>,
@@ -162,200 +336,5 @@ impl Search<'_> {
         ctx.add_usage(&accounting.into_inner().unwrap_or_default());
         ctx.write(&rows)?;
         Ok(())
-    }
-}
-
-/// The episode as the editor reads it, with `correct` as the outcome shown (the exact
-/// match, or the judge's verdict; `None`: the judge's reply had none, shown as not
-/// judged): rebuilt from the stored steps, so an episode judged afterwards reads
-/// exactly as it did, verdict apart.
-pub(super) fn editor_text(
-    e: &EpisodeRow,
-    q: &QuestionRow,
-    correct: Option<bool>,
-    view: &EditorView,
-) -> String {
-    let mut calls = Vec::new();
-    for step in e.steps.as_array().into_iter().flatten() {
-        let results = step.get("results").and_then(Value::as_array);
-        for (i, c) in step
-            .get("calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let args = c.get("args").cloned().unwrap_or(Value::Null);
-            calls.push(SearchCall {
-                tool: c
-                    .get("function")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                query: args
-                    .get("query")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| args.to_string()),
-                output: results
-                    .and_then(|r| r.get(i))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-            });
-        }
-    }
-    let answer = e.answer.clone().unwrap_or_default();
-    let traj = SearchTrajectory {
-        question: q.question.clone(),
-        final_answer: judge::grade(&answer, &q.answer, &q.aliases).answer,
-        correct,
-        calls,
-    };
-    serialize_for_editor(&traj, view)
-}
-
-impl<'a> Search<'a> {
-    /// The agent's params on the docs `docs_rows` at the play step `at` (whose agent
-    /// and split are `agent`, `split`), with the tools and system prompt it plays.
-    fn explore_params(
-        &self,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs_rows: &[DocRow],
-    ) -> Result<(ExploreParams<'_>, Vec<Value>, String), StageError> {
-        let (split, agent) = (at.split_for(EXPLORE_STAGE)?, at.agent_for(EXPLORE_STAGE)?);
-        // A baseline's demonstrations (Play2Prompt) go into the system prompt.
-        let (tools, system) = shared_docs(docs_rows, &self.system);
-        let params = ExploreParams {
-            agent: agent.clone(),
-            system: &self.system,
-            final_answer: crate::models::llm::FINAL_ANSWER,
-            seed: at.seed,
-            split,
-            max_turns: self.s.max_turns,
-            show_queries: self.s.show_queries,
-            tool_set: &self.set,
-            corpus: self.corpus_id,
-            retriever: &self.s.retriever,
-            shape: self.s.shape,
-            first_call_required: self.s.first_call_required,
-            embedder: self.embedder_key,
-            round: at.round,
-            gold_names: self.names_gold(&tools),
-            parallel_tool_calls: self.s.parallel_tool_calls,
-            hints: self.s.hints,
-            sampling: sampling.clone(),
-        };
-        Ok((params, tools, system))
-    }
-
-    /// The episodes of the play step `play`. The key holds whether the docs name the
-    /// gold tools, which only the docs can tell: it is computed once they are.
-    pub(super) fn explore_node<'p>(
-        &'p self,
-        cx: &mut Cx<'p, '_>,
-        play: &Play<'_>,
-    ) -> Result<Handle, DriveError> {
-        let inputs = [("questions", &self.questions.handle), ("docs", play.docs)];
-        crate::offline::multi_turn::explore_node(
-            self,
-            cx,
-            play,
-            (EXPLORE_STAGE, EXPLORE_VERSION),
-            &inputs,
-        )
-    }
-
-    /// Whether `tools` (the docs an episode plays) name the gold tools, in order.
-    pub(super) fn names_gold(&self, tools: &[Value]) -> bool {
-        let gold = tool_set(
-            &domains(&self.s.source),
-            &self.set,
-            Opacity::Gold,
-            self.s.shape,
-            self.s.hints,
-        );
-        tools
-            .iter()
-            .map(|t| t.get("name").and_then(Value::as_str))
-            .eq(gold.tools.iter().map(|t| Some(t.name.as_str())))
-    }
-}
-
-/// The episode row of question `q` played in `ep` (`calls` tool calls), graded by
-/// exact match against the answer and its aliases; the row's editor text is empty.
-pub(super) fn graded_row(
-    q: &QuestionRow,
-    split: Split,
-    round: i64,
-    model: &str,
-    ep: &crate::models::Episode,
-    calls: usize,
-) -> (EpisodeRow, judge::Grade) {
-    let answer = ep.answer.clone().unwrap_or_default();
-    let g = judge::grade(&answer, &q.answer, &q.aliases);
-    let steps: Vec<Value> = ep
-        .steps
-        .iter()
-        .map(|s| json!({"calls": s.calls, "content": s.content, "results": s.results}))
-        .collect();
-    let row = EpisodeRow {
-        question_id: q.question_id.clone(),
-        split: split.as_str().into(),
-        round,
-        model: model.to_string(),
-        steps: Value::Array(steps),
-        answer: ep.answer.clone(),
-        forced: ep.forced,
-        correct: g.exact,
-        f1: g.f1,
-        tool_calls: calls as i64,
-        editor_text: String::new(),
-        error_kind: ep.error.as_ref().map(|e| e.kind.clone()),
-        prompt_tokens: ep.usage.prompt_tokens as i64,
-        completion_tokens: ep.usage.completion_tokens as i64,
-        reasoning_tokens: ep.usage.reasoning_tokens as i64,
-    };
-    (row, g)
-}
-
-/// What the agent reads back from a search tool call: the tool's text, or the
-/// error as `Error: ...`, bounded as every tool output is.
-pub(super) fn tool_reply(env: &SearchEnv<'_, super::corpus::Searcher>, c: &CallRecord) -> String {
-    let text = match env.execute(&c.function, &c.args) {
-        Ok(t) => t,
-        Err(e) => format!("Error: {e}"),
-    };
-    datasets::bfcl::executor::bounded_output(&text)
-}
-
-impl crate::offline::multi_turn::MultiTurnExplore for Search<'_> {
-    type Params<'a>
-        = ExploreParams<'a>
-    where
-        Self: 'a;
-
-    fn params(
-        &self,
-        at: &At,
-        sampling: &crate::models::TurnSampling,
-        docs: &[DocRow],
-    ) -> Result<(ExploreParams<'_>, Vec<Value>, String), StageError> {
-        self.explore_params(at, sampling, docs)
-    }
-
-    fn agent<'a>(p: &'a ExploreParams<'_>) -> (&'a ModelSpec, &'a crate::models::TurnSampling) {
-        (&p.agent, &p.sampling)
-    }
-
-    fn play(
-        &self,
-        ctx: &mut StageCtx<'_>,
-        agent: &dyn MultiTurn,
-        p: &ExploreParams<'_>,
-        shown: (&str, &[Value]),
-    ) -> Result<(), StageError> {
-        Search::play(self, ctx, agent, p, shown)
     }
 }
