@@ -206,6 +206,61 @@ pub fn verdict(score: f64, error: &Option<String>) -> &'static str {
     }
 }
 
+/// How a multi-turn episode ended (search, MCP), as its report item's "Answer" block
+/// shows it.
+pub struct EpisodeEnd<'a> {
+    /// The agent's final answer.
+    pub answer: Option<&'a str>,
+    /// Normalised exact match against the expected answer.
+    pub correct: bool,
+    /// Token F1 against it.
+    pub f1: f64,
+    /// Tool calls made.
+    pub tool_calls: i64,
+    /// Of them, those that failed (where the environment counts them).
+    pub failed_calls: Option<i64>,
+    /// Prompt, completion and reasoning tokens.
+    pub tokens: (i64, i64, i64),
+    /// The turn budget ran out and the answer was asked for.
+    pub forced: bool,
+    /// The episode's error class, if any.
+    pub error: Option<&'a str>,
+}
+
+/// The "Answer" block of an episode's report item.
+pub fn answer_block(cap: &mut Cap, e: &EpisodeEnd<'_>) -> Block {
+    let mut kv = vec![
+        (
+            "final answer".into(),
+            cap.text(e.answer.unwrap_or("(none)")),
+        ),
+        (
+            "exact match".into(),
+            if e.correct { "yes" } else { "no" }.into(),
+        ),
+        ("token F1".into(), format!("{:.2}", e.f1)),
+        ("tool calls".into(), e.tool_calls.to_string()),
+    ];
+    if let Some(failed) = e.failed_calls {
+        kv.push(("failed calls".into(), failed.to_string()));
+    }
+    let (p, c, r) = e.tokens;
+    kv.push(("tokens".into(), tokens(p, c, r)));
+    if e.forced {
+        kv.push((
+            "forced".into(),
+            "the turn budget ran out; the answer was asked for".into(),
+        ));
+    }
+    if let Some(k) = e.error {
+        kv.push(("error".into(), k.to_string()));
+    }
+    Block::Kv {
+        t: "Answer".into(),
+        v: kv,
+    }
+}
+
 /// A model call's tokens in words.
 pub fn tokens(p: i64, c: i64, r: i64) -> String {
     if r > 0 {

@@ -4,7 +4,8 @@
 //! accuracy that selects an SFT pair.
 
 use crate::reading::{
-    rows, shared_docs, tokens, verdict, Along, Block, Cap, Computed, Item, Reading,
+    answer_block, rows, shared_docs, verdict, Along, Block, Cap, Computed, EpisodeEnd, Item,
+    Reading,
 };
 use crate::search::rows::{EpisodeRow, JudgeRow, QuestionRow};
 use pipeline::{Row, StoreError};
@@ -120,35 +121,19 @@ impl crate::experiment::Reader for SearchReader {
                 Some(v) => v,
                 None => e.correct,
             };
-            let mut kv = vec![
-                (
-                    "final answer".into(),
-                    cap.text(e.answer.as_deref().unwrap_or("(none)")),
-                ),
-                (
-                    "exact match".into(),
-                    if e.correct { "yes" } else { "no" }.into(),
-                ),
-                ("token F1".into(), format!("{:.2}", e.f1)),
-                ("tool calls".into(), e.tool_calls.to_string()),
-                (
-                    "tokens".into(),
-                    tokens(e.prompt_tokens, e.completion_tokens, e.reasoning_tokens),
-                ),
-            ];
-            if e.forced {
-                kv.push((
-                    "forced".into(),
-                    "the turn budget ran out; the answer was asked for".into(),
-                ));
-            }
-            if let Some(k) = &e.error_kind {
-                kv.push(("error".into(), k.clone()));
-            }
-            detail.push(Block::Kv {
-                t: "Answer".into(),
-                v: kv,
-            });
+            detail.push(answer_block(
+                cap,
+                &EpisodeEnd {
+                    answer: e.answer.as_deref(),
+                    correct: e.correct,
+                    f1: e.f1,
+                    tool_calls: e.tool_calls,
+                    failed_calls: None,
+                    tokens: (e.prompt_tokens, e.completion_tokens, e.reasoning_tokens),
+                    forced: e.forced,
+                    error: e.error_kind.as_deref(),
+                },
+            ));
             if let Some(j) = judge {
                 detail.push(Block::Kv {
                     t: format!("Judge ({})", j.model),
