@@ -132,7 +132,26 @@ fn every_shipped_experiment_has_a_plan() {
         .collect();
     files.sort();
     assert!(files.len() >= 5, "{files:?}");
+    // The MCP experiments read generated fixtures (ignored by git: a fresh clone has
+    // none), so each is planned from a copy beside fixtures written for it here.
+    let fixtures = tempfile::tempdir().unwrap();
+    let made = otb()
+        .args(["mcp", "fixtures", "--out"])
+        .arg(fixtures.path().join("mcp-fixtures"))
+        .output()
+        .unwrap();
+    stdout_ok(&made);
     for f in files {
+        let f = if f
+            .file_stem()
+            .is_some_and(|s| s.to_string_lossy().starts_with("mcp"))
+        {
+            let copy = fixtures.path().join(f.file_name().unwrap());
+            std::fs::copy(&f, &copy).unwrap();
+            copy
+        } else {
+            f
+        };
         let out = otb()
             .env("OTB_CALIBRATE", "0")
             .arg("--store")
@@ -179,6 +198,25 @@ fn every_shipped_experiment_has_a_plan() {
         assert!(n > 1, "{}: {text}", f.display());
         assert!(!store.path().join("none").exists());
     }
+    // Without its fixtures, an MCP experiment is one line saying how to make them.
+    let bare = tempfile::tempdir().unwrap();
+    let toml = bare.path().join("mcp.toml");
+    std::fs::copy(root.join("experiments/mcp.toml"), &toml).unwrap();
+    let out = otb()
+        .arg("--store")
+        .arg(store.path().join("none"))
+        .arg("plan")
+        .arg(&toml)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no such folder") && err.contains("otb mcp fixtures --out"),
+        "{err}"
+    );
+    assert!(!store.path().join("none").exists());
 }
 
 /// A node whose key waits for its input's content (search's exploration: whether the

@@ -132,6 +132,19 @@ pub fn server_key(s: &ServerConfig) -> Result<Value, InputError> {
 /// [`::mcp::servers::MAX_WORKDIR_BYTES`] bytes.
 pub fn workdir_digest(root: &Path) -> Result<String, String> {
     use sha2::Digest;
+    if !root.is_dir() {
+        // The shipped benchmark's folders are generated, not committed.
+        let generated = root
+            .ancestors()
+            .any(|a| a.file_name().is_some_and(|n| n == "mcp-fixtures"));
+        return Err(if generated {
+            "no such folder (the benchmark's fixtures are generated: \
+             `otb mcp fixtures --out <the mcp-fixtures folder>`, or `make reproduce-mcp`)"
+                .to_string()
+        } else {
+            "no such folder".to_string()
+        });
+    }
     let mut entries: Vec<(String, PathBuf)> = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
