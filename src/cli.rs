@@ -136,8 +136,10 @@ enum Command {
     /// Then the bill (text; `bill` in JSON), by stage and model, of the nodes not in the
     /// store:
     ///
-    /// - model calls: exact where the protocol fixes them, else an upper bound (`<=`);
-    ///   the planned rounds summed apart ("up to N more");
+    /// - model calls: exact where the protocol fixes them, expected (`~`, with the
+    ///   most there can be beside the total) where a baseline's tries end at the first
+    ///   that works, else an upper bound (`<=`); the planned rounds summed apart ("up
+    ///   to N more");
     /// - prompt and completion tokens: measured (this store's finished nodes of the same
     ///   stage and model) or modelled (the prompt's template, tools and example);
     /// - model time, one call after another: measured in this store, or calibrated (an

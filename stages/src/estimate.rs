@@ -7,9 +7,11 @@
 //!   counts (BFCL instances and their tools, chess positions, games and plies, search
 //!   questions and turns, the baselines' budgets). A count is *exact* where the
 //!   protocol fixes it (an explore of round 0 asks the agent once per instance,
-//!   EasyTool makes two editor passes per tool set) and an *upper bound* otherwise (a
-//!   later round asks only about instances whose docs changed, a game may end before
-//!   its ply cap, a baseline may stop early). The rounds of an online ToolObserver
+//!   EasyTool makes two editor passes per tool set), *expected* where a baseline's
+//!   tries end at the first that works (Play2Prompt's tool play, DRAFT's and
+//!   Trace-Free+'s re-asks: counted as the first try working, with the budget's bound
+//!   beside it) and an *upper bound* otherwise (a later round asks only about
+//!   instances whose docs changed, a game may end before its ply cap). The rounds of an online ToolObserver
 //!   curve after the first whose docs are not computed are planned: they run only if
 //!   the curve goes on, and are summed apart as "up to N more".
 //! - **Tokens** per call are *measured* (the mean of finished nodes of the same stage
@@ -44,10 +46,15 @@ pub struct BillLine {
     pub role: String,
     /// The model spec.
     pub model: String,
-    /// Model calls: exact, or an upper bound (`exact` false).
+    /// Model calls: exact, an upper bound (`exact` false), or the expected count
+    /// (`bound` set).
     pub calls: u64,
-    /// Whether `calls` is exact (else an upper bound).
+    /// Whether `calls` is exact (else an upper bound or an expectation).
     pub exact: bool,
+    /// The most calls there can be, when `calls` is the expected count (a baseline
+    /// whose tries end at the first that works).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<u64>,
     /// Whether the node runs only if its ToolObserver curve goes on.
     pub planned: bool,
     /// Whether the calls are an external method's budget (`[methods.NAME]`), summed
@@ -74,10 +81,18 @@ pub struct BillLine {
 pub struct Totals {
     /// Nodes to run (not in the store), planned ones included.
     pub nodes: u64,
-    /// Model calls of the nodes that run for certain (upper bound unless `exact`).
+    /// Model calls of the nodes that run for certain (exact, expected, or an upper
+    /// bound).
     pub calls: u64,
     /// Of `calls`, those counted exactly.
     pub exact_calls: u64,
+    /// Of `calls`, those that are an expectation.
+    #[serde(default)]
+    pub expected_calls: u64,
+    /// The most calls the certain nodes can make (`calls` with every expectation
+    /// replaced by its bound).
+    #[serde(default)]
+    pub bound_calls: u64,
     /// Model calls of planned nodes (an upper bound: they run only if their curve
     /// goes on).
     pub planned_calls: u64,
@@ -234,28 +249,15 @@ pub struct BfclCounts {
     pub multiple_tools: u64,
 }
 
-/// The pinned wheel's instances and tools per category (100 `exec_simple` with one
-/// function each; 50 `exec_multiple` with 150 functions), for a plan made before the
-/// wheel is in the store's cache.
-const WHEEL_SIMPLE: (u64, u64) = (100, 100);
-const WHEEL_MULTIPLE: (u64, u64) = (50, 150);
-
-/// The counts of `b`'s instances: from its data file, from the wheel when the store's
-/// cache has it, else from the pinned wheel's known sizes (then `approx` is set; a
-/// data file that does not read is the run's to report).
-fn bfcl_counts(b: &crate::bfcl::config::BfclExperiment, store_root: &Path) -> (BfclCounts, bool) {
+/// The counts of `b`'s instances: from its data file, or the pinned wheel's known
+/// counts ([`datasets::bfcl::data::WHEEL_TOOLS`]: exact before the wheel is
+/// downloaded); `approx` is set when a data file does not read (the run reports it).
+fn bfcl_counts(b: &crate::bfcl::config::BfclExperiment) -> (BfclCounts, bool) {
     use crate::bfcl::config::DataSource;
     use datasets::bfcl::data;
     let instances = match &b.data {
         DataSource::File(p) => data::load_jsonl(p, None).ok(),
-        DataSource::Wheel => {
-            let wheel = store_root.join("cache").join("bfcl").join(data::WHEEL_FILE);
-            if wheel.is_file() {
-                data::load_instances(&wheel).ok()
-            } else {
-                None
-            }
-        }
+        DataSource::Wheel => None,
     };
     if let Some(all) = instances {
         let rows = crate::bfcl::data::to_rows(&all, b.subset);
@@ -271,21 +273,22 @@ fn bfcl_counts(b: &crate::bfcl::config::BfclExperiment, store_root: &Path) -> (B
         }
         return (c, false);
     }
-    let take = |(n, tools): (u64, u64)| {
-        let k = b.subset.map_or(n, |s| (s as u64).min(n));
-        (k, tools * k / n.max(1))
-    };
-    let (s, st) = take(WHEEL_SIMPLE);
-    let (m, mt) = take(WHEEL_MULTIPLE);
-    (
-        BfclCounts {
-            instances: s + m,
-            tools: st + mt,
-            multiple: m,
-            multiple_tools: mt,
-        },
-        b.subset.is_some() || matches!(b.data, DataSource::File(_)),
-    )
+    // The pinned wheel's own counts (its first `subset` instances per category):
+    // exact unless the data is a file of the user's that did not read.
+    let mut c = BfclCounts::default();
+    for (cat, digits) in data::WHEEL_TOOLS {
+        let k = b.subset.unwrap_or(usize::MAX);
+        for d in digits.bytes().take(k) {
+            let tools = u64::from(d.saturating_sub(b'0'));
+            c.instances += 1;
+            c.tools += tools;
+            if cat == data::Category::Multiple {
+                c.multiple += 1;
+                c.multiple_tools += tools;
+            }
+        }
+    }
+    (c, matches!(b.data, DataSource::File(_)))
 }
 
 /// One model's calls of a node, before tokens and time.
@@ -295,15 +298,46 @@ pub struct Need {
     pub role: &'static str,
     /// The model spec.
     pub model: String,
-    /// Calls (exact or an upper bound).
+    /// Calls (exact, an upper bound, or an expectation when `bound` is set).
     pub calls: u64,
     /// Whether `calls` is exact.
     pub exact: bool,
+    /// The most calls the node can make, when `calls` is the expected count (a
+    /// baseline whose tries end at the first that works).
+    pub bound: Option<u64>,
     /// Tools the calls show (for the modelled prompt size), per call.
     pub tools_per_call: f64,
+    /// Tokens of one tool as an editor reads it (its rendered text).
+    pub tool_text: f64,
     /// Whether the node is an offline environment's (chess, search): its editor
     /// reads mini-batches of trajectories.
     pub offline: bool,
+}
+
+impl Need {
+    /// `calls` as the expected count, `bound` the most there can be.
+    fn expected(mut self, bound: u64) -> Need {
+        self.bound = (bound != self.calls).then_some(bound);
+        self
+    }
+}
+
+/// Tokens of one BFCL tool rendered as text for an editor, by documentation setting
+/// (the first instances of `make reproduce-table2 SUBSET=1`, 2026-12-02: an opaque
+/// name about 11, with a description 20, with parameters 28); docs an editor has
+/// written (a ToolObserver round after the first) carry about 40 more.
+fn bfcl_tool_text(setting: &str, round: i64) -> f64 {
+    let base = match setting {
+        "names" => 11.0,
+        "names+desc" => 20.0,
+        "names+params" => 28.0,
+        _ => 50.0,
+    };
+    if round > 0 {
+        base + 40.0
+    } else {
+        base
+    }
 }
 
 /// What the call counts are computed from.
@@ -320,11 +354,23 @@ struct World<'a> {
 /// candidate); the agent validates the initial description and every candidate on
 /// each example.
 pub fn play2prompt_per_tool(b: &Play2PromptBudget) -> (u64, u64) {
+    play2prompt_calls(b, b.init_loops)
+}
+
+/// Play2Prompt's expected calls per tool: the first try of the tool play works (a
+/// play and a critique), then the query, its judgement and refinements and the
+/// description search as in [`play2prompt_per_tool`]; (editor, agent).
+pub fn play2prompt_expected_per_tool(b: &Play2PromptBudget) -> (u64, u64) {
+    play2prompt_calls(b, b.init_loops.min(1))
+}
+
+/// (editor, agent) calls per tool with `tries` tool-play tries per example.
+fn play2prompt_calls(b: &Play2PromptBudget, tries: u32) -> (u64, u64) {
     let examples = u64::from(b.examples);
     let candidates =
         u64::from(b.iterations) * u64::from(b.beam_width.max(1)) * u64::from(b.expansions);
-    let editor = examples * (2 * u64::from(b.init_loops) + 2 + 2 * u64::from(b.refine_steps))
-        + 2 * candidates;
+    let editor =
+        examples * (2 * u64::from(tries) + 2 + 2 * u64::from(b.refine_steps)) + 2 * candidates;
     let agent = examples * (1 + candidates);
     (editor, agent)
 }
@@ -372,12 +418,19 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
     };
     let offline = matches!(cell.env, "chess" | "search" | "mcp");
     let split = cell.split().map(|s| s.as_str());
+    let tool_text = if cell.env == "bfcl" {
+        bfcl_tool_text(&cell.setting, cell.round)
+    } else {
+        100.0
+    };
     let need = |role: &'static str, model: &str, calls: u64, exact: bool, tools: f64| Need {
         role,
         model: model.to_string(),
         calls,
         exact,
+        bound: None,
         tools_per_call: tools,
+        tool_text,
         offline,
     };
     let chess_family = w.chess.filter(|_| cell.env == "chess").and_then(|c| {
@@ -419,26 +472,26 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
         };
         match n.stage.as_str() {
             crate::baselines::easytool::STAGE => vec![need("editor", editor, 2 * sets, true, per)],
+            // Expected: every re-ask or retry unused (the budget is the bound).
             crate::baselines::draft::STAGE => {
-                vec![need(
-                    "editor",
-                    editor,
-                    draft_per_tool(&bl.draft) * tools,
-                    false,
-                    1.0,
-                )]
+                let expected = u64::from(bl.draft.episodes) * 3 * tools;
+                vec![need("editor", editor, expected, false, 1.0)
+                    .expected(draft_per_tool(&bl.draft) * tools)]
             }
             crate::baselines::play2prompt::STAGE => {
                 let (e, a) = play2prompt_per_tool(&bl.play2prompt);
+                let (ee, ea) = play2prompt_expected_per_tool(&bl.play2prompt);
                 vec![
-                    need("editor", editor, e * tools, false, 1.0),
-                    need("agent", agent, a * tools, false, per),
+                    need("editor", editor, ee * tools, false, 1.0).expected(e * tools),
+                    need("agent", agent, ea * tools, false, per).expected(a * tools),
                 ]
             }
             crate::baselines::tracefree::STAGE => {
                 let (k, exact) = tracefree_per_tool(&bl.tracefree);
                 let generator = bl.tracefree.generator.as_deref().unwrap_or(editor);
-                vec![need("generator", generator, k * tools, exact, 1.0)]
+                let expected = (1 + u64::from(bl.tracefree.traces)) * tools;
+                let n = need("generator", generator, expected, exact, 1.0);
+                vec![if exact { n } else { n.expected(k * tools) }]
             }
             // An external method where it cannot `play` (BFCL).
             crate::baselines::external::STAGE => external(sets, per, None),
@@ -592,17 +645,23 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
 }
 
 /// Prompt and completion tokens per call, modelled from the prompt's parts: the
-/// template's characters / 4, about 100 tokens per tool shown, the example or game
-/// state; completions by what the role writes (a call, a description, a merge).
+/// template's characters / 4, the tools shown (about 100 tokens a tool offered to an
+/// agent, with the chat template's framing; `tool_text` a tool an editor reads), the
+/// example or game state; completions by what the role writes (a call, a
+/// description, a merge). The single-turn editors' sizes are those measured in
+/// `SUBSET=1 make reproduce-table2` (2026-12-02; docs/log/).
 pub fn modelled_tokens(
     stage: &str,
     role: &str,
     offline: bool,
     exp: &Experiment,
     tools_per_call: f64,
+    tool_text: f64,
 ) -> (u64, u64) {
     let t = |s: &str| s.len() as f64 / 4.0;
     let tools = 100.0 * tools_per_call;
+    let text = tool_text * tools_per_call;
+    let mean = |ts: &[&str]| ts.iter().map(|s| t(s)).sum::<f64>() / ts.len().max(1) as f64;
     let (p, c): (f64, f64) = match stage {
         crate::bfcl::explore::STAGE => (t(&exp.agent_system_prompt) + tools + 80.0, 40.0),
         crate::chess::EXPLORE_STAGE => (t(&exp.agent_system_prompt) + tools + 400.0, 40.0),
@@ -621,10 +680,24 @@ pub fn modelled_tokens(
         // The agent validates a description with every tool shown and answers with a
         // call; the editor's plays, queries, judgements and critiques are short.
         crate::baselines::play2prompt::STAGE if role == "agent" => {
-            (t(&exp.agent_system_prompt) + tools + 100.0, 40.0)
+            (t(&exp.agent_system_prompt) + tools + 20.0, 40.0)
         }
-        crate::baselines::play2prompt::STAGE => (300.0 + tools, 80.0),
-        crate::batch_reflect::STAGE if !offline => (t(&exp.editor_prompt) + tools + 250.0, 250.0),
+        // A template, the tool, a call and its output (or the history of tries).
+        crate::baselines::play2prompt::STAGE => (
+            mean(crate::baselines::play2prompt::TEMPLATES) + text + 50.0,
+            65.0,
+        ),
+        // A condensed description, then guidelines, per tool set.
+        crate::baselines::easytool::STAGE => (
+            mean(&[
+                crate::baselines::easytool::CONDENSE,
+                crate::baselines::easytool::GUIDELINES,
+            ]) + text
+                + 10.0,
+            60.0,
+        ),
+        // The instance's tools, one trajectory and its grade.
+        crate::batch_reflect::STAGE if !offline => (t(&exp.editor_prompt) + text + 90.0, 140.0),
         crate::offline::REFLECT_STAGE => (t(&exp.batch_prompt) + tools + 2000.0, 600.0),
         crate::offline::MERGE_STAGE => (t(&exp.merge_prompt) + tools + 1500.0, 800.0),
         _ => (500.0 + tools, 250.0),
@@ -932,10 +1005,10 @@ pub fn bill(
     let mut notes = Vec::new();
     let bfcl = match exp.table::<crate::bfcl::config::BfclExperiment>() {
         Some(b) => {
-            let (c, approx) = bfcl_counts(b, store.root());
+            let (c, approx) = bfcl_counts(b);
             if approx {
                 notes.push(
-                    "BFCL instances and tools: the pinned wheel's (the data is not readable yet)"
+                    "BFCL instances and tools: the pinned wheel's (the data file does not read)"
                         .to_string(),
                 );
             }
@@ -962,7 +1035,14 @@ pub fn bill(
             let ((p, c), tokens_from) = match m {
                 Some(m) => ((m.prompt / m.calls, m.completion / m.calls), "measured"),
                 None => (
-                    modelled_tokens(&n.stage, need.role, need.offline, exp, need.tools_per_call),
+                    modelled_tokens(
+                        &n.stage,
+                        need.role,
+                        need.offline,
+                        exp,
+                        need.tools_per_call,
+                        need.tool_text,
+                    ),
                     "modelled",
                 ),
             };
@@ -1006,6 +1086,7 @@ pub fn bill(
                 model: need.model,
                 calls: need.calls,
                 exact: need.exact,
+                bound: need.bound,
                 planned: n.state == "planned",
                 budget: n.stage == crate::baselines::external::STAGE,
                 prompt_tokens,
@@ -1081,8 +1162,12 @@ fn totals(plan: &Plan, lines: &[BillLine]) -> Totals {
             }
         } else {
             t.calls += l.calls;
+            t.bound_calls += l.bound.unwrap_or(l.calls);
             if l.exact {
                 t.exact_calls += l.calls;
+            }
+            if l.bound.is_some() {
+                t.expected_calls += l.calls;
             }
             t.prompt_tokens += l.prompt_tokens;
             t.completion_tokens += l.completion_tokens;
@@ -1124,14 +1209,22 @@ impl Bill {
     /// The totals in one or two lines (the first lines of `otb run`).
     pub fn short(&self) -> String {
         let t = &self.totals;
-        let calls = if t.exact_calls == t.calls {
-            format!("{} model calls", thousands(t.calls))
-        } else {
-            format!(
+        let at_most = t.calls - t.exact_calls - t.expected_calls;
+        let calls = match (t.exact_calls == t.calls, t.expected_calls) {
+            (true, _) => format!("{} model calls", thousands(t.calls)),
+            (false, 0) => format!(
                 "{} model calls ({} exact, the rest at most)",
                 thousands(t.calls),
                 thousands(t.exact_calls)
-            )
+            ),
+            (false, e) => format!(
+                "{} model calls ({} exact, {} at most, {} expected; at most {} in all)",
+                thousands(t.calls),
+                thousands(t.exact_calls),
+                thousands(at_most),
+                thousands(e),
+                thousands(t.bound_calls)
+            ),
         };
         let mut out = format!(
             "bill: {} stages to run, {calls}, {} prompt + {} completion tokens, {} model time{}",
@@ -1172,6 +1265,7 @@ impl Bill {
         struct Row {
             calls: u64,
             exact: bool,
+            expected: bool,
             prompt: u64,
             completion: u64,
             tokens_from: std::collections::BTreeSet<String>,
@@ -1199,6 +1293,7 @@ impl Bill {
             let r = &mut rows[i].1;
             r.calls += l.calls;
             r.exact &= l.exact;
+            r.expected |= l.bound.is_some();
             r.prompt += l.prompt_tokens;
             r.completion += l.completion_tokens;
             r.tokens_from.insert(l.tokens_from.clone());
@@ -1227,7 +1322,12 @@ impl Bill {
             let join = |s: &std::collections::BTreeSet<String>| {
                 s.iter().cloned().collect::<Vec<_>>().join("+")
             };
-            let calls = format!("{}{}", if r.exact { "" } else { "<=" }, thousands(r.calls));
+            let mark = match (r.exact, r.expected) {
+                (true, _) => "",
+                (false, true) => "~",
+                (false, false) => "<=",
+            };
+            let calls = format!("{mark}{}", thousands(r.calls));
             let line = format!(
                 "  {:<sw$}  {:<mw$}  {:>9} calls  {:>11} prompt  {:>9} completion ({})  {} ({}){}{}",
                 stage,
@@ -1576,6 +1676,16 @@ mod tests {
             play2prompt_per_tool(&Play2PromptBudget::default()),
             (6 + 2 + 2 + 2, 2)
         );
+        // Expected: the first try works (a play and a critique), the rest as above.
+        assert_eq!(
+            play2prompt_expected_per_tool(&Play2PromptBudget::default()),
+            (2 + 2 + 2 + 2, 2)
+        );
+        let none = Play2PromptBudget {
+            init_loops: 0,
+            ..Play2PromptBudget::default()
+        };
+        assert_eq!(play2prompt_expected_per_tool(&none).0, 6);
         // DRAFT: 5 episodes of an explorer (with 3 re-asks at most), analyzer, rewriter.
         assert_eq!(draft_per_tool(&DraftBudget::default()), 5 * 6);
         assert_eq!(tracefree_per_tool(&TraceFreeBudget::default()), (2, false));
@@ -1632,6 +1742,7 @@ mod tests {
             model: "openai:m".into(),
             calls,
             exact,
+            bound: None,
             planned,
             budget: false,
             prompt_tokens: calls * 100,
@@ -1719,6 +1830,95 @@ mod tests {
                 .ends_with("[planned rounds]"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_expected_count_keeps_its_bound_beside_it() {
+        let plan = Plan {
+            experiment: "x".into(),
+            nodes: Vec::new(),
+        };
+        let mut p2p = line("p", 8, false, false, Some(60.0));
+        p2p.stage = "play2prompt".into();
+        p2p.bound = Some(12);
+        let lines = vec![
+            line("a", 10, true, false, Some(60.0)),
+            line("b", 5, false, false, Some(60.0)),
+            p2p,
+        ];
+        let t = totals(&plan, &lines);
+        assert_eq!(
+            (t.calls, t.exact_calls, t.expected_calls, t.bound_calls),
+            (23, 10, 8, 27)
+        );
+        let bill = Bill {
+            experiment: "x".into(),
+            made: String::new(),
+            lines,
+            totals: t,
+            notes: vec![],
+        };
+        let s = bill.short();
+        assert!(
+            s.starts_with(
+                "bill: 0 stages to run, 23 model calls (10 exact, 5 at most, 8 expected; at most 27 in all),"
+            ),
+            "{s}"
+        );
+        assert!(bill.text().contains("~8 calls"), "{}", bill.text());
+        // The need: an expectation equal to its bound is no expectation.
+        let n = Need {
+            role: "editor",
+            model: "m".into(),
+            calls: 4,
+            exact: false,
+            bound: None,
+            tools_per_call: 1.0,
+            tool_text: 100.0,
+            offline: false,
+        };
+        assert_eq!(n.clone().expected(4).bound, None);
+        assert_eq!(n.expected(9).bound, Some(9));
+    }
+
+    #[test]
+    fn bfcl_editor_prompts_grow_with_what_the_setting_shows() {
+        let exp = Experiment::parse(
+            &crate::driver::environments(),
+            Path::new("x.toml"),
+            "name = \"x\"\n[bfcl]\n",
+        )
+        .unwrap();
+        let size = |stage: &str, setting: &str, round: i64| {
+            modelled_tokens(
+                stage,
+                "editor",
+                false,
+                &exp,
+                2.0,
+                bfcl_tool_text(setting, round),
+            )
+            .0
+        };
+        for stage in [
+            crate::batch_reflect::STAGE,
+            crate::baselines::easytool::STAGE,
+            crate::baselines::play2prompt::STAGE,
+        ] {
+            assert!(
+                size(stage, "names", 0) < size(stage, "names+desc", 0),
+                "{stage}"
+            );
+            assert!(
+                size(stage, "names+desc", 0) < size(stage, "names+params", 0),
+                "{stage}"
+            );
+            assert!(size(stage, "names", 0) < size(stage, "names", 1), "{stage}");
+        }
+        // EasyTool's two templates with two opaque names: about what SUBSET=1 used
+        // (154 prompt tokens a call on `names`, 2026-12-02).
+        let e = size(crate::baselines::easytool::STAGE, "names", 0);
+        assert!((150..=180).contains(&e), "{e}");
     }
 
     #[test]

@@ -26,6 +26,20 @@ pub const WHEEL_FILE: &str = "bfcl_eval-2026.3.23-py3-none-any.whl";
 /// sha256 of [`WHEEL_FILE`].
 pub const WHEEL_SHA256: &str = "3bb6dfa5f0c68ad403c9ec50b00db2bb3b4cc9b38ab1ff33f48fe30d853d3a0a";
 
+/// How many function docs each instance of the pinned wheel shows, in the wheel's
+/// order, per category (one digit an instance): what a plan counts before the wheel
+/// is downloaded (checked against the wheel by a test).
+pub const WHEEL_TOOLS: [(Category, &str); 2] = [
+    (
+        Category::Simple,
+        "1111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111111",
+    ),
+    (
+        Category::Multiple,
+        "22422332323324224234323444433332234434243433333433",
+    ),
+];
+
 const QUESTION_DIR: &str = "bfcl_eval/data/unused_datasets/question";
 const ANSWER_DIR: &str = "bfcl_eval/data/unused_datasets/possible_answer";
 
@@ -460,6 +474,21 @@ pub(crate) mod tests {
             );
         }
         cached.clone()
+    }
+
+    #[test]
+    fn the_known_tool_counts_are_the_wheels() {
+        let Some(all) = wheel_instances() else {
+            return;
+        };
+        for (cat, digits) in WHEEL_TOOLS {
+            let counts: String = all
+                .iter()
+                .filter(|i| i.category == cat)
+                .map(|i| char::from_digit(i.functions.len() as u32, 10).unwrap_or('?'))
+                .collect();
+            assert_eq!(counts, digits, "{cat:?}");
+        }
     }
 
     const Q: &str = r#"{"id": "exec_simple_0", "question": [[{"role": "user", "content": "hi"}]], "function": [{"name": "f", "description": "d", "parameters": {"type": "dict", "properties": {}, "required": []}}]}
