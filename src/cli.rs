@@ -1077,6 +1077,11 @@ fn run(cx: &Ctx, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<
     let store = cx.open_store(access)?;
     let mut session = Session::new(&store, Mode::Run, quiet);
     let mut coop = None;
+    // What the plan cannot be known without (an MCP server's tool list) first, so
+    // that the bill counts the whole grid (a shard's workers share it in the run).
+    if shard.is_none() {
+        stages::driver::prelude(&exp, &session)?;
+    }
     // The bill before the run (`otb plan` has it in full), recorded for `otb report`;
     // an estimate that cannot be made does not stop the run.
     let planned = stages::plan::plan(&exp, &store);
@@ -1109,7 +1114,10 @@ fn run(cx: &Ctx, experiment: &Path, quiet: bool, shard: Option<&str>) -> Result<
         c.leave();
     }
     driven?;
-    let reports = session.reports();
+    // A node of the prelude is reported again (fresh) by the run: counted once.
+    let mut reports = session.reports();
+    let mut seen = std::collections::HashSet::new();
+    reports.retain(|r| seen.insert(r.node.clone()));
     let ran = session.executed();
     let errors: u64 = reports
         .iter()

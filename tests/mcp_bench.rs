@@ -217,11 +217,21 @@ fn the_oracle_scores_all_the_reader_prefers_gold_and_a_rerun_starts_nothing() {
 
     // The oracle: 100% with gold on every server, through the real servers.
     let oracle = experiment("mcp-oracle");
-    otb(
+    let first = otb(
         &path,
         &["--store", store, "run", oracle.to_str().expect("utf-8")],
     );
     assert!(count() >= PROGRAMS.len(), "the run started the servers");
+    // The servers listed their tools before the bill: it counts the grid's calls.
+    let said = text(&first);
+    let bill = said
+        .lines()
+        .find(|l| l.starts_with("bill: "))
+        .unwrap_or_else(|| panic!("no bill:\n{said}"));
+    assert!(
+        !bill.contains(" 0 model calls") && bill.contains(" model calls"),
+        "{bill}"
+    );
     let (acc, csv) = table(&oracle);
     for (server, _) in PROGRAMS {
         let a = acc.get(&(server.to_string(), "gold".to_string()));

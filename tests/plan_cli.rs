@@ -487,7 +487,10 @@ fn the_baselines_calls_stay_within_their_bill() {
     // Trace-Free+ are billed as their first tries working, their budgets the bound.
     assert_eq!(billed["easytool[names]"], (10, true, 10));
     assert_eq!(billed["explore[names play2prompt r0]"], (2, true, 2));
-    assert_eq!(billed["play2prompt[names]"], (5 * (8 + 2), false, 5 * (12 + 2)));
+    assert_eq!(
+        billed["play2prompt[names]"],
+        (5 * (8 + 2), false, 5 * (12 + 2))
+    );
     assert_eq!(
         billed["play2prompt[names+params]"],
         (8 * (8 + 2), false, 8 * (12 + 2))

@@ -59,6 +59,19 @@ pub fn drive(exp: &Experiment, s: &Session<'_>) -> Result<RunOutput, DriveError>
     drive_with(exp, s, DriveOptions::default())
 }
 
+/// The environments' preludes ([`crate::experiment::EnvTable::prelude`]): the
+/// stages without which the rest of the plan is not known yet (an MCP server's tool
+/// list), which `otb run` computes before it prints its bill.
+pub fn prelude(exp: &Experiment, s: &Session<'_>) -> Result<(), DriveError> {
+    let models = Models::for_store(s.store()).with_endpoints(&exp.endpoints);
+    let out = crate::env::Recorder::default();
+    let mut cx = crate::env::Cx::new(s, &models, &out);
+    exp.envs.iter().try_for_each(|env| {
+        cx.set_env(env.table());
+        env.prelude(exp, &mut cx)
+    })
+}
+
 /// [`drive`] with `opts`.
 pub fn drive_with(
     exp: &Experiment,

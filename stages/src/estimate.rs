@@ -173,7 +173,9 @@ pub struct Measured {
     pub prompt: u64,
     /// Completion tokens.
     pub completion: u64,
-    /// Wall time of the nodes whose calls were not all cached, in milliseconds.
+    /// Wall time of the nodes whose calls were not all cached, in milliseconds,
+    /// divided by how many of the model's stages ran at once (stages computed
+    /// together share the model: each one's wall time holds the others' calls too).
     pub wall_ms: u64,
 }
 
@@ -188,9 +190,14 @@ fn params_model(params: &serde_json::Value, role: &str) -> Option<String> {
 }
 
 /// Every published entry's usage and time, by stage and model (the agent's for
-/// agent stages, else the editor's, the judge's or the generator's).
+/// agent stages, else the editor's, the judge's or the generator's). A model's
+/// stages that ran at the same time are counted once: their wall times are divided
+/// by the model's overlap (the sum of its stages' wall times over the time any of
+/// them was running).
 pub fn measurements(store: &pipeline::Store) -> Result<Measurements, pipeline::StoreError> {
     let mut out = Measurements::new();
+    // Per model: each timed stage's (start, end) in milliseconds.
+    let mut spans: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
     for (stage, dir) in store.entries()? {
         let Ok(text) = std::fs::read_to_string(dir.join("manifest.json")) else {
             continue;
@@ -212,7 +219,7 @@ pub fn measurements(store: &pipeline::Store) -> Result<Measurements, pipeline::S
         else {
             continue;
         };
-        let e = out.entry((stage, model)).or_default();
+        let e = out.entry((stage, model.clone())).or_default();
         e.calls += u.calls;
         e.prompt += u.prompt_tokens;
         e.completion += u.completion_tokens;
@@ -220,9 +227,47 @@ pub fn measurements(store: &pipeline::Store) -> Result<Measurements, pipeline::S
         if uncached > 0 {
             e.uncached += uncached;
             e.wall_ms += m.wall_ms;
+            let end = m.created_unix.saturating_mul(1000);
+            spans
+                .entry(model)
+                .or_default()
+                .push((end.saturating_sub(m.wall_ms), end));
+        }
+    }
+    for ((_, model), e) in out.iter_mut() {
+        if let Some(s) = spans.get(model) {
+            e.wall_ms = (e.wall_ms as f64 / overlap(s)).round() as u64;
         }
     }
     Ok(out)
+}
+
+/// How many of `spans` ran at once on average: the sum of their lengths over the
+/// length of their union (1 when none overlap or they are empty).
+fn overlap(spans: &[(u64, u64)]) -> f64 {
+    let mut v: Vec<(u64, u64)> = spans.iter().copied().filter(|(a, b)| b > a).collect();
+    v.sort_unstable();
+    let sum: u64 = v.iter().map(|(a, b)| b - a).sum();
+    let mut union = 0u64;
+    let mut cur: Option<(u64, u64)> = None;
+    for (a, b) in v {
+        cur = match cur {
+            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                union += cb - ca;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    if let Some((ca, cb)) = cur {
+        union += cb - ca;
+    }
+    if union == 0 {
+        1.0
+    } else {
+        (sum as f64 / union as f64).max(1.0)
+    }
 }
 
 /// Whose model a stage mainly calls.
@@ -346,6 +391,84 @@ struct World<'a> {
     bfcl: Option<BfclCounts>,
     chess: Option<&'a crate::chess::config::ChessExperiment>,
     search: Option<&'a crate::search::config::SearchExperiment>,
+    mcp: Option<(&'a crate::mcp::McpExperiment, BTreeMap<String, McpCounts>)>,
+}
+
+/// One MCP server's items: its tasks by split (those with a judge's rubric apart)
+/// and, once its server node is in the store, how many tools it lists.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct McpCounts {
+    train: u64,
+    test: u64,
+    train_rubric: u64,
+    test_rubric: u64,
+    tools: Option<u64>,
+}
+
+/// The tools a server listed, 0 before it has.
+fn tools_known(c: &McpCounts) -> f64 {
+    c.tools.unwrap_or(0) as f64
+}
+
+/// Tokens of one MCP tool by the tool set's documentation setting (`<server>:<setting>`):
+/// (as an editor reads it, as an agent is offered it). Measured with the embedded
+/// model on `names` (2026-12-02: EasyTool's prompt over the SQLite server's 6 tools, an
+/// episode's first prompt over 6, 9 and 14 tools); the others scaled from BFCL's.
+fn mcp_tool_tokens(tool_set: &str) -> (f64, f64) {
+    match tool_set.rsplit(':').next().unwrap_or_default() {
+        "names" => (20.0, 42.0),
+        "names+params" => (30.0, 50.0),
+        "names+desc" => (50.0, 70.0),
+        _ => (80.0, 100.0),
+    }
+}
+
+/// The calls an MCP episode is expected to make: one tool call and the answer.
+const MCP_EPISODE_CALLS: u64 = 2;
+
+/// The counts of every server of `m`: tasks from its tasks file (split as
+/// `mcp-tasks` splits them), tools from its `mcp-server` node when the store has it.
+fn mcp_counts(
+    m: &crate::mcp::McpExperiment,
+    store: &pipeline::Store,
+) -> BTreeMap<String, McpCounts> {
+    use crate::mcp::{tasks, ServerRow};
+    let names: Vec<&str> = m.servers.iter().map(|s| s.name.as_str()).collect();
+    let all = m
+        .tasks
+        .as_deref()
+        .and_then(|p| tasks::load(p, &names).ok())
+        .unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for s in &m.servers {
+        let mut c = McpCounts::default();
+        for r in tasks::split(&all, &s.name, m.seed, m.train_fraction) {
+            let rubric = r.judge.is_some();
+            match r.split.as_str() {
+                "train" => {
+                    c.train += 1;
+                    c.train_rubric += u64::from(rubric);
+                }
+                _ => {
+                    c.test += 1;
+                    c.test_rubric += u64::from(rubric);
+                }
+            }
+        }
+        let node = format!("{}[{}]", crate::mcp::SERVER_STAGE, s.name);
+        c.tools = store
+            .slot(&node)
+            .and_then(|slot| match store.inspect(&slot.components) {
+                pipeline::Lookup::Hit(e) => e
+                    .read::<ServerRow>()
+                    .ok()?
+                    .first()
+                    .and_then(|r| r.tools.as_array().map(|a| a.len() as u64)),
+                _ => None,
+            });
+        out.insert(s.name.clone(), c);
+    }
+    out
 }
 
 /// Play2Prompt's calls per tool (upper bounds): the editor's tool play (a play and a
@@ -418,10 +541,10 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
     };
     let offline = matches!(cell.env, "chess" | "search" | "mcp");
     let split = cell.split().map(|s| s.as_str());
-    let tool_text = if cell.env == "bfcl" {
-        bfcl_tool_text(&cell.setting, cell.round)
-    } else {
-        100.0
+    let tool_text = match cell.env {
+        "bfcl" => bfcl_tool_text(&cell.setting, cell.round),
+        "mcp" => mcp_tool_tokens(&cell.setting).0,
+        _ => 100.0,
     };
     let need = |role: &'static str, model: &str, calls: u64, exact: bool, tools: f64| Need {
         role,
@@ -547,6 +670,79 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
             _ => baseline(1, tools),
         };
         return (out, None);
+    }
+    if let Some((m, counts)) = w.mcp.as_ref().filter(|_| cell.env == "mcp") {
+        let server = cell.setting.split(':').next().unwrap_or_default();
+        let Some(c) = counts.get(server) else {
+            return (Vec::new(), None);
+        };
+        let online = m.toolobserver == crate::mcp::config::ToolObserverMode::Online;
+        let tasks = |split: Option<&str>| match split {
+            Some("train") => c.train,
+            _ => c.test,
+        };
+        let turns = m.max_turns as u64 + 1;
+        // An agent's prompt shows the tools through the chat template: about 100
+        // tokens a tool as the server describes it, fewer opaque.
+        let agent_tools = tools_known(c) * mcp_tool_tokens(&cell.setting).1 / 100.0;
+        let tools_needed = |out: Vec<Need>| match c.tools {
+            Some(_) => (out, None),
+            None => (
+                Vec::new(),
+                Some(format!(
+                    "{}: counted once its server has listed its tools",
+                    n.node
+                )),
+            ),
+        };
+        let tools = c.tools.unwrap_or(0);
+        return match n.stage.as_str() {
+            // An episode: expected a tool call and the answer, at most `max_turns`
+            // tool turns and the answer.
+            crate::mcp::EXPLORE_STAGE => {
+                let k = tasks(split);
+                let expected = MCP_EPISODE_CALLS.min(turns) * k;
+                (
+                    vec![need("agent", agent, expected, false, agent_tools).expected(k * turns)],
+                    None,
+                )
+            }
+            crate::mcp::JUDGE_STAGE => match &m.judge {
+                Some(j) => {
+                    let k = match split {
+                        Some("train") => c.train_rubric,
+                        _ => c.test_rubric,
+                    };
+                    (vec![need("judge", &j.to_string(), k, true, 0.0)], None)
+                }
+                None => (Vec::new(), None),
+            },
+            // Online: one request per test task not frozen; offline: mini-batches.
+            crate::offline::REFLECT_STAGE if online => {
+                let mut n = need("editor", editor, c.test, false, tools as f64);
+                n.offline = false;
+                (vec![n], None)
+            }
+            crate::offline::REFLECT_STAGE => (
+                vec![need(
+                    "editor",
+                    editor,
+                    c.train.div_ceil(m.batch_size.max(1) as u64),
+                    false,
+                    tools as f64,
+                )],
+                None,
+            ),
+            crate::offline::MERGE_STAGE => {
+                tools_needed(vec![need("editor", editor, 1, false, tools as f64)])
+            }
+            crate::baselines::external::STAGE => tools_needed(external(1, tools as f64, None)),
+            crate::baselines::easytool::STAGE
+            | crate::baselines::draft::STAGE
+            | crate::baselines::play2prompt::STAGE
+            | crate::baselines::tracefree::STAGE => tools_needed(baseline(1, tools)),
+            _ => (Vec::new(), None),
+        };
     }
     if let Some(s) = search_set {
         let tools = crate::search::tools::tool_count(s, &cell.setting) as u64;
@@ -677,6 +873,29 @@ pub fn modelled_tokens(
             }
         }
         crate::search::judge::JUDGE_STAGE => (400.0, 20.0),
+        // The system prompt, the tools, the request; the expected episode's second call
+        // also carries the first's call and result (about 60 + 200 tokens).
+        crate::mcp::EXPLORE_STAGE => (
+            t(crate::mcp::config::AGENT_SYSTEM) + tools + 40.0 + MCP_TURN_TOKENS / 2.0,
+            100.0,
+        ),
+        crate::mcp::JUDGE_STAGE => (t(crate::mcp::judge::JUDGE_TEMPLATE) + 150.0, 40.0),
+        // An explorer's query and call, the analysis of its result, a rewrite.
+        crate::baselines::draft::STAGE => (
+            mean(&[
+                crate::baselines::draft::EXPLORER,
+                crate::baselines::draft::ANALYZER,
+                crate::baselines::draft::REWRITER,
+            ]) + text
+                + 120.0,
+            120.0,
+        ),
+        crate::baselines::tracefree::STAGE => (
+            t(crate::baselines::tracefree::SYSTEM)
+                + t(crate::baselines::tracefree::GENERATE)
+                + tool_text,
+            115.0,
+        ),
         // The agent validates a description with every tool shown and answers with a
         // call; the editor's plays, queries, judgements and critiques are short.
         crate::baselines::play2prompt::STAGE if role == "agent" => {
@@ -694,7 +913,7 @@ pub fn modelled_tokens(
                 crate::baselines::easytool::GUIDELINES,
             ]) + text
                 + 10.0,
-            60.0,
+            30.0 + 25.0 * tools_per_call,
         ),
         // The instance's tools, one trajectory and its grade.
         crate::batch_reflect::STAGE if !offline => (t(&exp.editor_prompt) + text + 90.0, 140.0),
@@ -728,6 +947,9 @@ fn search_history(per_turn: f64, turns: usize) -> f64 {
     (per_turn * turns.saturating_sub(1) as f64 / 2.0).min(128_000.0)
 }
 
+/// What one tool turn adds to an MCP episode's prompt: the call and its result.
+const MCP_TURN_TOKENS: f64 = 260.0;
+
 /// How much faster an embedded model generates in a run than the calibration's one
 /// request: a run keeps several requests in flight, which the backend decodes
 /// together (`make reproduce-table4`, 2026-12-02, the 2-core AMD EPYC: 22.9 tokens/s
@@ -751,6 +973,9 @@ fn evaluated_share(stage: &str, exp: &Experiment) -> f64 {
             let last = first + per_turn * (t - 1.0);
             (last / sum).min(1.0)
         }
+        // The expected episode's second call repeats its first (a first prompt of
+        // about 600 tokens, a turn of 260): (600 + 260) / (2 x 600 + 260).
+        (crate::mcp::EXPLORE_STAGE, _) => 0.6,
         _ => 1.0,
     }
 }
@@ -1021,6 +1246,9 @@ pub fn bill(
         bfcl,
         chess: exp.table::<crate::chess::config::ChessExperiment>(),
         search: exp.table::<crate::search::config::SearchExperiment>(),
+        mcp: exp
+            .table::<crate::mcp::McpExperiment>()
+            .map(|m| (m, mcp_counts(m, store))),
     };
     let mut calibrations: BTreeMap<String, Option<Rates>> = BTreeMap::new();
     let by_model = by_model(&measured);
@@ -1107,7 +1335,7 @@ pub fn bill(
         .collect();
     if !unstarted.is_empty() {
         notes.push(format!(
-            "{}: the grid of an MCP server is planned and billed once its server node has run (its tools come from the server): `otb run` starts it, then `otb plan` again",
+            "{}: the grid of an MCP server is planned and billed once its server node has run (its tools come from the server): `otb run` starts it first and bills the grid before running it",
             unstarted.join(", ")
         ));
     }
@@ -1411,7 +1639,7 @@ pub struct Versus {
     pub stage: String,
     /// The model.
     pub model: String,
-    /// Estimated calls (upper bound where not exact).
+    /// Estimated calls (an upper bound or an expectation where not exact).
     pub est_calls: u64,
     /// Calls made.
     pub calls: u64,
@@ -1830,6 +2058,16 @@ mod tests {
                 .ends_with("[planned rounds]"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn stages_that_ran_together_share_their_wall_time() {
+        assert_eq!(overlap(&[]), 1.0);
+        assert_eq!(overlap(&[(0, 10), (20, 30)]), 1.0);
+        // Two stages over the same 10 s, then one alone for 10 s: 30 s of stage time
+        // in 20 s.
+        assert_eq!(overlap(&[(0, 10_000), (0, 10_000), (10_000, 20_000)]), 1.5);
+        assert_eq!(overlap(&[(5, 15), (0, 10)]), 20.0 / 15.0);
     }
 
     #[test]

@@ -554,6 +554,13 @@ pub trait EnvTable: std::fmt::Debug + Send + Sync + std::any::Any {
     /// Expand the table into stage calls.
     fn drive<'p>(&'p self, exp: &'p Experiment, cx: &mut Cx<'p, '_>) -> Result<(), DriveError>;
 
+    /// The stages without which the rest of its plan cannot be known (an MCP
+    /// server's tool list), which `otb run` computes before it prints its bill
+    /// (default: none).
+    fn prelude<'p>(&'p self, _exp: &'p Experiment, _cx: &mut Cx<'p, '_>) -> Result<(), DriveError> {
+        Ok(())
+    }
+
     /// The table as `Any`, so that its environment's code can read its own type.
     fn as_any(&self) -> &dyn std::any::Any;
 }

@@ -13,6 +13,8 @@
 //! rounds = 2
 //! batch_size = 10
 //! concurrency = 4
+//! toolobserver = "offline"       # or "online": per test task, learned on the task itself
+//! judge = "openai:gpt-4o-mini"     # optional: the LLM judge of tasks with a `judge` rubric
 //! [mcp.servers.git]
 //! command = ["mcp-server-git", "--repository", "{workdir}"]
 //! workdir = "git-repo"
@@ -61,6 +63,8 @@ pub struct RawMcp {
     rounds: Option<u32>,
     batch_size: Option<usize>,
     concurrency: Option<usize>,
+    judge: Option<String>,
+    toolobserver: Option<String>,
     servers: Option<BTreeMap<String, RawServer>>,
 }
 
@@ -98,6 +102,11 @@ pub struct McpExperiment {
     pub batch_size: usize,
     /// Episodes run at the same time.
     pub concurrency: usize,
+    /// How ToolObserver runs (`toolobserver`): offline (the default) or online.
+    pub toolobserver: ToolObserverMode,
+    /// The LLM judge (any model spec) of tasks with a `judge` rubric (`mcp-judge`);
+    /// required when a task has one.
+    pub judge: Option<crate::models::ModelSpec>,
     /// The servers, by name (sorted).
     pub servers: Vec<ServerConfig>,
 }
@@ -125,6 +134,28 @@ pub struct ServerConfig {
     pub alias: String,
     /// `episode` (a fresh process and copy per episode) or `run` (one shared).
     pub fresh: Fresh,
+}
+
+/// How the `toolobserver` method runs on an `[mcp]` table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolObserverMode {
+    /// Explore the training tasks, batch-reflect, consensus-merge, K rounds, then the
+    /// test tasks (one shared tool set).
+    #[default]
+    Offline,
+    /// Per test task, its own docs rewritten from its own episodes, round after round
+    /// ([`crate::online`]: test-time learning on the task itself).
+    Online,
+}
+
+impl ToolObserverMode {
+    /// The mode as experiment files write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolObserverMode::Offline => "offline",
+            ToolObserverMode::Online => "online",
+        }
+    }
 }
 
 /// How long a server's state lives.
@@ -325,6 +356,34 @@ impl McpExperiment {
             .into_iter()
             .map(|(name, s)| ServerConfig::from_raw(&name, s, resolve))
             .collect::<Result<Vec<_>, _>>()?;
+        let judge = raw
+            .judge
+            .as_deref()
+            .map(|j| {
+                crate::models::parse_for_with(
+                    j,
+                    crate::models::Role::Editor,
+                    &[super::scripted::OBSERVER, super::scripted::JUDGE],
+                )
+            })
+            .transpose()
+            .map_err(|e| format!("mcp.judge: {}", e.0))?;
+        let toolobserver = match raw.toolobserver.as_deref().unwrap_or("offline") {
+            "offline" => ToolObserverMode::Offline,
+            "online" => ToolObserverMode::Online,
+            other => {
+                return Err(format!(
+                    "mcp.toolobserver = `{other}` (valid: offline, online)"
+                ))
+            }
+        };
+        if toolobserver == ToolObserverMode::Online
+            && !methods.contains(&crate::env::Method::ToolObserver)
+        {
+            return Err(
+                "mcp.toolobserver = \"online\" but mcp.methods has no toolobserver (add it, or drop the key)".into(),
+            );
+        }
         let m = McpExperiment {
             tasks,
             settings,
@@ -335,6 +394,8 @@ impl McpExperiment {
             rounds: raw.rounds.unwrap_or(2),
             batch_size: raw.batch_size.unwrap_or(10),
             concurrency: raw.concurrency.unwrap_or(4),
+            judge,
+            toolobserver,
             servers,
         };
         if m.max_turns == 0 || m.rounds == 0 || m.batch_size == 0 || m.concurrency == 0 {

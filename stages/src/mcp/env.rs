@@ -1,8 +1,8 @@
 //! An MCP tool set behind the environment seam: `Mcp` as an [`OfflineEnv`]
-//! (exploration, the editor's view, evaluation) and the baselines' tool play, each
+//! (exploration, the judge on training episodes with rubrics, the editor's view,
+//! evaluation) and the baselines' tool play, each
 //! call on a fresh episode of the server.
 
-use super::evaluate::{score, EVALUATE_STAGE, EVALUATE_VERSION};
 use super::rows::EpisodeRow;
 use super::tools::DocSetting;
 use super::{config, Mcp, EXPLORE_STAGE};
@@ -51,18 +51,23 @@ impl OfflineEnv for Mcp<'_> {
         play: &Play<'_>,
         trajectories: &Handle,
     ) -> Result<Handle, DriveError> {
-        cx.stage(
-            play.at,
-            EVALUATE_STAGE,
-            EVALUATE_VERSION,
-            json!({"bootstrap": [1000, 0], "score": "exact match"}),
-            &[("episodes", trajectories)],
-            |ctx, _| {
-                let eps: Vec<EpisodeRow> = ctx.read("episodes")?;
-                ctx.write(&[score(&eps)])?;
-                Ok(())
-            },
-        )
+        self.evaluate_node(cx, play, trajectories)
+    }
+
+    /// Where training tasks carry rubrics, the editor is told the judge's verdicts:
+    /// the training episodes are judged in a node of their own (`mcp-judge[... train
+    /// r<k>]`), whose rows carry each episode as the editor reads it.
+    fn grade<'p>(
+        &'p self,
+        cx: &mut Cx<'p, '_>,
+        play: &Play<'_>,
+        trajectories: &Handle,
+    ) -> Result<Option<Handle>, DriveError> {
+        self.grade_train(cx, play.at, trajectories)
+    }
+
+    fn serialize_graded(&self, graded: &Handle) -> Result<Vec<String>, DriveError> {
+        super::judge::serialize_judged(graded)
     }
 }
 

@@ -73,14 +73,56 @@ pub struct McpCall {
     pub is_error: bool,
 }
 
+/// An episode's outcome as the editor reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Correct (by exact match, or the judge's verdict).
+    Correct,
+    /// Incorrect.
+    Incorrect,
+    /// The judge gave no verdict (its call failed, or its reply had none).
+    NotJudged,
+}
+
+impl Outcome {
+    /// The judge's verdict as an outcome (none: not judged).
+    pub fn of(verdict: Option<bool>) -> Outcome {
+        match verdict {
+            Some(true) => Outcome::Correct,
+            Some(false) => Outcome::Incorrect,
+            None => Outcome::NotJudged,
+        }
+    }
+
+    /// How the editor reads it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Correct => "correct",
+            Outcome::Incorrect => "incorrect",
+            Outcome::NotJudged => "not judged",
+        }
+    }
+}
+
+impl From<bool> for Outcome {
+    fn from(correct: bool) -> Outcome {
+        if correct {
+            Outcome::Correct
+        } else {
+            Outcome::Incorrect
+        }
+    }
+}
+
 /// The episode as the editor reads it: the request, each call (tool, arguments,
-/// what came back), the final answer and whether it was correct; every field
-/// bounded, the whole at most [`EDITOR_TEXT_BYTES`].
+/// what came back), the final answer and its outcome (exact match, or the judge's
+/// verdict: `mcp-judge`); every field bounded, the whole at most
+/// [`EDITOR_TEXT_BYTES`].
 pub fn editor_text(
     question: &str,
     calls: &[McpCall],
     answer: Option<&str>,
-    correct: bool,
+    outcome: impl Into<Outcome>,
 ) -> String {
     let mut out = format!("Request: {}\n", clip(question, EDITOR_FIELD_CHARS));
     for (i, c) in calls.iter().enumerate() {
@@ -99,7 +141,7 @@ pub fn editor_text(
     out.push_str(&format!(
         "Final answer: {}\nOutcome: {}",
         clip(answer.unwrap_or("(none)"), EDITOR_FIELD_CHARS),
-        if correct { "correct" } else { "incorrect" }
+        outcome.into().as_str()
     ));
     if out.len() > EDITOR_TEXT_BYTES {
         let mut cut = EDITOR_TEXT_BYTES;
@@ -181,7 +223,9 @@ impl Mcp<'_> {
 }
 
 /// The row of task `t` played in `e` with `calls`, graded by exact match against
-/// the answer and its aliases.
+/// the answer and its aliases. (A task with a rubric is judged by `mcp-judge`, whose
+/// verdict replaces this grade in accuracy and in the editor's view; the rows here
+/// are those of before the judge, so exploration's keys do not change.)
 fn episode_row(
     t: &TaskRow,
     split: Split,
@@ -263,21 +307,84 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
         (system, tools): (&str, &[Value]),
     ) -> Result<(), StageError> {
         let tasks = self.tasks.get(p.split)?;
-        if tasks.is_empty() {
-            // No task in this split: nothing to play, no server started.
-            ctx.write::<EpisodeRow>(&[])?;
-            return Ok(());
+        let model = p.agent.to_string();
+        let spec = EpisodeSpec {
+            split: p.split,
+            round: p.round,
+            seed: p.seed,
+            max_turns: p.max_turns,
+            gold_names: p.gold_names,
+            model: &model,
+        };
+        let jobs: Vec<Job<'_>> = tasks
+            .iter()
+            .map(|task| Job {
+                task,
+                system,
+                tools,
+            })
+            .collect();
+        // No task in this split: nothing to play, no server started.
+        let rows = self.play_episodes(ctx, agent, &spec, &jobs)?;
+        ctx.write(&rows)?;
+        Ok(())
+    }
+}
+
+/// What an explore stage's params fix for each of its episodes.
+pub(super) struct EpisodeSpec<'a> {
+    /// The split played (stored on each row).
+    pub split: Split,
+    /// The documentation round played (stored on each row).
+    pub round: i64,
+    /// The seed of the agent's requests and of the opaque names' order.
+    pub seed: u64,
+    /// Tool turns before the forced final answer.
+    pub max_turns: usize,
+    /// The docs name the server's tools (else the opaque `tool_k`).
+    pub gold_names: bool,
+    /// The agent's spec as rows name it.
+    pub model: &'a str,
+}
+
+/// One episode to play: a task, with the system prompt and tools the agent is given
+/// (the shared docs' in `mcp-explore`; the task's own docs in ToolObserver's online
+/// mode, [`super::online`]).
+pub(super) struct Job<'a> {
+    /// The task.
+    pub task: &'a TaskRow,
+    /// The agent's system prompt.
+    pub system: &'a str,
+    /// The tools as the agent is shown them.
+    pub tools: &'a [Value],
+}
+
+impl Mcp<'_> {
+    /// Plays `jobs` (up to `concurrency` at once, each on a fresh episode of the
+    /// server, started by the first job), each graded as [`episode_row`] grades: the
+    /// rows in `jobs`' order, the agent's usage added to `ctx`. A server that failed
+    /// for good, or an agent whose calls failed for infrastructure reasons, fails
+    /// the stage. No job: no server started.
+    pub(super) fn play_episodes(
+        &self,
+        ctx: &mut StageCtx<'_>,
+        agent: &dyn MultiTurn,
+        p: &EpisodeSpec<'_>,
+        jobs: &[Job<'_>],
+    ) -> Result<Vec<EpisodeRow>, StageError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
         }
         let host = self.server.host(EXPLORE_STAGE)?;
-        let pb = ctx.progress(tasks.len() as u64);
+        let pb = ctx.progress(jobs.len() as u64);
         let infra: Mutex<Vec<CallFailure>> = Mutex::new(Vec::new());
         let accounting: Mutex<Usage> = Mutex::new(Usage::default());
-        let model = p.agent.to_string();
         let results = crate::env::parallel_map(
-            tasks,
+            jobs,
             self.m.concurrency,
             &|| pb.inc(1),
-            &|t: &TaskRow| -> Result<EpisodeRow, StageError> {
+            &|job: &Job<'_>| -> Result<EpisodeRow, StageError> {
+                let t = job.task;
                 let ep = host.episode(EXPLORE_STAGE)?;
                 let mut calls: Vec<McpCall> = Vec::new();
                 let mut failed: Option<String> = None;
@@ -289,9 +396,9 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
                 };
                 let e = run_episode(
                     agent,
-                    system,
+                    job.system,
                     &t.question,
-                    tools,
+                    job.tools,
                     crate::models::EpisodeRules {
                         max_turns: p.max_turns,
                         first_call_required: false,
@@ -313,7 +420,7 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
                 if let Ok(mut a) = accounting.lock() {
                     a.add(&e.accounting);
                 }
-                Ok(episode_row(t, p.split, p.round, &model, &e, calls))
+                Ok(episode_row(t, p.split, p.round, p.model, &e, calls))
             },
         );
         pb.finish_and_clear();
@@ -327,8 +434,7 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
             .map(|r| r.ok_or_else(|| StageError::bug(EXPLORE_STAGE, "a worker thread panicked"))?)
             .collect::<Result<Vec<_>, _>>()?;
         ctx.add_usage(&accounting.into_inner().unwrap_or_default());
-        ctx.write(&rows)?;
-        Ok(())
+        Ok(rows)
     }
 }
 
@@ -366,5 +472,8 @@ mod tests {
         let long = editor_text(&"q".repeat(100_000), &calls, None, false);
         assert!(long.len() <= EDITOR_TEXT_BYTES + 40);
         assert!(editor_text("q", &[], None, false).contains("(no tool call)"));
+        // The judge's verdicts read as outcomes too; no verdict is "not judged".
+        assert!(editor_text("q", &[], None, Outcome::of(None)).ends_with("Outcome: not judged"));
+        assert!(editor_text("q", &[], None, Outcome::of(Some(true))).ends_with("Outcome: correct"));
     }
 }

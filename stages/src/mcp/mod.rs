@@ -1,8 +1,9 @@
 //! Any MCP server as an environment (`[mcp]`, issue #57 section 1): the tools of one
 //! server are one shared tool set, in each documentation setting (`as-is`, `names`,
 //! `names+desc`, `names+params`); a multi-turn agent does the tasks of a JSON-lines
-//! file with real calls to the server; ToolObserver runs offline ([`crate::offline`]),
-//! the baselines call the server's tools in their tool play.
+//! file with real calls to the server; ToolObserver runs offline ([`crate::offline`])
+//! or, with `toolobserver = "online"`, online per test task ([`online`]); the
+//! baselines call the server's tools in their tool play.
 //!
 //! ```text
 //! mcp-server[<server>] (start it once: identity, tools/list)   mcp-tasks[<server>] (split)
@@ -21,6 +22,7 @@
 //! `mcp-tasks`), `tools.rs` (the documentation settings, opaque names),
 //! `host.rs` (the server layer), `explore.rs` (`mcp-explore`), `evaluate.rs`
 //! (`mcp-evaluate`), `env.rs` (the [`OfflineEnv`](crate::env::OfflineEnv)),
+//! `online.rs` (ToolObserver's online mode),
 //! `scripted.rs` (`scripted:mcp-reader`, `scripted:mcp-observer`), `reading.rs`
 //! (the report's items), `rows.rs`.
 
@@ -29,6 +31,8 @@ mod env;
 pub mod evaluate;
 pub mod explore;
 pub mod host;
+pub mod judge;
+pub mod online;
 pub mod reading;
 pub mod rows;
 pub mod scripted;
@@ -38,7 +42,8 @@ pub mod tools;
 pub use config::{McpExperiment, RawMcp, ServerConfig};
 pub use evaluate::{score, EVALUATE_STAGE, EVALUATE_VERSION};
 pub use explore::{EXPLORE_STAGE, EXPLORE_VERSION};
-pub use rows::{exported, EpisodeRow, McpScoreRow, ServerRow, TaskRow};
+pub use judge::{JUDGE_STAGE, JUDGE_VERSION};
+pub use rows::{exported, EpisodeRow, McpJudgeRow, McpScoreRow, ServerRow, TaskRow};
 pub use tasks::{TASKS_STAGE, TASKS_VERSION};
 pub use tools::{DocSetting, ServerTool, ServerTools};
 
@@ -88,6 +93,8 @@ pub(crate) struct Mcp<'a> {
     tools: &'a ServerTools,
     /// The server's identity (from `mcp-server`).
     identity: &'a Value,
+    /// Which of its splits have rubric tasks (judged) or unscored tasks.
+    grading: judge::Grading,
 }
 
 /// The key of `mcp-server[<server>]`: what can be known of the server without
@@ -257,31 +264,38 @@ fn register_scripted(cx: &Cx<'_, '_>, m: &McpExperiment, listed: &[(usize, Serve
         spec(scripted::OBSERVER),
         std::sync::Arc::new(scripted::Observer),
     );
+    cx.models
+        .register_editor(spec(scripted::JUDGE), std::sync::Arc::new(scripted::Judge));
 }
 
-/// Expand the `[mcp]` table into stage calls.
-pub fn drive<'p>(
-    exp: &'p crate::experiment::Experiment,
-    m: &'p McpExperiment,
-    cx: &mut Cx<'p, '_>,
-) -> Result<(), DriveError> {
+/// Every server of `m` as a drive's state (no server started yet).
+fn server_states<'m>(m: &'m McpExperiment, cx: &Cx<'_, '_>) -> Vec<ServerState<'m>> {
     let scratch = cx.session.store().root().join("cache").join("mcp");
-    let states: Vec<ServerState<'_>> = m
-        .servers
+    m.servers
         .iter()
         .map(|cfg| ServerState {
             cfg,
             host: Default::default(),
             scratch: scratch.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// Each server's `mcp-server` node (started once: its identity and tools) and
+/// `mcp-tasks` node (its tasks split), in server order; called in a scope of the
+/// drive (`cx.scope`), which outlives the servers' states.
+fn server_nodes<'q>(
+    m: &'q McpExperiment,
+    states: &'q [ServerState<'q>],
+    cx: &mut Cx<'q, '_>,
+) -> Result<Vec<(Handle, Handle)>, DriveError> {
     let keys = m
         .servers
         .iter()
         .map(server_key)
         .collect::<Result<Vec<_>, _>>()?;
     let tasks_digest = m.tasks.as_deref().map(tasks::file_digest);
-    let outs = cx.scope(|cx| {
+    {
         let mut outs = Vec::new();
         for (st, key) in states.iter().zip(&keys) {
             let name = &st.cfg.name;
@@ -313,7 +327,24 @@ pub fn drive<'p>(
             outs.push((srv, t));
         }
         Ok(outs)
-    })?;
+    }
+}
+
+/// What `otb run` computes before its bill: each server started once for its tool
+/// list (and its tasks split), without which the grid cannot be planned or billed.
+pub fn prelude<'p>(m: &'p McpExperiment, cx: &mut Cx<'p, '_>) -> Result<(), DriveError> {
+    let states = server_states(m, cx);
+    cx.scope(|cx| server_nodes(m, &states, cx)).map(|_| ())
+}
+
+/// Expand the `[mcp]` table into stage calls.
+pub fn drive<'p>(
+    exp: &'p crate::experiment::Experiment,
+    m: &'p McpExperiment,
+    cx: &mut Cx<'p, '_>,
+) -> Result<(), DriveError> {
+    let states = server_states(m, cx);
+    let outs = cx.scope(|cx| server_nodes(m, &states, cx))?;
     let splits: Vec<Splits<TaskRow>> = outs
         .iter()
         .map(|(_, t)| Splits::new(t.clone(), |r: &TaskRow| r.split == "train"))
@@ -342,10 +373,11 @@ pub fn drive<'p>(
         ));
     }
     register_scripted(cx, m, &listed);
+    let gradings = judge::gradings(m)?;
     let envs: Vec<Mcp<'_>> = listed
         .iter()
         .flat_map(|(i, tools, identity)| {
-            let (states, outs, splits) = (&states, &outs, &splits);
+            let (states, outs, splits, gradings) = (&states, &outs, &splits, &gradings);
             m.settings.iter().map(move |setting| Mcp {
                 m,
                 server: &states[*i],
@@ -356,21 +388,39 @@ pub fn drive<'p>(
                 server_out: &outs[*i].0,
                 tools,
                 identity,
+                grading: gradings
+                    .get(&states[*i].cfg.name)
+                    .copied()
+                    .unwrap_or_default(),
             })
         })
+        .collect();
+    // Online mode: the per-task curves (`online`) replace the offline chain of the
+    // `toolobserver` method; the rest of the grid is the same.
+    let online_mode = m.toolobserver == config::ToolObserverMode::Online;
+    let grid_methods: Vec<crate::env::Method> = m
+        .methods
+        .iter()
+        .copied()
+        .filter(|x| !(online_mode && *x == crate::env::Method::ToolObserver))
         .collect();
     let spec = offline::GridSpec {
         protocol: exp.offline_protocol(),
         agents: &exp.agents,
         editors: &exp.editors,
-        methods: &m.methods,
+        methods: &grid_methods,
         seed: m.seed,
         rounds: m.rounds,
         batch_size: m.batch_size,
         baselines: &exp.baselines,
     };
+    let onlines: Vec<online::McpOnline<'_>> = envs
+        .iter()
+        .filter(|_| online_mode && m.methods.contains(&crate::env::Method::ToolObserver))
+        .map(|env| online::McpOnline::new(env, &spec))
+        .collect();
     cx.scope(|cx| {
-        for env in &envs {
+        for (i, env) in envs.iter().enumerate() {
             offline::drive_tool_set(
                 env,
                 cx,
@@ -380,6 +430,9 @@ pub fn drive<'p>(
                 env.tools.docs(DocSetting::AsIs, m.seed),
                 env.tools.docs(env.setting, m.seed),
             )?;
+            if let Some(o) = onlines.get(i) {
+                online::drive(o, cx, &spec, &exp.editor_prompt)?;
+            }
         }
         Ok(())
     })
@@ -394,12 +447,19 @@ pub fn check_tasks(m: &McpExperiment) -> Result<(), InputError> {
     };
     let names: Vec<&str> = m.servers.iter().map(|s| s.name.as_str()).collect();
     let all = tasks::load(p, &names)?;
+    judge::check(m, &all)?;
     if m.methods.contains(&crate::env::Method::ToolObserver) {
+        // Offline, ToolObserver learns from the training tasks; online, from each test
+        // task itself.
+        let (split, which) = match m.toolobserver {
+            config::ToolObserverMode::Offline => ("train", "training"),
+            config::ToolObserverMode::Online => ("test", "test"),
+        };
         for s in &m.servers {
             let rows = tasks::split(&all, &s.name, m.seed, m.train_fraction);
-            if !rows.iter().any(|r| r.split == "train") {
+            if !rows.iter().any(|r| r.split == split) {
                 return Err(InputError(format!(
-                    "mcp: toolobserver needs tasks: server `{}` has no training task in {} (add tasks, or drop toolobserver from mcp.methods)",
+                    "mcp: toolobserver needs tasks: server `{}` has no {which} task in {} (add tasks, or drop toolobserver from mcp.methods)",
                     s.name,
                     p.display()
                 )));
@@ -477,7 +537,7 @@ impl crate::experiment::Environment for McpEnvironment {
     }
 
     fn scripted_editors(&self) -> &'static [&'static str] {
-        &[scripted::OBSERVER]
+        &[scripted::OBSERVER, scripted::JUDGE]
     }
 
     fn reader(&self) -> &dyn crate::experiment::Reader {
@@ -498,6 +558,10 @@ impl crate::experiment::EnvTable for McpExperiment {
         McpExperiment::tool_sets(self)
     }
 
+    fn models(&self) -> Vec<&ModelSpec> {
+        self.judge.iter().collect()
+    }
+
     fn preflight(&self, _exp: &crate::experiment::Experiment) -> Result<(), InputError> {
         check_tasks(self)
     }
@@ -508,6 +572,14 @@ impl crate::experiment::EnvTable for McpExperiment {
         cx: &mut Cx<'p, '_>,
     ) -> Result<(), DriveError> {
         drive(exp, self, cx)
+    }
+
+    fn prelude<'p>(
+        &'p self,
+        _exp: &'p crate::experiment::Experiment,
+        cx: &mut Cx<'p, '_>,
+    ) -> Result<(), DriveError> {
+        prelude(self, cx)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -90,6 +90,40 @@ pub struct EpisodeRow {
     pub reasoning_tokens: i64,
 }
 
+/// One episode of an MCP task as the LLM judge saw it (`mcp-judge`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
+#[row(
+    table = "mcp_judgements",
+    doc = "one episode of an MCP task and the LLM judge's verdict on its final answer against the task's rubric"
+)]
+pub struct McpJudgeRow {
+    /// The task (its `task_id`).
+    pub task_id: String,
+    /// `train` (what the editor is told) or `test` (what accuracy counts).
+    pub split: String,
+    /// Judge model spec.
+    pub model: String,
+    /// The task has a rubric, so the judge was asked (otherwise the row carries only
+    /// the episode as the editor reads it, graded by exact match).
+    pub rubric: bool,
+    /// Judged correct; null when the judge was not asked, its call failed or its
+    /// reply gave no verdict (not judged).
+    pub verdict: Option<bool>,
+    /// The judge's reason (its `Reason:` line), at most 500 characters.
+    pub reason: Option<String>,
+    /// The judge's reply, at most 2,000 characters.
+    pub reply: Option<String>,
+    /// Failed call class, or `no_verdict` for a reply without one.
+    pub error_kind: Option<String>,
+    /// Prompt tokens.
+    pub prompt_tokens: i64,
+    /// Completion tokens.
+    pub completion_tokens: i64,
+    /// A training episode as the editor reads it, with the verdict as its outcome
+    /// (no verdict reads as not judged); null for test episodes.
+    pub editor_text: Option<String>,
+}
+
 /// Accuracy of one set of test episodes.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Row)]
 #[row(
@@ -99,7 +133,9 @@ pub struct EpisodeRow {
 pub struct McpScoreRow {
     /// Test tasks.
     pub tasks: i64,
-    /// Share correct by normalised exact match against the answer and its aliases.
+    /// Share correct by normalised exact match against the answer and its aliases, or
+    /// by the LLM judge's verdict where the task has a rubric; tasks with neither
+    /// count in no mean.
     pub accuracy: f64,
     /// Bootstrap 2.5th percentile (1000 resamples, seed 0).
     pub ci95_lo: f64,
@@ -121,6 +157,7 @@ pub fn exported() -> Vec<crate::rows::Exported> {
         Exported::of::<ServerRow>(false),
         Exported::of::<TaskRow>(false),
         Exported::of::<EpisodeRow>(true),
+        Exported::of::<McpJudgeRow>(true),
         Exported::of::<McpScoreRow>(true),
     ]
 }

@@ -21,7 +21,14 @@
 //!   request's quoted literal -- and answers with the value of the first result line
 //!   `Field: value` whose field the request names (a capitalised word).
 //! - `scripted:mcp-observer`, an editor that describes each tool by the requests it
-//!   served correctly in the batch (`Answers requests such as: ...`).
+//!   served correctly in the batch (`Answers requests such as: ...`); asked about one
+//!   episode (ToolObserver's online mode), it describes each tool of an incorrect
+//!   episode that answered without an error by the fields its output showed
+//!   (`Returns Item, Price.`), and changes nothing after a correct one.
+//! - `scripted:mcp-judge`, the LLM judge of tasks with rubrics (`mcp.judge`):
+//!   `Verdict: correct` when the final answer shares a word with the rubric
+//!   (`words`), `incorrect` otherwise; a rubric that says `unjudgeable` gets a reply
+//!   without a verdict.
 
 use crate::models::{Agent, AgentJob, AgentTurn, Conversation, Editor, EditorReply, MultiTurn};
 use crate::rows::CallRecord;
@@ -37,6 +44,8 @@ pub const READER: &str = "mcp-reader";
 pub const ORACLE: &str = "mcp-oracle";
 /// The observer editor's scripted name.
 pub const OBSERVER: &str = "mcp-observer";
+/// The judge's scripted name.
+pub const JUDGE: &str = "mcp-judge";
 
 /// Words that say nothing of a tool.
 const STOP: &[&str] = &[
@@ -651,9 +660,76 @@ fn served(prompt: &str) -> Vec<(String, Vec<String>)> {
     out
 }
 
+/// The online form of `scripted:mcp-observer`'s reply (one observed episode, no
+/// `Trajectory` blocks): after an incorrect outcome, a `FUNCTION:` / `DESCRIPTION:`
+/// block for each tool the episode called that answered without an error, describing
+/// it by the fields its output showed (`Returns Item, Price.`); after a correct one,
+/// nothing. `None`: the prompt holds no such episode.
+fn online_reply(prompt: &str) -> Option<String> {
+    if prompt.contains("\nTrajectory ") {
+        return None;
+    }
+    let example = &prompt[prompt.rfind("Request: ")?..];
+    let outcome = example
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("Outcome: "))?;
+    if outcome.trim() == "correct" {
+        return Some(String::new());
+    }
+    let mut fields: Vec<(String, Vec<String>)> = Vec::new();
+    // The tool whose output is being read.
+    let mut reading: Option<String> = None;
+    for line in example.lines() {
+        if let Some((_, tool)) = line.strip_prefix("Call ").and_then(|r| r.split_once(": ")) {
+            reading = None;
+            if !fields.iter().any(|(t, _)| t == tool.trim()) {
+                fields.push((tool.trim().to_string(), Vec::new()));
+            }
+            continue;
+        }
+        let body = match line.strip_prefix("Output: ") {
+            Some(rest) => {
+                reading = fields.last().map(|(t, _)| t.clone());
+                rest
+            }
+            None if line.starts_with("Error: ")
+                || line.starts_with("Arguments: ")
+                || line.starts_with("Final answer: ") =>
+            {
+                reading = None;
+                continue;
+            }
+            None => line,
+        };
+        let Some(tool) = &reading else { continue };
+        let Some((name, _)) = body.split_once(':') else {
+            continue;
+        };
+        let name = name.trim();
+        let is_field = name.chars().next().is_some_and(char::is_uppercase)
+            && name.len() <= 40
+            && name
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == ' ' || c == '_');
+        if let Some((_, f)) = fields.iter_mut().find(|(t, _)| t == tool) {
+            if is_field && !f.iter().any(|x| x == name) {
+                f.push(name.to_string());
+            }
+        }
+    }
+    Some(
+        fields
+            .iter()
+            .filter(|(_, f)| !f.is_empty())
+            .map(|(tool, f)| format!("FUNCTION: {tool}\nDESCRIPTION: Returns {}.\n", f.join(", ")))
+            .collect(),
+    )
+}
+
 impl Editor for Observer {
     fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
-        let mut text = String::new();
+        let mut text = online_reply(prompt).unwrap_or_default();
         for (tool, requests) in served(prompt) {
             let shown: Vec<&str> = requests.iter().take(4).map(String::as_str).collect();
             text.push_str(&format!(
@@ -675,9 +751,68 @@ impl Editor for Observer {
     }
 }
 
+/// `scripted:mcp-judge`: reads the rubric and the final answer out of the judge
+/// prompt (`prompts/mcp_judge.txt`) and says `correct` when they share a word.
+pub struct Judge;
+
+impl Editor for Judge {
+    fn complete(&self, prompt: &str, _seed: u64) -> EditorReply {
+        let rubric = prompt
+            .split_once("\n[Rubric]\n")
+            .and_then(|(_, r)| r.split_once("\n\n[Final answer]\n"))
+            .map_or("", |(r, _)| r);
+        let answer = prompt
+            .split_once("\n[Final answer]\n")
+            .and_then(|(_, a)| a.rsplit_once("\n\n[End of final answer]"))
+            .map_or("", |(a, _)| a);
+        let said = words(answer);
+        let shared = words(rubric).into_iter().find(|w| said.contains(w));
+        let text = if rubric.to_lowercase().contains("unjudgeable") {
+            "I cannot decide this one.".to_string()
+        } else {
+            match shared {
+                Some(w) => format!("Verdict: correct\nReason: the answer says `{w}`."),
+                None => "Verdict: incorrect\nReason: the answer shares no word with the rubric."
+                    .to_string(),
+            }
+        };
+        let tokens = crate::models::scripted::pseudo_tokens;
+        EditorReply {
+            usage: crate::models::CallUsage {
+                prompt_tokens: tokens(prompt),
+                completion_tokens: tokens(&text),
+                ..Default::default()
+            },
+            text: Some(text),
+            error: None,
+            cut: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_scripted_judge_says_correct_when_the_answer_shares_a_rubric_word() {
+        let ask = |rubric: &str, answer: &str| {
+            let p = crate::mcp::judge::render_prompt("Which module?", rubric, answer);
+            let r = Judge.complete(&p, 0).text.unwrap_or_default();
+            crate::mcp::judge::parse_reply(&r).verdict
+        };
+        assert_eq!(
+            ask("Names the parser module.", "Exact Answer: parser"),
+            Some(true)
+        );
+        assert_eq!(
+            ask("Names the parser module.", "Exact Answer: README"),
+            Some(false)
+        );
+        // The request's words do not count: only the answer's.
+        assert_eq!(ask("Names the module.", "unknown"), Some(false));
+        assert_eq!(ask("unjudgeable: parser", "parser"), None);
+    }
 
     fn tools() -> Vec<Value> {
         vec![

@@ -580,7 +580,7 @@ pub fn page(r: &Report, split: bool) -> String {
                         }
                         @if !r.estimate.is_empty() {
                             h3 { "Estimate beside actual" }
-                            p.muted { "The bill " code { "otb run" } " printed before it ran (" code { "otb plan" } "), for the nodes computed since: calls are upper bounds where the protocol does not fix them." }
+                            p.muted { "The bill " code { "otb run" } " printed before it ran (" code { "otb plan" } "), for the nodes computed since: calls are exact where the protocol fixes them, else an upper bound, or for a baseline's tries the expected count (its first tries working)." }
                             table {
                                 tr { th { "stage" } th { "model" } th.num { "calls estimated" } th.num { "calls made" } th.num { "tokens estimated" } th.num { "tokens used" } th.num { "seconds estimated" } th.num { "seconds taken" } }
                                 @for v in &r.estimate {
