@@ -740,7 +740,16 @@ fn needs(n: &PlanNode, w: &World<'_>) -> (Vec<Need>, Option<String>) {
             crate::baselines::easytool::STAGE
             | crate::baselines::draft::STAGE
             | crate::baselines::play2prompt::STAGE
-            | crate::baselines::tracefree::STAGE => tools_needed(baseline(1, tools)),
+            | crate::baselines::tracefree::STAGE => {
+                // The agent (Play2Prompt's validation) is offered the tools as an
+                // episode's agent is.
+                let scale = mcp_tool_tokens(&cell.setting).1 / 100.0;
+                let mut out = baseline(1, tools);
+                for n in out.iter_mut().filter(|n| n.role == "agent") {
+                    n.tools_per_call *= scale;
+                }
+                tools_needed(out)
+            }
             _ => (Vec::new(), None),
         };
     }
