@@ -245,24 +245,9 @@ pub fn measurements(store: &pipeline::Store) -> Result<Measurements, pipeline::S
 /// How many of `spans` ran at once on average: the sum of their lengths over the
 /// length of their union (1 when none overlap or they are empty).
 fn overlap(spans: &[(u64, u64)]) -> f64 {
-    let mut v: Vec<(u64, u64)> = spans.iter().copied().filter(|(a, b)| b > a).collect();
-    v.sort_unstable();
-    let sum: u64 = v.iter().map(|(a, b)| b - a).sum();
-    let mut union = 0u64;
-    let mut cur: Option<(u64, u64)> = None;
-    for (a, b) in v {
-        cur = match cur {
-            Some((ca, cb)) if a <= cb => Some((ca, cb.max(b))),
-            Some((ca, cb)) => {
-                union += cb - ca;
-                Some((a, b))
-            }
-            None => Some((a, b)),
-        };
-    }
-    if let Some((ca, cb)) = cur {
-        union += cb - ca;
-    }
+    let (sum, union) = crate::metrics::status::summed_and_union(
+        spans.iter().copied().filter(|(a, b)| b > a).collect(),
+    );
     if union == 0 {
         1.0
     } else {

@@ -250,7 +250,7 @@ fn curve_start(c: &Cell) -> Cell {
 /// its result was committed). `None` below 1.1 (one chain after another) or when less
 /// than a minute of stage time is known.
 pub fn overlap(reports: &[NodeReport]) -> Option<f64> {
-    let mut spans: Vec<(u64, u64)> = reports
+    let spans: Vec<(u64, u64)> = reports
         .iter()
         .filter(|r| computed(r))
         .filter(|r| r.finished_unix > 0 && r.wall_ms > 0)
@@ -259,8 +259,18 @@ pub fn overlap(reports: &[NodeReport]) -> Option<f64> {
             (ms_end.saturating_sub(r.wall_ms), ms_end)
         })
         .collect();
+    let (summed, union) = summed_and_union(spans);
+    if union < 60_000 {
+        return None;
+    }
+    let factor = summed as f64 / union as f64;
+    (factor >= 1.1).then_some(factor)
+}
+
+/// The summed length of `spans` (start, end) and the length of their union.
+pub fn summed_and_union(mut spans: Vec<(u64, u64)>) -> (u64, u64) {
     spans.sort_unstable();
-    let summed: u64 = spans.iter().map(|(a, b)| b - a).sum();
+    let summed: u64 = spans.iter().map(|(a, b)| b.saturating_sub(*a)).sum();
     let mut union = 0u64;
     let mut current: Option<(u64, u64)> = None;
     for (a, b) in spans {
@@ -274,13 +284,9 @@ pub fn overlap(reports: &[NodeReport]) -> Option<f64> {
         };
     }
     if let Some((ca, cb)) = current {
-        union += cb - ca;
+        union += cb.saturating_sub(ca);
     }
-    if union < 60_000 {
-        return None;
-    }
-    let factor = summed as f64 / union as f64;
-    (factor >= 1.1).then_some(factor)
+    (summed, union)
 }
 
 /// Node reports for tests of what reads them (here and in `tables::report`).
