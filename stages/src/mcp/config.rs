@@ -14,6 +14,7 @@
 //! batch_size = 10
 //! concurrency = 4
 //! toolobserver = "offline"       # or "online": per test task, learned on the task itself
+//! first_call = "auto"              # or "required": the agent's first turn must call a tool
 //! judge = "openai:gpt-4o-mini"     # optional: the LLM judge of tasks with a `judge` rubric
 //! [mcp.servers.git]
 //! command = ["mcp-server-git", "--repository", "{workdir}"]
@@ -65,6 +66,7 @@ pub struct RawMcp {
     concurrency: Option<usize>,
     judge: Option<String>,
     toolobserver: Option<String>,
+    first_call: Option<String>,
     servers: Option<BTreeMap<String, RawServer>>,
 }
 
@@ -104,6 +106,9 @@ pub struct McpExperiment {
     pub concurrency: usize,
     /// How ToolObserver runs (`toolobserver`): offline (the default) or online.
     pub toolobserver: ToolObserverMode,
+    /// `first_call = "required"`: an episode's first turn must call a tool (the
+    /// default `"auto"` leaves it to the model, as the paper's agents).
+    pub first_call_required: bool,
     /// The LLM judge (any model spec) of tasks with a `judge` rubric (`mcp-judge`);
     /// required when a task has one.
     pub judge: Option<crate::models::ModelSpec>,
@@ -384,6 +389,15 @@ impl McpExperiment {
                 "mcp.toolobserver = \"online\" but mcp.methods has no toolobserver (add it, or drop the key)".into(),
             );
         }
+        let first_call_required = match raw.first_call.as_deref().unwrap_or("auto") {
+            "auto" => false,
+            "required" => true,
+            other => {
+                return Err(format!(
+                    "mcp.first_call = `{other}` (valid: auto, required)"
+                ))
+            }
+        };
         let m = McpExperiment {
             tasks,
             settings,
@@ -396,6 +410,7 @@ impl McpExperiment {
             concurrency: raw.concurrency.unwrap_or(4),
             judge,
             toolobserver,
+            first_call_required,
             servers,
         };
         if m.max_turns == 0 || m.rounds == 0 || m.batch_size == 0 || m.concurrency == 0 {
@@ -455,6 +470,13 @@ mod tests {
             Some(&*dir.path().join("repo"))
         );
         assert_eq!(m.tool_sets(), vec!["git:names".to_string()]);
+        assert!(!m.first_call_required);
+        let required = parse(
+            &format!("tasks = \"t.jsonl\"\nfirst_call = \"required\"\n{server}"),
+            dir.path(),
+        )
+        .unwrap();
+        assert!(required.first_call_required);
         let rel = parse(
             "methods = [\"gold\"]\n[servers.fs]\ncommand = [\"../bin/srv\", \"./tree\", \"-y\"]\n",
             dir.path(),
@@ -496,6 +518,10 @@ mod tests {
                 "strictly between 0 and 1",
             ),
             (format!("{t}colour = 3\n{server}"), "colour"),
+            (
+                format!("{t}first_call = \"always\"\n{server}"),
+                "mcp.first_call = `always` (valid: auto, required)",
+            ),
             (
                 format!("{t}[servers.git]\ncommand = [\"a\"]\nfresh = \"never\"\n"),
                 "valid: episode, run",

@@ -44,6 +44,10 @@ pub(crate) struct ExploreParams<'a> {
     /// The docs name the server's tools (as-is docs, and what was learned from
     /// them); otherwise the opaque `tool_k`.
     gold_names: bool,
+    /// `first_call = "required"`: the first turn must call a tool; in the key only
+    /// then (an experiment without it keeps its keys).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    first_call_required: bool,
     /// How the agent samples on this split; in the key only when it is not the
     /// model's default.
     #[serde(skip_serializing_if = "crate::models::TurnSampling::is_default")]
@@ -290,6 +294,7 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
             server: self.identity,
             round: at.round,
             gold_names: self.tools.names_gold(&tools),
+            first_call_required: self.m.first_call_required,
             sampling: sampling.clone(),
         };
         Ok((params, tools, system))
@@ -313,6 +318,7 @@ impl crate::offline::multi_turn::MultiTurnExplore for Mcp<'_> {
             round: p.round,
             seed: p.seed,
             max_turns: p.max_turns,
+            first_call_required: p.first_call_required,
             gold_names: p.gold_names,
             model: &model,
         };
@@ -341,6 +347,8 @@ pub(super) struct EpisodeSpec<'a> {
     pub seed: u64,
     /// Tool turns before the forced final answer.
     pub max_turns: usize,
+    /// The first turn must call a tool (`first_call = "required"`).
+    pub first_call_required: bool,
     /// The docs name the server's tools (else the opaque `tool_k`).
     pub gold_names: bool,
     /// The agent's spec as rows name it.
@@ -401,7 +409,7 @@ impl Mcp<'_> {
                     job.tools,
                     crate::models::EpisodeRules {
                         max_turns: p.max_turns,
-                        first_call_required: false,
+                        first_call_required: p.first_call_required,
                         one_call_per_turn: true,
                     },
                     p.seed,

@@ -75,6 +75,10 @@ struct OnlineExploreParams<'a> {
     server: &'a Value,
     round: i64,
     gold_names: bool,
+    /// `first_call = "required"`: the first turn must call a tool; in the key only
+    /// then (an experiment without it keeps its keys).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    first_call_required: bool,
     /// Which docs row a task is played with: its own.
     docs: &'static str,
     #[serde(skip_serializing_if = "TurnSampling::is_default")]
@@ -168,6 +172,7 @@ impl OnlineEnv for McpOnline<'_> {
             server: env.identity,
             round: at.round,
             gold_names: self.gold_names,
+            first_call_required: env.m.first_call_required,
             docs: "per task",
             sampling: self.sampling.clone(),
         };
@@ -230,6 +235,7 @@ impl OnlineEnv for McpOnline<'_> {
                     round: p.round,
                     seed: p.seed,
                     max_turns: p.max_turns,
+                    first_call_required: p.first_call_required,
                     gold_names: p.gold_names,
                     model: &model,
                 };
