@@ -207,6 +207,15 @@ fn the_readme_mcp_walkthrough_runs_as_written_with_scripted_models() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("tools.json")).expect("tools.json"))
             .expect("tools.json is JSON");
     assert_eq!(list["_otb"]["cell"]["method"], "toolobserver", "{list}");
+    // The scores before (Base) and after (ToolObserver) on the test tasks.
+    for (when, node) in [
+        ("after", "mcp-evaluate[git:as-is toolobserver test]"),
+        ("before", "mcp-evaluate[git:as-is base test]"),
+    ] {
+        let s = &list["_otb"]["scores"][when];
+        assert_eq!(s["node"], node, "{list}");
+        assert!(s["value"].is_number() && s["lo"].is_number(), "{list}");
+    }
     assert!(docs.contains("server: mcp-git"), "{docs}");
     assert!(docs.contains("12 tools:"), "{docs}");
     assert!(docs.contains("  git_log: "), "{docs}");

@@ -238,7 +238,7 @@ fn gold_row(
 
 /// What the store has of the scores of `cell` ("after") and of Base on its setting
 /// and agent ("before"), in the environment's own measure: BFCL's execution
-/// accuracy E, or the first interval its reader reports (chess Elo, search
+/// accuracy E, or the first interval its reader reports (chess Elo, search and MCP
 /// accuracy). `null` where a score is not computed.
 fn scores(
     exp: &Experiment,
@@ -254,43 +254,74 @@ fn scores(
             && (cell.agent.is_empty() || c.agent == cell.agent)
             && c.split() != Some(crate::at::Split::Train)
     };
-    let find = |m: Method, guard: bool, editor: Option<&str>, round: Option<i64>| {
-        located
+    let find = |m: Method,
+                guard: bool,
+                editor: Option<&str>,
+                round: Option<i64>|
+     -> Result<Option<Scored<'_>>, DriveError> {
+        let keep = |c: &Cell| {
+            same(c, m, guard)
+                && editor.is_none_or(|e| c.editor == e)
+                && round.is_none_or(|r| c.round <= r)
+        };
+        // BFCL records its score outputs (the curve its summary reads); the other
+        // environments' are the outputs their reader gives an interval for.
+        let mut found: Vec<Scored<'_>> = located
             .run
             .curve
             .iter()
-            .filter(|(_, c, h)| {
-                same(c, m, guard)
-                    && editor.is_none_or(|e| c.editor == e)
-                    && round.is_none_or(|r| c.round <= r)
-                    && h.entry().is_some()
-            })
-            .max_by_key(|(_, c, _)| c.round)
-            .map(|(_, c, h)| (c, h))
+            .filter(|(_, c, _)| keep(c))
+            .filter_map(|(_, c, h)| h.entry().map(|e| (c, h.node(), e)))
+            .collect();
+        if found.is_empty() {
+            for o in located.run.outputs.iter().filter(|o| keep(&o.cell)) {
+                let scored = (&o.cell, o.node.as_str(), &o.entry);
+                if !intervals(exp, scored, o.stage)?.is_empty() {
+                    found.push(scored);
+                }
+            }
+        }
+        Ok(found.into_iter().max_by_key(|(c, ..)| c.round))
     };
     let mut out = Map::new();
-    let after = cell
-        .method
-        .and_then(|m| find(m, cell.guard, Some(&cell.editor), Some(cell.round)));
+    let after = match cell.method {
+        Some(m) => find(m, cell.guard, Some(&cell.editor), Some(cell.round))?,
+        None => None,
+    };
     out.insert("after".into(), score(exp, after, instance)?);
     out.insert(
         "before".into(),
-        score(exp, find(Method::Base, false, None, Some(0)), instance)?,
+        score(exp, find(Method::Base, false, None, Some(0))?, instance)?,
     );
     Ok(Value::Object(out))
 }
 
+/// A score output: its cell, node and stored entry.
+type Scored<'a> = (&'a Cell, &'a str, &'a pipeline::Entry);
+
+/// The intervals the reader of `cell`'s environment reports for a stored output
+/// (none for an environment this experiment does not have).
+fn intervals(
+    exp: &Experiment,
+    (cell, node, entry): Scored<'_>,
+    stage: &str,
+) -> Result<Vec<crate::reading::Interval>, DriveError> {
+    let Some(env) = exp.registry.get(cell.env) else {
+        return Ok(Vec::new());
+    };
+    let computed = crate::reading::Computed {
+        node,
+        stage,
+        cell,
+        entry,
+    };
+    Ok(env.reader().intervals(&computed)?)
+}
+
 /// One score output's measure over all its items (and, for per-instance
 /// documentation, the instance's own verdict).
-fn score(
-    exp: &Experiment,
-    at: Option<(&Cell, &pipeline::Handle)>,
-    instance: &str,
-) -> Result<Value, DriveError> {
-    let Some((cell, h)) = at else {
-        return Ok(Value::Null);
-    };
-    let Some(entry) = h.entry() else {
+fn score(exp: &Experiment, at: Option<Scored<'_>>, instance: &str) -> Result<Value, DriveError> {
+    let Some((cell, node, entry)) = at else {
         return Ok(Value::Null);
     };
     if entry.manifest.outputs.contains_key(ScoreRow::TABLE) {
@@ -301,21 +332,12 @@ fn score(
         let e = rows.iter().filter(|r| r.e).count() as f64 / rows.len() as f64;
         let own = rows.iter().find(|r| r.instance_id == instance).map(|r| r.e);
         return Ok(
-            json!({"measure": "E (execution accuracy)", "value": e, "n": rows.len(), "instance_e": own, "round": cell.round, "node": h.node()}),
+            json!({"measure": "E (execution accuracy)", "value": e, "n": rows.len(), "instance_e": own, "round": cell.round, "node": node}),
         );
     }
-    let Some(env) = exp.registry.get(cell.env) else {
-        return Ok(Value::Null);
-    };
-    let computed = crate::reading::Computed {
-        node: h.node(),
-        stage: "",
-        cell,
-        entry,
-    };
-    Ok(match env.reader().intervals(&computed)?.first() {
+    Ok(match intervals(exp, (cell, node, entry), "")?.first() {
         Some(i) => {
-            json!({"measure": i.title, "value": i.value, "lo": i.lo, "hi": i.hi, "round": cell.round, "node": h.node()})
+            json!({"measure": i.title, "value": i.value, "lo": i.lo, "hi": i.hi, "round": cell.round, "node": node})
         }
         None => Value::Null,
     })
