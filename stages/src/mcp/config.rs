@@ -389,15 +389,8 @@ impl McpExperiment {
                 "mcp.toolobserver = \"online\" but mcp.methods has no toolobserver (add it, or drop the key)".into(),
             );
         }
-        let first_call_required = match raw.first_call.as_deref().unwrap_or("auto") {
-            "auto" => false,
-            "required" => true,
-            other => {
-                return Err(format!(
-                    "mcp.first_call = `{other}` (valid: auto, required)"
-                ))
-            }
-        };
+        let first_call_required =
+            crate::models::EpisodeRules::first_call(raw.first_call.as_deref(), "mcp")?;
         let m = McpExperiment {
             tasks,
             settings,

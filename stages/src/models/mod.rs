@@ -448,6 +448,21 @@ pub struct EpisodeRules {
     pub one_call_per_turn: bool,
 }
 
+impl EpisodeRules {
+    /// An environment table's `first_call` key (`table` names it in the error):
+    /// `"auto"` (the default: the model chooses) or `"required"` (the first turn must
+    /// call a tool), as [`EpisodeRules::first_call_required`].
+    pub fn first_call(value: Option<&str>, table: &str) -> Result<bool, String> {
+        match value.unwrap_or("auto") {
+            "auto" => Ok(false),
+            "required" => Ok(true),
+            other => Err(format!(
+                "{table}.first_call = `{other}` (valid: auto, required)"
+            )),
+        }
+    }
+}
+
 /// Run one multi-turn episode: the agent calls tools (`run_tool` executes one call
 /// and returns its text), results are fed back, at most `rules.max_turns` turns, then
 /// a forced final answer. A failed model call ends the episode with its error.
@@ -761,6 +776,17 @@ impl Models {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_call_is_auto_by_default_and_a_bad_value_names_its_table() {
+        assert_eq!(EpisodeRules::first_call(None, "search"), Ok(false));
+        assert_eq!(EpisodeRules::first_call(Some("auto"), "mcp"), Ok(false));
+        assert_eq!(EpisodeRules::first_call(Some("required"), "mcp"), Ok(true));
+        assert_eq!(
+            EpisodeRules::first_call(Some("always"), "search"),
+            Err("search.first_call = `always` (valid: auto, required)".into())
+        );
+    }
 
     #[test]
     fn specs_parse_once_and_print_as_written() {

@@ -268,15 +268,10 @@ impl SearchExperiment {
             retriever: raw.retriever.unwrap_or_else(|| "bm25".into()),
             embedder: raw.embedder.unwrap_or_else(|| "minilm".into()),
             source,
-            first_call_required: match raw.first_call.as_deref().unwrap_or("auto") {
-                "auto" => false,
-                "required" => true,
-                other => {
-                    return Err(format!(
-                        "search.first_call = `{other}` (valid: auto, required)"
-                    ))
-                }
-            },
+            first_call_required: crate::models::EpisodeRules::first_call(
+                raw.first_call.as_deref(),
+                "search",
+            )?,
             shape: ResultShape {
                 results: raw.results.unwrap_or(5),
                 snippet_tokens: raw.snippet_tokens.unwrap_or(512),
