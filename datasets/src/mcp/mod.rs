@@ -55,7 +55,7 @@ const ENTRIES: [&str; 6] = [
 pub const TRAIN_SHARE: f64 = 0.3;
 
 /// Tasks per server in `tasks-sample.jsonl`: train, then test.
-pub const SAMPLE: (usize, usize) = (3, 5);
+pub const SAMPLE: (usize, usize) = (2, 3);
 
 /// Why a generation failed.
 #[derive(Debug, thiserror::Error)]
