@@ -14,7 +14,6 @@ mod common;
 
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 /// Each chat request's `tool_choice` (`-` when none was sent), in arrival order.
@@ -102,13 +101,7 @@ fn gold_row(store: &Path, exp: &Path) -> (String, String) {
 
 #[test]
 fn a_required_first_call_turns_a_call_written_in_prose_into_a_call() {
-    let python = Command::new("python3")
-        .args(["-c", "pass"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !python {
-        testkit::skip("mcp", "no python3 for the test-made MCP server");
+    if !common::python3("mcp", "no python3 for the test-made MCP server") {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");

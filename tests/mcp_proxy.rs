@@ -28,15 +28,7 @@ fn hostile() -> PathBuf {
 
 /// `python3` runs, or the test skips (the resource `mcp`).
 fn python3() -> bool {
-    let ok = Command::new("python3")
-        .arg("-c")
-        .arg("pass")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        testkit::skip("mcp", "no python3 for the test-made MCP servers");
-    }
-    ok
+    common::python3("mcp", "no python3 for the test-made MCP servers")
 }
 
 /// A tool list naming `echo` with a learned description.

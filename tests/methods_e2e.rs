@@ -42,15 +42,7 @@ fn examples() -> PathBuf {
 
 /// Whether `python3` runs here (the tests skip, saying so, where it does not).
 fn python() -> bool {
-    let ok = std::process::Command::new("python3")
-        .arg("-c")
-        .arg("import json")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        testkit::skip("python3", "python3 is not on the PATH");
-    }
-    ok
+    common::python3("python3", "python3 is not on the PATH")
 }
 
 /// `otb run --quiet` of `toml` (written as `exp.toml` in `dir`, store `dir/store`)

@@ -137,6 +137,21 @@ pub fn staging(store: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether `python3` runs here; where it does not, the test skips, naming the
+/// resource `resource` and saying `why` it needed it.
+pub fn python3(resource: &str, why: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "pass"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        testkit::skip(resource, why);
+    }
+    ok
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")

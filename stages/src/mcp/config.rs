@@ -26,6 +26,7 @@ use super::tools::DocSetting;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The agent's system prompt; `{alias}` is the working folder's path as the agent
 /// sees it.
@@ -81,6 +82,8 @@ pub struct RawServer {
     workdir: Option<String>,
     alias: Option<String>,
     fresh: Option<String>,
+    connect_timeout_s: Option<f64>,
+    call_timeout_s: Option<f64>,
 }
 
 /// A checked `[mcp]` table.
@@ -139,6 +142,11 @@ pub struct ServerConfig {
     pub alias: String,
     /// `episode` (a fresh process and copy per episode) or `run` (one shared).
     pub fresh: Fresh,
+    /// How long its `initialize` handshake may take (`connect_timeout_s`; not in
+    /// any key: it changes whether a run fails, never what it computes).
+    pub connect_timeout: Duration,
+    /// How long one request to it may take (`call_timeout_s`; not in any key).
+    pub call_timeout: Duration,
 }
 
 /// How the `toolobserver` method runs on an `[mcp]` table.
@@ -175,6 +183,19 @@ pub enum Fresh {
 
 /// The default path the agent sees for a server's working folder.
 pub const DEFAULT_ALIAS: &str = "/workspace";
+
+/// A timeout in seconds as written (`at.key`): above 0 and at most a day.
+fn seconds(at: &str, key: &str, v: Option<f64>) -> Result<Option<Duration>, String> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(s) => Err(format!(
+            "{at}.{key} = {s}: give seconds above 0 and at most 86400"
+        )),
+    }
+}
 
 /// A server name: it is part of node names and tasks refer to it.
 fn check_server_name(name: &str) -> Result<(), String> {
@@ -245,6 +266,11 @@ impl ServerConfig {
                 "{at}: `{{workdir}}` is used but no `workdir` is given"
             ));
         }
+        let limits = ::mcp::bounds::Limits::default();
+        let connect_timeout =
+            seconds(&at, "connect_timeout_s", raw.connect_timeout_s)?.unwrap_or(limits.connect);
+        let call_timeout =
+            seconds(&at, "call_timeout_s", raw.call_timeout_s)?.unwrap_or(limits.call);
         let alias = raw.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_string());
         if !alias.starts_with('/') || alias.len() < 2 || alias.ends_with('/') {
             return Err(format!(
@@ -281,7 +307,18 @@ impl ServerConfig {
             workdir,
             alias,
             fresh,
+            connect_timeout,
+            call_timeout,
         })
+    }
+
+    /// The bounds this server is held to: its timeouts, the rest the defaults.
+    pub fn limits(&self) -> ::mcp::bounds::Limits {
+        ::mcp::bounds::Limits {
+            connect: self.connect_timeout,
+            call: self.call_timeout,
+            ..::mcp::bounds::Limits::default()
+        }
     }
 
     /// The server layer's spec of this server.
@@ -458,6 +495,22 @@ mod tests {
         assert_eq!((m.train_fraction, m.max_turns, m.rounds), (0.3, 6, 2));
         assert_eq!(m.servers[0].alias, "/workspace");
         assert_eq!(m.servers[0].fresh, Fresh::Episode);
+        // The bounds' defaults, or the server's own timeouts.
+        assert_eq!(m.servers[0].limits(), ::mcp::bounds::Limits::default());
+        let slow = parse(
+            &format!("tasks = \"t.jsonl\"\n{server}connect_timeout_s = 90\ncall_timeout_s = 0.5\n"),
+            dir.path(),
+        )
+        .unwrap();
+        let l = slow.servers[0].limits();
+        assert_eq!(
+            (l.connect, l.call),
+            (Duration::from_secs(90), Duration::from_millis(500))
+        );
+        assert_eq!(
+            l.message_bytes,
+            ::mcp::bounds::Limits::default().message_bytes
+        );
         assert_eq!(
             m.servers[0].workdir.as_deref(),
             Some(&*dir.path().join("repo"))
@@ -518,6 +571,14 @@ mod tests {
             (
                 format!("{t}[servers.git]\ncommand = [\"a\"]\nfresh = \"never\"\n"),
                 "valid: episode, run",
+            ),
+            (
+                format!("{t}[servers.git]\ncommand = [\"a\"]\nconnect_timeout_s = 0\n"),
+                "mcp.servers.git.connect_timeout_s = 0: give seconds above 0",
+            ),
+            (
+                format!("{t}[servers.git]\ncommand = [\"a\"]\ncall_timeout_s = -1.5\n"),
+                "mcp.servers.git.call_timeout_s = -1.5: give seconds above 0",
             ),
             (
                 format!("{t}[servers.git]\ncommand = [\"a\", \"{{workdir}}\"]\n"),

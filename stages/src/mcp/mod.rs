@@ -625,8 +625,18 @@ mod tests {
             workdir: Some(d.path().to_path_buf()),
             alias: "/workspace".into(),
             fresh: config::Fresh::Episode,
+            connect_timeout: std::time::Duration::from_secs(20),
+            call_timeout: std::time::Duration::from_secs(60),
         };
         let key = server_key(&cfg).unwrap();
+        // Its timeouts are not in it: they decide whether a run fails, not what it
+        // computes.
+        let patient = ServerConfig {
+            connect_timeout: std::time::Duration::from_secs(300),
+            call_timeout: std::time::Duration::from_millis(1500),
+            ..cfg.clone()
+        };
+        assert_eq!(server_key(&patient).unwrap(), key);
         assert!(!key.to_string().contains("secret"), "{key}");
         assert_eq!(key["workdir"], json!(workdir_digest(d.path()).unwrap()));
         assert_eq!(key["fresh"], "episode");
