@@ -1332,13 +1332,12 @@ fn mcp_proxy(
         }
     };
     let seconds = |s: f64, option: &str| {
-        if s.is_finite() && s > 0.0 && s <= 86_400.0 {
-            Ok(std::time::Duration::from_secs_f64(s))
-        } else {
-            Err(BadInput(format!(
-                "{option} {s}: give seconds above 0 and at most 86400"
-            )))
-        }
+        mcp::bounds::timeout(s).ok_or_else(|| {
+            BadInput(format!(
+                "{option} {s}: give seconds above 0 and at most {}",
+                mcp::bounds::MAX_TIMEOUT_S
+            ))
+        })
     };
     let limits = mcp::bounds::Limits {
         connect: seconds(connect_timeout_s, "--connect-timeout-s")?,

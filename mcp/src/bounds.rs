@@ -40,6 +40,16 @@ impl Default for Limits {
     }
 }
 
+/// The longest timeout a user may set, in seconds (a day).
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
+
+/// A timeout a user wrote in seconds, if it is one: finite, above 0 and at most
+/// [`MAX_TIMEOUT_S`]. Callers name the setting in their own error line.
+pub fn timeout(seconds: f64) -> Option<Duration> {
+    (seconds.is_finite() && seconds > 0.0 && seconds <= MAX_TIMEOUT_S)
+        .then(|| Duration::from_secs_f64(seconds))
+}
+
 /// How deep `v` nests (a scalar is 0, `[]` and `{}` are 1), counting no further
 /// than `stop` (so a hostile value costs no more than that).
 pub fn depth(v: &serde_json::Value, stop: usize) -> usize {

@@ -266,22 +266,34 @@ fn scores(
         };
         // BFCL records its score outputs (the curve its summary reads); the other
         // environments' are the outputs their reader gives an interval for.
-        let mut found: Vec<Scored<'_>> = located
+        let recorded = located
             .run
             .curve
             .iter()
             .filter(|(_, c, _)| keep(c))
             .filter_map(|(_, c, h)| h.entry().map(|e| (c, h.node(), e)))
+            .max_by_key(|(c, ..)| c.round);
+        if recorded.is_some() {
+            return Ok(recorded);
+        }
+        // The latest round first (of equal rounds, the last in the run's order, as
+        // `max_by_key` picks): the first output with an interval is the score, so the
+        // earlier rounds' rows are not read.
+        let mut outputs: Vec<_> = located
+            .run
+            .outputs
+            .iter()
+            .rev()
+            .filter(|o| keep(&o.cell))
             .collect();
-        if found.is_empty() {
-            for o in located.run.outputs.iter().filter(|o| keep(&o.cell)) {
-                let scored = (&o.cell, o.node.as_str(), &o.entry);
-                if !intervals(exp, scored, o.stage)?.is_empty() {
-                    found.push(scored);
-                }
+        outputs.sort_by_key(|o| std::cmp::Reverse(o.cell.round));
+        for o in outputs {
+            let scored = (&o.cell, o.node.as_str(), &o.entry);
+            if !intervals(exp, scored, o.stage)?.is_empty() {
+                return Ok(Some(scored));
             }
         }
-        Ok(found.into_iter().max_by_key(|(c, ..)| c.round))
+        Ok(None)
     };
     let mut out = Map::new();
     let after = match cell.method {

@@ -142,11 +142,10 @@ pub struct ServerConfig {
     pub alias: String,
     /// `episode` (a fresh process and copy per episode) or `run` (one shared).
     pub fresh: Fresh,
-    /// How long its `initialize` handshake may take (`connect_timeout_s`; not in
-    /// any key: it changes whether a run fails, never what it computes).
-    pub connect_timeout: Duration,
-    /// How long one request to it may take (`call_timeout_s`; not in any key).
-    pub call_timeout: Duration,
+    /// The bounds it is held to: the defaults, with its own `connect_timeout_s` and
+    /// `call_timeout_s` where given (in no key: they decide whether a run fails,
+    /// never what it computes).
+    pub limits: ::mcp::bounds::Limits,
 }
 
 /// How the `toolobserver` method runs on an `[mcp]` table.
@@ -184,17 +183,15 @@ pub enum Fresh {
 /// The default path the agent sees for a server's working folder.
 pub const DEFAULT_ALIAS: &str = "/workspace";
 
-/// A timeout in seconds as written (`at.key`): above 0 and at most a day.
-fn seconds(at: &str, key: &str, v: Option<f64>) -> Result<Option<Duration>, String> {
-    match v {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
-            Ok(Some(Duration::from_secs_f64(s)))
-        }
-        Some(s) => Err(format!(
-            "{at}.{key} = {s}: give seconds above 0 and at most 86400"
-        )),
-    }
+/// A timeout in seconds as written (`at.key`), or `default` when not written.
+fn seconds(at: &str, key: &str, v: Option<f64>, default: Duration) -> Result<Duration, String> {
+    let Some(s) = v else { return Ok(default) };
+    ::mcp::bounds::timeout(s).ok_or_else(|| {
+        format!(
+            "{at}.{key} = {s}: give seconds above 0 and at most {}",
+            ::mcp::bounds::MAX_TIMEOUT_S
+        )
+    })
 }
 
 /// A server name: it is part of node names and tasks refer to it.
@@ -266,11 +263,17 @@ impl ServerConfig {
                 "{at}: `{{workdir}}` is used but no `workdir` is given"
             ));
         }
-        let limits = ::mcp::bounds::Limits::default();
-        let connect_timeout =
-            seconds(&at, "connect_timeout_s", raw.connect_timeout_s)?.unwrap_or(limits.connect);
-        let call_timeout =
-            seconds(&at, "call_timeout_s", raw.call_timeout_s)?.unwrap_or(limits.call);
+        let defaults = ::mcp::bounds::Limits::default();
+        let limits = ::mcp::bounds::Limits {
+            connect: seconds(
+                &at,
+                "connect_timeout_s",
+                raw.connect_timeout_s,
+                defaults.connect,
+            )?,
+            call: seconds(&at, "call_timeout_s", raw.call_timeout_s, defaults.call)?,
+            ..defaults
+        };
         let alias = raw.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_string());
         if !alias.starts_with('/') || alias.len() < 2 || alias.ends_with('/') {
             return Err(format!(
@@ -307,18 +310,8 @@ impl ServerConfig {
             workdir,
             alias,
             fresh,
-            connect_timeout,
-            call_timeout,
+            limits,
         })
-    }
-
-    /// The bounds this server is held to: its timeouts, the rest the defaults.
-    pub fn limits(&self) -> ::mcp::bounds::Limits {
-        ::mcp::bounds::Limits {
-            connect: self.connect_timeout,
-            call: self.call_timeout,
-            ..::mcp::bounds::Limits::default()
-        }
     }
 
     /// The server layer's spec of this server.
@@ -496,13 +489,13 @@ mod tests {
         assert_eq!(m.servers[0].alias, "/workspace");
         assert_eq!(m.servers[0].fresh, Fresh::Episode);
         // The bounds' defaults, or the server's own timeouts.
-        assert_eq!(m.servers[0].limits(), ::mcp::bounds::Limits::default());
+        assert_eq!(m.servers[0].limits, ::mcp::bounds::Limits::default());
         let slow = parse(
             &format!("tasks = \"t.jsonl\"\n{server}connect_timeout_s = 90\ncall_timeout_s = 0.5\n"),
             dir.path(),
         )
         .unwrap();
-        let l = slow.servers[0].limits();
+        let l = slow.servers[0].limits;
         assert_eq!(
             (l.connect, l.call),
             (Duration::from_secs(90), Duration::from_millis(500))

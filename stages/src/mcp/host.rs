@@ -53,7 +53,7 @@ impl Host {
         std::fs::create_dir_all(scratch)
             .map_err(|e| StageError::infra(stage, format!("{}: {e}", scratch.display())))?;
         OPENED.fetch_add(1, Ordering::SeqCst);
-        let servers = ::mcp::servers::Servers::open(vec![server.spec()], scratch, server.limits())
+        let servers = ::mcp::servers::Servers::open(vec![server.spec()], scratch, server.limits)
             .map_err(|e| stage_error(stage, e))?;
         Ok(Host {
             servers,

@@ -625,15 +625,17 @@ mod tests {
             workdir: Some(d.path().to_path_buf()),
             alias: "/workspace".into(),
             fresh: config::Fresh::Episode,
-            connect_timeout: std::time::Duration::from_secs(20),
-            call_timeout: std::time::Duration::from_secs(60),
+            limits: ::mcp::bounds::Limits::default(),
         };
         let key = server_key(&cfg).unwrap();
         // Its timeouts are not in it: they decide whether a run fails, not what it
         // computes.
         let patient = ServerConfig {
-            connect_timeout: std::time::Duration::from_secs(300),
-            call_timeout: std::time::Duration::from_millis(1500),
+            limits: ::mcp::bounds::Limits {
+                connect: std::time::Duration::from_secs(300),
+                call: std::time::Duration::from_millis(1500),
+                ..::mcp::bounds::Limits::default()
+            },
             ..cfg.clone()
         };
         assert_eq!(server_key(&patient).unwrap(), key);
